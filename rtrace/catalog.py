@@ -1,0 +1,145 @@
+"""The event catalogue: every realtime event type, which side sends it, and the beta -> GA renames.
+
+Facts from the OpenAI realtime types (GA and beta) as summarised in protocol.md section 1. This module is
+data only: no parsing, no state.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Side = Literal["client", "server", "meta", "local"]
+
+#: Client events (GA names; `transcription_session.update` is beta-only but still seen).
+CLIENT_EVENTS: Final = frozenset(
+    {
+        "session.update",
+        "transcription_session.update",
+        "conversation.item.create",
+        "conversation.item.delete",
+        "conversation.item.truncate",
+        "conversation.item.retrieve",
+        "input_audio_buffer.append",
+        "input_audio_buffer.commit",
+        "input_audio_buffer.clear",
+        "output_audio_buffer.clear",
+        "response.create",
+        "response.cancel",
+    }
+)
+
+#: Server events under their GA names (beta names are normalised before lookup).
+SERVER_EVENTS: Final = frozenset(
+    {
+        "error",
+        "session.created",
+        "session.updated",
+        "transcription_session.updated",
+        "conversation.created",
+        "conversation.item.added",
+        "conversation.item.done",
+        "conversation.item.deleted",
+        "conversation.item.truncated",
+        "conversation.item.retrieved",
+        "conversation.item.input_audio_transcription.delta",
+        "conversation.item.input_audio_transcription.completed",
+        "conversation.item.input_audio_transcription.failed",
+        "conversation.item.input_audio_transcription.segment",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+        "input_audio_buffer.cleared",
+        "input_audio_buffer.timeout_triggered",
+        "input_audio_buffer.dtmf_event_received",
+        "output_audio_buffer.started",
+        "output_audio_buffer.stopped",
+        "output_audio_buffer.cleared",
+        "response.created",
+        "response.done",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.output_audio.delta",
+        "response.output_audio.done",
+        "response.output_audio_transcript.delta",
+        "response.output_audio_transcript.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+        "mcp_list_tools.in_progress",
+        "mcp_list_tools.completed",
+        "mcp_list_tools.failed",
+        "rate_limits.updated",
+    }
+)
+
+#: Notes written by a recorder, not events of the protocol.
+META_EVENTS: Final = frozenset({"connection.opened", "connection.closed", "fault.injected", "note"})
+
+#: Client-side annotations: what the client itself believed (see README, "local annotations").
+#: `local.conversation` carries `items` (the client's own conversation, in order);
+#: `local.generation.opened` / `local.generation.closed` carry `response_id` when known.
+LOCAL_EVENTS: Final = frozenset({"local.conversation", "local.generation.opened", "local.generation.closed"})
+
+#: Beta wire names and their GA equivalents (protocol.md 1.4). `conversation.item.created` maps to
+#: `conversation.item.added`; the reducer treats the missing `done` as implied.
+BETA_TO_GA: Final = {
+    "conversation.item.created": "conversation.item.added",
+    "response.text.delta": "response.output_text.delta",
+    "response.text.done": "response.output_text.done",
+    "response.audio.delta": "response.output_audio.delta",
+    "response.audio.done": "response.output_audio.done",
+    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
+    "response.audio_transcript.done": "response.output_audio_transcript.done",
+}
+
+#: Item types the conversation can hold.
+ITEM_TYPES: Final = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "item_reference",
+    }
+)
+
+#: Terminal statuses of `response.done`.
+RESPONSE_STATUSES: Final = frozenset({"completed", "cancelled", "failed", "incomplete", "in_progress"})
+
+#: Error codes the API is known to send (protocol.md 1.7).
+FATAL_ERROR_CODES: Final = frozenset(
+    {"insufficient_quota", "invalid_api_key", "account_deactivated", "billing_hard_limit_reached"}
+)
+
+
+def normalize_type(event_type: str) -> str:
+    """The GA name of an event type (beta names renamed, others unchanged)."""
+    return BETA_TO_GA.get(event_type, event_type)
+
+
+def side_of(event_type: str) -> Side | None:
+    """Which side sends a (normalised) event type, or None when the type is unknown."""
+    if event_type in CLIENT_EVENTS:
+        return "client"
+    if event_type in SERVER_EVENTS:
+        return "server"
+    if event_type in META_EVENTS:
+        return "meta"
+    if event_type in LOCAL_EVENTS:
+        return "local"
+    return None
+
+
+def is_known(event_type: str) -> bool:
+    return side_of(event_type) is not None

@@ -1,0 +1,226 @@
+"""What a rule is and what it reports: `Rule`, `Finding`, `Witness`, `Config`.
+
+A finding is data, never an exception. Its witness is the few lines that prove it, each summarised so a
+report can be written without the trace at hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Literal
+
+from ..describe import describe
+from ..reducer import Fact
+from ..state import Change, Connection, Item, Response, TraceState
+from ..trace import Record
+
+Severity = Literal["error", "warning", "info"]
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Witness:
+    """One line of the trace that proves a finding, summarised."""
+
+    line: int
+    t: float
+    dir: str
+    conn: int
+    type: str
+    summary: str
+
+    @classmethod
+    def of(cls, rec: Record) -> Witness:
+        return cls(rec.line, rec.t, rec.dir, rec.conn, rec.type, describe(rec.type, rec.event))
+
+    @classmethod
+    def sent(cls, change: Change) -> Witness:
+        return cls(change.line, change.t, "client", change.conn, change.kind, change.summary)
+
+    @classmethod
+    def answer(cls, change: Change, summary: str | None = None) -> Witness | None:
+        if change.answer_line is None or change.answer_t is None:
+            return None
+        if summary is None:
+            if change.status == "rejected":
+                err = change.error or {}
+                summary = f"error {err.get('code') or err.get('type') or ''}: {err.get('message') or ''}".strip()
+            elif change.status == "indeterminate":
+                summary = "connection ended before any answer"
+            else:
+                summary = f"{change.short} confirmed"
+        kind = {"rejected": "error", "indeterminate": "connection.closed"}.get(change.status, change.kind)
+        direction = "meta" if change.status == "indeterminate" else "server"
+        return cls(change.answer_line, change.answer_t, direction, change.conn, kind, summary)
+
+    @classmethod
+    def added(cls, item: Item, conn: Connection) -> Witness:
+        return cls(item.added_line, item.added_t, "server", conn.n, "conversation.item.added", f"added {item.label()}")
+
+    @classmethod
+    def response_created(cls, resp: Response) -> Witness:
+        return cls(
+            resp.created_line, resp.created_t, "server", resp.conn, "response.created", f"response {resp.id} created"
+        )
+
+    @classmethod
+    def response_done(cls, resp: Response) -> Witness | None:
+        if resp.done_line is None or resp.done_t is None:
+            return None
+        return cls(
+            resp.done_line,
+            resp.done_t,
+            "server",
+            resp.conn,
+            "response.done",
+            f"response {resp.id} done ({resp.status})",
+        )
+
+    @classmethod
+    def closed(cls, conn: Connection) -> Witness | None:
+        if conn.closed_line is None or conn.closed_t is None:
+            return None
+        how = {"closed": "connection closed", "superseded": "next connection began", "trace-end": "trace ends"}
+        text = how.get(conn.ended_by or "", "connection ended")
+        if conn.close_code is not None:
+            text += f" (code {conn.close_code})"
+        kind = "connection.closed" if conn.ended_by == "closed" else "trace.end"
+        return cls(conn.closed_line, conn.closed_t, "meta", conn.n, kind, text)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    slug: str
+    severity: Severity
+    conn: int
+    #: One line.
+    message: str
+    #: Plain language, citing lines.
+    explanation: str
+    witness: tuple[Witness, ...]
+    #: Ids involved: `items`, `call_ids`, `responses`, `event_ids`.
+    ids: dict[str, tuple[str, ...]]
+    fix: str
+    #: The line at which the finding became certain.
+    at_line: int
+
+    @property
+    def lines(self) -> tuple[int, ...]:
+        return tuple(sorted({w.line for w in self.witness}))
+
+    def sort_key(self) -> tuple[int, int, str]:
+        return (self.at_line, -SEVERITY_RANK[self.severity], self.rule)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Thresholds of the rules (each is a CLI option)."""
+
+    #: Seconds a create/delete/truncate may wait for its answer (LiveKit waits 5 s).
+    ack_timeout: float = 5.0
+    #: Client events closer than this (seconds) belong to one burst (one push computed from one snapshot).
+    burst_window: float = 0.010
+
+
+class Rule:
+    """Base class. A rule's docstring is its user documentation (`rtrace rules SLUG`)."""
+
+    id: ClassVar[str]
+    slug: ClassVar[str]
+    severity: ClassVar[Severity]
+    #: One line: what the finding means.
+    title: ClassVar[str]
+    #: The likely fix, one or two sentences.
+    fix: ClassVar[str]
+    #: The fact kinds the rule wants to see (see `rtrace.reducer`).
+    facts: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        return None
+
+    def finish(self, state: TraceState) -> Iterable[Finding] | None:
+        """Called once at the end of the trace, after every connection has ended."""
+        return None
+
+    @classmethod
+    def doc(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    def finding(
+        self,
+        conn: int,
+        message: str,
+        explanation: str,
+        witness: Sequence[Witness | None],
+        at_line: int,
+        **ids: Iterable[str | None],
+    ) -> Finding:
+        seen: dict[int, Witness] = {}
+        for w in witness:
+            if w is not None and w.line not in seen:
+                seen[w.line] = w
+        return Finding(
+            rule=self.id,
+            slug=self.slug,
+            severity=self.severity,
+            conn=conn,
+            message=message,
+            explanation=explanation,
+            witness=tuple(sorted(seen.values(), key=lambda w: w.line)),
+            ids={k: tuple(dict.fromkeys(v for v in vals if v)) for k, vals in ids.items()},
+            fix=self.fix,
+            at_line=at_line,
+        )
+
+
+def ms(seconds: float) -> str:
+    """A duration for people: `1.7 ms`, `50 ms`, `2.31 s`."""
+    value = seconds * 1000
+    if abs(value) < 10:
+        return f"{value:.1f} ms"
+    if abs(value) < 1000:
+        return f"{value:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+def as_json(finding: Finding) -> dict[str, Any]:
+    return {
+        "rule": finding.rule,
+        "slug": finding.slug,
+        "severity": finding.severity,
+        "conn": finding.conn,
+        "message": finding.message,
+        "explanation": finding.explanation,
+        "lines": list(finding.lines),
+        "at_line": finding.at_line,
+        "ids": {k: list(v) for k, v in sorted(finding.ids.items()) if v},
+        "witness": [dataclasses.asdict(w) for w in finding.witness],
+        "fix": finding.fix,
+    }
+
+
+class Bursts:
+    """Groups each connection's client changes into bursts: runs of changes each sent within
+    `window` seconds of the previous one. One burst is one push computed from one snapshot."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._current: dict[int, list[Change]] = {}
+
+    def add(self, change: Change) -> list[Change]:
+        """Record a sent change; return the burst it belongs to (a live list that later changes may join)."""
+        burst = self._current.get(change.conn)
+        if burst is None or change.t - burst[-1].t > self.window:
+            burst = []
+            self._current[change.conn] = burst
+        burst.append(change)
+        return burst
+
+
+ITEM_CHANGES = ("conversation.item.create", "conversation.item.delete", "conversation.item.truncate")

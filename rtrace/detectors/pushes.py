@@ -1,0 +1,374 @@
+"""Rules about client pushes (creates, deletes, truncates): stale snapshots, missing acks, bad truncates,
+and a client whose own conversation drifts from the server's."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from ..reducer import (
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    Fact,
+    ItemAdded,
+    ItemDeleted,
+    LocalSnapshot,
+)
+from ..state import Change, Connection, Item, TraceState, divergence
+from .base import ITEM_CHANGES, Bursts, Finding, Rule, Witness, ms
+
+
+class StaleSnapshotDelete(Rule):
+    """The client deleted an item right after its create was confirmed, in a burst that creates other items.
+
+    **What it means.** The push that contains the delete was computed from a snapshot of the conversation taken
+    while the item's create was still in flight: the snapshot did not hold the item, the diff saw an "extra"
+    item on the server, and deleted it. This is the race behind `deleted-function-call-output`.
+
+    **How it is judged.** The delete comes less than the create's own round-trip after the confirmation (the
+    confirmation arrived too recently for a decision that knew about it), and its burst (changes sent within
+    `--burst-window` of each other) also creates other items. For items the server added by itself (an in-flight
+    `function_call` of a response) the round-trip is the median ack delay measured on that connection. A delete
+    followed by a create of the same id (an update in place) is not reported.
+
+    **Minimal example.**
+
+        t=0.720 C> create function_call_output item_out       (in flight ...)
+        t=0.770 S> added item_out                             (round-trip 50 ms)
+        t=0.772 C> delete item_out                            (1.7 ms later, < 50 ms)
+        t=0.772 C> create user message item_msg               (same burst)
+
+    **Usual cause.** Two writers of the conversation: a tool-result push and a turn push, each diffing its own
+    copy (livekit/agents #4960, #5021; fixed by placeholders in #5114 and by serializing pushes).
+
+    **Fix.** Serialize pushes behind one lock and diff against the confirmed conversation plus in-flight
+    creates; or take the snapshot after the previous push is acknowledged.
+    """
+
+    id = "RT102"
+    slug = "stale-snapshot-delete"
+    severity = "error"
+    title = "a push deleted an item it had just created, computed from a stale snapshot"
+    fix = (
+        "Serialize conversation pushes and compute each diff from the confirmed conversation plus in-flight "
+        "creates, never from a copy taken before the previous push was acknowledged."
+    )
+    facts = ("change.sent", "change.answered")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.bursts = Bursts(self.config.burst_window)
+        self.creates: dict[tuple[int, str], Change] = {}
+        self.rtts: dict[int, list[float]] = {}
+        #: Deletes waiting for a create in their burst: (delete, item, create or None, reference rtt).
+        self.waiting: dict[int, list[tuple[Change, Item, Change | None, float]]] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ChangeAnswered):
+            change = fact.change
+            if change.kind == "conversation.item.create" and change.status == "confirmed":
+                latency = change.latency()
+                if latency is not None:
+                    samples = self.rtts.setdefault(change.conn, [])
+                    samples.append(latency)
+                    if len(samples) > 64:
+                        del samples[0]
+            return None
+        assert isinstance(fact, ChangeSent)
+        change = fact.change
+        if change.kind not in ITEM_CHANGES:
+            return None
+        conn = state.conns[change.conn]
+        burst = self.bursts.add(change)
+        if change.kind == "conversation.item.create":
+            if change.item_id:
+                self.creates[(conn.n, change.item_id)] = change
+            return self._judge_waiting(conn, burst)
+        if change.kind != "conversation.item.delete" or not change.item_id:
+            return None
+        item = conn.conv.get(change.item_id)
+        if item is None or not item.added_line:
+            return None
+        create = self.creates.get((conn.n, item.id)) if item.source == "client" else None
+        if create is not None and create.answer_t is not None:
+            rtt = create.answer_t - create.t
+        elif item.source == "response" and self.rtts.get(conn.n):
+            rtt = statistics.median(self.rtts[conn.n])
+        else:
+            return None
+        gap = change.t - item.added_t
+        if not 0 <= gap < rtt:
+            return None
+        waiting = self.waiting.setdefault(id(burst), [])
+        waiting.append((change, item, create, rtt))
+        return self._judge_waiting(conn, burst)
+
+    def _judge_waiting(self, conn: Connection, burst: list[Change]) -> list[Finding] | None:
+        waiting = self.waiting.get(id(burst))
+        if not waiting:
+            return None
+        creates = [c for c in burst if c.kind == "conversation.item.create"]
+        out = []
+        for entry in list(waiting):
+            delete, item, create, rtt = entry
+            others = [c for c in creates if c.item_id != item.id]
+            if any(c.item_id == item.id for c in creates):
+                waiting.remove(entry)  # delete + create of the same id: an update in place
+                continue
+            if not others:
+                continue
+            waiting.remove(entry)
+            out.append(self._finding(conn, delete, item, create, rtt, others))
+        if not waiting:
+            self.waiting.pop(id(burst), None)
+        return out
+
+    def _finding(
+        self, conn: Connection, delete: Change, item: Item, create: Change | None, rtt: float, others: list[Change]
+    ) -> Finding:
+        gap = delete.t - item.added_t
+        first = others[0]
+        if create is not None:
+            flight = (
+                f"while its create (line {create.line}) was in flight, "
+                f"between t={create.t:.6f} s and t={item.added_t:.6f} s"
+            )
+            basis = f"that create's own round-trip ({ms(rtt)}, line {create.line} to line {item.added_line})"
+        else:
+            flight = f"before the server's item arrived at line {item.added_line}"
+            basis = f"the connection's median ack delay ({ms(rtt)})"
+        return self.finding(
+            conn.n,
+            f"delete of {item.label()} at line {delete.line} comes {ms(gap)} after its confirmation: stale snapshot",
+            f"Line {delete.line} deletes {item.label()} {ms(gap)} after the server confirmed it at line "
+            f"{item.added_line}, less than {basis}. The delete is in the same burst as the create of "
+            f"{first.item.label() if first.item else first.summary} at line {first.line}: "
+            f"the push was computed from a snapshot taken {flight}.",
+            [
+                Witness.sent(create) if create else None,
+                Witness.added(item, conn),
+                Witness.sent(delete),
+                *(Witness.sent(c) for c in others[:3]),
+            ],
+            max(delete.line, first.line),
+            items=[item.id, *(c.item_id for c in others[:3])],
+            call_ids=[item.call_id],
+            event_ids=[delete.event_id],
+        )
+
+
+class AckTimeout(Rule):
+    """A client create, delete or truncate got no answer within `--ack-timeout` (default 5 s) while its
+    connection stayed open.
+
+    **What it means.** The client cannot know whether the change happened. LiveKit's `update_chat_ctx` raises
+    "update_chat_ctx timed out." after 5 s and carries on with a conversation it can no longer trust.
+
+    **Minimal example.**
+
+        t=1.0 C> conversation.item.create item_x
+        ...   (no conversation.item.added for item_x, no error, connection open)
+        t=6.2 S> conversation.item.added item_x          <- 5.2 s: too late
+
+    A late answer is reported at the answer; a change never answered is reported when its connection ends, if
+    the connection lived longer than the timeout after it.
+
+    **Usual cause.** A server that dropped the event, an ack joined to the wrong event (an `error` with a null
+    `event_id`), a connection that stalled, or a client that sent to a socket that was already closing.
+
+    **Fix.** Correlate acks by item id and `error.event_id`, treat a missing ack as "state unknown" and resync
+    (retrieve or re-push) rather than assuming success.
+    """
+
+    id = "RT110"
+    slug = "ack-timeout"
+    severity = "warning"
+    title = "a create/delete/truncate got no answer within the ack timeout"
+    fix = (
+        "Correlate answers by item id and error.event_id; on a timeout, resync the conversation instead of assuming it."
+    )
+    facts = ("change.answered", "conn.closed")
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        limit = self.config.ack_timeout
+        if isinstance(fact, ChangeAnswered):
+            change = fact.change
+            latency = change.latency()
+            if change.kind in ITEM_CHANGES and latency is not None and latency > limit:
+                return [
+                    self._finding(change, f"answered only after {ms(latency)}", Witness.of(fact.rec), fact.rec.line)
+                ]
+            return None
+        assert isinstance(fact, ConnClosed)
+        out = []
+        for change in fact.indeterminate:
+            if change.kind in ITEM_CHANGES and change.answer_t is not None and change.answer_t - change.t > limit:
+                out.append(
+                    self._finding(
+                        change,
+                        f"never answered; the connection stayed open {ms(change.answer_t - change.t)} after it",
+                        Witness.answer(change),
+                        fact.rec.line,
+                    )
+                )
+        return out
+
+    def _finding(self, change: Change, what: str, answer: Witness | None, at: int) -> Finding:
+        return self.finding(
+            change.conn,
+            f"{change.short} at line {change.line} {what.split(';')[0]}",
+            f"Line {change.line} ({change.summary}) was {what} (timeout {ms(self.config.ack_timeout)}).",
+            [Witness.sent(change), answer],
+            at,
+            items=[change.item_id],
+            event_ids=[change.event_id],
+        )
+
+
+class TruncateBeyondAudio(Rule):
+    """`conversation.item.truncate` with `audio_end_ms` of 0, past the audio the item received, or on an item
+    that has no audio.
+
+    **What it means.** The server answers with an error (`Audio content of Xms is already shorter than Yms`,
+    `Only model output audio messages can be truncated`) and the transcript the user did not hear stays in the
+    conversation; a truncate at 0 ms should have been a delete.
+
+    **How it is judged.** The item's audio length comes from the `response.output_audio.delta` payloads (or the
+    byte counts a recorder keeps when it drops audio) at the session's output format.
+
+    **Usual cause.** Playback position measured on a different clock than the audio sent, an interruption
+    before any audio played, or a replayed text-only assistant message after a reconnect (livekit/agents
+    #6157, #6158; agents-js #977).
+
+    **Fix.** Clamp `audio_end_ms` to the audio received, delete instead of truncating at 0, and never truncate
+    items re-created by a replay.
+    """
+
+    id = "RT114"
+    slug = "truncate-beyond-audio"
+    severity = "warning"
+    title = "a truncate at 0 ms, past the item's audio, or on an item without audio"
+    fix = "Clamp audio_end_ms to the audio actually received; delete instead of truncating at 0; skip replayed items."
+    facts = ("change.sent",)
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        assert isinstance(fact, ChangeSent)
+        change = fact.change
+        if change.kind != "conversation.item.truncate" or not change.item_id or change.audio_end_ms is None:
+            return None
+        conn = state.conns[change.conn]
+        item = conn.conv.get(change.item_id)
+        end = change.audio_end_ms
+        if end == 0:
+            why = "audio_end_ms is 0: nothing was heard, the item should be deleted instead"
+        elif item is None:
+            return None
+        elif item.audio_bytes > 0 and end > conn.audio_ms(item) + 1:
+            why = f"audio_end_ms {end} is past the {conn.audio_ms(item):.0f} ms of audio the item received"
+        elif item.audio_bytes == 0 and item.source == "client":
+            why = "the item was created by the client (a text copy, e.g. replayed after a reconnect) and has no audio"
+        else:
+            return None
+        witness = [Witness.added(item, conn) if item is not None and item.added_line else None, Witness.sent(change)]
+        return [
+            self.finding(
+                conn.n,
+                f"truncate of {change.item_id} at {end} ms (line {change.line}): {why.split(':')[0]}",
+                f"Line {change.line} truncates {item.label() if item else change.item_id}: {why}.",
+                witness,
+                change.line,
+                items=[change.item_id],
+                event_ids=[change.event_id],
+            )
+        ]
+
+
+class LocalServerDivergence(Rule):
+    """The client's own conversation (from `local.conversation` annotations) and the server's differ, and the
+    difference outlives the pending window.
+
+    **What it means.** The symptom behind every other rule: the agent believes in a conversation the model does
+    not see (a tool output it thinks was sent, a message the server never got, an item the server still has).
+
+    **How it is judged.** At each local snapshot the client's items are compared with the server conversation
+    plus pending changes. A difference is reported when it still holds once nothing is pending on the
+    connection and `--ack-timeout` has passed since the snapshot, or when the connection ends. Needs a trace
+    with `local` annotations (`rtrace.record.livekit` writes them).
+
+    **Fix.** Resync from the server's conversation after errors and reconnects; treat unacknowledged changes as
+    unknown; see the other findings of the same trace for the cause.
+    """
+
+    id = "RT115"
+    slug = "local-server-divergence"
+    severity = "error"
+    title = "the client's conversation and the server's differ beyond the pending window"
+    fix = (
+        "Resync the local conversation from server events after errors and reconnects; "
+        "never assume an unacknowledged change."
+    )
+    facts = ("local.conversation", "change.sent", "change.answered", "item.added", "item.deleted", "conn.closed")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        #: conn -> (snapshot witness, snapshot time) of a divergence not yet resolved.
+        self.open: dict[int, tuple[Witness, float]] = {}
+        self.reported: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        conn: Connection | None = getattr(fact, "conn", None)
+        if conn is None and isinstance(fact, (ChangeSent, ChangeAnswered)):
+            conn = state.conns.get(fact.change.conn)
+        if conn is None or conn.local is None:
+            return None
+        if isinstance(fact, LocalSnapshot):
+            local_ids = [i.id for i in fact.items]
+            if divergence(local_ids, conn.expected_ids()):
+                self.open.setdefault(conn.n, (Witness.of(fact.rec), fact.rec.t))
+            else:
+                self.open.pop(conn.n, None)
+            return None
+        if conn.n not in self.open:
+            return None
+        snap, t0 = self.open[conn.n]
+        local_ids = [i.id for i in conn.local]
+        closing = isinstance(fact, ConnClosed)
+        if closing:
+            diff = divergence(local_ids, conn.conv.ids())
+        else:
+            if any(c.kind in ITEM_CHANGES for c in conn.pending.values()):
+                return None
+            diff = divergence(local_ids, conn.conv.ids())
+            if diff and fact.rec.t - t0 <= self.config.ack_timeout:
+                return None
+        if not diff:
+            self.open.pop(conn.n, None)
+            return None
+        del self.open[conn.n]
+        key = (conn.n, diff.only_client, diff.only_server)
+        if key in self.reported:
+            return None
+        self.reported.add(key)
+        parts = []
+        if diff.only_client:
+            parts.append(f"only the client has {', '.join(diff.only_client[:5])}")
+        if diff.only_server:
+            parts.append(f"only the server has {', '.join(diff.only_server[:5])}")
+        if diff.reordered:
+            parts.append(f"in a different order: {', '.join(diff.reordered[:5])}")
+        return [
+            self.finding(
+                conn.n,
+                f"client and server conversations differ since line {snap.line}: {parts[0]}",
+                f"The client's conversation at line {snap.line} differs from the server's, and still does at line "
+                f"{fact.rec.line} with nothing pending: {'; '.join(parts)}.",
+                [snap, Witness.of(fact.rec) if not closing else Witness.closed(conn)],
+                fact.rec.line,
+                items=[*diff.only_client, *diff.only_server, *diff.reordered],
+            )
+        ]
+
+
+__all__ = ["AckTimeout", "LocalServerDivergence", "StaleSnapshotDelete", "TruncateBeyondAudio"]
+_ = (ItemAdded, ItemDeleted)

@@ -1,0 +1,229 @@
+"""Rules about reconnects: a new connection starts empty, so what the old one held must be created again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..reducer import ChangeSent, ConnClosed, ConnOpened, Fact
+from ..state import Change, Connection, Item, TraceState
+from .base import Finding, Rule, Witness
+
+_FUNCTION_ITEMS = ("function_call", "function_call_output")
+
+
+class _Replay:
+    """What a connection re-created of the connection before it."""
+
+    def __init__(self, previous: Connection, lost: list[Item]) -> None:
+        self.previous = previous
+        self.lost = lost
+        self.previous_ids = set(previous.conv.items)
+        self.recreated: list[Change] = []
+        self.created_ids: set[str] = set()
+        self.created_calls: set[str] = set()
+        self.done = False
+
+
+class FunctionCallLostOnReconnect(Rule):
+    """A connection closed holding `function_call` / `function_call_output` items, and the next connection's
+    replay re-created other items but not these.
+
+    **What it means.** The model on the new connection no longer knows the tool was called: an output sent
+    afterwards is rejected (`invalid_tool_call_id`, see `output-for-unknown-call`), and the model may call the
+    tool again or answer without it.
+
+    **How it is judged.** The replay is the set of client creates on the next connection that re-create ids of
+    the closed one. It is judged at the first `response.create` or `function_call_output` of the new connection,
+    or when it ends: if it re-created at least one old item but not the function items, they were lost.
+
+    **Minimal example.**
+
+        [conn 1] S> conversation.item.added function_call item_fc (call_1)
+        [conn 1] -- closed --
+        [conn 2] C> conversation.item.create user message item_u      <- replay
+        [conn 2] C> conversation.item.create function_call_output (call_1)  -> invalid_tool_call_id
+
+    **Usual cause.** A replay built with `exclude_function_call=True` (livekit-agents before 1.8.5), or a replay
+    from a mirror that never received the call.
+
+    **Fix.** Replay function calls and their outputs, in order, with their original ids and call ids.
+    """
+
+    id = "RT105"
+    slug = "function-call-lost-on-reconnect"
+    severity = "error"
+    title = "a reconnect replay left out function calls the old connection held"
+    fix = "Replay function_call and function_call_output items (same ids and call_ids, in order) on reconnect."
+    facts = ("conn.closed", "conn.opened", "change.sent")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.closed: Connection | None = None
+        self.replays: dict[int, _Replay] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ConnClosed):
+            conn = fact.conn
+            replay = self.replays.pop(conn.n, None)
+            out = self._judge(replay, fact.rec.line, None) if replay else None
+            if conn.ended_by != "trace-end":
+                self.closed = conn
+            return out
+        if isinstance(fact, ConnOpened):
+            prev = self.closed
+            if prev is not None and prev.n < fact.conn.n:
+                lost = [i for i in prev.conv if i.type in _FUNCTION_ITEMS]
+                if lost:
+                    self.replays[fact.conn.n] = _Replay(prev, lost)
+            self.closed = None
+            return None
+        assert isinstance(fact, ChangeSent)
+        change = fact.change
+        replay = self.replays.get(change.conn)
+        if replay is None:
+            return None
+        item = change.item
+        if change.kind == "conversation.item.create" and item is not None:
+            if item.type == "function_call_output" and item.call_id in {i.call_id for i in replay.lost}:
+                if item.call_id not in replay.created_calls:
+                    del self.replays[change.conn]
+                    return self._judge(replay, change.line, change)
+            if change.item_id:
+                replay.created_ids.add(change.item_id)
+                if change.item_id in replay.previous_ids:
+                    replay.recreated.append(change)
+            if item.type == "function_call" and item.call_id:
+                replay.created_calls.add(item.call_id)
+            return None
+        if change.kind == "response.create":
+            del self.replays[change.conn]
+            return self._judge(replay, change.line, change)
+        return None
+
+    def _judge(self, replay: _Replay, at: int, trigger: Change | None) -> list[Finding] | None:
+        if not replay.recreated:
+            return None  # no replay at all: nothing says the client meant to carry the conversation over
+        missing = [
+            i
+            for i in replay.lost
+            if i.id not in replay.created_ids and not (i.type == "function_call" and i.call_id in replay.created_calls)
+        ]
+        if not missing:
+            return None
+        prev = replay.previous
+        new_conn = replay.recreated[0].conn
+        first, last = replay.recreated[0], replay.recreated[-1]
+        labels = ", ".join(i.label() for i in missing[:4])
+        trigger_text = f" Line {trigger.line} ({trigger.summary}) then runs without them." if trigger else ""
+        return [
+            self.finding(
+                new_conn,
+                f"reconnect replay on connection {new_conn} left out {labels}",
+                f"Connection {prev.n} ended at line {prev.closed_line} holding {labels}. Connection {new_conn} "
+                f"re-created {len(replay.recreated)} of its items (lines {first.line}-{last.line}) "
+                f"but not these.{trigger_text}",
+                [
+                    *(Witness.added(i, prev) for i in missing[:4] if i.added_line),
+                    Witness.closed(prev),
+                    Witness.sent(first),
+                    Witness.sent(last),
+                    Witness.sent(trigger) if trigger else None,
+                ],
+                at,
+                items=[i.id for i in missing],
+                call_ids=[i.call_id for i in missing],
+            )
+        ]
+
+
+class UnconfirmedItemLostOnReconnect(Rule):
+    """A create or delete sent on a connection had no answer when it closed, and the next connection never
+    sent it again.
+
+    **What it means.** The change is lost: a create the old socket never confirmed is missing from the new
+    conversation, or a delete the old socket never confirmed is undone because the replay re-created the item.
+    Replays built from a mirror of *confirmed* items have exactly this blind spot (protocol.md 4.3).
+
+    **How it is judged.** Needs the end of the trace. A lost create: no later connection creates the same item id
+    (for a `function_call_output`, the same call id). A lost delete: the next connection re-creates the item and
+    never deletes it.
+
+    **Fix.** Keep unacknowledged changes in a queue that survives the socket, and re-send them after the replay
+    (or build the replay from the local conversation, not the confirmed mirror).
+    """
+
+    id = "RT106"
+    slug = "unconfirmed-item-lost-on-reconnect"
+    severity = "error"
+    title = "a change the old connection never confirmed was not sent again after the reconnect"
+    fix = "Re-send unacknowledged creates and deletes after the replay, or replay from the local conversation."
+    facts = ("conn.closed", "change.sent")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.indeterminate: list[tuple[Change, Witness | None]] = []
+        #: conn -> item ids created / deleted on it, and call ids of outputs created on it.
+        self.created: dict[int, set[str]] = {}
+        self.deleted: dict[int, set[str]] = {}
+        self.outputs: dict[int, set[str]] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ConnClosed):
+            for change in fact.indeterminate:
+                if change.kind in ("conversation.item.create", "conversation.item.delete"):
+                    self.indeterminate.append((change, Witness.answer(change)))
+            return None
+        assert isinstance(fact, ChangeSent)
+        change = fact.change
+        if change.kind == "conversation.item.create":
+            if change.item_id:
+                self.created.setdefault(change.conn, set()).add(change.item_id)
+            item = change.item
+            if item is not None and item.type == "function_call_output" and item.call_id:
+                self.outputs.setdefault(change.conn, set()).add(item.call_id)
+        elif change.kind == "conversation.item.delete" and change.item_id:
+            self.deleted.setdefault(change.conn, set()).add(change.item_id)
+        return None
+
+    def finish(self, state: TraceState) -> Iterable[Finding] | None:
+        out = []
+        for change, ended in self.indeterminate:
+            later = sorted(n for n in state.conns if n > change.conn)
+            if not later:
+                continue
+            nxt = later[0]
+            if change.kind == "conversation.item.create":
+                item = change.item
+                by_id = bool(change.item_id) and any(change.item_id in self.created.get(n, ()) for n in later)
+                by_call = (
+                    item is not None
+                    and item.type == "function_call_output"
+                    and item.call_id is not None
+                    and any(item.call_id in self.outputs.get(n, ()) for n in later)
+                )
+                if by_id or by_call or (not change.item_id and not (item and item.call_id)):
+                    continue
+                what = f"create of {item.label() if item else change.item_id} was never sent again"
+            else:
+                item_id = change.item_id
+                if (
+                    not item_id
+                    or item_id not in self.created.get(nxt, ())
+                    or any(item_id in self.deleted.get(n, ()) for n in later)
+                ):
+                    continue
+                what = f"delete of {item_id} was undone: connection {nxt} re-created the item and never deleted it"
+            out.append(
+                self.finding(
+                    change.conn,
+                    f"unconfirmed {change.short} at line {change.line} lost on reconnect",
+                    f"Line {change.line} ({change.summary}) had no answer when connection {change.conn} ended"
+                    f"{f' at line {ended.line}' if ended else ''}; the {what}.",
+                    [Witness.sent(change), ended],
+                    state.last_line,
+                    items=[change.item_id],
+                    call_ids=[change.item.call_id if change.item else None],
+                    event_ids=[change.event_id],
+                )
+            )
+        return out

@@ -1,0 +1,375 @@
+"""Rules about responses: generations left open, failed turns never retried, retries raced, concurrent
+`response.create`, and every server error joined to its cause."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..reducer import (
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    Fact,
+    LocalGeneration,
+    ResponseCreated,
+    ResponseDone,
+    ServerError,
+)
+from ..state import Change, Response, TraceState
+from .base import Finding, Rule, Witness
+
+
+class OrphanedGeneration(Rule):
+    """A response never reached its terminal `response.done`: its connection closed while it generated, or a
+    new `response.created` on the same connection took over while it was open.
+
+    **What it means.** Whatever waits for that response (a turn, a speech handle, a `generate_reply` future)
+    waits forever unless the client closes it itself: the agent hangs mid-turn.
+
+    **With `local` annotations** (`local.generation.opened` / `.closed`), a client generation opened and never
+    closed, or opened again while the previous one is open, is reported too: that is the client-side form
+    (LiveKit overwrote `_current_generation` without closing it, livekit/agents #5276, #5566).
+
+    A trace that simply stops while a response generates is not reported (the recording ended, not the
+    response).
+
+    **Fix.** Close every open generation on `response.created` of another response, on reconnect and on close;
+    resolve its waiters with an error rather than leaving them pending.
+    """
+
+    id = "RT107"
+    slug = "orphaned-generation"
+    severity = "error"
+    title = "a response (or client generation) was never closed"
+    fix = "Close the open generation when another response starts, on reconnect and on close; fail its waiters."
+    facts = ("response.created", "response.done", "conn.closed", "local.generation")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.replaced: dict[str, tuple[Response, Witness]] = {}
+        self.local_open: dict[int, Witness] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ResponseCreated):
+            if fact.replaced is not None:
+                self.replaced[fact.replaced.id] = (fact.replaced, Witness.of(fact.rec))
+            return None
+        if isinstance(fact, ResponseDone):
+            self.replaced.pop(fact.response.id, None)
+            return None
+        if isinstance(fact, LocalGeneration):
+            return self._local(fact)
+        assert isinstance(fact, ConnClosed)
+        conn = fact.conn
+        out = []
+        for rid, (resp, by) in list(self.replaced.items()):
+            if resp.conn != conn.n:
+                continue
+            del self.replaced[rid]
+            out.append(
+                self.finding(
+                    conn.n,
+                    f"response {rid} replaced at line {by.line} while still open",
+                    f"Response {rid} (created at line {resp.created_line}) was still open when another response was "
+                    f"created at line {by.line}, and it never reached response.done.",
+                    [Witness.response_created(resp), by],
+                    by.line,
+                    responses=[rid],
+                )
+            )
+        if fact.orphaned is not None and conn.ended_by != "trace-end":
+            resp = fact.orphaned
+            out.append(
+                self.finding(
+                    conn.n,
+                    f"response {resp.id} open when connection {conn.n} ended (line {fact.rec.line})",
+                    f"Response {resp.id} (created at line {resp.created_line}) had no response.done "
+                    f"when the connection ended at line {fact.rec.line}: anything waiting for it waits forever.",
+                    [Witness.response_created(resp), Witness.closed(conn)],
+                    fact.rec.line,
+                    responses=[resp.id],
+                )
+            )
+        if conn.n in self.local_open and conn.ended_by != "trace-end":
+            opened = self.local_open.pop(conn.n)
+            out.append(
+                self.finding(
+                    conn.n,
+                    f"client generation opened at line {opened.line} never closed",
+                    f"The client opened a generation at line {opened.line} and had not closed it when connection "
+                    f"{conn.n} ended at line {fact.rec.line}.",
+                    [opened, Witness.closed(conn)],
+                    fact.rec.line,
+                )
+            )
+        return out
+
+    def _local(self, fact: LocalGeneration) -> list[Finding] | None:
+        n = fact.conn.n
+        if not fact.opened:
+            self.local_open.pop(n, None)
+            return None
+        previous = self.local_open.get(n)
+        self.local_open[n] = Witness.of(fact.rec)
+        if previous is None:
+            return None
+        return [
+            self.finding(
+                n,
+                f"client generation opened at line {previous.line} overwritten at line {fact.rec.line}",
+                f"The client opened a new generation at line {fact.rec.line} while the one opened at line "
+                f"{previous.line} was still open; the first is never closed.",
+                [previous, Witness.of(fact.rec)],
+                fact.rec.line,
+            )
+        ]
+
+
+class FailedResponseNotRetried(Rule):
+    """A `response.done` with status `failed` and no output item, and the turn is never asked for again.
+
+    **What it means.** The agent's turn silently disappears: the user spoke, the model failed before saying
+    anything, and nothing asks again (livekit/agents #6205).
+
+    A later `response.create` from the client, or a server-initiated response, on any connection counts as
+    asking again. Needs the end of the trace.
+
+    **Fix.** Retry a failed response that produced no output (bounded, with backoff), or tell the user.
+    """
+
+    id = "RT108"
+    slug = "failed-response-not-retried"
+    severity = "warning"
+    title = "a response failed before any output and was never retried"
+    fix = "Retry a response that failed before any output (bounded, with backoff), or surface the failure."
+    facts = ("response.done", "change.sent", "response.created")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.failed: list[tuple[Response, Witness]] = []
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ResponseDone):
+            resp = fact.response
+            if resp.status == "failed" and not resp.output:
+                self.failed.append((resp, Witness.of(fact.rec)))
+        elif isinstance(fact, ChangeSent):
+            if fact.change.kind == "response.create":
+                self.failed.clear()
+        elif isinstance(fact, ResponseCreated) and fact.response.request is None:
+            self.failed.clear()
+        return None
+
+    def finish(self, state: TraceState) -> Iterable[Finding] | None:
+        out = []
+        for resp, done in self.failed:
+            code = (resp.error or {}).get("code") or (resp.error or {}).get("type") or "no error code"
+            out.append(
+                self.finding(
+                    resp.conn,
+                    f"response {resp.id} failed at line {done.line} ({code}) and was never retried",
+                    f"Response {resp.id} ended failed at line {done.line} ({code}) with no output, and nothing asked "
+                    f"for a response again until the trace ends at line {state.last_line}.",
+                    [Witness.response_created(resp) if resp.created_line != done.line else None, done],
+                    state.last_line,
+                    responses=[resp.id],
+                )
+            )
+        return out
+
+
+class RetryRacedByNewResponse(Rule):
+    """After a response failed before any output, a new `response.created` arrived before the client's retry
+    `response.create`.
+
+    **What it means.** A client that keeps the failed generation open to retry it adopts the new, unrelated
+    response as the retry (or opens a second one on top of it): one of them is orphaned, and the retry is
+    rejected with `conversation_already_has_active_response` (livekit/agents PR #6454 review).
+
+    **Minimal example.**
+
+        S> response.done   resp_1 failed (no output)
+        S> response.created resp_2               <- server VAD, or an earlier request
+        C> response.create                       <- the retry, too late
+
+    **Fix.** Close the failed generation first; match responses to requests by `metadata.client_event_id`, and
+    drop the retry when another response has started.
+    """
+
+    id = "RT109"
+    slug = "retry-raced-by-new-response"
+    severity = "warning"
+    title = "a new response started before the client's retry of a failed one"
+    fix = (
+        "Close the failed generation at once; match responses by metadata.client_event_id; "
+        "skip the retry if another response started."
+    )
+    facts = ("response.done", "response.created", "change.sent")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        #: conn -> (failed response witness, racing response witness or None)
+        self.after_failure: dict[int, tuple[Witness, Witness | None]] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ResponseDone):
+            resp = fact.response
+            if resp.status == "failed" and not resp.output:
+                self.after_failure[resp.conn] = (Witness.of(fact.rec), None)
+            return None
+        if isinstance(fact, ResponseCreated):
+            entry = self.after_failure.get(fact.conn.n)
+            if entry is None or entry[1] is not None:
+                return None
+            failed, _ = entry
+            request = fact.response.request
+            if request is not None and request.line > failed.line:
+                del self.after_failure[fact.conn.n]  # the retry itself
+            else:
+                self.after_failure[fact.conn.n] = (failed, Witness.of(fact.rec))
+            return None
+        assert isinstance(fact, ChangeSent)
+        change = fact.change
+        if change.kind != "response.create":
+            return None
+        entry = self.after_failure.pop(change.conn, None)
+        if entry is None:
+            return None
+        failed, racer = entry
+        if racer is None:
+            return None
+        return [
+            self.finding(
+                change.conn,
+                f"retry at line {change.line} comes after a new response started at line {racer.line}",
+                f"The response that failed at line {failed.line} produced no output; before the client's retry "
+                f"(line {change.line}) another response was created at line {racer.line}. A client holding the "
+                "failed generation open for the retry orphans it or takes the new response for the retry.",
+                [failed, racer, Witness.sent(change)],
+                change.line,
+                event_ids=[change.event_id],
+            )
+        ]
+
+
+class ConcurrentResponseCreate(Rule):
+    """`response.create` while a response is active on the connection.
+
+    **What it means.** The server answers `conversation_already_has_active_response` and the request is lost;
+    a client waiting for its `response.created` times out (LiveKit: "generate_reply timed out.").
+
+    **How it is judged.** Active means a response between `response.created` and `response.done`, or an
+    earlier `response.create` not yet answered (the server will have started it first). Out-of-band requests
+    (`conversation: "none"`) may run in parallel and are not reported. When the trace has the answer, the
+    answer decides: a `response.created` means the server had finished in time.
+
+    **Fix.** Wait for `response.done` (or cancel and wait for it) before asking again; queue requests.
+    """
+
+    id = "RT111"
+    slug = "concurrent-response-create"
+    severity = "warning"
+    title = "response.create while a response is active"
+    fix = "Wait for response.done (or cancel and await it) before the next response.create; queue requests."
+    facts = ("change.sent", "change.answered", "conn.closed")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.suspect: dict[int, tuple[Change, Witness | None]] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ChangeSent):
+            change = fact.change
+            if change.kind != "response.create" or change.conversation == "none":
+                return None
+            conn = state.conns[change.conn]
+            if conn.active is not None and conn.active.open:
+                self.suspect[change.seq] = (change, Witness.response_created(conn.active))
+            else:
+                for other in conn.pending.values():
+                    if other is not change and other.kind == "response.create" and other.conversation != "none":
+                        self.suspect[change.seq] = (change, Witness.sent(other))
+                        break
+            return None
+        if isinstance(fact, ChangeAnswered):
+            change = fact.change
+            entry = self.suspect.pop(change.seq, None)
+            if change.kind != "response.create":
+                return None
+            code = (change.error or {}).get("code")
+            if change.status == "rejected" and (
+                entry is not None or code == "conversation_already_has_active_response"
+            ):
+                return [self._finding(change, entry[1] if entry else None, Witness.of(fact.rec), fact.rec.line)]
+            return None
+        assert isinstance(fact, ConnClosed)
+        out = []
+        for change in fact.indeterminate:
+            entry = self.suspect.pop(change.seq, None)
+            if entry is not None:
+                out.append(self._finding(change, entry[1], Witness.answer(change), fact.rec.line))
+        return out
+
+    def _finding(self, change: Change, active: Witness | None, answer: Witness | None, at: int) -> Finding:
+        why = f" (active since line {active.line})" if active else ""
+        outcome = (
+            f"the server rejected it at line {answer.line}" if answer and answer.type == "error" else "no answer came"
+        )
+        return self.finding(
+            change.conn,
+            f"response.create at line {change.line} while a response is active",
+            f"Line {change.line} asks for a response while one is active{why}; {outcome}.",
+            [active, Witness.sent(change), answer],
+            at,
+            event_ids=[change.event_id],
+        )
+
+
+class ServerErrorRule(Rule):
+    """Every server `error` event, joined to the client event that caused it.
+
+    The join uses `error.event_id` when the server filled it, else ids quoted in the error message (an item id,
+    a call id), else arrival order (the server answers a connection's events in order). `info` severity: most
+    errors are recoverable, and the other rules say which ones matter.
+    """
+
+    id = "RT112"
+    slug = "server-error"
+    severity = "info"
+    title = "the server sent an error"
+    fix = "Handle the error where the client sends the event it answers; see the other findings for its cause."
+    facts = ("server.error",)
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        assert isinstance(fact, ServerError)
+        err = fact.error
+        code = err.get("code") or err.get("type") or "error"
+        message = str(err.get("message") or "")
+        cause = fact.cause
+        joined = {
+            "event-id": "by error.event_id",
+            "quoted-id": "by an id quoted in the message",
+            "order": "by order (error.event_id was not set)",
+        }
+        if cause is not None:
+            how = joined.get(fact.how or "", "")
+            text = (
+                f"Line {fact.rec.line}: {code}: {message!r}. "
+                f"It answers line {cause.line} ({cause.summary}), joined {how}."
+            )
+        else:
+            text = f"Line {fact.rec.line}: {code}: {message!r}. No pending client event to join it to."
+        return [
+            self.finding(
+                fact.conn.n,
+                f"{code} at line {fact.rec.line}" + (f" answering line {cause.line}" if cause else ""),
+                text,
+                [Witness.sent(cause) if cause else None, Witness.of(fact.rec)],
+                fact.rec.line,
+                event_ids=[
+                    cause.event_id if cause else None,
+                    err.get("event_id") if isinstance(err.get("event_id"), str) else None,
+                ],
+                items=[cause.item_id if cause else None],
+            )
+        ]

@@ -1,0 +1,436 @@
+"""Rules about tool calls: a `function_call` must keep its `function_call_output`, and an output needs its call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..reducer import (
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    Fact,
+    ItemAdded,
+    ItemDeleted,
+    ItemDone,
+    ServerError,
+)
+from ..state import Change, Connection, Item, TraceState
+from .base import Bursts, Finding, Rule, Witness, ms
+
+
+class DeletedFunctionCallOutput(Rule):
+    """The client deleted a `function_call_output` while its `function_call` stayed in the conversation.
+
+    **What it means.** The server confirmed that the conversation lost the tool's result but kept the call. From
+    then on every response is generated as if the tool never answered: the model says the tool "is still
+    running", calls it again, or makes up a result.
+
+    **Why it matters.** Nothing fails: no error event, no exception, no timeout. The turn looks normal in the
+    logs and only the answers are wrong.
+
+    **Minimal example.**
+
+        C> conversation.item.create  function_call_output item_out (call_1)
+        S> conversation.item.added   item_out
+        C> conversation.item.delete  item_out          <- while function_call (call_1) stays
+        S> conversation.item.deleted item_out
+
+    A delete followed in the same burst by a create of the same id (an in-place update) is not a loss and is
+    not reported; neither is a delete of the output together with its call.
+
+    **Usual cause.** Two pushes of the conversation built from different snapshots: one adds the tool output,
+    the other was diffed against a copy taken before the output was acknowledged and "removes" it
+    (livekit/agents #4960, #5021; see `stale-snapshot-delete`).
+
+    **Fix.** Serialize conversation pushes and diff against the server-confirmed conversation *including*
+    in-flight creates; never delete an item whose create is unacknowledged or was just acknowledged.
+    """
+
+    id = "RT101"
+    slug = "deleted-function-call-output"
+    severity = "error"
+    title = "a function_call_output was deleted while its function_call stayed"
+    fix = (
+        "Diff pushes against the confirmed conversation plus in-flight creates, serialize them, and never "
+        "delete a function_call_output whose function_call stays."
+    )
+    facts = ("change.sent", "item.deleted")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.bursts = Bursts(self.config.burst_window)
+        self.burst_of: dict[int, list[Change]] = {}
+        self.create_of: dict[tuple[int, str], Change] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ChangeSent):
+            change = fact.change
+            if change.kind == "conversation.item.create" and change.item_id:
+                self.create_of[(change.conn, change.item_id)] = change
+            if change.kind.startswith("conversation.item."):
+                burst = self.bursts.add(change)
+                if change.kind == "conversation.item.delete":
+                    self.burst_of[change.seq] = burst
+            return None
+        assert isinstance(fact, ItemDeleted)
+        delete, gone, conn = fact.change, fact.item, fact.conn
+        if delete is None or gone is None or gone.type != "function_call_output" or not gone.call_id:
+            return None
+        burst = self.burst_of.pop(delete.seq, [])
+        call = conn.expected_call(gone.call_id)
+        if call is None or conn.expected_outputs(gone.call_id):
+            return None
+        return [self._finding(fact, conn, gone, call, delete, burst)]
+
+    def _finding(
+        self, fact: ItemDeleted, conn: Connection, item: Item, call: Item, delete: Change, burst: list[Change]
+    ) -> Finding:
+        create = self.create_of.get((conn.n, item.id))
+        mates = [c for c in burst if c is not delete and c.kind == "conversation.item.create"]
+        parts = []
+        if create is not None:
+            parts.append(
+                f"Line {create.line} created {item.label()}; the server confirmed it at line {item.added_line}; "
+            )
+            parts.append(f"line {delete.line} deleted it {ms(delete.t - item.added_t)} later")
+        else:
+            parts.append(f"{item.label()} was added at line {item.added_line}; line {delete.line} deleted it")
+        if mates:
+            listed = ", ".join(f"{c.item.label() if c.item else c.summary} at line {c.line}" for c in mates[:3])
+            parts.append(f", in the same burst as the create of {listed}")
+        parts.append(f", while {call.label()} stayed. ")
+        parts.append(f"From line {fact.rec.line} on, every response is generated without the tool result.")
+        witness = [
+            Witness.added(call, conn) if call.added_line else None,
+            Witness.sent(create) if create else None,
+            Witness.added(item, conn),
+            Witness.sent(delete),
+            *(Witness.sent(c) for c in mates[:3]),
+            Witness.of(fact.rec),
+        ]
+        return self.finding(
+            conn.n,
+            f"{item.label()} deleted at line {delete.line} while {call.label()} stays",
+            "".join(parts),
+            witness,
+            fact.rec.line,
+            items=[item.id, call.id],
+            call_ids=[item.call_id],
+            event_ids=[delete.event_id],
+        )
+
+
+class UnansweredFunctionCall(Rule):
+    """A response was asked for (or the session ended) while a `function_call` had no `function_call_output`.
+
+    **What it means.** The model generates the next response without the tool's result: it says the tool is
+    "still running", answers from nothing, or calls the tool again.
+
+    **Why it matters.** Sometimes intended (a chatty agent that speaks while a slow tool runs), often not: the
+    output was deleted by a racing push, rejected, or lost on a reconnect. Each unanswered stretch of a call is
+    reported once, at the first `response.create` in it; later ones are listed in the same finding.
+
+    **Minimal example.**
+
+        S> conversation.item.added  function_call item_fc (call_1)
+        C> response.create                                 <- no function_call_output for call_1
+
+    A connection that ends with the call unanswered is reported only when no later connection answers it.
+
+    **Usual cause.** The output was never sent, was deleted (`deleted-function-call-output`), or the client asks
+    for a reply before the tool returns. Pipelined output-then-`response.create` is fine: pending creates count.
+
+    **Fix.** Send the `function_call_output` before the next `response.create`; if speech must go on while the
+    tool runs, make it explicit (an out-of-band response with `conversation: "none"`).
+    """
+
+    id = "RT103"
+    slug = "unanswered-function-call"
+    severity = "warning"
+    title = "a response was requested while a function_call had no output"
+    fix = (
+        "Create the function_call_output before asking for the next response, or use an out-of-band "
+        "response (conversation: none) for speech while the tool runs."
+    )
+    facts = ("change.sent", "item.added", "item.done", "item.deleted", "conn.closed")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        #: (conn, call_id) -> the witness of why it is unanswered now (call added, or its output deleted).
+        self.unanswered: dict[tuple[int, str], list[Witness]] = {}
+        #: (conn, call_id) -> the open finding's extra response.create lines (reported once per stretch).
+        self.reported: dict[tuple[int, str], bool] = {}
+        self.answered_calls: set[str] = set()
+        self.at_close: list[tuple[Connection, Item, list[Witness], Witness | None]] = []
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, (ItemAdded, ItemDone)):
+            item, conn = fact.item, fact.conn
+            if item.type == "function_call" and item.call_id and isinstance(fact, ItemAdded):
+                self.unanswered.setdefault((conn.n, item.call_id), [Witness.added(item, conn)])
+            elif item.type == "function_call_output" and item.call_id:
+                self.unanswered.pop((conn.n, item.call_id), None)
+                self.reported.pop((conn.n, item.call_id), None)
+                self.answered_calls.add(item.call_id)
+            return None
+        if isinstance(fact, ItemDeleted):
+            gone, conn = fact.item, fact.conn
+            if gone is None or not gone.call_id:
+                return None
+            key = (conn.n, gone.call_id)
+            if gone.type == "function_call":
+                self.unanswered.pop(key, None)
+            elif gone.type == "function_call_output" and gone.call_id in conn.conv.by_call:
+                call = conn.conv.items[conn.conv.by_call[gone.call_id]]
+                self.unanswered[key] = [Witness.added(call, conn), Witness.of(fact.rec)]
+                self.reported.pop(key, None)
+            return None
+        if isinstance(fact, ConnClosed):
+            conn = fact.conn
+            for (n, call_id), why in list(self.unanswered.items()):
+                if n != conn.n:
+                    continue
+                del self.unanswered[(n, call_id)]
+                if self.reported.pop((n, call_id), False):
+                    continue
+                item_id = conn.conv.by_call.get(call_id)
+                if item_id is not None:
+                    self.at_close.append((conn, conn.conv.items[item_id], why, Witness.closed(conn)))
+            return None
+        assert isinstance(fact, ChangeSent)
+        change = fact.change
+        if change.kind != "response.create" or change.conversation == "none":
+            return None
+        conn = state.conns[change.conn]
+        out = []
+        for (n, call_id), why in self.unanswered.items():
+            if n != conn.n or self.reported.get((n, call_id)):
+                continue
+            pending_call = conn.expected_call(call_id)
+            if pending_call is None or conn.expected_outputs(call_id):
+                continue
+            rid = pending_call.response_id
+            if rid and (resp := conn.responses.get(rid)) is not None and resp.open:
+                continue  # the call is still being generated; `concurrent-response-create` covers this
+            self.reported[(n, call_id)] = True
+            cause = " after its output was deleted" if len(why) > 1 else ""
+            out.append(
+                self.finding(
+                    conn.n,
+                    f"response.create at line {change.line} while {pending_call.label()} has no output",
+                    f"Line {change.line} asks for a response while {pending_call.label()} "
+                    f"(line {pending_call.added_line}) has no "
+                    f"function_call_output{cause}: the model answers without the tool result.",
+                    [*why, Witness.sent(change)],
+                    change.line,
+                    items=[pending_call.id],
+                    call_ids=[call_id],
+                    event_ids=[change.event_id],
+                )
+            )
+        return out
+
+    def finish(self, state: TraceState) -> Iterable[Finding] | None:
+        out = []
+        for conn, call, why, closed in self.at_close:
+            if call.call_id in self.answered_calls:
+                continue
+            end = closed.line if closed else state.last_line
+            out.append(
+                self.finding(
+                    conn.n,
+                    f"connection {conn.n} ended with {call.label()} unanswered",
+                    f"{call.label()} (line {call.added_line}) had no function_call_output when connection {conn.n} "
+                    f"ended at line {end}, and no later connection answered call {call.call_id}.",
+                    [*why, closed],
+                    end,
+                    items=[call.id],
+                    call_ids=[call.call_id],
+                )
+            )
+        return out
+
+
+class OutputForUnknownCall(Rule):
+    """A `function_call_output` was sent for a `call_id` with no `function_call` in that connection's conversation.
+
+    **What it means.** The server rejects the output with `invalid_tool_call_id` ("Tool call ID '…' not found in
+    conversation."), often with `error.event_id` null, and the tool's result is lost.
+
+    **Why it matters.** The model never sees the result; a client that ignores the error keeps waiting, or
+    retries forever.
+
+    **Minimal example.**
+
+        [conn 2] C> conversation.item.create function_call_output (call_1)   <- call_1 lived on conn 1
+        [conn 2] S> error invalid_tool_call_id
+
+    The conversation judged is the confirmed one plus every earlier pending change (a call and its output may be
+    pipelined back to back); when the server's answer is in the trace, the answer decides. The finding names the
+    cause when the trace shows it: a reconnect that dropped the call, or a delete of the call.
+
+    **Usual cause.** A reconnect replay that leaves out function calls (livekit/agents `exclude_function_call`),
+    a racing push that deleted the call, or a tool result that outlived its session.
+
+    **Fix.** Replay `function_call` items on reconnect before their outputs, or drop outputs whose call is gone.
+    """
+
+    id = "RT104"
+    slug = "output-for-unknown-call"
+    severity = "error"
+    title = "a function_call_output names a call_id the conversation does not hold"
+    fix = (
+        "Re-create the function_call (with its call_id) before its output after a reconnect, or drop "
+        "outputs whose call is no longer in the conversation."
+    )
+    facts = ("change.sent", "change.answered", "conn.closed", "server.error", "item.deleted")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.suspect: dict[int, Change] = {}
+        self.deleted_call: dict[tuple[int, str], Witness] = {}
+        self.joined: set[int] = set()
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ChangeSent):
+            change = fact.change
+            item = change.item
+            if change.kind == "conversation.item.create" and item is not None and item.type == "function_call_output":
+                if item.call_id and state.conns[change.conn].expected_call(item.call_id) is None:
+                    self.suspect[change.seq] = change
+            return None
+        if isinstance(fact, ItemDeleted):
+            if fact.item is not None and fact.item.type == "function_call" and fact.item.call_id:
+                self.deleted_call[(fact.conn.n, fact.item.call_id)] = Witness.of(fact.rec)
+            return None
+        if isinstance(fact, ChangeAnswered):
+            change = fact.change
+            suspect = self.suspect.pop(change.seq, None)
+            if change.status != "rejected":
+                return None
+            code = (change.error or {}).get("code")
+            if suspect is None and code != "invalid_tool_call_id":
+                return None
+            if change.item is None or change.item.type != "function_call_output":
+                return None
+            self.joined.add(fact.rec.seq)
+            return [self._finding(state, change, Witness.of(fact.rec), fact.rec.line)]
+        if isinstance(fact, ConnClosed):
+            out = []
+            for change in fact.indeterminate:
+                if self.suspect.pop(change.seq, None) is not None:
+                    out.append(self._finding(state, change, Witness.answer(change), fact.rec.line))
+            return out
+        assert isinstance(fact, ServerError)
+        if fact.cause is None and fact.error.get("code") == "invalid_tool_call_id" and fact.rec.seq not in self.joined:
+            msg = fact.error.get("message")
+            return [
+                self.finding(
+                    fact.conn.n,
+                    f"server rejected a function_call_output at line {fact.rec.line} (invalid_tool_call_id)",
+                    f"Line {fact.rec.line}: the server says {msg!r}; the output it rejects was not in the trace.",
+                    [Witness.of(fact.rec)],
+                    fact.rec.line,
+                )
+            ]
+        return None
+
+    def _finding(self, state: TraceState, change: Change, answer: Witness | None, at: int) -> Finding:
+        item = change.item
+        assert item is not None and item.call_id is not None
+        call_id = item.call_id
+        witness: list[Witness | None] = [Witness.sent(change), answer]
+        cause = ""
+        deleted = self.deleted_call.get((change.conn, call_id))
+        if deleted is not None:
+            cause = f" The function_call for {call_id} was deleted at line {deleted.line}."
+            witness.insert(0, deleted)
+        else:
+            for n in sorted(state.conns, reverse=True):
+                if n >= change.conn:
+                    continue
+                old = state.conns[n]
+                item_id = old.conv.by_call.get(call_id)
+                if item_id is not None:
+                    call = old.conv.items[item_id]
+                    end = old.closed_line
+                    cause = (
+                        f" The call lived on connection {n} ({call.label()}, line {call.added_line}); connection {n} "
+                        f"ended at line {end} and connection {change.conn} never re-created it."
+                    )
+                    witness[:0] = [Witness.added(call, old), Witness.closed(old)]
+                    break
+        if answer is not None and answer.type == "error":
+            outcome = f"the server rejected it at line {answer.line}"
+        elif answer is not None:
+            outcome = f"the connection ended at line {answer.line} before any answer"
+        else:
+            outcome = "no answer is in the trace"
+        return self.finding(
+            change.conn,
+            f"function_call_output for unknown call {call_id} at line {change.line}",
+            f"Line {change.line} sends {item.label()} but connection {change.conn} holds no function_call with "
+            f"call_id {call_id}; {outcome}.{cause}",
+            witness,
+            at,
+            items=[item.id],
+            call_ids=[call_id],
+            event_ids=[change.event_id],
+        )
+
+
+class ArgumentsLostInReplay(Rule):
+    """A `function_call` was created again with empty `arguments`, while the original had arguments.
+
+    **What it means.** After a reconnect (or a re-push) the model sees a call with no arguments: it cannot tell
+    what was asked, and may call the tool again or misread the result.
+
+    **Minimal example.**
+
+        [conn 1] S> conversation.item.done function_call item_fc (call_1) arguments='{"city":"Paris"}'
+        [conn 2] C> conversation.item.create function_call item_fc (call_1) arguments=''
+
+    **Usual cause.** The client's local copy of the call was taken from `response.output_item.added` (arguments
+    still empty) and never updated from `.done` (agents-js port of livekit/agents #7576).
+
+    **Fix.** Update the local function_call from `response.function_call_arguments.done` /
+    `response.output_item.done` before it is replayed.
+    """
+
+    id = "RT113"
+    slug = "arguments-lost-in-replay"
+    severity = "warning"
+    title = "a function_call was re-created without its arguments"
+    fix = "Keep the function_call's final arguments (from .done events) in the copy that is replayed."
+    facts = ("item.done", "change.sent")
+
+    def __init__(self, config: object) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.args: dict[str, tuple[Item, Witness]] = {}
+
+    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+        if isinstance(fact, ItemDone):
+            item = fact.item
+            if item.type == "function_call" and item.call_id and item.arguments.strip():
+                self.args[item.call_id] = (item, Witness.of(fact.rec))
+            return None
+        assert isinstance(fact, ChangeSent)
+        change = fact.change
+        sent = change.item
+        if change.kind != "conversation.item.create" or sent is None or sent.type != "function_call":
+            return None
+        if not sent.call_id or sent.arguments.strip() or sent.call_id not in self.args:
+            return None
+        original, done = self.args[sent.call_id]
+        return [
+            self.finding(
+                change.conn,
+                f"function_call {sent.call_id} re-created at line {change.line} with empty arguments",
+                f"Line {change.line} creates {sent.label()} with empty arguments; the call had arguments "
+                f"{original.arguments[:80]!r} (line {done.line}).",
+                [done, Witness.sent(change)],
+                change.line,
+                items=[sent.id],
+                call_ids=[sent.call_id],
+            )
+        ]

@@ -1,0 +1,710 @@
+"""`step(state, record) -> (state, facts)`: one trace record folded into the conversation model.
+
+Ground rules:
+
+* The transitions are a table keyed by (direction, event type). An event with no entry changes nothing and
+  yields no fact (deltas, audio appends, unknown types): that keeps the hot path to one dict lookup.
+* A fact is data that says what a record *meant* (a change confirmed, an item added by a response, a response
+  left open). Rules (`rtrace.detectors`) read facts; they never re-derive state from raw events.
+* Answers are joined to the client change they answer in this order (protocol.md 2.1, 1.7): by item id; for
+  errors by `error.event_id`, then by ids quoted in the error message, then by arrival order (the server handles
+  a connection's events first come, first served).
+* The state is updated in place and returned (an hour-long call is a million steps); `step` does no I/O, reads
+  no clock and holds nothing outside `state`. Snapshots for `show` are taken by folding a prefix again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .describe import describe
+from .state import Change, Connection, Item, Response, TraceState, item_from_event, update_item
+from .trace import Record
+
+# -- facts ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Fact:
+    """Base of everything `step` reports. `kind` names the fact for dispatch to rules."""
+
+    kind = "fact"
+    rec: Record
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ConnOpened(Fact):
+    kind = "conn.opened"
+    conn: Connection
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ConnClosed(Fact):
+    """A connection ended. `rec` is the record that ended it (the close note, the next connection's first
+    record, or the last record of the trace)."""
+
+    kind = "conn.closed"
+    conn: Connection
+    #: Changes that were pending and are now indeterminate.
+    indeterminate: list[Change]
+    #: The response that was generating, now orphaned.
+    orphaned: Response | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ChangeSent(Fact):
+    kind = "change.sent"
+    change: Change
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ChangeAnswered(Fact):
+    """A pending change got its answer: `change.status` is `confirmed` or `rejected`.
+
+    `how` says how the answer was joined: `item-id`, `event-id`, `quoted-id`, `order` or `metadata`."""
+
+    kind = "change.answered"
+    change: Change
+    how: str
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemAdded(Fact):
+    kind = "item.added"
+    conn: Connection
+    item: Item
+    previous_item_id: str | None
+    #: False when `previous_item_id` named no item of the conversation (the item was appended instead).
+    position_known: bool
+    #: True when the id was already in the conversation (the API appends a second copy).
+    duplicate: bool
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemDone(Fact):
+    kind = "item.done"
+    conn: Connection
+    item: Item
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemDeleted(Fact):
+    kind = "item.deleted"
+    conn: Connection
+    item_id: str
+    #: The item as it was (None: the server deleted an id rtrace never saw added).
+    item: Item | None
+    change: Change | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemTruncated(Fact):
+    kind = "item.truncated"
+    conn: Connection
+    item_id: str
+    audio_end_ms: int | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ResponseCreated(Fact):
+    kind = "response.created"
+    conn: Connection
+    response: Response
+    #: The in-conversation response that was still open and is now replaced (orphaned).
+    replaced: Response | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ResponseDone(Fact):
+    kind = "response.done"
+    conn: Connection
+    response: Response
+    #: True when no `response.created` was seen for it on this connection.
+    unknown: bool
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ServerError(Fact):
+    kind = "server.error"
+    conn: Connection
+    error: dict[str, Any]
+    #: The client change it answers, when one could be joined.
+    cause: Change | None
+    how: str | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class LocalSnapshot(Fact):
+    kind = "local.conversation"
+    conn: Connection
+    items: list[Item]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class LocalGeneration(Fact):
+    kind = "local.generation"
+    conn: Connection
+    opened: bool
+    response_id: str | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class SessionUpdated(Fact):
+    kind = "session.updated"
+    conn: Connection
+
+
+NO_FACTS: tuple[Fact, ...] = ()
+
+# -- the fold ---------------------------------------------------------------------------------------------
+
+Handler = Callable[[TraceState, Connection, Record, list[Fact]], None]
+
+
+def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple[Fact, ...]]:
+    """Fold one record into `state` (in place) and return it with the facts the record revealed."""
+    state.records += 1
+    state.last_t = rec.t
+    state.last_line = rec.line
+    if state.first_t is None:
+        state.first_t = rec.t
+    conn = state.conns.get(rec.conn)
+    facts: list[Fact] | None = None
+    if conn is None or (not conn.open and rec.type == "connection.opened" and rec.dir == "meta"):
+        facts = []
+        conn = _open(state, rec, facts)
+    state.current = rec.conn
+    conn.events += 1
+    conn.last_t = rec.t
+    handler = _TABLE.get((rec.dir, rec.type))
+    if handler is None:
+        return state, facts if facts else NO_FACTS
+    if facts is None:
+        facts = []
+    handler(state, conn, rec, facts)
+    return state, facts
+
+
+def finish(state: TraceState) -> list[Fact]:
+    """End of trace: every connection still open ends here (`trace-end`)."""
+    facts: list[Fact] = []
+    last = Record(
+        state.records, state.last_line, state.last_t, "meta", 0, {"type": "trace.end"}, "trace.end", "trace.end"
+    )
+    for conn in list(state.conns.values()):
+        if conn.open:
+            _close(conn, last, "trace-end", facts)
+    return facts
+
+
+def fold(records: Iterable[Record], state: TraceState | None = None) -> TraceState:
+    """Fold records into a state (no facts kept). For `show` and tests."""
+    st = state if state is not None else TraceState()
+    for rec in records:
+        step(st, rec)
+    return st
+
+
+# -- connections ------------------------------------------------------------------------------------------
+
+
+def _open(state: TraceState, rec: Record, facts: list[Fact]) -> Connection:
+    n = rec.conn
+    # A connection opened without a `connection.opened` note ends the implicit ones before it: a client-side
+    # recording has one socket at a time. Connections opened by a note end only with their close note.
+    for other in state.conns.values():
+        if other.open and not other.explicit and other.n < n:
+            _close(other, rec, "superseded", facts)
+    conn = Connection(n=n, opened_line=rec.line, opened_t=rec.t)
+    if rec.dir == "meta" and rec.type == "connection.opened":
+        conn.explicit = True
+        path = rec.event.get("path")
+        conn.path = path if isinstance(path, str) else None
+    # The same ordinal opened again after its close (a recorder that reuses ordinals) starts afresh.
+    state.conns[n] = conn
+    facts.append(ConnOpened(rec, conn))
+    return conn
+
+
+def _close(conn: Connection, rec: Record, how: str, facts: list[Fact]) -> None:
+    conn.ended_by = how
+    conn.closed_line = rec.line
+    conn.closed_t = rec.t
+    indeterminate = []
+    for change in conn.pending.values():
+        change.status = "indeterminate"
+        change.answer_line = rec.line
+        change.answer_t = rec.t
+        indeterminate.append(change)
+    conn.pending.clear()
+    orphaned = None
+    for resp in conn.responses.values():
+        if resp.open:
+            resp.orphaned = "closed"
+            if resp is conn.active or orphaned is None:
+                orphaned = resp
+    conn.active = None
+    facts.append(ConnClosed(rec, conn, indeterminate, orphaned))
+
+
+def _meta_opened(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    if not conn.explicit:
+        conn.explicit = True
+        path = rec.event.get("path")
+        conn.path = path if isinstance(path, str) else None
+
+
+def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    code = rec.event.get("code")
+    reason = rec.event.get("reason")
+    conn.close_code = code if isinstance(code, int) else None
+    conn.close_reason = reason if isinstance(reason, str) else None
+    _close(conn, rec, "closed", facts)
+
+
+# -- client events ----------------------------------------------------------------------------------------
+
+
+def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change:
+    ev = rec.event
+    event_id = ev.get("event_id")
+    change = Change(
+        kind=rec.type,
+        conn=conn.n,
+        seq=rec.seq,
+        line=rec.line,
+        t=rec.t,
+        event_id=event_id if isinstance(event_id, str) else None,
+        summary=describe(rec.type, ev),
+        **kw,
+    )
+    conn.pending[rec.seq] = change
+    facts.append(ChangeSent(rec, change))
+    return change
+
+
+def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    ev = rec.event
+    raw_item = ev.get("item")
+    item = item_from_event(raw_item) if isinstance(raw_item, dict) else None
+    if item is None and isinstance(raw_item, dict):
+        # No id: the server will choose one. Keep the item for its type and call_id.
+        item = Item(id="", type=str(raw_item.get("type") or "unknown"))
+        update_item(item, raw_item)
+    if item is not None:
+        item.source = "client"
+        item.created_line = rec.line
+    prev = ev.get("previous_item_id")
+    _send(
+        conn,
+        rec,
+        facts,
+        item_id=item.id if item is not None and item.id else None,
+        item=item,
+        previous_item_id=prev if isinstance(prev, str) and prev else None,
+    )
+
+
+def _c_item_ref(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    item_id = rec.event.get("item_id")
+    kw: dict[str, Any] = {"item_id": item_id if isinstance(item_id, str) else None}
+    if rec.type == "conversation.item.truncate":
+        end = rec.event.get("audio_end_ms")
+        kw["audio_end_ms"] = end if isinstance(end, int) and not isinstance(end, bool) else None
+    _send(conn, rec, facts, **kw)
+
+
+def _c_response_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    body = rec.event.get("response")
+    conversation = "auto"
+    metadata = None
+    if isinstance(body, dict):
+        if body.get("conversation") == "none":
+            conversation = "none"
+        md = body.get("metadata")
+        metadata = md if isinstance(md, dict) else None
+    _send(conn, rec, facts, conversation=conversation, metadata=metadata)
+
+
+def _c_simple(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    _send(conn, rec, facts)
+
+
+# -- answers ----------------------------------------------------------------------------------------------
+
+
+def _answer(conn: Connection, change: Change, rec: Record, status: str, how: str, facts: list[Fact]) -> None:
+    del conn.pending[change.seq]
+    change.status = status  # type: ignore[assignment]
+    change.answer_line = rec.line
+    change.answer_t = rec.t
+    facts.append(ChangeAnswered(rec, change, how))
+
+
+def _oldest(conn: Connection, kind: str, item_id: str | None = None) -> Change | None:
+    for change in conn.pending.values():
+        if change.kind == kind and (item_id is None or change.item_id == item_id):
+            return change
+    return None
+
+
+_QUOTED = re.compile(r"'([^']{1,200})'")
+
+
+def _join_error(conn: Connection, error: dict[str, Any]) -> tuple[Change | None, str | None]:
+    if not conn.pending:
+        return None, None
+    event_id = error.get("event_id")
+    if isinstance(event_id, str) and event_id:
+        for change in conn.pending.values():
+            if change.event_id == event_id:
+                return change, "event-id"
+    message = error.get("message")
+    if isinstance(message, str):
+        quoted = set(_QUOTED.findall(message))
+        if quoted:
+            for change in conn.pending.values():
+                item = change.item
+                keys = {change.item_id, change.previous_item_id}
+                if item is not None:
+                    keys.add(item.call_id)
+                if quoted & keys:
+                    return change, "quoted-id"
+    # Ack-less events (append) never wait; take the oldest change that is waiting.
+    return next(iter(conn.pending.values())), "order"
+
+
+def _s_error(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    error = rec.event.get("error")
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    cause, how = _join_error(conn, error)
+    if cause is not None and how is not None:
+        cause.error = error
+        _answer(conn, cause, rec, "rejected", how, facts)
+    facts.append(ServerError(rec, conn, error, cause, how))
+
+
+def _s_session(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    session = rec.event.get("session")
+    if isinstance(session, dict):
+        _read_audio_format(conn, session)
+    if rec.type == "session.updated":
+        change = _oldest(conn, "session.update") or _oldest(conn, "transcription_session.update")
+        if change is not None:
+            _answer(conn, change, rec, "confirmed", "order", facts)
+        facts.append(SessionUpdated(rec, conn))
+
+
+_RATES = {"audio/pcmu": (8000, 1), "audio/pcma": (8000, 1), "g711_ulaw": (8000, 1), "g711_alaw": (8000, 1)}
+
+
+def _read_audio_format(conn: Connection, session: dict[str, Any]) -> None:
+    fmt: Any = None
+    audio = session.get("audio")
+    if isinstance(audio, dict) and isinstance(audio.get("output"), dict):
+        fmt = audio["output"].get("format")
+    if fmt is None:
+        fmt = session.get("output_audio_format")
+    if isinstance(fmt, dict):
+        rate = fmt.get("rate")
+        kind = fmt.get("type")
+        if isinstance(kind, str) and kind in _RATES:
+            conn.audio_rate, conn.audio_sample_bytes = _RATES[kind]
+        elif isinstance(rate, int) and rate > 0:
+            conn.audio_rate, conn.audio_sample_bytes = rate, 2
+    elif isinstance(fmt, str) and fmt in _RATES:
+        conn.audio_rate, conn.audio_sample_bytes = _RATES[fmt]
+
+
+def _s_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    ev = rec.event
+    raw = ev.get("item")
+    item = item_from_event(raw) if isinstance(raw, dict) else None
+    if item is None:
+        return
+    prev = ev.get("previous_item_id")
+    prev = prev if isinstance(prev, str) and prev else None
+    item.added_line = rec.line
+    item.added_t = rec.t
+    change = _oldest(conn, "conversation.item.create", item.id)
+    how = "item-id"
+    if change is None and conn.active is not None and item.id in conn.active.output:
+        item.source = "response"
+        item.response_id = conn.active.id
+    elif change is None and item.id in conn.committed_audio:
+        conn.committed_audio.discard(item.id)
+        item.source = "audio"
+    elif change is None:
+        # A create without a client-chosen id: the oldest id-less create of the same item type.
+        for c in conn.pending.values():
+            if (
+                c.kind == "conversation.item.create"
+                and c.item_id is None
+                and (c.item is None or c.item.type == item.type)
+            ):
+                change, how = c, "order"
+                break
+        if change is None and conn.active is not None:
+            # A response item whose output_item.added was not recorded.
+            item.source = "response"
+            item.response_id = conn.active.id
+            conn.active.output.append(item.id)
+    if change is not None:
+        item.source = "client"
+        item.created_line = change.line
+    duplicate = item.id in conn.conv
+    known = conn.conv.insert(item, prev)
+    if rec.raw_type == "conversation.item.created" and item.source != "response":
+        item.done = True
+    facts.append(ItemAdded(rec, conn, conn.conv.items[item.id], prev, known, duplicate))
+    if change is not None:
+        _answer(conn, change, rec, "confirmed", how, facts)
+
+
+def _s_item_done(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    raw = rec.event.get("item")
+    if not isinstance(raw, dict):
+        return
+    item_id = raw.get("id")
+    item = conn.conv.get(item_id) if isinstance(item_id, str) else None
+    if item is None:
+        # `done` with no `added` (a recorder that missed it): add it where the event says.
+        _s_item_added(state, conn, rec, facts)
+        item = conn.conv.get(item_id) if isinstance(item_id, str) else None
+        if item is None:
+            return
+    old_call = item.call_id
+    update_item(item, raw)
+    conn.conv.reindex(item, old_call)
+    item.done = True
+    facts.append(ItemDone(rec, conn, item))
+
+
+def _s_item_deleted(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    item_id = rec.event.get("item_id")
+    if not isinstance(item_id, str):
+        return
+    item = conn.conv.remove(item_id)
+    change = _oldest(conn, "conversation.item.delete", item_id)
+    facts.append(ItemDeleted(rec, conn, item_id, item, change))
+    if change is not None:
+        _answer(conn, change, rec, "confirmed", "item-id", facts)
+
+
+def _s_item_truncated(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    item_id = rec.event.get("item_id")
+    if not isinstance(item_id, str):
+        return
+    end = rec.event.get("audio_end_ms")
+    end = end if isinstance(end, int) and not isinstance(end, bool) else None
+    item = conn.conv.get(item_id)
+    if item is not None and end is not None:
+        item.audio_bytes = min(item.audio_bytes, int(end * conn.audio_rate * conn.audio_sample_bytes / 1000))
+        item.text = ""
+    facts.append(ItemTruncated(rec, conn, item_id, end))
+    change = _oldest(conn, "conversation.item.truncate", item_id)
+    if change is not None:
+        _answer(conn, change, rec, "confirmed", "item-id", facts)
+
+
+def _s_item_retrieved(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    raw = rec.event.get("item")
+    item_id = raw.get("id") if isinstance(raw, dict) else None
+    change = _oldest(conn, "conversation.item.retrieve", item_id if isinstance(item_id, str) else None)
+    if change is not None:
+        _answer(conn, change, rec, "confirmed", "item-id", facts)
+
+
+def _s_committed(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    item_id = rec.event.get("item_id")
+    if isinstance(item_id, str):
+        conn.committed_audio.add(item_id)
+    change = _oldest(conn, "input_audio_buffer.commit")
+    if change is not None:
+        _answer(conn, change, rec, "confirmed", "order", facts)
+
+
+def _s_cleared(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    kind = "input_audio_buffer.clear" if rec.type == "input_audio_buffer.cleared" else "output_audio_buffer.clear"
+    change = _oldest(conn, kind)
+    if change is not None:
+        _answer(conn, change, rec, "confirmed", "order", facts)
+
+
+def _s_response_created(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    body = rec.event.get("response")
+    if not isinstance(body, dict):
+        body = {}
+    rid = body.get("id")
+    rid = rid if isinstance(rid, str) and rid else f"<unnamed response at line {rec.line}>"
+    resp = Response(id=rid, conn=conn.n, created_line=rec.line, created_t=rec.t)
+    resp.in_conversation = body.get("conversation_id", "auto") is not None
+    # Which response.create asked for it: echoed metadata.client_event_id, else the oldest pending one.
+    md = body.get("metadata")
+    request, how = None, "order"
+    if isinstance(md, dict) and isinstance(md.get("client_event_id"), str):
+        wanted = md["client_event_id"]
+        for change in conn.pending.values():
+            if change.kind == "response.create" and change.event_id == wanted:
+                request, how = change, "metadata"
+                break
+    if request is None:
+        for change in conn.pending.values():
+            if change.kind == "response.create" and (change.conversation == "none") != resp.in_conversation:
+                request = change
+                break
+    replaced = None
+    if resp.in_conversation:
+        if conn.active is not None and conn.active.open:
+            replaced = conn.active
+            replaced.orphaned = "replaced"
+        conn.active = resp
+    resp.request = request
+    conn.responses[rid] = resp
+    facts.append(ResponseCreated(rec, conn, resp, replaced))
+    if request is not None:
+        _answer(conn, request, rec, "confirmed", how, facts)
+
+
+def _s_response_done(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    body = rec.event.get("response")
+    if not isinstance(body, dict):
+        body = {}
+    rid = body.get("id")
+    resp = conn.responses.get(rid) if isinstance(rid, str) else None
+    unknown = resp is None
+    if resp is None:
+        rid = rid if isinstance(rid, str) and rid else f"<unnamed response at line {rec.line}>"
+        resp = Response(id=rid, conn=conn.n, created_line=rec.line, created_t=rec.t)
+        resp.in_conversation = body.get("conversation_id", "auto") is not None
+        conn.responses[rid] = resp
+    status = body.get("status")
+    resp.status = status if isinstance(status, str) else "unknown"
+    resp.done_line = rec.line
+    resp.done_t = rec.t
+    resp.orphaned = None
+    details = body.get("status_details")
+    if isinstance(details, dict) and isinstance(details.get("error"), dict):
+        resp.error = details["error"]
+    output = body.get("output")
+    if isinstance(output, list):
+        for obj in output:
+            if isinstance(obj, dict) and isinstance(obj.get("id"), str) and obj["id"] not in resp.output:
+                resp.output.append(obj["id"])
+    if conn.active is resp:
+        conn.active = None
+    if resp.status == "cancelled":
+        cancel = _oldest(conn, "response.cancel")
+        if cancel is not None:
+            _answer(conn, cancel, rec, "confirmed", "order", facts)
+    facts.append(ResponseDone(rec, conn, resp, unknown))
+
+
+def _s_output_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    raw = rec.event.get("item")
+    item_id = raw.get("id") if isinstance(raw, dict) else None
+    rid = rec.event.get("response_id")
+    resp = conn.responses.get(rid) if isinstance(rid, str) else conn.active
+    if resp is None:
+        resp = conn.active
+    if resp is not None and isinstance(item_id, str) and item_id not in resp.output:
+        resp.output.append(item_id)
+
+
+def _s_output_item_done(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    raw = rec.event.get("item")
+    if not isinstance(raw, dict):
+        return
+    item_id = raw.get("id")
+    item = conn.conv.get(item_id) if isinstance(item_id, str) else None
+    if item is not None:
+        old_call = item.call_id
+        update_item(item, raw)
+        conn.conv.reindex(item, old_call)
+
+
+def _s_arguments_done(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    item_id = rec.event.get("item_id")
+    item = conn.conv.get(item_id) if isinstance(item_id, str) else None
+    if item is not None:
+        args = rec.event.get("arguments")
+        if isinstance(args, str):
+            item.arguments = args[:512]
+            item.arguments_len = len(args)
+
+
+def _s_audio_delta(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    item_id = rec.event.get("item_id")
+    item = conn.conv.items.get(item_id) if type(item_id) is str else None
+    if item is None:
+        return
+    counted = rec.event.get("rtrace_audio_bytes")
+    if type(counted) is int:
+        item.audio_bytes += counted
+    else:
+        delta = rec.event.get("delta")
+        if type(delta) is str:
+            item.audio_bytes += len(delta) * 3 // 4 - delta.count("=", -2)
+
+
+def _l_conversation(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    raw_items = rec.event.get("items")
+    items: list[Item] = []
+    if isinstance(raw_items, list):
+        for obj in raw_items:
+            if isinstance(obj, dict):
+                item = item_from_event(obj)
+                if item is not None:
+                    items.append(item)
+    conn.local = items
+    conn.local_line = rec.line
+    facts.append(LocalSnapshot(rec, conn, items))
+
+
+def _l_generation(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    rid = rec.event.get("response_id")
+    facts.append(
+        LocalGeneration(rec, conn, rec.type == "local.generation.opened", rid if isinstance(rid, str) else None)
+    )
+
+
+_TABLE: dict[tuple[str, str], Handler] = {
+    ("meta", "connection.opened"): _meta_opened,
+    ("meta", "connection.closed"): _meta_closed,
+    ("client", "conversation.item.create"): _c_item_create,
+    ("client", "conversation.item.delete"): _c_item_ref,
+    ("client", "conversation.item.truncate"): _c_item_ref,
+    ("client", "conversation.item.retrieve"): _c_item_ref,
+    ("client", "response.create"): _c_response_create,
+    ("client", "response.cancel"): _c_simple,
+    ("client", "session.update"): _c_simple,
+    ("client", "transcription_session.update"): _c_simple,
+    ("client", "input_audio_buffer.commit"): _c_simple,
+    ("client", "input_audio_buffer.clear"): _c_simple,
+    ("client", "output_audio_buffer.clear"): _c_simple,
+    ("server", "error"): _s_error,
+    ("server", "session.created"): _s_session,
+    ("server", "session.updated"): _s_session,
+    ("server", "transcription_session.updated"): _s_session,
+    ("server", "conversation.item.added"): _s_item_added,
+    ("server", "conversation.item.done"): _s_item_done,
+    ("server", "conversation.item.deleted"): _s_item_deleted,
+    ("server", "conversation.item.truncated"): _s_item_truncated,
+    ("server", "conversation.item.retrieved"): _s_item_retrieved,
+    ("server", "input_audio_buffer.committed"): _s_committed,
+    ("server", "input_audio_buffer.cleared"): _s_cleared,
+    ("server", "output_audio_buffer.cleared"): _s_cleared,
+    ("server", "response.created"): _s_response_created,
+    ("server", "response.done"): _s_response_done,
+    ("server", "response.output_item.added"): _s_output_item_added,
+    ("server", "response.output_item.done"): _s_output_item_done,
+    ("server", "response.function_call_arguments.done"): _s_arguments_done,
+    ("server", "response.output_audio.delta"): _s_audio_delta,
+    ("local", "local.conversation"): _l_conversation,
+    ("local", "local.generation.opened"): _l_generation,
+    ("local", "local.generation.closed"): _l_generation,
+}

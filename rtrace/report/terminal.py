@@ -1,0 +1,121 @@
+"""The terminal report: a summary per trace, then each finding with its witness as a two-lane timeline.
+
+All trace text goes through `escape.printable` and into `rich.text.Text` (never markup), so a transcript with
+ANSI escapes or `[bold]` prints as text.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis import Report, TraceReport
+from ..detectors.base import Finding, Witness
+from ..escape import printable
+from ..trace import Problem
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+MAX_PROBLEMS_SHOWN = 20
+LANE_WIDTH = 58
+
+
+def render(report: Report, console: Console) -> None:
+    for trace in report.traces:
+        render_trace(trace, console)
+    if len(report.traces) > 1:
+        render_totals(report, console)
+
+
+def render_trace(trace: TraceReport, console: Console) -> None:
+    title = Text(printable(trace.path, 200), style="bold")
+    console.print(title)
+    if trace.unreadable:
+        console.print(Text(f"  unreadable: {printable(trace.unreadable, 300)}", style="red"))
+        return
+    counts = trace.counts()
+    parts = [
+        f"{trace.events} events",
+        f"{trace.connections} connection{'s' if trace.connections != 1 else ''}",
+        f"{trace.duration:.2f} s",
+    ]
+    sev = ", ".join(
+        f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts[s]
+    )
+    parts.append(sev or "no findings")
+    if trace.header and trace.header.fields:
+        client = trace.header.fields.get("client") or trace.header.fields.get("recorder")
+        if client:
+            parts.append(printable(str(client), 60))
+    console.print(Text("  " + " · ".join(parts)))
+    render_problems(trace, console)
+    for finding in trace.findings:
+        console.print()
+        render_finding(finding, console)
+    console.print()
+
+
+def render_problems(trace: TraceReport, console: Console) -> None:
+    for problem in trace.problems[:MAX_PROBLEMS_SHOWN]:
+        render_problem(problem, console)
+    hidden = trace.problem_count - min(len(trace.problems), MAX_PROBLEMS_SHOWN)
+    if hidden > 0:
+        console.print(Text(f"  … and {hidden} more input problems", style="dim"))
+
+
+def render_problem(problem: Problem, console: Console) -> None:
+    style = "red" if problem.severity == "error" else "yellow"
+    console.print(Text(f"  {printable(str(problem), 300)}", style=style))
+    if problem.excerpt:
+        console.print(Text(f"      {problem.excerpt}", style="dim"))
+
+
+def render_finding(finding: Finding, console: Console) -> None:
+    head = Text("  ")
+    head.append(f"{finding.severity:<7}", style=SEVERITY_STYLE[finding.severity])
+    head.append(f" {finding.rule} {finding.slug}", style="bold")
+    head.append(f"  conn {finding.conn}  lines {', '.join(map(str, finding.lines))}", style="dim")
+    console.print(head)
+    console.print(Padding(Text(printable(finding.message, 300)), (0, 0, 0, 4)))
+    console.print(Padding(Text(printable(finding.explanation, 2000), style="default"), (0, 0, 0, 4)))
+    console.print(Padding(timeline(finding.witness), (0, 0, 0, 4)))
+    console.print(Padding(Text(f"fix: {finding.fix}", style="green"), (0, 0, 0, 4)))
+
+
+def timeline(witness: tuple[Witness, ...]) -> Table:
+    """The witness lines as a client lane and a server lane, times relative to the first."""
+    table = Table(box=None, show_header=True, header_style="dim", pad_edge=False, padding=(0, 1))
+    table.add_column("line", justify="right", style="dim")
+    table.add_column("+ms", justify="right", style="dim")
+    table.add_column("client", max_width=LANE_WIDTH, overflow="fold")
+    table.add_column("", width=1)
+    table.add_column("server", max_width=LANE_WIDTH, overflow="fold")
+    t0 = witness[0].t if witness else 0.0
+    for w in witness:
+        text = Text(printable(w.summary, 110))
+        rel = f"{(w.t - t0) * 1000:.1f}"
+        if w.dir == "client":
+            table.add_row(str(w.line), rel, text, "→", "")
+        elif w.dir == "server":
+            table.add_row(str(w.line), rel, "", "←", text)
+        else:
+            text.stylize("italic dim")
+            table.add_row(str(w.line), rel, text, "·", "")
+    return table
+
+
+def render_totals(report: Report, console: Console) -> None:
+    table = Table(title="findings by rule", box=None, header_style="bold")
+    table.add_column("rule")
+    table.add_column("severity")
+    names = [printable(t.path.rsplit("/", 1)[-1], 30) for t in report.traces]
+    for name in names:
+        table.add_column(name, justify="right")
+    rows: dict[tuple[str, str, str], list[int]] = {}
+    for k, trace in enumerate(report.traces):
+        for f in trace.findings:
+            rows.setdefault((f.rule, f.slug, f.severity), [0] * len(report.traces))[k] += 1
+    for (rule, slug, severity), counts in sorted(rows.items()):
+        table.add_row(f"{rule} {slug}", Text(severity, style=SEVERITY_STYLE[severity]), *map(str, counts))
+    console.print(Group(table) if rows else Text("no findings in any trace"))

@@ -1,0 +1,509 @@
+"""The conversation model of one trace: connections, their server conversation, pending client changes, responses.
+
+Ground rules of this module (the reducer relies on them):
+
+* Everything is keyed by connection. A websocket connection is a new, empty server conversation; no id
+  carries over to the next connection unless the client creates it again (protocol.md section 3).
+* The server conversation is what the server's own events say, in order. `previous_item_id` on a server event
+  is the id of the item now before the new one (`None`: it is first). The conversation is a doubly linked list
+  over ids, so inserting after an id and deleting are O(1) whatever the length of an hour-long call.
+* A client change (create, delete, truncate, retrieve, response.create, session.update, ...) is *pending* from
+  the moment it is sent until the server answers it: then it is *confirmed* or *rejected* (an `error`). A change
+  still pending when its connection closes is *indeterminate*: the client cannot know whether it happened.
+* The client view is the server conversation with every pending change applied on top (what a client that
+  trusts its own sends believes), unless the trace carries `local.conversation` snapshots: then it is the
+  latest snapshot. It is computed on demand, never maintained per event.
+* Payloads are not kept: an item keeps its ids, kind, status and a short text preview, so memory follows the
+  number of items, not the bytes of audio that crossed the wire.
+
+No I/O, no asyncio, no rendering here. The fake server (`rtrace.server`) keeps its conversations in this same
+model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any, Literal
+
+PREVIEW_CHARS = 200
+ARGUMENTS_CHARS = 512
+
+ChangeStatus = Literal["pending", "confirmed", "rejected", "indeterminate"]
+ItemSource = Literal["client", "response", "audio", "server"]
+
+
+@dataclasses.dataclass(slots=True)
+class Item:
+    """One conversation item as the server holds it (payloads reduced to a preview)."""
+
+    id: str
+    #: `message`, `function_call`, `function_call_output`, `mcp_call`, ...
+    type: str
+    role: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    status: str | None = None
+    #: Function call arguments (cut to ARGUMENTS_CHARS); `arguments_len` is the full length.
+    arguments: str = ""
+    arguments_len: int = 0
+    #: A short preview of the text, transcript or tool output.
+    text: str = ""
+    #: Bytes of output audio the item received (from deltas, or from a recorder's byte counts).
+    audio_bytes: int = 0
+    #: Who put it in the conversation: a client create, a response, committed input audio, or unknown.
+    source: ItemSource = "server"
+    response_id: str | None = None
+    #: Line of the server event that added it, and its time.
+    added_line: int = 0
+    added_t: float = 0.0
+    #: Line of the client create that asked for it, when a create did.
+    created_line: int | None = None
+    done: bool = False
+    #: How many times this id was added (the API accepts a duplicate id and appends a second copy).
+    copies: int = 1
+
+    def label(self) -> str:
+        """How people call this item: `function_call item_x (call_y)`, `user message item_z`."""
+        if self.type == "message":
+            return f"{self.role or 'unknown-role'} message {self.id}"
+        if self.call_id:
+            return f"{self.type} {self.id} ({self.call_id})"
+        return f"{self.type} {self.id}"
+
+
+def item_from_event(obj: dict[str, Any]) -> Item | None:
+    """An `Item` from a wire item object, or None when it has no usable id."""
+    item_id = obj.get("id")
+    if not isinstance(item_id, str) or not item_id:
+        return None
+    item = Item(id=item_id, type=str(obj.get("type") or "unknown"))
+    update_item(item, obj)
+    return item
+
+
+def _str_or_none(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def update_item(item: Item, obj: dict[str, Any]) -> None:
+    """Fold a (possibly partial) wire item object into `item`."""
+    role = obj.get("role")
+    if isinstance(role, str):
+        item.role = role
+    call_id = obj.get("call_id")
+    if isinstance(call_id, str) and call_id:
+        item.call_id = call_id
+    name = obj.get("name")
+    if isinstance(name, str):
+        item.name = name
+    status = obj.get("status")
+    if isinstance(status, str):
+        item.status = status
+    args = obj.get("arguments")
+    if isinstance(args, str) and (args or not item.arguments):
+        item.arguments = args[:ARGUMENTS_CHARS]
+        item.arguments_len = len(args)
+    output = obj.get("output")
+    if isinstance(output, str):
+        item.text = output[:PREVIEW_CHARS]
+    content = obj.get("content")
+    if isinstance(content, list) and content:
+        text = _content_text(content)
+        if text:
+            item.text = text
+
+
+def _content_text(content: list[Any]) -> str:
+    parts: list[str] = []
+    size = 0
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        for key in ("text", "transcript"):
+            value = part.get(key)
+            if isinstance(value, str) and value:
+                parts.append(value)
+                size += len(value)
+                break
+        if size >= PREVIEW_CHARS:
+            break
+    return " ".join(parts)[:PREVIEW_CHARS]
+
+
+class Conversation:
+    """Ordered items, linked by id. Insert-after and delete are O(1); iteration is in conversation order."""
+
+    __slots__ = ("_next", "_prev", "by_call", "head", "items", "outputs_by_call", "tail")
+
+    def __init__(self) -> None:
+        self.items: dict[str, Item] = {}
+        self._next: dict[str, str | None] = {}
+        self._prev: dict[str, str | None] = {}
+        self.head: str | None = None
+        self.tail: str | None = None
+        #: call_id -> id of the `function_call` item that carries it.
+        self.by_call: dict[str, str] = {}
+        #: call_id -> ids of `function_call_output` items that answer it.
+        self.outputs_by_call: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self.items
+
+    def __iter__(self) -> Iterator[Item]:
+        cur = self.head
+        while cur is not None:
+            yield self.items[cur]
+            cur = self._next[cur]
+
+    def ids(self) -> list[str]:
+        return [item.id for item in self]
+
+    def get(self, item_id: str) -> Item | None:
+        return self.items.get(item_id)
+
+    def previous_of(self, item_id: str) -> str | None:
+        return self._prev.get(item_id)
+
+    def insert(self, item: Item, previous_id: str | None) -> bool:
+        """Insert `item` after `previous_id` (None: first). False (and appended at the end) when the previous id
+        is unknown. A duplicate id is not inserted again: its `copies` count grows (see `Item.copies`)."""
+        existing = self.items.get(item.id)
+        if existing is not None:
+            existing.copies += 1
+            return True
+        found = previous_id is None or previous_id in self.items
+        after = previous_id if found else self.tail
+        self.items[item.id] = item
+        if after is None:
+            nxt = self.head
+            self.head = item.id
+        else:
+            nxt = self._next[after]
+            self._next[after] = item.id
+        self._prev[item.id] = after
+        self._next[item.id] = nxt
+        if nxt is None:
+            self.tail = item.id
+        else:
+            self._prev[nxt] = item.id
+        self._index(item)
+        return found
+
+    def append(self, item: Item) -> None:
+        self.insert(item, self.tail)
+
+    def remove(self, item_id: str) -> Item | None:
+        item = self.items.pop(item_id, None)
+        if item is None:
+            return None
+        before = self._prev.pop(item_id)
+        after = self._next.pop(item_id)
+        if before is None:
+            self.head = after
+        else:
+            self._next[before] = after
+        if after is None:
+            self.tail = before
+        else:
+            self._prev[after] = before
+        self._unindex(item)
+        return item
+
+    def reindex(self, item: Item, old_call_id: str | None) -> None:
+        """Keep the call_id indexes right after an item's call_id became known."""
+        if old_call_id == item.call_id:
+            return
+        if old_call_id is not None:
+            tmp = Item(id=item.id, type=item.type, call_id=old_call_id)
+            self._unindex(tmp)
+        self._index(item)
+
+    def _index(self, item: Item) -> None:
+        if item.call_id is None:
+            return
+        if item.type == "function_call":
+            self.by_call[item.call_id] = item.id
+        elif item.type == "function_call_output":
+            self.outputs_by_call.setdefault(item.call_id, set()).add(item.id)
+
+    def _unindex(self, item: Item) -> None:
+        if item.call_id is None:
+            return
+        if item.type == "function_call":
+            if self.by_call.get(item.call_id) == item.id:
+                del self.by_call[item.call_id]
+        elif item.type == "function_call_output":
+            outs = self.outputs_by_call.get(item.call_id)
+            if outs is not None:
+                outs.discard(item.id)
+                if not outs:
+                    del self.outputs_by_call[item.call_id]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Change:
+    """A client event that awaits an answer from the server."""
+
+    #: The client event type (`conversation.item.create`, `response.create`, ...).
+    kind: str
+    conn: int
+    seq: int
+    line: int
+    t: float
+    event_id: str | None = None
+    #: One line saying what was sent (`create function_call_output item_x (call_y) after item_z`).
+    summary: str = ""
+    #: The item the change is about (create: the new item's id when the client chose one).
+    item_id: str | None = None
+    #: For creates: the item as sent.
+    item: Item | None = None
+    previous_item_id: str | None = None
+    #: For truncates.
+    audio_end_ms: int | None = None
+    #: For response.create: `response.conversation` ("auto" or "none") and the metadata it asked to echo.
+    conversation: str = "auto"
+    metadata: dict[str, Any] | None = None
+    status: ChangeStatus = "pending"
+    #: The line and time of the answer (confirmation, error, or the close that made it indeterminate).
+    answer_line: int | None = None
+    answer_t: float | None = None
+    #: For rejected changes: the error object.
+    error: dict[str, Any] | None = None
+
+    @property
+    def short(self) -> str:
+        """`conversation.item.create` -> `create`."""
+        return self.kind.rsplit(".", 1)[-1]
+
+    def latency(self) -> float | None:
+        return None if self.answer_t is None else self.answer_t - self.t
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Response:
+    """One response, from `response.created` to its terminal `response.done`."""
+
+    id: str
+    conn: int
+    created_line: int
+    created_t: float
+    status: str = "in_progress"
+    done_line: int | None = None
+    done_t: float | None = None
+    #: Ids of the output items, in output order.
+    output: list[str] = dataclasses.field(default_factory=list)
+    #: The client `response.create` that asked for it (None: server-initiated, e.g. server VAD).
+    request: Change | None = None
+    #: False for out-of-band responses (`conversation: none`), which do not touch the default conversation.
+    in_conversation: bool = True
+    #: Set when the response never reached `response.done`: `replaced` or `closed`.
+    orphaned: str | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.done_line is None and self.orphaned is None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Connection:
+    """One websocket connection: its server conversation, pending client changes and responses."""
+
+    n: int
+    opened_line: int
+    opened_t: float
+    #: True when a `connection.opened` note was recorded (then only `connection.closed` closes it).
+    explicit: bool = False
+    path: str | None = None
+    closed_line: int | None = None
+    closed_t: float | None = None
+    close_code: int | None = None
+    close_reason: str | None = None
+    #: Why it ended: `closed` (recorded), `superseded` (a later connection began, no close recorded),
+    #: `trace-end` (the trace stops while it is open).
+    ended_by: str | None = None
+    conv: Conversation = dataclasses.field(default_factory=Conversation)
+    #: Every change still awaiting an answer, oldest first, keyed by seq.
+    pending: dict[int, Change] = dataclasses.field(default_factory=dict)
+    responses: dict[str, Response] = dataclasses.field(default_factory=dict)
+    #: The in-conversation response currently generating.
+    active: Response | None = None
+    #: Item ids announced by `input_audio_buffer.committed` and not yet added.
+    committed_audio: set[str] = dataclasses.field(default_factory=set)
+    #: Output audio format from the session, for turning audio bytes into milliseconds.
+    audio_rate: int = 24000
+    audio_sample_bytes: int = 2
+    #: Latest `local.conversation` snapshot: item dicts in the client's own order, and its line.
+    local: list[Item] | None = None
+    local_line: int | None = None
+    #: Last time anything happened on this connection.
+    last_t: float = 0.0
+    events: int = 0
+
+    @property
+    def open(self) -> bool:
+        return self.ended_by is None
+
+    def pending_of(self, kind: str) -> Iterator[Change]:
+        return (c for c in self.pending.values() if c.kind == kind)
+
+    def audio_ms(self, item: Item) -> float:
+        return item.audio_bytes * 1000.0 / (self.audio_rate * self.audio_sample_bytes)
+
+    # -- the conversation the server will judge the next client event against ----------------------------
+
+    def expected_ids(self) -> list[str]:
+        """The client view built from pending changes: confirmed conversation + pending creates - pending deletes.
+
+        This is what the server will hold once it has processed everything already sent (events are handled
+        in arrival order), assuming each pending change succeeds.
+        """
+        order = self.conv.ids()
+        for change in self.pending.values():
+            if change.kind == "conversation.item.delete" and change.item_id in order:
+                order.remove(change.item_id)
+            elif change.kind == "conversation.item.create" and change.item_id and change.item_id not in order:
+                prev = change.previous_item_id
+                if prev == "root":
+                    order.insert(0, change.item_id)
+                elif prev and prev in order:
+                    order.insert(order.index(prev) + 1, change.item_id)
+                else:
+                    order.append(change.item_id)
+        return order
+
+    def expected_item(self, item_id: str) -> Item | None:
+        """The item `item_id` as the server will hold it after pending changes (None: not there)."""
+        found = None
+        item = self.conv.get(item_id)
+        if item is not None:
+            found = item
+        for change in self.pending.values():
+            if change.item_id != item_id:
+                continue
+            if change.kind == "conversation.item.delete":
+                found = None
+            elif change.kind == "conversation.item.create" and change.item is not None:
+                found = change.item
+        return found
+
+    def expected_call(self, call_id: str) -> Item | None:
+        """The `function_call` item carrying `call_id` once pending changes are applied."""
+        item_id = self.conv.by_call.get(call_id)
+        found = self.conv.get(item_id) if item_id else None
+        for change in self.pending.values():
+            if change.kind == "conversation.item.delete" and found is not None and change.item_id == found.id:
+                found = None
+            elif (
+                change.kind == "conversation.item.create"
+                and change.item is not None
+                and change.item.type == "function_call"
+                and change.item.call_id == call_id
+            ):
+                found = change.item
+        return found
+
+    def expected_outputs(self, call_id: str) -> list[Item]:
+        """`function_call_output` items answering `call_id` once pending changes are applied."""
+        outs = [self.conv.items[i] for i in self.conv.outputs_by_call.get(call_id, ())]
+        for change in self.pending.values():
+            if change.kind == "conversation.item.delete":
+                outs = [o for o in outs if o.id != change.item_id]
+            elif (
+                change.kind == "conversation.item.create"
+                and change.item is not None
+                and change.item.type == "function_call_output"
+                and change.item.call_id == call_id
+            ):
+                outs.append(change.item)
+        return outs
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class TraceState:
+    """Everything known after some prefix of a trace."""
+
+    conns: dict[int, Connection] = dataclasses.field(default_factory=dict)
+    #: The connection of the latest record.
+    current: int | None = None
+    records: int = 0
+    first_t: float | None = None
+    last_t: float = 0.0
+    last_line: int = 0
+
+    def conn(self, n: int) -> Connection | None:
+        return self.conns.get(n)
+
+    def next_conn(self, n: int) -> Connection | None:
+        """The connection that opened after `n` (the next ordinal seen), if any."""
+        later = [c for c in self.conns if c > n]
+        return self.conns[min(later)] if later else None
+
+    def previous_conn(self, n: int) -> Connection | None:
+        earlier = [c for c in self.conns if c < n]
+        return self.conns[max(earlier)] if earlier else None
+
+
+def client_view(conn: Connection) -> list[str]:
+    """Item ids in the order the client believes them: its latest local snapshot, else the expected ids."""
+    if conn.local is not None:
+        return [item.id for item in conn.local]
+    return conn.expected_ids()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Divergence:
+    """Where the client view and the server conversation differ."""
+
+    only_client: tuple[str, ...]
+    only_server: tuple[str, ...]
+    #: Ids present on both sides whose relative order differs.
+    reordered: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.only_client or self.only_server or self.reordered)
+
+
+def divergence(client_ids: list[str], server_ids: list[str]) -> Divergence:
+    cset, sset = set(client_ids), set(server_ids)
+    common_c = [i for i in client_ids if i in sset]
+    common_s = [i for i in server_ids if i in cset]
+    reordered: tuple[str, ...] = ()
+    if common_c != common_s:
+        pos = {item_id: k for k, item_id in enumerate(common_s)}
+        keep = _longest_increasing([pos[i] for i in common_c])
+        kept = {common_c[k] for k in keep}
+        reordered = tuple(i for i in common_c if i not in kept)
+    return Divergence(
+        only_client=tuple(i for i in client_ids if i not in sset),
+        only_server=tuple(i for i in server_ids if i not in cset),
+        reordered=reordered,
+    )
+
+
+def _longest_increasing(seq: list[int]) -> list[int]:
+    """Indexes of one longest strictly increasing subsequence of `seq` (patience sorting)."""
+    import bisect
+
+    tails: list[int] = []
+    tails_idx: list[int] = []
+    parent = [-1] * len(seq)
+    for k, v in enumerate(seq):
+        j = bisect.bisect_left(tails, v)
+        if j == len(tails):
+            tails.append(v)
+            tails_idx.append(k)
+        else:
+            tails[j] = v
+            tails_idx[j] = k
+        parent[k] = tails_idx[j - 1] if j > 0 else -1
+    out: list[int] = []
+    k = tails_idx[-1] if tails_idx else -1
+    while k != -1:
+        out.append(k)
+        k = parent[k]
+    return out[::-1]

@@ -1,0 +1,96 @@
+"""The trace model: one record per JSONL line, the optional header, and input problems.
+
+Owns the native format (`{"t", "dir", "conn", "event"}` per line, optional `{"rtrace": 1}` header) and how
+a record is written back. It does not read files (see `loader`) and knows nothing of conversation state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import orjson
+
+FORMAT_VERSION = 1
+
+Direction = Literal["client", "server", "meta", "local"]
+DIRECTIONS: tuple[Direction, ...] = ("client", "server", "meta", "local")
+
+
+class Record:
+    """One event of a trace, as it crossed the wire (or as a recorder noted it).
+
+    `seq` is the 0-based position among records (ordering); `line` is the 1-based line of the file it came
+    from (for people). The two are never mixed.
+    """
+
+    __slots__ = ("conn", "dir", "event", "line", "raw_type", "seq", "t", "type")
+
+    def __init__(
+        self,
+        seq: int,
+        line: int,
+        t: float,
+        dir: Direction,
+        conn: int,
+        event: dict[str, Any],
+        type: str,
+        raw_type: str,
+    ) -> None:
+        #: 0-based ordinal among the trace's records.
+        self.seq = seq
+        #: 1-based line number in the source file.
+        self.line = line
+        #: Seconds since the trace started.
+        self.t = t
+        #: Who sent it: client, server, meta (the recorder) or local (a client-side annotation).
+        self.dir: Direction = dir
+        #: Websocket connection ordinal, 1-based. Each connection is a new, empty server conversation.
+        self.conn = conn
+        #: The event exactly as it crossed the wire.
+        self.event = event
+        #: The event type under its GA name.
+        self.type = type
+        #: The event type as written in the trace (a beta name stays a beta name here).
+        self.raw_type = raw_type
+
+    def __repr__(self) -> str:
+        return f"Record(line={self.line}, t={self.t}, dir={self.dir}, conn={self.conn}, type={self.type!r})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"t": self.t, "dir": self.dir, "conn": self.conn, "event": self.event}
+
+
+@dataclasses.dataclass(frozen=True)
+class Header:
+    """The optional first line `{"rtrace": 1, ...}`: recorder, versions, model. Unknown keys are kept."""
+
+    version: int
+    fields: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Something wrong with the input at one place. A problem never stops the analysis."""
+
+    path: str
+    line: int
+    col: int
+    message: str
+    #: `warning` (the line was skipped or read with a guess) or `error` (the input as a whole is unusable).
+    severity: Literal["warning", "error"] = "warning"
+    #: A short excerpt of the offending text, already made printable, for the caret display.
+    excerpt: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+
+
+def dumps_record(rec: Record | dict[str, Any]) -> bytes:
+    """One native JSONL line (with its newline) for a record."""
+    obj = rec.to_json() if isinstance(rec, Record) else rec
+    return orjson.dumps(obj) + b"\n"
+
+
+def dumps_header(fields: dict[str, Any]) -> bytes:
+    return orjson.dumps({"rtrace": FORMAT_VERSION, **fields}) + b"\n"

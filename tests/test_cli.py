@@ -1,0 +1,103 @@
+"""The CLI end to end, in-process: exit codes, formats, and that bad input never shows a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rtrace.cli import main
+
+from .conftest import REAL
+
+RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+RACE_189 = REAL / "tool-output-race.livekit-1.8.9.jsonl"
+
+
+def test_analyze_exit_1_on_error_findings(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(RACE_188)]) == 1
+    out = capsys.readouterr().out
+    assert "RT101 deleted-function-call-output" in out
+    assert "lines 15, 42, 43, 45, 46, 47" in out
+
+
+def test_analyze_exit_0_on_fixed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(RACE_189)]) == 0
+
+
+def test_fail_on_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(RACE_189), "--fail-on", "warning"]) == 1
+
+
+def test_json_report_schema(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(RACE_188), str(RACE_189), "--format", "json", "-o", str(out)]) == 1
+    data = json.loads(out.read_text())
+    assert data["schema"] == "rtrace.report/1"
+    assert [t["path"] for t in data["traces"]] == [str(RACE_188), str(RACE_189)]
+    finding = next(f for f in data["traces"][0]["findings"] if f["slug"] == "deleted-function-call-output")
+    assert {"rule", "slug", "severity", "message", "lines", "conn"} <= finding.keys()
+    assert finding["lines"] == [15, 42, 43, 45, 46, 47]
+    assert finding["ids"]["call_ids"] == ["call_s1_0001_0"]
+
+
+def test_json_is_deterministic(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    main(["analyze", str(REAL), "--format", "json", "-o", str(a)])
+    main(["analyze", str(REAL), "--format", "json", "-o", str(b)])
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_select_and_ignore(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(RACE_188), "--select", "RT103"]) == 0
+    assert main(["analyze", str(RACE_188), "--ignore", "deleted-function-call-output,stale-snapshot-delete"]) == 0
+    assert main(["analyze", str(RACE_188), "--select", "no-such-rule"]) == 2
+
+
+def test_missing_file_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(tmp_path / "nope.jsonl")]) == 3
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_empty_file_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert main(["analyze", str(empty)]) == 3
+    assert "no usable event" in capsys.readouterr().err
+
+
+def test_strict_turns_problems_into_exit_3(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes(RACE_189.read_bytes() + b'{"t": 9, "dir": "server", "conn": 1, "event": {"type": "x.y"}}\n')
+    assert main(["analyze", str(trace)]) == 0
+    assert main(["analyze", str(trace), "--strict"]) == 3
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "--no-such-flag", str(RACE_188)]) == 2
+    assert main(["frobnicate"]) == 2
+
+
+def test_show_at_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(RACE_188), "--at", "46"]) == 0
+    out = capsys.readouterr().out
+    assert "after line 46" in out
+    assert "only on the server: item_2cd9ef851886" in out
+    assert "line 45: delete item_2cd9ef851886" in out
+
+
+def test_show_timeline(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(REAL / "reconnect-during-tool.livekit-1.8.4.jsonl"), "--conn", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "error invalid_tool_call_id" in out
+    assert " 21 " not in out  # line 21 belongs to connection 1
+
+
+def test_rules_list_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules"]) == 0
+    listing = capsys.readouterr().out
+    assert "deleted-function-call-output" in listing and "RT115" in listing
+    assert main(["rules", "stale-snapshot-delete"]) == 0
+    assert "snapshot" in capsys.readouterr().out
+    assert main(["rules", "nope"]) == 2
