@@ -141,7 +141,8 @@ class StaleSnapshotDelete(Rule):
         return self.finding(
             conn.n,
             f"delete of {item.label()} at line {delete.line} comes {ms(gap)} after its confirmation: stale snapshot",
-            f"Line {delete.line} deletes {item.label()} {ms(gap)} after the server confirmed it at line "
+            f"Line {delete.line} deletes {item.label()} {ms(gap)} after the server "
+            f"{'confirmed' if create is not None else 'added'} it at line "
             f"{item.added_line}, less than {basis}. The delete is in the same burst as the create of "
             f"{first.item.label() if first.item else first.summary} at line {first.line}: "
             f"the push was computed from a snapshot taken {flight}.",

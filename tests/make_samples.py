@@ -1,0 +1,790 @@
+"""Writes the golden sample traces of every rule and their `X.expected.json`.
+
+    python -m tests.make_samples            # rewrite sample_traces/rules/**.jsonl and every X.expected.json
+    python -m tests.make_samples --expected # only refresh X.expected.json (also for sample_traces/real/)
+
+Each rule has positive traces (the rule must fire) and near-miss negatives (it must not); the file name says
+which (`positive-*`, `negative-*`). X.expected.json holds only the stable facts: rule, slug and witness lines.
+Review a regenerated expected file before committing it: it is the specification of the rule on that trace.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+from rtrace.analysis import analyze_path
+
+from .tracebuilder import TraceBuilder, assistant_msg, fc, fco, user_msg
+
+ROOT = Path(__file__).resolve().parent.parent / "sample_traces"
+RULES_DIR = ROOT / "rules"
+
+Scenario = Callable[[], TraceBuilder]
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(path: str) -> Callable[[Scenario], Scenario]:
+    def register(fn: Scenario) -> Scenario:
+        SCENARIOS[path] = fn
+        return fn
+
+    return register
+
+
+# -- building blocks ----------------------------------------------------------------------------------
+
+
+def tool_turn(b: TraceBuilder, user: str = "item_u1", call_item: str = "item_fc1", call_id: str = "call_1",
+              rid: str = "resp_1", prev: str | None = None) -> None:
+    """User asks, the model answers with a function call."""
+    msg = user_msg(user, "What's the weather in Paris?")
+    b.create(msg, prev=prev or "root")
+    b.added(msg, prev)
+    rc = b.response_create()
+    b.response_created(rid, b.event_id(rc))
+    call = fc(call_item, call_id)
+    b.output_item(rid, call, prev=user)
+    b.response_done(rid, output=[call])
+
+
+def stale_push(b: TraceBuilder, prev_of_output: str = "item_fc1") -> None:
+    """The tool result is pushed; a second push computed before its ack deletes it and adds a user turn."""
+    out = fco("item_out1", "call_1")
+    b.create(out, prev=prev_of_output, dt=0.3)
+    b.added(out, prev_of_output)
+    b.delete("item_out1", dt=0.0017)
+    turn = user_msg("item_u2", "And what should I wear?")
+    b.create(turn, prev=prev_of_output, dt=0.0001)
+    b.deleted("item_out1")
+    b.added(turn, prev_of_output, dt=0.0001)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    answer = assistant_msg("item_a2", "You said: And what should I wear?")
+    b.output_item("resp_2", answer, prev="item_u2", text_chunks=["You said: ", "And what should I wear?"])
+    b.response_done("resp_2", output=[answer])
+
+
+def pcm_b64(ms: int, rate: int = 24000) -> str:
+    return base64.b64encode(b"\x00\x01" * (rate * ms // 1000)).decode()
+
+
+# -- RT101 deleted-function-call-output / RT102 stale-snapshot-delete --------------------------------------
+
+
+@scenario("deleted-function-call-output/positive-stale-push")
+def _() -> TraceBuilder:
+    b = TraceBuilder(latency=0.05)
+    b.open()
+    tool_turn(b)
+    stale_push(b)
+    b.close()
+    return b
+
+
+@scenario("deleted-function-call-output/positive-beta-names")
+def _() -> TraceBuilder:
+    b = TraceBuilder(latency=0.05, beta=True)
+    b.open()
+    tool_turn(b)
+    stale_push(b)
+    b.close()
+    return b
+
+
+@scenario("deleted-function-call-output/positive-ack-0ms")
+def _() -> TraceBuilder:
+    b = TraceBuilder(latency=0.0)
+    b.open()
+    tool_turn(b)
+    stale_push(b)
+    b.close()
+    return b
+
+
+@scenario("deleted-function-call-output/positive-ack-200ms")
+def _() -> TraceBuilder:
+    b = TraceBuilder(latency=0.2)
+    b.open()
+    tool_turn(b)
+    stale_push(b)
+    b.close()
+    return b
+
+
+@scenario("deleted-function-call-output/negative-update-in-place")
+def _() -> TraceBuilder:
+    """Delete + create of the same id in one burst: an in-place update, not a loss."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1", "sunny")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+    b.delete("item_out1", dt=0.5)
+    newer = fco("item_out1", "call_1", "sunny, 21C")
+    b.create(newer, prev="item_fc1", dt=0.0001)
+    b.deleted("item_out1")
+    b.added(newer, "item_fc1", dt=0.0001)
+    b.close()
+    return b
+
+
+@scenario("deleted-function-call-output/negative-call-deleted-too")
+def _() -> TraceBuilder:
+    """The client removes the whole tool exchange: call and output together."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+    b.delete("item_fc1", dt=2.0)
+    b.delete("item_out1", dt=0.0001)
+    b.deleted("item_fc1")
+    b.deleted("item_out1", dt=0.0001)
+    b.close()
+    return b
+
+
+@scenario("deleted-function-call-output/negative-delete-rejected")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    d = b.delete("item_out9", dt=0.3)
+    b.error("item_delete_invalid_item_id", "Error deleting item: the item with id 'item_out9' does not exist.",
+            b.event_id(d))
+    b.close()
+    return b
+
+
+@scenario("stale-snapshot-delete/positive-inflight-function-call")
+def _() -> TraceBuilder:
+    """A push computed before the server's function_call arrived deletes it (livekit/agents #4960)."""
+    b = TraceBuilder(latency=0.05)
+    b.open()
+    tool_turn(b)  # one create round trip measured: 50 ms
+    rc = b.response_create(dt=0.5)
+    b.response_created("resp_2", b.event_id(rc))
+    call = fc("item_fc2", "call_2")
+    b.output_item("resp_2", call, prev="item_fc1")
+    b.response_done("resp_2", output=[call])
+    b.delete("item_fc2", dt=0.002)
+    turn = user_msg("item_u3", "never mind")
+    b.create(turn, prev="item_fc1", dt=0.0001)
+    b.deleted("item_fc2")
+    b.added(turn, "item_fc1", dt=0.0001)
+    b.close()
+    return b
+
+
+@scenario("stale-snapshot-delete/negative-late-delete")
+def _() -> TraceBuilder:
+    """Deleting an old message long after its ack, in a burst with a create, is an intended edit."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.delete("item_u1", dt=2.0)
+    turn = user_msg("item_u9", "edited question")
+    b.create(turn, prev="root", dt=0.0001)
+    b.deleted("item_u1")
+    b.added(turn, None, dt=0.0001)
+    b.close()
+    return b
+
+
+@scenario("stale-snapshot-delete/negative-no-burst")
+def _() -> TraceBuilder:
+    """A quick delete with no create in its burst is a deliberate removal, not a stale diff."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    msg = user_msg("item_u2", "oops")
+    b.create(msg, prev="item_fc1", dt=0.3)
+    b.added(msg, "item_fc1")
+    b.delete("item_u2", dt=0.002)
+    b.deleted("item_u2")
+    b.close()
+    return b
+
+
+# -- RT103 unanswered-function-call ------------------------------------------------------------------------
+
+
+@scenario("unanswered-function-call/positive-response-without-output")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    turn = user_msg("item_u2", "Tell me a story meanwhile")
+    b.create(turn, prev="item_fc1", dt=0.05)
+    b.added(turn, "item_fc1")
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    answer = assistant_msg("item_a2", "Once upon a time")
+    b.output_item("resp_2", answer, prev="item_u2", text_chunks=["Once upon a time"])
+    b.response_done("resp_2", output=[answer])
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_a2", dt=0.2)
+    b.added(out, "item_a2")
+    b.close()
+    return b
+
+
+@scenario("unanswered-function-call/positive-connection-ends")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/negative-pipelined-output")
+def _() -> TraceBuilder:
+    """Output create and response.create sent back to back: the pending output counts."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    rc = b.response_create(dt=0.0001)
+    b.added(out, "item_fc1")
+    b.response_created("resp_2", b.event_id(rc), dt=0.001)
+    answer = assistant_msg("item_a2", "Tool result: sunny")
+    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["Tool result: sunny"])
+    b.response_done("resp_2", output=[answer])
+    b.close()
+    return b
+
+
+@scenario("unanswered-function-call/negative-out-of-band")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.response_create(dt=0.05, conversation="none")
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+    b.close()
+    return b
+
+
+# -- RT104 output-for-unknown-call -------------------------------------------------------------------------
+
+
+@scenario("output-for-unknown-call/positive-error-event-id-null")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hi")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(fco("item_out7", "call_7"), prev="item_u1", dt=0.2)
+    b.error("invalid_tool_call_id", "Tool call ID 'call_7' not found in conversation.", None)
+    b.close()
+    return b
+
+
+@scenario("output-for-unknown-call/positive-call-deleted")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.delete("item_fc1", dt=0.1)
+    b.deleted("item_fc1")
+    c = b.create(fco("item_out1", "call_1"), prev="item_u1", dt=0.2)
+    b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(c))
+    b.close()
+    return b
+
+
+@scenario("output-for-unknown-call/negative-pipelined-call-and-output")
+def _() -> TraceBuilder:
+    """A replay pipelines the call and its output back to back: the pending call counts."""
+    b = TraceBuilder()
+    b.open()
+    msg, call, out = user_msg("item_u1", "weather?"), fc("item_fc1", "call_1"), fco("item_out1", "call_1")
+    b.create(msg, prev="root")
+    b.create(call, prev="item_u1", dt=0.0001)
+    b.create(out, prev="item_fc1", dt=0.0001)
+    b.added(msg, None)
+    b.added(call, "item_u1", dt=0.0001)
+    b.added(out, "item_fc1", dt=0.0001)
+    b.close()
+    return b
+
+
+# -- RT105 function-call-lost-on-reconnect / RT106 unconfirmed-item-lost-on-reconnect ----------------------
+
+
+def reconnect_replay(b: TraceBuilder, conn: int, with_call: bool, args: str = '{"city": "Paris"}') -> None:
+    b.open(conn, dt=0.1)
+    b.client({"type": "session.update", "session": {"type": "realtime"}})
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root", dt=0.0001)
+    if with_call:
+        b.create(fc("item_fc1", "call_1", args), prev="item_u1", dt=0.0001)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(msg, None, dt=0.0001)
+    if with_call:
+        b.added(fc("item_fc1", "call_1", args), "item_u1", dt=0.0001)
+
+
+@scenario("function-call-lost-on-reconnect/positive-replay-without-call")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.close(dt=0.06)
+    reconnect_replay(b, 2, with_call=False)
+    c = b.create(fco("item_out1", "call_1"), prev="item_u1", dt=0.15)
+    b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(c))
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    answer = assistant_msg("item_a2", "You said: What's the weather in Paris?")
+    b.output_item("resp_2", answer, prev="item_u1", text_chunks=["You said: ..."])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("function-call-lost-on-reconnect/positive-two-reconnects")
+def _() -> TraceBuilder:
+    """The call survives the first reconnect and is lost on the second."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.close(1006, dt=0.06)
+    reconnect_replay(b, 2, with_call=True)
+    b.close(1006, dt=0.06)
+    reconnect_replay(b, 3, with_call=False)
+    rc = b.response_create(dt=0.1)
+    b.response_created("resp_3", b.event_id(rc))
+    b.response_done("resp_3", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("function-call-lost-on-reconnect/negative-replay-with-call")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.close(dt=0.06)
+    reconnect_replay(b, 2, with_call=True)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.15)
+    b.added(out, "item_fc1")
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-create")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(user_msg("item_u2", "and tomorrow?"), prev="item_u1", dt=0.5)
+    b.close(1006, dt=0.01)
+    b.open(2, dt=0.1)
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-delete-undone")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    m1, m2 = user_msg("item_u1", "hello"), user_msg("item_u2", "scratch that")
+    b.create(m1, prev="root")
+    b.added(m1, None)
+    b.create(m2, prev="item_u1")
+    b.added(m2, "item_u1")
+    b.delete("item_u2", dt=0.5)
+    b.close(1006, dt=0.01)
+    b.open(2, dt=0.1)
+    b.create(m1, prev="root")
+    b.create(m2, prev="item_u1", dt=0.0001)
+    b.added(m1, None)
+    b.added(m2, "item_u1", dt=0.0001)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/negative-resent")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg, later = user_msg("item_u1", "What's the weather in Paris?"), user_msg("item_u2", "and tomorrow?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(later, prev="item_u1", dt=0.5)
+    b.close(1006, dt=0.01)
+    b.open(2, dt=0.1)
+    b.create(msg, prev="root")
+    b.create(later, prev="item_u1", dt=0.0001)
+    b.added(msg, None)
+    b.added(later, "item_u1", dt=0.0001)
+    b.close(dt=1.0)
+    return b
+
+
+# -- RT107 orphaned-generation ------------------------------------------------------------------------------
+
+
+@scenario("orphaned-generation/positive-replaced")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.output_item("resp_1", assistant_msg("item_a1", "Hel"), prev=None, text_chunks=["Hel"])
+    b.response_created("resp_2", None, dt=0.3)
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("orphaned-generation/positive-connection-closed")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.close(1011, dt=0.2)
+    return b
+
+
+@scenario("orphaned-generation/positive-local-generation")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    b.local({"type": "local.generation.opened", "response_id": "resp_1"})
+    b.local({"type": "local.generation.opened", "response_id": "resp_2"}, dt=0.3)
+    b.local({"type": "local.generation.closed", "response_id": "resp_2"}, dt=0.3)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("orphaned-generation/negative-cancelled")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.client({"type": "response.cancel"}, dt=0.1)
+    b.response_done("resp_1", "cancelled", dt=0.05)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2")
+    b.close(dt=1.0)
+    return b
+
+
+# -- RT108 failed-response-not-retried / RT109 retry-raced-by-new-response ----------------------------------
+
+
+FAILURE = {"type": "server_error", "code": "server_error"}
+
+
+@scenario("failed-response-not-retried/positive-never-retried")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", "failed", dt=0.1, error=FAILURE)
+    b.close(dt=3.0)
+    return b
+
+
+@scenario("failed-response-not-retried/negative-retried")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", "failed", dt=0.1, error=FAILURE)
+    rc = b.response_create(dt=0.2)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("retry-raced-by-new-response/positive-server-vad-first")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", "failed", dt=0.1, error=FAILURE)
+    b.response_created("resp_2", None, dt=0.02)
+    rc = b.response_create(dt=0.01)
+    b.error("conversation_already_has_active_response", "Conversation already has an active response",
+            b.event_id(rc))
+    b.response_done("resp_2", dt=0.2)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("retry-raced-by-new-response/negative-retry-first")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", "failed", dt=0.1, error=FAILURE)
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", dt=0.2)
+    b.close(dt=1.0)
+    return b
+
+
+# -- RT110 ack-timeout -------------------------------------------------------------------------------------
+
+
+@scenario("ack-timeout/positive-late-ack")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hello")
+    b.create(msg, prev="root")
+    b.added(msg, None, dt=6.2)
+    b.close(dt=0.5)
+    return b
+
+
+@scenario("ack-timeout/positive-never-answered")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    b.create(user_msg("item_u1", "hello"), prev="root")
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=3.0)
+    b.close(dt=4.0)
+    return b
+
+
+@scenario("ack-timeout/negative-slow-but-in-time")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hello")
+    b.create(msg, prev="root")
+    b.added(msg, None, dt=4.0)
+    b.close(dt=0.5)
+    return b
+
+
+# -- RT111 concurrent-response-create / RT112 server-error --------------------------------------------------
+
+
+@scenario("concurrent-response-create/positive-rejected")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    rc2 = b.response_create(dt=0.05)
+    b.error("conversation_already_has_active_response",
+            "Conversation already has an active response in progress: resp_1. Wait until the response is finished "
+            "before creating a new one.", b.event_id(rc2))
+    b.response_done("resp_1", dt=0.1)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("concurrent-response-create/negative-server-finished-first")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    rc2 = b.response_create(dt=0.05)
+    b.response_done("resp_1", dt=0.01)
+    b.response_created("resp_2", b.event_id(rc2), dt=0.04)
+    b.response_done("resp_2", dt=0.1)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("server-error/positive-cancel-not-active")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    c = b.client({"type": "response.cancel"})
+    b.error("response_cancel_not_active", "Cancellation failed: no active response found", b.event_id(c))
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("server-error/negative-clean-session")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hello")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.close(dt=1.0)
+    return b
+
+
+# -- RT113 arguments-lost-in-replay ------------------------------------------------------------------------
+
+
+@scenario("arguments-lost-in-replay/positive-empty-arguments")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.close(1006, dt=0.06)
+    reconnect_replay(b, 2, with_call=True, args="")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("arguments-lost-in-replay/negative-arguments-kept")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.close(1006, dt=0.06)
+    reconnect_replay(b, 2, with_call=True)
+    b.close(dt=1.0)
+    return b
+
+
+# -- RT114 truncate-beyond-audio ---------------------------------------------------------------------------
+
+
+def audio_answer(b: TraceBuilder, ms: int) -> None:
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    answer = {"id": "item_a1", "type": "message", "role": "assistant", "content": []}
+    b.output_item("resp_1", answer, prev=None, audio_b64=[pcm_b64(ms // 2), pcm_b64(ms - ms // 2)])
+    b.response_done("resp_1", output=[answer])
+
+
+@scenario("truncate-beyond-audio/positive-past-the-audio")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    audio_answer(b, 1000)
+    t = b.client({"type": "conversation.item.truncate", "item_id": "item_a1", "content_index": 0,
+                  "audio_end_ms": 2500}, dt=0.5)
+    b.error("invalid_value", "Audio content of 1000ms is already shorter than 2500ms", b.event_id(t))
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("truncate-beyond-audio/positive-zero")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    audio_answer(b, 1000)
+    b.client({"type": "conversation.item.truncate", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 0})
+    b.server({"type": "conversation.item.truncated", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 0},
+             b.latency)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("truncate-beyond-audio/negative-within-audio")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    audio_answer(b, 1000)
+    b.client({"type": "conversation.item.truncate", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 640})
+    b.server({"type": "conversation.item.truncated", "item_id": "item_a1", "content_index": 0,
+              "audio_end_ms": 640}, b.latency)
+    b.close(dt=1.0)
+    return b
+
+
+# -- RT115 local-server-divergence -------------------------------------------------------------------------
+
+
+def local_snapshot(b: TraceBuilder, items: list[dict[str, object]], dt: float = 0.0005) -> int:
+    return b.local({"type": "local.conversation", "items": items}, dt)
+
+
+@scenario("local-server-divergence/positive-output-never-on-server")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    local_snapshot(b, [user_msg("item_u1", "?"), fc("item_fc1", "call_1"), out], dt=0.3)
+    c = b.create(out, prev="item_fc1")
+    b.error("server_error", "The server had an error while processing your request.", b.event_id(c))
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=6.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("local-server-divergence/negative-push-catches-up")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    local_snapshot(b, [user_msg("item_u1", "?"), fc("item_fc1", "call_1"), out], dt=0.3)
+    b.create(out, prev="item_fc1")
+    b.added(out, "item_fc1")
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=6.0)
+    b.close(dt=1.0)
+    return b
+
+
+# -- writing ----------------------------------------------------------------------------------------------
+
+
+def expected_of(path: Path) -> dict[str, object]:
+    report = analyze_path(path)
+    return {
+        "trace": path.name,
+        "problems": report.problem_count,
+        "findings": [{"rule": f.rule, "slug": f.slug, "lines": list(f.lines)} for f in report.findings],
+    }
+
+
+def expected_path(trace: Path) -> Path:
+    return trace.with_name(trace.name.removesuffix(".jsonl") + ".expected.json")
+
+
+def all_sample_traces() -> list[Path]:
+    return sorted(p for p in ROOT.rglob("*.jsonl"))
+
+
+def write_expected(trace: Path) -> None:
+    data = orjson.dumps(expected_of(trace), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    expected_path(trace).write_bytes(data)
+
+
+def main(argv: list[str]) -> int:
+    if "--expected" not in argv:
+        for name, build in sorted(SCENARIOS.items()):
+            build().write(RULES_DIR / f"{name}.jsonl")
+    for trace in all_sample_traces():
+        write_expected(trace)
+    print(f"{len(SCENARIOS)} scenarios, {len(all_sample_traces())} expected files written under {ROOT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
