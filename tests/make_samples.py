@@ -39,8 +39,14 @@ def scenario(path: str) -> Callable[[Scenario], Scenario]:
 # -- building blocks ----------------------------------------------------------------------------------
 
 
-def tool_turn(b: TraceBuilder, user: str = "item_u1", call_item: str = "item_fc1", call_id: str = "call_1",
-              rid: str = "resp_1", prev: str | None = None) -> None:
+def tool_turn(
+    b: TraceBuilder,
+    user: str = "item_u1",
+    call_item: str = "item_fc1",
+    call_id: str = "call_1",
+    rid: str = "resp_1",
+    prev: str | None = None,
+) -> None:
     """User asks, the model answers with a function call."""
     msg = user_msg(user, "What's the weather in Paris?")
     b.create(msg, prev=prev or "root")
@@ -157,8 +163,11 @@ def _() -> TraceBuilder:
     b.open()
     tool_turn(b)
     d = b.delete("item_out9", dt=0.3)
-    b.error("item_delete_invalid_item_id", "Error deleting item: the item with id 'item_out9' does not exist.",
-            b.event_id(d))
+    b.error(
+        "item_delete_invalid_item_id",
+        "Error deleting item: the item with id 'item_out9' does not exist.",
+        b.event_id(d),
+    )
     b.close()
     return b
 
@@ -535,8 +544,7 @@ def _() -> TraceBuilder:
     b.response_done("resp_1", "failed", dt=0.1, error=FAILURE)
     b.response_created("resp_2", None, dt=0.02)
     rc = b.response_create(dt=0.01)
-    b.error("conversation_already_has_active_response", "Conversation already has an active response",
-            b.event_id(rc))
+    b.error("conversation_already_has_active_response", "Conversation already has an active response", b.event_id(rc))
     b.response_done("resp_2", dt=0.2)
     b.close(dt=1.0)
     return b
@@ -601,9 +609,12 @@ def _() -> TraceBuilder:
     rc = b.response_create()
     b.response_created("resp_1", b.event_id(rc))
     rc2 = b.response_create(dt=0.05)
-    b.error("conversation_already_has_active_response",
-            "Conversation already has an active response in progress: resp_1. Wait until the response is finished "
-            "before creating a new one.", b.event_id(rc2))
+    b.error(
+        "conversation_already_has_active_response",
+        "Conversation already has an active response in progress: resp_1. Wait until the response is finished "
+        "before creating a new one.",
+        b.event_id(rc2),
+    )
     b.response_done("resp_1", dt=0.1)
     b.close(dt=1.0)
     return b
@@ -685,8 +696,9 @@ def _() -> TraceBuilder:
     b = TraceBuilder()
     b.open()
     audio_answer(b, 1000)
-    t = b.client({"type": "conversation.item.truncate", "item_id": "item_a1", "content_index": 0,
-                  "audio_end_ms": 2500}, dt=0.5)
+    t = b.client(
+        {"type": "conversation.item.truncate", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 2500}, dt=0.5
+    )
     b.error("invalid_value", "Audio content of 1000ms is already shorter than 2500ms", b.event_id(t))
     b.close(dt=1.0)
     return b
@@ -698,8 +710,9 @@ def _() -> TraceBuilder:
     b.open()
     audio_answer(b, 1000)
     b.client({"type": "conversation.item.truncate", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 0})
-    b.server({"type": "conversation.item.truncated", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 0},
-             b.latency)
+    b.server(
+        {"type": "conversation.item.truncated", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 0}, b.latency
+    )
     b.close(dt=1.0)
     return b
 
@@ -710,8 +723,10 @@ def _() -> TraceBuilder:
     b.open()
     audio_answer(b, 1000)
     b.client({"type": "conversation.item.truncate", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 640})
-    b.server({"type": "conversation.item.truncated", "item_id": "item_a1", "content_index": 0,
-              "audio_end_ms": 640}, b.latency)
+    b.server(
+        {"type": "conversation.item.truncated", "item_id": "item_a1", "content_index": 0, "audio_end_ms": 640},
+        b.latency,
+    )
     b.close(dt=1.0)
     return b
 
@@ -747,6 +762,140 @@ def _() -> TraceBuilder:
     b.create(out, prev="item_fc1")
     b.added(out, "item_fc1")
     b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=6.0)
+    b.close(dt=1.0)
+    return b
+
+
+# -- RT116-RT121: the server's own event stream (protocol.md section 5) ---------------------------------------
+
+
+@scenario("response-done-without-created/positive-unknown-response")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    b.response_done("resp_9", "cancelled", dt=0.2)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("response-done-without-created/negative-created-first")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", dt=0.2)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unknown-previous-item/positive-lost-predecessor")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    b.added(user_msg("item_u2", "hi"), "item_never_seen")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unknown-previous-item/negative-known-predecessor")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    b.added(user_msg("item_u1", "hi"), None)
+    b.added(user_msg("item_u2", "again"), "item_u1")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("duplicate-item-id/positive-create-retried")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hello")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(msg, dt=1.0)
+    b.added(msg, "item_u1")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("duplicate-item-id/negative-delete-then-create")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hello")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.delete("item_u1", dt=1.0)
+    b.create(msg, prev="root", dt=0.0001)
+    b.deleted("item_u1")
+    b.added(msg, None, dt=0.0001)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("session-expired/positive-mid-response")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create(dt=3599.5)
+    b.response_created("resp_1", b.event_id(rc))
+    b.error("session_expired", "Your session hit the maximum duration of 60 minutes.", None, dt=0.5)
+    b.close(1001, dt=0.001)
+    return b
+
+
+@scenario("session-expired/negative-other-error")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    c = b.client({"type": "response.cancel"})
+    b.error("response_cancel_not_active", "Cancellation failed: no active response found", b.event_id(c))
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-loop-on-fatal-error/positive-quota-loop")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    for conn in (1, 2, 3):
+        b.open(conn, dt=0.5)
+        b.error("insufficient_quota", "You exceeded your current quota.", None, dt=0.01)
+        b.close(1008, dt=0.01)
+    return b
+
+
+@scenario("reconnect-loop-on-fatal-error/negative-gave-up")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    b.error("insufficient_quota", "You exceeded your current quota.", None, dt=0.01)
+    b.close(1008, dt=0.01)
+    return b
+
+
+@scenario("duplicate-response-done/positive-done-twice")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", dt=0.2)
+    b.response_done("resp_1", dt=0.01)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("duplicate-response-done/negative-two-responses")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    for rid in ("resp_1", "resp_2"):
+        rc = b.response_create()
+        b.response_created(rid, b.event_id(rc))
+        b.response_done(rid, dt=0.2)
     b.close(dt=1.0)
     return b
 

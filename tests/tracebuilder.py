@@ -98,7 +98,9 @@ class TraceBuilder:
         return self.client({"type": "conversation.item.delete", "item_id": item_id}, dt)
 
     def deleted(self, item_id: str, dt: float | None = None) -> int:
-        return self.server({"type": "conversation.item.deleted", "item_id": item_id}, self.latency if dt is None else dt)
+        return self.server(
+            {"type": "conversation.item.deleted", "item_id": item_id}, self.latency if dt is None else dt
+        )
 
     def error(self, code: str, message: str, event_id: str | None = None, dt: float | None = None) -> int:
         err = {"type": "invalid_request_error", "code": code, "message": message, "param": None, "event_id": event_id}
@@ -122,14 +124,27 @@ class TraceBuilder:
             resp["metadata"] = {"client_event_id": client_event_id}
         return self.server({"type": "response.created", "response": resp}, self.latency if dt is None else dt)
 
-    def response_done(self, rid: str, status: str = "completed", output: list[dict[str, Any]] | None = None,
-                      dt: float = 0.0001, error: dict[str, Any] | None = None) -> int:
+    def response_done(
+        self,
+        rid: str,
+        status: str = "completed",
+        output: list[dict[str, Any]] | None = None,
+        dt: float = 0.0001,
+        error: dict[str, Any] | None = None,
+    ) -> int:
         resp: dict[str, Any] = {"object": "realtime.response", "id": rid, "status": status, "output": output or []}
         resp["status_details"] = {"type": status, "error": error} if error else None
         return self.server({"type": "response.done", "response": resp}, dt)
 
-    def output_item(self, rid: str, item: dict[str, Any], prev: str | None, index: int = 0,
-                    text_chunks: list[str] | None = None, audio_b64: list[str] | None = None) -> int:
+    def output_item(
+        self,
+        rid: str,
+        item: dict[str, Any],
+        prev: str | None,
+        index: int = 0,
+        text_chunks: list[str] | None = None,
+        audio_b64: list[str] | None = None,
+    ) -> int:
         """One generated output item: output_item.added, conversation.item.added, deltas, done events.
         Returns the line of conversation.item.added."""
         start = {**item, "object": "realtime.item", "status": "in_progress"}
@@ -142,10 +157,23 @@ class TraceBuilder:
         line = self.server({"type": kind, "previous_item_id": prev, "item": start})
         base = {"response_id": rid, "item_id": item["id"], "output_index": index}
         if item["type"] == "function_call":
-            self.server({"type": "response.function_call_arguments.delta", **base, "call_id": item["call_id"],
-                         "delta": item["arguments"]})
-            self.server({"type": "response.function_call_arguments.done", **base, "call_id": item["call_id"],
-                         "name": item["name"], "arguments": item["arguments"]})
+            self.server(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    **base,
+                    "call_id": item["call_id"],
+                    "delta": item["arguments"],
+                }
+            )
+            self.server(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **base,
+                    "call_id": item["call_id"],
+                    "name": item["name"],
+                    "arguments": item["arguments"],
+                }
+            )
         for chunk in text_chunks or []:
             kind = "response.text.delta" if self.beta else "response.output_text.delta"
             self.server({"type": kind, **base, "content_index": 0, "delta": chunk}, 0.01)

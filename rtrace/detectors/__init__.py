@@ -5,6 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from .base import Config, Finding, Rule, Witness
+from .protocol import (
+    DuplicateItemId,
+    DuplicateResponseDone,
+    ReconnectLoopOnFatalError,
+    ResponseDoneWithoutCreated,
+    SessionExpired,
+    UnknownPreviousItem,
+)
 from .pushes import AckTimeout, LocalServerDivergence, StaleSnapshotDelete, TruncateBeyondAudio
 from .reconnect import FunctionCallLostOnReconnect, UnconfirmedItemLostOnReconnect
 from .responses import (
@@ -37,6 +45,12 @@ RULES: tuple[type[Rule], ...] = (
     ArgumentsLostInReplay,
     TruncateBeyondAudio,
     LocalServerDivergence,
+    ResponseDoneWithoutCreated,
+    UnknownPreviousItem,
+    DuplicateItemId,
+    SessionExpired,
+    ReconnectLoopOnFatalError,
+    DuplicateResponseDone,
 )
 
 
