@@ -1,0 +1,45 @@
+"""The rule list: stable ids and slugs, documentation, selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from rtrace.detectors import RULES, UnknownRule, find_rule, select_rules
+
+
+def test_ids_and_slugs_unique_and_documented() -> None:
+    assert len({r.id for r in RULES}) == len(RULES)
+    assert len({r.slug for r in RULES}) == len(RULES)
+    for rule in RULES:
+        assert rule.id.startswith("RT1") and len(rule.id) == 5
+        assert rule.severity in ("error", "warning", "info")
+        assert len(rule.doc()) > 100, rule.slug
+        assert rule.fix and rule.title and rule.facts
+
+
+def test_public_slugs_are_stable() -> None:
+    assert [r.slug for r in RULES][:15] == [
+        "deleted-function-call-output",
+        "stale-snapshot-delete",
+        "unanswered-function-call",
+        "output-for-unknown-call",
+        "function-call-lost-on-reconnect",
+        "unconfirmed-item-lost-on-reconnect",
+        "orphaned-generation",
+        "failed-response-not-retried",
+        "retry-raced-by-new-response",
+        "ack-timeout",
+        "concurrent-response-create",
+        "server-error",
+        "arguments-lost-in-replay",
+        "truncate-beyond-audio",
+        "local-server-divergence",
+    ]
+
+
+def test_select_and_ignore() -> None:
+    assert find_rule("rt101") is find_rule("deleted-function-call-output")
+    assert [r.id for r in select_rules(["RT102", "server-error"])] == ["RT102", "RT112"]
+    assert "RT112" not in [r.id for r in select_rules(ignore=["server-error"])]
+    with pytest.raises(UnknownRule):
+        select_rules(["nope"])

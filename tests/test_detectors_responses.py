@@ -1,0 +1,55 @@
+"""Response rules on small traces."""
+
+from __future__ import annotations
+
+from rtrace.analysis import analyze_path
+
+from .conftest import SAMPLES
+
+RULES = SAMPLES / "rules"
+
+
+def findings(name: str, slug: str) -> list[str]:
+    return [f.explanation for f in analyze_path(RULES / name).findings if f.slug == slug]
+
+
+def test_orphaned_by_replacement() -> None:
+    [text] = findings("orphaned-generation/positive-replaced.jsonl", "orphaned-generation")
+    assert "still open when another response was created at line 10" in text
+
+
+def test_orphaned_by_close_but_not_by_trace_end(tmp_path: object) -> None:
+    [text] = findings("orphaned-generation/positive-connection-closed.jsonl", "orphaned-generation")
+    assert "anything waiting for it waits forever" in text
+    # the same trace without its close note: the recording stopped, not the response
+    from pathlib import Path
+
+    src = (RULES / "orphaned-generation/positive-connection-closed.jsonl").read_bytes().splitlines(keepends=True)
+    cut = Path(str(tmp_path)) / "cut.jsonl"
+    cut.write_bytes(b"".join(src[:-1]))
+    assert not [f for f in analyze_path(cut).findings if f.slug == "orphaned-generation"]
+
+
+def test_local_generation_overwritten() -> None:
+    [text] = findings("orphaned-generation/positive-local-generation.jsonl", "orphaned-generation")
+    assert "while the one opened at line 3 was still open" in text
+
+
+def test_failed_not_retried_needs_the_end() -> None:
+    [text] = findings("failed-response-not-retried/positive-never-retried.jsonl", "failed-response-not-retried")
+    assert "server_error" in text
+
+
+def test_retry_raced() -> None:
+    [text] = findings("retry-raced-by-new-response/positive-server-vad-first.jsonl", "retry-raced-by-new-response")
+    assert "another response was created at line 6" in text
+
+
+def test_concurrent_create_rejected_with_event_id() -> None:
+    [text] = findings("concurrent-response-create/positive-rejected.jsonl", "concurrent-response-create")
+    assert "active since line 4" in text and "rejected it at line 6" in text
+
+
+def test_server_error_joined_by_event_id() -> None:
+    [text] = findings("server-error/positive-cancel-not-active.jsonl", "server-error")
+    assert "It answers line 3 (response.cancel)" in text and "joined by error.event_id" in text

@@ -1,0 +1,73 @@
+"""Tool-call rules on the real LiveKit traces and on small variants."""
+
+from __future__ import annotations
+
+from rtrace.analysis import analyze_path
+from rtrace.detectors.base import Finding
+
+from .conftest import REAL, SAMPLES
+
+
+def by_slug(path: object, slug: str) -> list[Finding]:
+    return [f for f in analyze_path(path).findings if f.slug == slug]  # type: ignore[arg-type]
+
+
+def test_deleted_output_on_livekit_188_names_the_race() -> None:
+    [finding] = by_slug(REAL / "tool-output-race.livekit-1.8.8.jsonl", "deleted-function-call-output")
+    assert finding.rule == "RT101" and finding.severity == "error" and finding.conn == 1
+    assert finding.lines == (15, 42, 43, 45, 46, 47)
+    assert finding.explanation == (
+        "Line 42 created function_call_output item_2cd9ef851886 (call_s1_0001_0); the server confirmed it at line 43; "
+        "line 45 deleted it 1.7 ms later, in the same burst as the create of user message item_ea66f32fe7fc at "
+        "line 46, while function_call item_s1_0001 (call_s1_0001_0) stayed. From line 47 on, every response is "
+        "generated without the tool result."
+    )
+    assert finding.ids["call_ids"] == ("call_s1_0001_0",)
+    assert finding.ids["items"] == ("item_2cd9ef851886", "item_s1_0001")
+    assert finding.ids["event_ids"] == ("chat_ctx_delete_7074e9b013e2",)
+
+
+def test_client_side_recording_gives_the_same_story() -> None:
+    [finding] = by_slug(REAL / "tool-output-race.livekit-1.8.8.client-view.jsonl", "deleted-function-call-output")
+    assert finding.lines == (14, 41, 42, 44, 45, 46)
+
+
+def test_fixed_livekit_189_has_no_tool_error() -> None:
+    report = analyze_path(REAL / "tool-output-race.livekit-1.8.9.jsonl")
+    assert not [f for f in report.findings if f.severity == "error"]
+
+
+def test_unanswered_call_is_reported_once_per_stretch() -> None:
+    findings = by_slug(REAL / "tool-output-race.livekit-1.8.8.jsonl", "unanswered-function-call")
+    # line 24: asked while the tool ran; line 50: asked after the output was deleted (line 63 is the same stretch)
+    assert [f.at_line for f in findings] == [24, 50]
+    assert "after its output was deleted" in findings[1].explanation
+
+
+def test_output_for_unknown_call_links_the_reconnect() -> None:
+    [finding] = by_slug(REAL / "reconnect-during-tool.livekit-1.8.4.jsonl", "output-for-unknown-call")
+    assert finding.lines == (15, 21, 31, 32)
+    assert "The call lived on connection 1" in finding.explanation
+    assert "connection 2 never re-created it" in finding.explanation
+
+
+def test_output_for_unknown_call_error_event_id_null_joined_by_quoted_id() -> None:
+    path = SAMPLES / "rules/output-for-unknown-call/positive-error-event-id-null.jsonl"
+    [finding] = by_slug(path, "output-for-unknown-call")
+    assert finding.lines == (6, 7)
+    [error] = by_slug(path, "server-error")
+    assert "joined by an id quoted in the message" in error.explanation
+
+
+def test_output_for_unknown_call_names_the_delete() -> None:
+    [finding] = by_slug(
+        SAMPLES / "rules/output-for-unknown-call/positive-call-deleted.jsonl", "output-for-unknown-call"
+    )
+    assert "was deleted at line 16" in finding.explanation
+
+
+def test_arguments_lost_in_replay() -> None:
+    path = SAMPLES / "rules/arguments-lost-in-replay/positive-empty-arguments.jsonl"
+    [finding] = by_slug(path, "arguments-lost-in-replay")
+    assert finding.conn == 2
+    assert '{"city": "Paris"}' in finding.explanation
