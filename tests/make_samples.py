@@ -254,6 +254,21 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("unanswered-function-call/positive-server-vad-response")
+def _() -> TraceBuilder:
+    """Server VAD starts a response on its own while the tool still runs."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.server({"type": "input_audio_buffer.committed", "item_id": "item_au1", "previous_item_id": "item_fc1"}, dt=0.4)
+    spoken = {"id": "item_au1", "type": "message", "role": "user", "content": [{"type": "input_audio"}]}
+    b.added(spoken, "item_fc1", dt=0.0001)
+    b.response_created("resp_2", None, dt=0.001)
+    b.response_done("resp_2", dt=0.2)
+    b.close(dt=1.0)
+    return b
+
+
 @scenario("unanswered-function-call/negative-pipelined-output")
 def _() -> TraceBuilder:
     """Output create and response.create sent back to back: the pending output counts."""

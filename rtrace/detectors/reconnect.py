@@ -169,6 +169,8 @@ class UnconfirmedItemLostOnReconnect(Rule):
 
     def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
         if isinstance(fact, ConnClosed):
+            if fact.conn.ended_by == "trace-end":
+                return None  # the recording stopped; nothing says the connection was lost
             for change in fact.indeterminate:
                 if change.kind in ("conversation.item.create", "conversation.item.delete"):
                     self.indeterminate.append((change, Witness.answer(change)))

@@ -12,6 +12,7 @@ from ..reducer import (
     ItemAdded,
     ItemDeleted,
     ItemDone,
+    ResponseCreated,
     ServerError,
 )
 from ..state import Change, Connection, Item, TraceState
@@ -121,7 +122,8 @@ class DeletedFunctionCallOutput(Rule):
 
 
 class UnansweredFunctionCall(Rule):
-    """A response was asked for (or the session ended) while a `function_call` had no `function_call_output`.
+    """A response was asked for (or started by the server on its own, or the session ended) while a
+    `function_call` had no `function_call_output`.
 
     **What it means.** The model generates the next response without the tool's result: it says the tool is
     "still running", answers from nothing, or calls the tool again.
@@ -152,7 +154,7 @@ class UnansweredFunctionCall(Rule):
         "Create the function_call_output before asking for the next response, or use an out-of-band "
         "response (conversation: none) for speech while the tool runs."
     )
-    facts = ("change.sent", "item.added", "item.done", "item.deleted", "conn.closed")
+    facts = ("change.sent", "response.created", "item.added", "item.done", "item.deleted", "conn.closed")
 
     def __init__(self, config: object) -> None:
         super().__init__(config)  # type: ignore[arg-type]
@@ -197,11 +199,20 @@ class UnansweredFunctionCall(Rule):
                 if item_id is not None:
                     self.at_close.append((conn, conn.conv.items[item_id], why, Witness.closed(conn)))
             return None
+        if isinstance(fact, ResponseCreated):
+            # A response the server starts on its own (server VAD) answers without the tool result too.
+            resp = fact.response
+            if resp.request is not None or not resp.in_conversation:
+                return None
+            trigger = Witness.of(fact.rec)
+            return self._judge(fact.conn, trigger, f"the server starts response {resp.id} on its own", None)
         assert isinstance(fact, ChangeSent)
         change = fact.change
         if change.kind != "response.create" or change.conversation == "none":
             return None
-        conn = state.conns[change.conn]
+        return self._judge(state.conns[change.conn], Witness.sent(change), "asks for a response", change.event_id)
+
+    def _judge(self, conn: Connection, trigger: Witness, what: str, event_id: str | None) -> list[Finding]:
         out = []
         for (n, call_id), why in self.unanswered.items():
             if n != conn.n or self.reported.get((n, call_id)):
@@ -217,15 +228,15 @@ class UnansweredFunctionCall(Rule):
             out.append(
                 self.finding(
                     conn.n,
-                    f"response.create at line {change.line} while {pending_call.label()} has no output",
-                    f"Line {change.line} asks for a response while {pending_call.label()} "
+                    f"{trigger.type} at line {trigger.line} while {pending_call.label()} has no output",
+                    f"Line {trigger.line} {what} while {pending_call.label()} "
                     f"(line {pending_call.added_line}) has no "
                     f"function_call_output{cause}: the model answers without the tool result.",
-                    [*why, Witness.sent(change)],
-                    change.line,
+                    [*why, trigger],
+                    trigger.line,
                     items=[pending_call.id],
                     call_ids=[call_id],
-                    event_ids=[change.event_id],
+                    event_ids=[event_id],
                 )
             )
         return out
