@@ -4,13 +4,28 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit e2e-envs browser bench clean
+.PHONY: demo test lint unit e2e-envs browser bench clean fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
+
+# Real-client end-to-end tests (tests/test_e2e_livekit.py): one venv per pinned livekit-agents version, without
+# rtrace in it (the client only runs tests/e2e/livekit_scenario.py; the server runs from $(VENV)). Made by uv (from
+# $(VENV)): files are hardlinked from its cache, so four venvs take seconds and little more disk than one.
+E2E_VERSIONS := 1.8.4 1.8.5 1.8.8 1.8.9
+E2E_STAMPS := $(foreach v,$(E2E_VERSIONS),.venv-e2e-$(v)/.installed)
+
+.venv-e2e-%/.installed: | $(STAMP)
+	rm -rf .venv-e2e-$*
+	$(BIN)/uv venv -q --python $(PYTHON) .venv-e2e-$*
+	$(BIN)/uv pip install -q --compile-bytecode --python .venv-e2e-$*/bin/python \
+		'livekit-agents==$*' 'livekit-plugins-openai==$*'
+	touch $@
+
+e2e-envs: $(E2E_STAMPS)
 
 demo: $(STAMP)
 	-$(BIN)/rtrace analyze sample_traces/real/tool-output-race.livekit-1.8.8.jsonl
@@ -21,10 +36,25 @@ lint: $(STAMP)
 	$(BIN)/ruff check rtrace tests bench
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) e2e-envs
 	$(BIN)/python -m pytest
 
-test: $(STAMP) lint unit
+# Headless Chromium for the HTML report tests (tests/test_report_html.py, marker `browser`), from Debian.
+browser:
+	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: $(STAMP) lint browser unit
+
+# Long local fuzz run of the hardening properties (minutes; not part of `make test`); prints the example counts.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_hardening.py tests/test_redact.py \
+		-p no:cacheprovider --hypothesis-show-statistics -q
+
+# Benchmarks of issue 7 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table.
+bench: $(STAMP)
+	command -v jq >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq)
+	$(BIN)/python -m bench.generate
+	$(BIN)/python -m bench.run
 
 clean:
 	rm -rf $(VENV) .venv-e2e-* .pytest_cache .mypy_cache .ruff_cache

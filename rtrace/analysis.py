@@ -15,9 +15,9 @@ from typing import Any
 from .detectors import RULES, select_rules
 from .detectors.base import Config, Finding, Rule
 from .loader import TraceReader
-from .reducer import finish, step
+from .reducer import TRANSITIONS, Fact, finish, step, tick
 from .state import TraceState
-from .trace import Header, Problem, Record
+from .trace import DIRECTIONS, Header, Problem, Record
 
 
 @dataclasses.dataclass
@@ -54,36 +54,46 @@ class Report:
         return [f for t in self.traces for f in t.findings]
 
 
-def analyze_records(
-    records: Iterable[Record], config: Config, rules: Sequence[type[Rule]] = RULES
-) -> tuple[list[Finding], TraceState]:
-    """Run `rules` over `records`. The core of `rtrace analyze`, free of files."""
-    active = [cls(config) for cls in rules]
-    subscribers: dict[str, list[Rule]] = {}
-    for rule in active:
-        for kind in rule.facts:
-            subscribers.setdefault(kind, []).append(rule)
-    state = TraceState()
-    findings: list[Finding] = []
-    get = subscribers.get
-    for rec in records:
-        _, facts = step(state, rec)
+class _Dispatch:
+    """The rules of one analysis and the facts they subscribe to."""
+
+    def __init__(self, config: Config, rules: Sequence[type[Rule]]) -> None:
+        self.active = [cls(config) for cls in rules]
+        self.subscribers: dict[str, list[Rule]] = {}
+        for rule in self.active:
+            for kind in rule.facts:
+                self.subscribers.setdefault(kind, []).append(rule)
+        self.findings: list[Finding] = []
+
+    def feed(self, facts: Iterable[Fact], state: TraceState) -> None:
+        get = self.subscribers.get
         for fact in facts:
             for rule in get(fact.kind, ()):
                 out = rule.on_fact(fact, state)
                 if out:
-                    findings.extend(out)
-    for fact in finish(state):
-        for rule in get(fact.kind, ()):
-            out = rule.on_fact(fact, state)
+                    self.findings.extend(out)
+
+    def finish(self, state: TraceState) -> list[Finding]:
+        self.feed(finish(state), state)
+        for rule in self.active:
+            out = rule.finish(state)
             if out:
-                findings.extend(out)
-    for rule in active:
-        out = rule.finish(state)
-        if out:
-            findings.extend(out)
-    findings.sort(key=Finding.sort_key)
-    return findings, state
+                self.findings.extend(out)
+        self.findings.sort(key=Finding.sort_key)
+        return self.findings
+
+
+def analyze_records(
+    records: Iterable[Record], config: Config, rules: Sequence[type[Rule]] = RULES
+) -> tuple[list[Finding], TraceState]:
+    """Run `rules` over `records`. The core of `rtrace analyze`, free of files."""
+    dispatch = _Dispatch(config, rules)
+    state = TraceState()
+    for rec in records:
+        _, facts = step(state, rec)
+        if facts:
+            dispatch.feed(facts, state)
+    return dispatch.finish(state), state
 
 
 def analyze_path(
@@ -93,16 +103,34 @@ def analyze_path(
     **reader_kw: Any,
 ) -> TraceReport:
     """Analyze one trace file. Raises `loader.UnreadableInput` only when the file cannot be opened."""
-    cfg = config or Config()
     with TraceReader.open(path, **reader_kw) as reader:
-        by_dir: Counter[str] = Counter()
+        return analyze_reader(reader, config, rules)
 
-        def counted() -> Iterable[Record]:
-            for rec in reader:
-                by_dir[rec.dir] += 1
-                yield rec
 
-        findings, state = analyze_records(counted(), cfg, rules)
+def analyze_reader(
+    reader: TraceReader, config: Config | None = None, rules: Sequence[type[Rule]] = RULES
+) -> TraceReport:
+    """Analyze the trace `reader` reads (a file, stdin, an fsspec stream).
+
+    Same result as `analyze_records` over the reader's records, on the fast path: a record with no transition
+    on a known connection only ticks the clocks (`reducer.tick`), and no `Record` is built for it.
+    """
+    dispatch = _Dispatch(config or Config(), rules)
+    state = TraceState()
+    conns = state.conns
+    transitions = TRANSITIONS
+    by_dir = dict.fromkeys(DIRECTIONS, 0)
+    for row in reader.rows():
+        _, line, t, direction, n, _, etype, _ = row
+        by_dir[direction] += 1
+        conn = conns.get(n)
+        if conn is not None and (direction, etype) not in transitions:
+            tick(state, conn, t, line)
+            continue
+        _, facts = step(state, Record(*row))
+        if facts:
+            dispatch.feed(facts, state)
+    findings = dispatch.finish(state)
     first = state.first_t or 0.0
     return TraceReport(
         path=reader.path,
@@ -113,8 +141,8 @@ def analyze_path(
         problems=reader.problems,
         problem_count=reader.problem_count,
         header=reader.header,
-        by_dir=dict(by_dir),
+        by_dir={d: count for d, count in by_dir.items() if count},
     )
 
 
-__all__ = ["Report", "TraceReport", "analyze_path", "analyze_records", "select_rules"]
+__all__ = ["Report", "TraceReport", "analyze_path", "analyze_reader", "analyze_records", "select_rules"]

@@ -37,6 +37,11 @@ class FailOn(str, Enum):
     never = "never"
 
 
+class Engine(str, Enum):
+    local = "local"
+    dask = "dask"
+
+
 class OutputFormat(str, Enum):
     terminal = "terminal"
     json = "json"
@@ -52,14 +57,14 @@ app = typer.Typer(
 
 
 def stdout_console() -> Console:
-    console = Console(highlight=False, soft_wrap=False)
+    console = Console(highlight=False, soft_wrap=False, emoji=False)
     if not console.is_terminal:
-        console = Console(highlight=False, soft_wrap=False, width=120)
+        console = Console(highlight=False, soft_wrap=False, width=120, emoji=False)
     return console
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `file:100:1` is not :100:
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -81,10 +86,47 @@ def trace_paths(paths: list[Path]) -> list[str]:
 
 
 def analyze_one(path: str, config: Config, rules: tuple, max_line_bytes: int) -> TraceReport:
+    from .importers import native_path
+
     try:
-        return analyze_path(path, config, rules, max_line_bytes=max_line_bytes)
+        with native_path(path) as readable:  # a .har or JSON array export is converted to a temporary native trace
+            report = analyze_path(readable, config, rules, max_line_bytes=max_line_bytes)
+        report.path = path
+        return report
     except UnreadableInput as e:
         return TraceReport(path, 0, 0, 0.0, [], [], 0, unreadable=str(e))
+
+
+def analyze_many(
+    paths: list[Path],
+    config: Config,
+    rules: tuple,
+    max_line_bytes: int,
+    jobs: int,
+    engine: Engine,
+    scheduler: str | None,
+) -> list[TraceReport]:
+    from . import parallel
+
+    if jobs < 0:
+        raise UsageError("--jobs must be 0 (one per CPU) or more")
+    try:
+        if engine is Engine.local:
+            return parallel.analyze_local(trace_paths(paths), config, rules, max_line_bytes, jobs)
+        if not scheduler:
+            raise UsageError("--engine dask needs --scheduler ADDRESS")
+        urls = [parallel.url_of(p) for p in paths]
+        if "-" in urls:
+            raise UsageError("stdin (-) cannot be sent to a Dask cluster")
+        found: list[str] = []
+        for url in urls:
+            if "://" in url:
+                found.extend(parallel.expand_urls([url]))
+            else:
+                found.extend(os.path.abspath(p) for p in trace_paths([Path(url)]))
+        return parallel.analyze_dask(found, config, rules, max_line_bytes, scheduler)
+    except parallel.EngineUnavailable as e:
+        raise UsageError(str(e)) from None
 
 
 def exit_code_for(report: Report, fail_on: FailOn, strict: bool) -> ExitCode:
@@ -113,17 +155,89 @@ def analyze(
     ack_timeout: Annotated[float, typer.Option(help="Seconds a create/delete/truncate may wait for its answer.")] = 5.0,
     burst_window: Annotated[float, typer.Option(help="Seconds between client changes of one burst.")] = 0.010,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the JSON report here.")] = None,
+    sarif_path: Annotated[Path | None, typer.Option("--sarif", help="Also write a SARIF 2.1.0 report here.")] = None,
+    junit_path: Annotated[Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", help="Also write the HTML report here.")] = None,
+    markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Also write Markdown here.")] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Traces analyzed at once, in processes (0: one per CPU).")
+    ] = 1,
+    engine: Annotated[Engine, typer.Option(help="Where: local processes, or a Dask cluster (--scheduler).")] = (
+        Engine.local
+    ),
+    scheduler: Annotated[
+        str | None, typer.Option(help="Dask scheduler address (tcp://host:8786), for --engine dask.")
+    ] = None,
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window)
-    traces = [analyze_one(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+    if engine is Engine.local and jobs == 1:
+        traces = [analyze_one(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+    else:
+        traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler)
     report = Report(traces, config, rules)
     write_report(report, format, output)
+    side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
+    write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes)
     for trace in traces:
         if trace.events == 0 and not trace.unreadable:
             stderr_console().print(f"{trace.path}: no usable event", style="red", markup=False)
     raise typer.Exit(exit_code_for(report, fail_on, strict))
+
+
+def write_side_outputs(report: Report, paths: dict[str, Path], max_line_bytes: int) -> None:
+    from .report.outputs import ReportFormat, write_outputs
+
+    try:
+        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes)
+    except OSError as e:
+        raise UsageError(f"{e.filename or ''}: cannot write: {e.strerror or e}") from None
+
+
+@app.command()
+def report(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of *.jsonl traces.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here; the extension picks the format.")
+    ] = None,
+    format: Annotated[str | None, typer.Option("--format", "-f", help="markdown, html, json, sarif or junit.")] = None,
+    select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids or slugs, comma-separated).")] = None,
+    ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules (ids or slugs, comma-separated).")] = None,
+    max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """Write a report to attach to a bug: Markdown with sequence diagrams, or a one-file HTML step-through view.
+
+    Exit 0 when written (findings or not; `analyze` is the check), 3 when a trace cannot be read."""
+    from .report.outputs import ReportFormat, format_for_path, render_bytes
+
+    if format is not None:
+        try:
+            fmt = ReportFormat({"md": "markdown", "xml": "junit"}.get(format.lower(), format.lower()))
+        except ValueError:
+            raise UsageError(f"unknown report format {format!r} (markdown, html, json, sarif, junit)") from None
+    elif output is not None:
+        found = format_for_path(output)
+        if found is None:
+            raise UsageError(f"{output}: cannot tell the format from the extension; use --format")
+        fmt = found
+    else:
+        fmt = ReportFormat.markdown
+    rules = tuple(select_rules(_split(select), _split(ignore)))
+    config = Config()
+    traces = [analyze_one(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+    result = Report(traces, config, rules)
+    if output is None:
+        sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes))
+        sys.stdout.flush()
+    else:
+        write_side_outputs(result, {fmt.value: output}, max_line_bytes)
+    if any(t.unreadable or t.events == 0 for t in traces):
+        for t in traces:
+            if t.unreadable or t.events == 0:
+                stderr_console().print(f"rtrace: {t.unreadable or t.path + ': no usable event'}", markup=False)
+        raise typer.Exit(ExitCode.UNREADABLE)
 
 
 def write_report(report: Report, format: OutputFormat, output: Path | None) -> None:
@@ -201,6 +315,200 @@ def rules(
 
     console.print(f"{rule.id} {rule.slug} ({rule.severity})", style="bold", markup=False)
     console.print(Markdown(rule.doc()))
+
+
+@app.command()
+def redact(
+    path: Annotated[Path, typer.Argument(help="The trace to clean; - for stdin.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")] = None,
+    user_text: Annotated[bool, typer.Option(help="Also remove conversation text, transcripts, instructions.")] = False,
+    audio: Annotated[bool, typer.Option(help="Also replace audio payloads by their byte count and SHA-256.")] = False,
+    tool_output: Annotated[bool, typer.Option(help="Also remove tool call arguments and outputs.")] = False,
+    max_line_bytes: Annotated[int, typer.Option(help="Longer lines are dropped.")] = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """Remove secrets (and, on request, user text, audio, tool payloads) so a trace can go into a public issue."""
+    from .redact import RedactOptions, redact_file
+
+    err = stderr_console()
+    options = RedactOptions(user_text, audio, tool_output, max_line_bytes)
+    shown = str(path)
+
+    def dropped(line: int, reason: str) -> None:
+        err.print(f"{shown}:{line}:1: {reason}; line dropped (a placeholder note keeps the numbering)", markup=False)
+
+    try:
+        stats = redact_file(path, output, options, dropped)
+    except OSError as e:
+        raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
+    err.print(
+        f"rtrace redact: {stats.lines} lines, {stats.secrets} with secrets removed, {stats.dropped} dropped"
+        + (f", {stats.texts} texts" if user_text else "")
+        + (f", {stats.audio} audio payloads" if audio else "")
+        + (f", {stats.tool} tool payloads" if tool_output else ""),
+        markup=False,
+    )
+
+
+@app.command()
+def serve(
+    latency: Annotated[
+        list[str] | None, typer.Option(help="Delay of server events: 50ms, or TYPE=120ms for one event type.")
+    ] = None,
+    jitter: Annotated[str, typer.Option(help="Random +/- variation of each delay (order is kept).")] = "0",
+    seed: Annotated[int | None, typer.Option(help="Seed for the jitter.")] = None,
+    record: Annotated[Path | None, typer.Option(help="Write every event received and sent to this trace.")] = None,
+    from_trace: Annotated[
+        Path | None, typer.Option("--from", help="Take the responses, in order and paced, from this trace.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: a free one).")] = 0,
+    close_after: Annotated[int | None, typer.Option(help="Fault: close after N server events.")] = None,
+    drop_on: Annotated[
+        list[str] | None, typer.Option(help="Fault: close when a client event matches TYPE[:ITEM_TYPE].")
+    ] = None,
+    fail_response: Annotated[
+        list[int] | None, typer.Option(help="Fault: the Nth response.create fails (status failed).")
+    ] = None,
+    error_on: Annotated[list[str] | None, typer.Option(help="Fault: answer TYPE[:ITEM_TYPE] with an error.")] = None,
+    expire_after: Annotated[str | None, typer.Option(help="Fault: session_expired, close 1001 after this.")] = None,
+    duplicate_id: Annotated[str, typer.Option(help="append_duplicate, ignore or reject.")] = "append_duplicate",
+    story_chunk_delay: Annotated[str | None, typer.Option(help="Pause before each delta of a story.")] = None,
+    fault_times: Annotated[int, typer.Option(help="Times each fault fires per server (0: every time).")] = 1,
+) -> None:
+    """A fake realtime endpoint with injected latency and faults; prints ws://127.0.0.1:PORT/v1 and waits."""
+    from .server import options_from_cli, serve_main
+
+    try:
+        options = options_from_cli(
+            host=host, port=port, latency=latency, jitter=jitter, seed=seed,
+            record=str(record) if record else None, from_trace=str(from_trace) if from_trace else None,
+            close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
+            expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
+            fault_times=fault_times or None,
+        )  # fmt: skip
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    serve_main(options)
+
+
+@app.command()
+def sweep(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after --.")],
+    latency: Annotated[str, typer.Option(help="Latencies to try, e.g. 0,10,50,200ms.")] = "0,10,50,200ms",
+    runs: Annotated[int, typer.Option(help="Runs per latency.")] = 5,
+    out: Annotated[Path, typer.Option(help="Directory for the recorded traces.")] = Path("rtrace-sweep"),
+    timeout: Annotated[float, typer.Option(help="Seconds before a run is killed.")] = 300.0,
+    drop_on: Annotated[
+        list[str] | None, typer.Option(help="Fault in each run: close when a client event matches TYPE[:ITEM_TYPE].")
+    ] = None,
+    close_after: Annotated[int | None, typer.Option(help="Fault in each run: close after N server events.")] = None,
+) -> None:
+    """Run a command against a fresh `rtrace serve` at each latency; table of latency x rule. Exit 1 on errors."""
+    from .server import options_from_cli
+    from .sweep import sweep_main
+
+    try:
+        template = options_from_cli(drop_on=drop_on, close_after=close_after)
+        code = sweep_main(command, latency, runs, out, timeout, stdout_console(), template)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    raise typer.Exit(code)
+
+
+@app.command()
+def record(
+    upstream: Annotated[str, typer.Option(help="The real endpoint, e.g. wss://api.openai.com/v1/realtime.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Write the trace here.")],
+    port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
+    host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
+    keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
+) -> None:
+    """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
+    from .record import RecordOptions, check_upstream, record_main
+
+    try:
+        check_upstream(upstream)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        record_main(RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio))
+    except OSError as e:
+        raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
+
+
+@app.command()
+def convert(
+    path: Annotated[Path, typer.Argument(help="A HAR file, a JSON-array or JSONL event log, or a mitmproxy dump.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
+) -> None:
+    """Convert another tool's capture to a native rtrace trace (secrets removed)."""
+    from .importers import convert as convert_file
+    from .importers import detect
+
+    kind = detect(str(path))
+    try:
+        with open(output, "wb") as out:
+            count = convert_file(str(path), out, kind)
+    except OSError as e:
+        raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
+    except UnreadableInput:
+        output.unlink(missing_ok=True)
+        raise
+    stderr_console().print(f"rtrace convert: {count} records ({kind}) -> {output}", markup=False)
+
+
+@app.command()
+def replay(
+    path: Annotated[Path, typer.Argument(help="The recorded trace.")],
+    target: Annotated[str, typer.Option(help="fake (an in-process rtrace serve) or a ws:// / wss:// URL.")] = "fake",
+    compare: Annotated[str | None, typer.Option(help="With --target fake: also replay here and diff.")] = None,
+    latency: Annotated[list[str] | None, typer.Option(help="Latency of the fake: 50ms, or TYPE=120ms.")] = None,
+    pace: Annotated[str, typer.Option(help="reactive, recorded or asap.")] = "reactive",
+    speed: Annotated[float, typer.Option(help="Time scale of the recorded pauses (2: twice as fast).")] = 1.0,
+    timeout: Annotated[float, typer.Option(help="Seconds each wait for an answer may take.")] = 5.0,
+    own_responses: Annotated[bool, typer.Option(help="The fake generates its own responses.")] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
+) -> None:
+    """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
+    from .replay import ReplayFailed, ReplayOptions, render
+    from .replay import compare as compare_replays
+    from .replay import replay as run_replay
+    from .server import parse_latencies
+
+    try:
+        default, by_type = parse_latencies(latency or []) if latency else (None, {})
+        options = ReplayOptions(
+            target=target, pace=pace, speed=speed, timeout=timeout, latency=default, latency_by_type=by_type,
+            recorded_responses=not own_responses, output=output,
+        )  # fmt: skip
+        if pace not in ("reactive", "recorded", "asap") or speed <= 0:
+            raise ValueError("--pace must be reactive, recorded or asap, and --speed positive")
+        if compare is not None and target != "fake":
+            raise ValueError("--compare needs --target fake")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    console = stdout_console()
+
+    def emit(text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
+    try:
+        if compare is not None:
+            fake, real, diff = compare_replays(str(path), options, compare)
+            render(fake, emit)
+            render(real, emit)
+            emit("where the fake answered differently:" if diff else "the fake answered like the endpoint")
+            for line in diff:
+                emit("  " + line)
+            result = fake
+        else:
+            result = run_replay(str(path), options)
+            render(result, emit)
+    except ReplayFailed as e:
+        stderr_console().print(f"rtrace: replay failed: {e}", markup=False)
+        raise typer.Exit(ExitCode.REPLAY_FAILED) from None
+    report = result.replay_report
+    raise typer.Exit(ExitCode.FINDINGS if report and any(f.severity == "error" for f in report.findings) else 0)
 
 
 def version_callback(value: bool) -> None:

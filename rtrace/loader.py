@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import orjson
 
-from .catalog import BETA_TO_GA, side_of
+from .catalog import BETA_TO_GA, CLIENT_EVENTS, LOCAL_EVENTS, META_EVENTS, SERVER_EVENTS, side_of
 from .escape import printable
 from .trace import DIRECTIONS, Direction, Header, Problem, Record, dumps_header, dumps_record
 
@@ -25,7 +25,19 @@ DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 #: How many problems a reader keeps in full; beyond that it only counts them.
 MAX_KEPT_PROBLEMS = 1000
 
-_CHUNK = 1 << 20
+#: Bytes read at a time.
+_CHUNK = 1 << 18
+
+#: Wire name -> GA name of every event type of the catalogue (beta names included): the inline path of `rows`
+#: takes only these, and hands on the catalogue's own string objects (hashed once, shared by every record).
+_GA_NAMES: dict[str, str] = {
+    **{name: name for name in CLIENT_EVENTS | SERVER_EVENTS | META_EVENTS | LOCAL_EVENTS},
+    **BETA_TO_GA,
+}
+_DIRECTIONS: dict[str, Direction] = {d: d for d in DIRECTIONS}
+
+#: A record as a plain tuple, the fields of `Record` in order: (seq, line, t, dir, conn, event, type, raw_type).
+Row = tuple[int, int, float, Direction, int, dict[str, Any], str, str]
 
 
 class UnreadableInput(Exception):
@@ -93,62 +105,146 @@ class TraceReader:
 
     # -- lines --------------------------------------------------------------------------------------
 
-    def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
-        """(line number, bytes without the newline, had a newline). Oversized lines are reported, not held."""
+    def _open_stream(self) -> Any:
+        """The byte stream to read, past a UTF-8 BOM; UTF-16 is converted to UTF-8 on the fly."""
         stream: Any = self._stream
         if not hasattr(stream, "peek"):
             stream = io.BufferedReader(stream)
         head = stream.peek(4)[:4]
+        codec = None
         if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            codec = "utf-16"
+        elif len(head) == 4 and head[0] and not head[1] and head[2] and not head[3]:
+            codec = "utf-16-le"  # no BOM: ASCII JSON text with every other byte NUL
+        elif len(head) == 4 and not head[0] and head[1] and not head[2] and head[3]:
+            codec = "utf-16-be"
+        if codec is not None:
             self._problem(1, 1, "file is UTF-16; rtrace reads UTF-8 (converted on the fly)")
-            text = stream.read().decode("utf-16", errors="replace")
+            text = stream.read().decode(codec, errors="replace")
             stream = io.BytesIO(text.encode("utf-8"))
         elif head.startswith(codecs.BOM_UTF8):
             stream.read(3)
-        lineno = 0
-        limit = self._max
-        while True:
-            chunk = stream.readline(limit + 1)
-            if not chunk:
-                return
-            lineno += 1
-            if len(chunk) > limit and not chunk.endswith(b"\n"):
-                size = len(chunk)
-                while True:
-                    more = stream.readline(_CHUNK)
-                    if not more:
-                        break
-                    size += len(more)
-                    if more.endswith(b"\n"):
-                        break
-                self._problem(lineno, 1, f"line is {size:,} bytes, over the {limit:,}-byte limit; skipped")
-                continue
-            if chunk.endswith(b"\n"):
-                yield lineno, chunk[:-1], True
-            else:
-                yield lineno, chunk, False
+        return stream
 
-    def __iter__(self) -> Iterator[Record]:
+    def _blocks(self) -> Iterator[tuple[int, list[bytes | int], bool]]:
+        """The file as runs of lines: (number of the first line, lines without their newline, whether the last one
+        had a newline). Read in large blocks, split in C: per-line Python work is the caller's only.
+
+        An oversized line is never held: in its place the run carries its size (an `int`), which `orjson.loads`
+        refuses like any bad line, so the caller reports it on the error path at no cost to good lines.
+        """
+        stream = self._open_stream()
+        limit = self._max
+        lineno = 1
+        pieces: list[bytes] = []  # the unfinished line, across blocks
+        held = 0  # its length so far
+        skipped = -1  # >= 0: inside an oversized line, this many bytes of it seen
+        while True:
+            block = stream.read(_CHUNK)
+            if not block:
+                break
+            if skipped >= 0:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    skipped += len(block)
+                    continue
+                yield lineno, [skipped + nl + 1], True
+                lineno += 1
+                skipped = -1
+                block = block[nl + 1 :]
+            # bytes, or the size of an oversized line in its place
+            lines: list[Any] = block.split(b"\n")
+            tail: bytes = lines.pop()
+            if pieces and lines:
+                first: bytes = lines[0]
+                pieces.append(first)
+                lines[0] = b"".join(pieces) if held + len(first) <= limit else held + len(first) + 1
+                pieces, held = [], 0
+            if limit < _CHUNK:
+                lines = [raw if type(raw) is int or len(raw) <= limit else len(raw) + 1 for raw in lines]
+            if lines:
+                yield lineno, lines, True
+                lineno += len(lines)
+            if tail:
+                pieces.append(tail)
+                held += len(tail)
+                if held > limit:
+                    skipped, pieces, held = held, [], 0
+        if skipped >= 0:
+            yield lineno, [skipped], False
+        elif pieces:
+            last = b"".join(pieces)
+            yield lineno, [last if len(last) <= limit else len(last)], False
+
+    def rows(self) -> Iterator[Row]:
+        """Iterate the records as plain tuples: the fields of `Record`, in order (see `Row`).
+
+        The fast form behind `__iter__`, for callers that build a `Record` only when they need one (`analysis`).
+        A well-formed native line takes the inline path; anything else goes through the general one.
+        """
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
+        ga_names = _GA_NAMES
+        directions = _DIRECTIONS
+        native = 0
         try:
-            for lineno, raw, had_newline in self._lines():
-                if not raw.strip():
-                    continue
-                try:
-                    obj = loads(raw)
-                except decode_error as e:
-                    obj = self._recover(lineno, raw, had_newline, e)
-                    if obj is None:
+            for start, lines, complete in self._blocks():
+                for lineno, raw in enumerate(lines, start):
+                    try:
+                        obj = loads(raw)  # type: ignore[arg-type]
+                    except decode_error as e:
+                        last = not complete and lineno == start + len(lines) - 1
+                        obj = self._unparsed(lineno, raw, not last, e)
+                        if obj is None:
+                            continue
+                    # The inline path: a native line whose fields are all as expected gives the row `_native`
+                    # would give. A missing key, a wrong shape or an unknown type or direction leaves it to
+                    # `_record` (KeyError/TypeError), which reports the problem.
+                    try:
+                        event = obj["event"]
+                        raw_type = event["type"]
+                        etype = ga_names[raw_type]
+                        direction = directions[obj["dir"]]
+                        t = obj["t"]
+                        conn = obj["conn"]
+                    except (KeyError, TypeError):
+                        pass
+                    else:
+                        if type(t) is float and type(conn) is int and conn >= 1:
+                            native += 1
+                            seq = self.count
+                            self.count = seq + 1
+                            self.last_t = t
+                            yield seq, lineno, t, direction, conn, event, etype, raw_type
+                            continue
+                    if type(obj) is not dict:
+                        self._problem(lineno, 1, f"expected a JSON object, got {_json_kind(obj)}; skipped")
                         continue
-                if type(obj) is not dict:
-                    self._problem(lineno, 1, f"expected a JSON object, got {_json_kind(obj)}; skipped")
-                    continue
-                rec = self._record(lineno, obj)
-                if rec is not None:
-                    yield rec
+                    row = self._record(lineno, obj)
+                    if row is not None:
+                        yield row
+                if native:
+                    self.shapes["native"] = self.shapes.get("native", 0) + native
+                    native = 0
         except OSError as e:
             self._problem(self.count + 1, 1, f"read error: {e.strerror or e}; the rest of the file is skipped")
+        finally:
+            if native:
+                self.shapes["native"] = self.shapes.get("native", 0) + native
+
+    def __iter__(self) -> Iterator[Record]:
+        for row in self.rows():
+            yield Record(*row)
+
+    def _unparsed(self, lineno: int, raw: bytes | int, had_newline: bool, e: Exception) -> Any:
+        """A line orjson refused: blank (skipped), oversized (reported), or one `_recover` may still read."""
+        if type(raw) is int:
+            self._problem(lineno, 1, f"line is {raw:,} bytes, over the {self._max:,}-byte limit; skipped")
+            return None
+        assert isinstance(raw, bytes)
+        if not raw.strip():
+            return None
+        return self._recover(lineno, raw, had_newline, e)
 
     def _recover(self, lineno: int, raw: bytes, had_newline: bool, e: Exception) -> Any:
         """A line orjson refused: invalid UTF-8 is decoded with replacement and retried; else a problem."""
@@ -174,7 +270,7 @@ class TraceReader:
             self._problem(lineno, col, f"malformed JSON: {msg}; skipped", excerpt)
         return None
 
-    def _record(self, lineno: int, obj: dict[str, Any]) -> Record | None:
+    def _record(self, lineno: int, obj: dict[str, Any]) -> Row | None:
         event = obj.get("event")
         if type(event) is dict:
             direction = obj.get("dir")
@@ -208,7 +304,7 @@ class TraceReader:
             return None
         return BETA_TO_GA.get(raw_type, raw_type), raw_type
 
-    def _native(self, lineno: int, obj: dict[str, Any], event: dict[str, Any], direction: Any) -> Record | None:
+    def _native(self, lineno: int, obj: dict[str, Any], event: dict[str, Any], direction: Any) -> Row | None:
         self.shapes["native"] = self.shapes.get("native", 0) + 1
         typed = self._typed(lineno, event)
         if typed is None:
@@ -239,16 +335,16 @@ class TraceReader:
         if side_of(etype) is None:
             self._problem(lineno, 1, f"unknown event type {printable(repr(raw_type), 60)}; kept, not interpreted")
         self.last_t = t
-        rec = Record(self.count, lineno, t, direction, conn, event, etype, raw_type)
+        row: Row = (self.count, lineno, t, direction, conn, event, etype, raw_type)
         self.count += 1
-        return rec
+        return row
 
     def _infer_conn(self, etype: str) -> int:
         if etype == "session.created" or self._inferred_conn == 0:
             self._inferred_conn += 1
         return self._inferred_conn
 
-    def _bare(self, lineno: int, event: dict[str, Any]) -> Record | None:
+    def _bare(self, lineno: int, event: dict[str, Any]) -> Row | None:
         self.shapes["bare"] = self.shapes.get("bare", 0) + 1
         typed = self._typed(lineno, event)
         if typed is None:
@@ -261,11 +357,11 @@ class TraceReader:
             )
             return None
         conn = self._infer_conn(etype)
-        rec = Record(self.count, lineno, self.last_t, side, conn, event, etype, raw_type)
+        row: Row = (self.count, lineno, self.last_t, side, conn, event, etype, raw_type)
         self.count += 1
-        return rec
+        return row
 
-    def _rtb(self, lineno: int, obj: dict[str, Any], event: dict[str, Any]) -> Record | None:
+    def _rtb(self, lineno: int, obj: dict[str, Any], event: dict[str, Any]) -> Row | None:
         self.shapes["rtb"] = self.shapes.get("rtb", 0) + 1
         typed = self._typed(lineno, event)
         if typed is None:
@@ -289,9 +385,9 @@ class TraceReader:
                 self._t0 = t
             t = max(0.0, t - self._t0)
         self.last_t = t
-        rec = Record(self.count, lineno, t, side, self._infer_conn(etype), event, etype, raw_type)
+        row: Row = (self.count, lineno, t, side, self._infer_conn(etype), event, etype, raw_type)
         self.count += 1
-        return rec
+        return row
 
 
 def _parse_time(value: Any) -> float | None:

@@ -236,6 +236,10 @@ class Conversation:
         if item.type == "function_call":
             if self.by_call.get(item.call_id) == item.id:
                 del self.by_call[item.call_id]
+                # Another function_call may carry the same call_id (a replay, a duplicate): it takes over.
+                for other in self.items.values():
+                    if other.id != item.id and other.type == "function_call" and other.call_id == item.call_id:
+                        self.by_call[item.call_id] = other.id
         elif item.type == "function_call_output":
             outs = self.outputs_by_call.get(item.call_id)
             if outs is not None:

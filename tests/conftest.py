@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# `make fuzz`: HYPOTHESIS_PROFILE=long gives properties without their own max_examples many more examples.
+settings.register_profile(
+    "long", max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck), print_blob=True
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"

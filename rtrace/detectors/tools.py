@@ -322,7 +322,8 @@ class OutputForUnknownCall(Rule):
             code = (change.error or {}).get("code")
             if suspect is None and code != "invalid_tool_call_id":
                 return None
-            if change.item is None or change.item.type != "function_call_output":
+            item = change.item
+            if item is None or item.type != "function_call_output" or item.call_id is None:
                 return None
             self.joined.add(fact.rec.seq)
             return [self._finding(state, change, Witness.of(fact.rec), fact.rec.line)]

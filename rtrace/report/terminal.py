@@ -6,6 +6,8 @@ ANSI escapes or `[bold]` prints as text.
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console, Group
 from rich.padding import Padding
 from rich.table import Table
@@ -19,6 +21,15 @@ from ..trace import Problem
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 MAX_PROBLEMS_SHOWN = 20
 LANE_WIDTH = 58
+#: An unbroken run of text longer than this (base64 audio, hex dumps) is cut even inside prose.
+RUN_LIMIT = 80
+_RUN = re.compile(rf"\S{{{RUN_LIMIT + 1},}}")
+
+
+def _prose(text: str, limit: int) -> str:
+    """`printable(text, limit)`, with every over-long unbroken run cut to RUN_LIMIT characters and a count."""
+    cut = _RUN.sub(lambda m: f"{m.group()[:RUN_LIMIT]}… (+{len(m.group()) - RUN_LIMIT} chars)", text)
+    return printable(cut, limit)
 
 
 def render(report: Report, console: Console) -> None:
@@ -66,9 +77,9 @@ def render_problems(trace: TraceReport, console: Console) -> None:
 
 def render_problem(problem: Problem, console: Console) -> None:
     style = "red" if problem.severity == "error" else "yellow"
-    console.print(Text(f"  {printable(str(problem), 300)}", style=style))
+    console.print(Text(f"  {_prose(str(problem), 300)}", style=style))
     if problem.excerpt:
-        console.print(Text(f"      {problem.excerpt}", style="dim"))
+        console.print(Text(f"      {printable(problem.excerpt, 200)}", style="dim"))
 
 
 def render_finding(finding: Finding, console: Console) -> None:
@@ -77,8 +88,8 @@ def render_finding(finding: Finding, console: Console) -> None:
     head.append(f" {finding.rule} {finding.slug}", style="bold")
     head.append(f"  conn {finding.conn}  lines {', '.join(map(str, finding.lines))}", style="dim")
     console.print(head)
-    console.print(Padding(Text(printable(finding.message, 300)), (0, 0, 0, 4)))
-    console.print(Padding(Text(printable(finding.explanation, 2000), style="default"), (0, 0, 0, 4)))
+    console.print(Padding(Text(_prose(finding.message, 300)), (0, 0, 0, 4)))
+    console.print(Padding(Text(_prose(finding.explanation, 2000), style="default"), (0, 0, 0, 4)))
     console.print(Padding(timeline(finding.witness), (0, 0, 0, 4)))
     console.print(Padding(Text(f"fix: {finding.fix}", style="green"), (0, 0, 0, 4)))
 
@@ -105,7 +116,14 @@ def timeline(witness: tuple[Witness, ...]) -> Table:
     return table
 
 
+#: Beyond this many traces the totals table has one column per count, not one per trace.
+MAX_TRACE_COLUMNS = 6
+
+
 def render_totals(report: Report, console: Console) -> None:
+    if len(report.traces) > MAX_TRACE_COLUMNS:
+        render_fleet_totals(report, console)
+        return
     table = Table(title="findings by rule", box=None, header_style="bold")
     table.add_column("rule")
     table.add_column("severity")
@@ -119,3 +137,31 @@ def render_totals(report: Report, console: Console) -> None:
     for (rule, slug, severity), counts in sorted(rows.items()):
         table.add_row(f"{rule} {slug}", Text(severity, style=SEVERITY_STYLE[severity]), *map(str, counts))
     console.print(Group(table) if rows else Text("no findings in any trace"))
+
+
+def render_fleet_totals(report: Report, console: Console) -> None:
+    """Many traces: per rule, how many findings, in how many traces, and the first of those traces."""
+    total = len(report.traces)
+    table = Table(title=f"findings by rule over {total} traces", box=None, header_style="bold")
+    for name, justify in (("rule", "left"), ("severity", "left"), ("findings", "right"), ("traces", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    table.add_column("in")
+    rows: dict[tuple[str, str, str], dict[str, int]] = {}
+    for trace in report.traces:
+        for f in trace.findings:
+            per_trace = rows.setdefault((f.rule, f.slug, f.severity), {})
+            per_trace[trace.path] = per_trace.get(trace.path, 0) + 1
+    for (rule, slug, severity), per_trace in sorted(rows.items()):
+        names = [printable(p.rsplit("/", 1)[-1], 30) for p in list(per_trace)[:3]]
+        more = f" +{len(per_trace) - 3}" if len(per_trace) > 3 else ""
+        table.add_row(
+            f"{rule} {slug}",
+            Text(severity, style=SEVERITY_STYLE[severity]),
+            str(sum(per_trace.values())),
+            f"{len(per_trace)}/{total}",
+            ", ".join(names) + more,
+        )
+    failed = sum(1 for t in report.traces if t.unreadable)
+    console.print(Group(table) if rows else Text(f"no findings in any of {total} traces"))
+    if failed:
+        console.print(Text(f"{failed} of {total} traces could not be analyzed (see above)", style="red"))

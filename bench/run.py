@@ -1,0 +1,283 @@
+"""The benchmark runner: rtrace against its baselines on the generated workloads, in one invocation.
+
+Every figure is a wall time of a subprocess (the best of `--repeat` runs, the machine is shared) measured on the
+same file in the same run: `rtrace analyze`, the orjson floor (a bare Python loop parsing every line), `jq -c
+.event.type` and `wc -l`. Peak RSS comes from `wait4` on the rtrace process itself. Prints a table and writes
+`bench/out/results.json`. Timing targets are checked here, never in unit tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.generate import DEFAULT_OUT, DEFAULT_SEED, generate
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The installed command when there is one (what users run), else the module.
+_SCRIPT = Path(sys.executable).parent / "rtrace"
+RTRACE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "rtrace.cli"]
+FLOOR = (
+    "import sys, orjson\n"
+    "loads = orjson.loads\n"
+    "with open(sys.argv[1], 'rb') as f:\n"
+    "    for line in f:\n"
+    "        loads(line)\n"
+)
+IN_PROCESS = (
+    "import sys, time\n"
+    "from rtrace.analysis import analyze_path\n"
+    "t = time.perf_counter(); analyze_path(sys.argv[1]); print(time.perf_counter() - t)\n"
+)
+#: (workload, ratio to the floor it must stay within) from issue 7.
+TARGETS = {"audio-call": 1.5, "event-heavy": 2.5}
+
+
+def run(cmd: list[str], stdout: Any = subprocess.DEVNULL) -> tuple[float, int, int]:
+    """Run `cmd`; (wall seconds, peak RSS in KiB of that process, exit status)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, usage.ru_maxrss, proc.returncode
+
+
+def best(cmd: list[str], repeat: int) -> tuple[float, int]:
+    """The best wall time of `repeat` runs, and the largest peak RSS seen."""
+    times, peak = [], 0
+    for _ in range(repeat):
+        elapsed, rss, _ = run(cmd)
+        times.append(elapsed)
+        peak = max(peak, rss)
+    return min(times), peak
+
+
+def in_process(path: Path, repeat: int) -> float:
+    """`analysis.analyze_path` alone, without interpreter start, imports or rendering (best of `repeat`)."""
+    out = []
+    for _ in range(repeat):
+        proc = subprocess.run([sys.executable, "-c", IN_PROCESS, str(path)], capture_output=True, text=True, cwd=ROOT)
+        out.append(float(proc.stdout.strip() or "nan"))
+    return min(out)
+
+
+def ensure_jq() -> str | None:
+    found = shutil.which("jq")
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "jq"], capture_output=True, check=False)
+        found = shutil.which("jq")
+    return found
+
+
+def measure_trace(name: str, path: Path, repeat: int, jq: str | None) -> dict[str, Any]:
+    rtrace, rss = best([*RTRACE, "analyze", str(path), "--fail-on", "never"], repeat)
+    floor, _ = best([sys.executable, "-c", FLOOR, str(path)], repeat)
+    jq_time = best([jq, "-c", ".event.type", str(path)], repeat)[0] if jq else None
+    wc, _ = best(["wc", "-l", str(path)], repeat)
+    row = {
+        "workload": name,
+        "lines": sum(1 for _ in path.open("rb")),
+        "mb": path.stat().st_size / 1e6,
+        "rtrace_s": rtrace,
+        "analysis_s": in_process(path, repeat),
+        "floor_s": floor,
+        "jq_s": jq_time,
+        "wc_s": wc,
+        "rss_mb": rss / 1024,
+    }
+    row["vs_floor"] = rtrace / floor
+    row["vs_jq"] = rtrace / jq_time if jq_time else None
+    return row
+
+
+def measure_fleet(fleet: Path, repeat: int) -> dict[str, Any]:
+    one, rss1 = best([*RTRACE, "analyze", str(fleet), "-j", "1", "--fail-on", "never"], repeat)
+    two, rss2 = best([*RTRACE, "analyze", str(fleet), "-j", "2", "--fail-on", "never"], repeat)
+    traces = len(list(fleet.glob("*.jsonl")))
+    return {"traces": traces, "j1_s": one, "j2_s": two, "speedup": one / two, "rss_mb": max(rss1, rss2) / 1024}
+
+
+BURN = "import sys\ns = 0\nfor i in range(int(sys.argv[1])):\n    s += i\n"
+
+
+def measure_capacity(repeat: int) -> float:
+    """How much two processes get done at once on this machine now, relative to one after the other: a pure CPU
+    loop run twice in sequence, then twice side by side. 2.0 on an idle 2-core machine; the fleet speedup cannot
+    exceed it, so it is printed next to it (the machine is shared)."""
+    cmd = [sys.executable, "-c", BURN, "15000000"]
+    ratios = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for _ in range(2):
+            run(cmd)
+        sequential = time.perf_counter() - started
+        started = time.perf_counter()
+        procs = [subprocess.Popen(cmd) for _ in range(2)]
+        for proc in procs:
+            proc.wait()
+        ratios.append(sequential / (time.perf_counter() - started))
+    return max(ratios)
+
+
+def measure_startup(repeat: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny = Path(tmp) / "tiny.jsonl"
+        tiny.write_bytes(b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created","session":{}}}\n')
+        return best([*RTRACE, "analyze", str(tiny)], repeat)[0]
+
+
+def measure_html(path: Path, repeat: int) -> dict[str, Any] | None:
+    """`rtrace report` HTML of the audio call: size, time to write, and time to open in headless Chromium."""
+    try:
+        import rtrace.report.html  # noqa: F401
+    except ImportError:
+        return None
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        html = Path(tmp) / "audio-call.html"
+        out["write_s"] = best([*RTRACE, "report", str(path), "-o", str(html)], repeat)[0]
+        if not html.exists():
+            return None
+        out["mb"] = html.stat().st_size / 1e6
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium:
+            flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--dump-dom"]
+            blank = Path(tmp) / "blank.html"
+            blank.write_text("<!doctype html><title>blank</title>")
+            times = {}
+            for label, target in (("blank", blank), ("report", html)):
+                cmd = [chromium, *flags, f"--user-data-dir={tmp}/profile-{label}", target.as_uri()]
+                times[label] = best(cmd, repeat)[0]
+            out["chromium_open_s"] = times["report"]
+            out["chromium_blank_s"] = times["blank"]
+    return out
+
+
+def fmt(value: float | None, unit: str = "", digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def table(results: dict[str, Any]) -> str:
+    columns = ["workload", "lines", "MB", "rtrace", "analysis only", "orjson floor", "jq", "wc -l"]
+    columns += ["rtrace/floor", "rtrace/jq", "peak RSS"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in results["traces"]:
+        lines.append(
+            f"| {r['workload']} | {r['lines']:,} | {r['mb']:.0f} | {fmt(r['rtrace_s'], ' s')} | "
+            f"{fmt(r['analysis_s'], ' s')} | {fmt(r['floor_s'], ' s')} | {fmt(r['jq_s'], ' s')} | "
+            f"{fmt(r['wc_s'], ' s', 3)} | {fmt(r['vs_floor'], 'x')} | {fmt(r['vs_jq'], 'x')} | "
+            f"{r['rss_mb']:.0f} MB |"
+        )
+    out = "\n".join(lines)
+    f = results.get("fleet")
+    if f:
+        out += (
+            f"\n\nfleet: {f['traces']} traces, `-j 1` {f['j1_s']:.2f} s, `-j 2` {f['j2_s']:.2f} s: "
+            f"speedup {f['speedup']:.2f}x (peak RSS of the parent {f['rss_mb']:.0f} MB); two CPU-bound processes "
+            f"side by side ran {f['capacity']:.2f}x as fast as one after the other on this machine at the time"
+        )
+    out += f"\n\nrtrace startup (analyze of a one-line trace): {results['startup_s']:.2f} s"
+    h = results.get("html")
+    if h:
+        out += f"\n\nHTML report of the audio call: {h['mb']:.2f} MB, written in {h['write_s']:.2f} s"
+        if "chromium_open_s" in h:
+            out += (
+                f"; headless Chromium --dump-dom {h['chromium_open_s']:.2f} s "
+                f"(blank page {h['chromium_blank_s']:.2f} s)"
+            )
+    elif "html" in results:
+        out += "\n\nHTML report: rtrace.report.html not available, skipped"
+    return out
+
+
+def verdicts(results: dict[str, Any]) -> list[str]:
+    out = []
+    rows = {r["workload"]: r for r in results["traces"]}
+    for name, limit in TARGETS.items():
+        r = rows.get(name)
+        if r is None:
+            continue
+        out.append(f"{name}: rtrace/floor {r['vs_floor']:.2f}x (target <= {limit}x): {_ok(r['vs_floor'] <= limit)}")
+        engine = r["analysis_s"] / r["floor_s"]
+        out.append(
+            f"{name}: analysis only/floor {engine:.2f}x (no start-up, imports, rendering): {_ok(engine <= limit)}"
+        )
+        if r["vs_jq"] is not None:
+            out.append(f"{name}: rtrace/jq {r['vs_jq']:.2f}x (target < 1x): {_ok(r['vs_jq'] < 1)}")
+        out.append(f"{name}: peak RSS {r['rss_mb']:.0f} MB (target < 100 MB): {_ok(r['rss_mb'] < 100)}")
+    if "audio-call" in rows and "event-heavy" in rows:
+        growth = rows["event-heavy"]["rss_mb"] / rows["audio-call"]["rss_mb"] - 1
+        out.append(f"RSS 20 h over 1 h: {growth * 100:+.0f}% (target <= +10%): {_ok(growth <= 0.10)}")
+    f = results.get("fleet")
+    if f:
+        out.append(f"fleet -j 2 vs -j 1: {f['speedup']:.2f}x (target >= 1.7x): {_ok(f['speedup'] >= 1.7)}")
+    h = results.get("html")
+    if h:
+        out.append(f"HTML size {h['mb']:.2f} MB (target < 5 MB): {_ok(h['mb'] < 5)}")
+        if "chromium_open_s" in h:
+            out.append(f"HTML open {h['chromium_open_s']:.2f} s (target < 2 s): {_ok(h['chromium_open_s'] < 2)}")
+    return out
+
+
+def _ok(passed: bool) -> str:
+    return "met" if passed else "MISSED"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is kept")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "results.json")
+    parser.add_argument("--skip-fleet", action="store_true")
+    args = parser.parse_args(argv)
+    generate(args.data, args.seed, args.scale)
+    jq = ensure_jq()
+    results: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "load_before": os.getloadavg()[0],
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "repeat": args.repeat,
+        "traces": [],
+    }
+    for name in ("audio-call", "event-heavy"):
+        path = args.data / f"{name}.jsonl"
+        print(f"measuring {name} ...", file=sys.stderr)
+        results["traces"].append(measure_trace(name, path, args.repeat, jq))
+    if not args.skip_fleet:
+        print("measuring fleet ...", file=sys.stderr)
+        results["fleet"] = measure_fleet(args.data / "fleet", args.repeat)
+        results["fleet"]["capacity"] = measure_capacity(args.repeat)
+    results["startup_s"] = measure_startup(args.repeat)
+    print("measuring HTML report ...", file=sys.stderr)
+    results["html"] = measure_html(args.data / "audio-call.jsonl", 1)
+    results["load_after"] = os.getloadavg()[0]
+    results["verdicts"] = verdicts(results)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    print(
+        f"\n{results['date']} on {results['machine']}, best of {args.repeat}; "
+        f"load average {results['load_before']:.1f} before, {results['load_after']:.1f} after\n"
+    )
+    print(table(results))
+    print()
+    for line in results["verdicts"]:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Other tools' captures as native traces: HAR files with `_webSocketMessages` (browser devtools, mitmproxy), JSON-array
+exports of openai-realtime-api-beta / realtime-console logs, and mitmproxy flow dumps (only if mitmproxy is installed).
+
+Owns format detection and the conversion to native records (`t`, `dir`, `conn`, `event`), secrets always scrubbed.
+Line-by-line shapes the loader already reads (native, bare events, `{time, source, event}`) are passed through it.
+It never analyzes and prints nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+import urllib.parse
+from collections.abc import Iterator
+from typing import IO, Any
+
+import orjson
+
+from .loader import TraceReader, UnreadableInput
+from .record import redact_event, safe_path
+from .trace import dumps_header, dumps_record
+
+#: Largest HAR / JSON-array file read whole (these formats cannot be streamed line by line).
+MAX_DOCUMENT_BYTES = 1 << 30
+FORMATS = ("native", "har", "json-array", "mitmproxy")
+
+
+class ImportFailed(UnreadableInput):
+    """The input looked like a known capture format but could not be converted."""
+
+
+def detect(path: str) -> str:
+    """`har`, `json-array`, `mitmproxy` or `native` (anything the loader reads line by line)."""
+    lower = path.lower()
+    if lower.endswith(".har"):
+        return "har"
+    if lower.endswith((".mitm", ".flow", ".flows")):
+        return "mitmproxy"
+    if path == "-" or os.path.isdir(path):
+        return "native"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return "native"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"["):
+        return "json-array"
+    if text.startswith(b"{") and b'"log"' in text[:200] and b"\n{" not in text:
+        return "har"
+    return "native"
+
+
+def _read_document(path: str) -> Any:
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_DOCUMENT_BYTES:
+            raise ImportFailed(
+                f"{path}: {size:,} bytes, over the {MAX_DOCUMENT_BYTES:,}-byte limit for a JSON document"
+            )
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise UnreadableInput(f"{path}: {e.strerror or e}") from None
+    try:
+        return orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError as e:
+        raise ImportFailed(f"{path}: not valid JSON ({str(e).split(':')[0]})") from None
+
+
+def _event_of(data: Any) -> dict[str, Any] | str:
+    """A websocket text payload as an event, or why not."""
+    if not isinstance(data, str):
+        return "payload is not text"
+    try:
+        event = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return "payload is not JSON"
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return "payload is not an event object"
+    return event
+
+
+def _path_of(url: Any) -> str:
+    parts = urllib.parse.urlsplit(url if isinstance(url, str) else "")
+    return safe_path(parts.path + (f"?{parts.query}" if parts.query else ""))
+
+
+def har_records(doc: Any, source: str = "<har>") -> Iterator[dict[str, Any]]:
+    """Native records from a HAR document: each entry with `_webSocketMessages` is one connection."""
+    entries = doc.get("log", {}).get("entries") if isinstance(doc, dict) and isinstance(doc.get("log"), dict) else None
+    if not isinstance(entries, list):
+        raise ImportFailed(f"{source}: not a HAR file (no log.entries)")
+    conns = [e for e in entries if isinstance(e, dict) and isinstance(e.get("_webSocketMessages"), list)]
+    if not conns:
+        raise ImportFailed(f"{source}: the HAR file has no websocket messages (_webSocketMessages)")
+    rows: list[tuple[float, int, int, dict[str, Any]]] = []
+    t0: float | None = None
+    for n, entry in enumerate(conns, 1):
+        messages = [m for m in entry["_webSocketMessages"] if isinstance(m, dict)]
+        times = [float(m["time"]) for m in messages if isinstance(m.get("time"), (int, float))]
+        first = min(times) if times else 0.0
+        t0 = first if t0 is None else min(t0, first)
+        raw_request = entry.get("request")
+        request: dict[str, Any] = raw_request if isinstance(raw_request, dict) else {}
+        rows.append(
+            (first, n, 0, {"dir": "meta", "event": {"type": "connection.opened", "path": _path_of(request.get("url"))}})
+        )
+        last = first
+        for k, m in enumerate(messages, 1):
+            t = float(m["time"]) if isinstance(m.get("time"), (int, float)) else last
+            last = t
+            kind = m.get("type")
+            direction = {"send": "client", "receive": "server"}.get(str(kind))
+            if direction is None:
+                continue
+            if m.get("opcode", 1) != 1:
+                note = f"{direction} sent a binary frame (opcode {m.get('opcode')}); not converted"
+                rows.append((t, n, k, {"dir": "meta", "event": {"type": "note", "text": note}}))
+                continue
+            event = _event_of(m.get("data"))
+            if isinstance(event, str):
+                rows.append(
+                    (t, n, k, {"dir": "meta", "event": {"type": "note", "text": f"{direction} frame: {event}"}})
+                )
+                continue
+            rows.append((t, n, k, {"dir": direction, "event": redact_event(event, keep_audio=True)}))
+        rows.append((last, n, len(messages) + 1, {"dir": "meta", "event": {"type": "connection.closed"}}))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    base = t0 or 0.0
+    for t, n, _, row in rows:
+        yield {"t": round(max(0.0, t - base), 6), "dir": row["dir"], "conn": n, "event": row["event"]}
+
+
+def _via_loader(stream: IO[bytes], name: str) -> Iterator[dict[str, Any]]:
+    reader = TraceReader(stream, name)
+    for rec in reader:
+        event = rec.event if rec.dir in ("meta", "local") else redact_event(rec.event, keep_audio=True)
+        yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": event}
+
+
+def array_records(doc: Any, source: str = "<json>") -> Iterator[dict[str, Any]]:
+    """A JSON array of log entries (`{time, source, event}`, native lines or bare events), via the loader."""
+    if not isinstance(doc, list):
+        raise ImportFailed(f"{source}: expected a JSON array")
+    lines = b"".join(orjson.dumps(obj) + b"\n" for obj in doc)
+    yield from _via_loader(io.BytesIO(lines), source)
+
+
+def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
+    """Websocket flows of a mitmproxy dump (`mitmdump -w`). Needs mitmproxy installed."""
+    try:
+        from mitmproxy import io as mitm_io
+    except ImportError:
+        raise ImportFailed(
+            f"{path}: reading mitmproxy flow dumps needs mitmproxy (pip install 'rtrace[mitmproxy]')"
+        ) from None
+    rows: list[tuple[float, int, int, dict[str, Any]]] = []
+    try:
+        with open(path, "rb") as f:
+            flows = [fl for fl in mitm_io.FlowReader(f).stream() if getattr(fl, "websocket", None) is not None]
+    except OSError as e:
+        raise UnreadableInput(f"{path}: {e.strerror or e}") from None
+    except Exception as e:  # mitmproxy raises its own FlowReadException on a bad file
+        raise ImportFailed(f"{path}: not a mitmproxy flow dump ({type(e).__name__})") from None
+    for n, flow in enumerate(flows, 1):
+        stamps = [float(m.timestamp) for m in flow.websocket.messages]
+        start = float(getattr(flow.request, "timestamp_start", 0.0) or 0.0)
+        start = min([start, *stamps]) if stamps else start
+        rows.append(
+            (start, n, 0, {"dir": "meta", "event": {"type": "connection.opened", "path": _path_of(flow.request.url)}})
+        )
+        last = start
+        for k, msg in enumerate(flow.websocket.messages, 1):
+            last = float(msg.timestamp)
+            direction = "client" if msg.from_client else "server"
+            event = _event_of(msg.text) if msg.is_text else "payload is binary"
+            if isinstance(event, str):
+                rows.append(
+                    (last, n, k, {"dir": "meta", "event": {"type": "note", "text": f"{direction} frame: {event}"}})
+                )
+            else:
+                rows.append((last, n, k, {"dir": direction, "event": redact_event(event, keep_audio=True)}))
+        closed: dict[str, Any] = {"type": "connection.closed"}
+        if flow.websocket.close_code is not None:
+            closed["code"] = int(flow.websocket.close_code)
+        rows.append((last, n, 1 << 30, {"dir": "meta", "event": closed}))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    base = rows[0][0] if rows else 0.0
+    for t, n, _, row in rows:
+        yield {"t": round(max(0.0, t - base), 6), "dir": row["dir"], "conn": n, "event": row["event"]}
+
+
+def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
+    """Native records of any supported input."""
+    kind = kind or detect(path)
+    if kind == "har":
+        yield from har_records(_read_document(path), path)
+    elif kind == "json-array":
+        yield from array_records(_read_document(path), path)
+    elif kind == "mitmproxy":
+        yield from mitmproxy_records(path)
+    else:
+        with TraceReader.open(path) as reader:
+            for rec in reader:
+                event = rec.event if rec.dir in ("meta", "local") else redact_event(rec.event, keep_audio=True)
+                yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": event}
+
+
+def convert(src: str, dst: IO[bytes], kind: str | None = None) -> int:
+    """Write `src` as a native trace (with a header naming its origin) to `dst`; the number of records written."""
+    kind = kind or detect(src)
+    dst.write(dumps_header({"recorder": "rtrace convert", "source_format": kind}))
+    count = 0
+    for rec in records(src, kind):
+        dst.write(dumps_record(rec))
+        count += 1
+    return count
+
+
+@contextlib.contextmanager
+def native_path(path: str) -> Iterator[str]:
+    """`path` itself when the loader reads it; otherwise a temporary native conversion, removed afterwards."""
+    if detect(path) == "native":
+        yield path
+        return
+    fd, tmp = tempfile.mkstemp(prefix="rtrace-import-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            convert(path, out)
+        yield tmp
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+__all__ = ["FORMATS", "ImportFailed", "convert", "detect", "har_records", "native_path", "records"]

@@ -1,0 +1,469 @@
+"""`rtrace record`: a recording websocket proxy between a realtime client and its endpoint.
+
+Owns the proxy (one upstream connection per client connection, frames forwarded unchanged and in order), the trace
+writer (one flushed line per frame, a single writer) and `redact_event`, which scrubs secrets and audio payloads
+from every event before it is written. Credentials are passed through to the upstream, never written or printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import dataclasses
+import hashlib
+import http
+import itertools
+import os
+import sys
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.http11 import Request, Response
+
+from . import __version__
+from .redact import scrub_secrets, scrub_text
+from .trace import dumps_header, dumps_record
+
+#: Event type -> the field holding a base64 audio payload.
+AUDIO_FIELDS = {
+    "input_audio_buffer.append": "audio",
+    "response.output_audio.delta": "delta",
+    "response.audio.delta": "delta",
+}
+#: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
+_HOP_HEADERS = frozenset(
+    {
+        "host",
+        "upgrade",
+        "connection",
+        "content-length",
+        "transfer-encoding",
+        "sec-websocket-key",
+        "sec-websocket-version",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+        "sec-websocket-accept",
+        "keep-alive",
+        "te",
+        "trailer",
+        "proxy-connection",
+        "origin",
+    }
+)
+#: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
+_PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
+#: Frames up to this size are read and forwarded.
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _strip_audio(obj: dict[str, Any], key: str) -> None:
+    payload = obj.get(key)
+    if not isinstance(payload, str):
+        return
+    try:
+        raw = base64.b64decode(payload, validate=False)
+    except (binascii.Error, ValueError):
+        raw = payload.encode("utf-8", "surrogatepass")
+    obj[key] = ""
+    obj["rtrace_audio_bytes"] = len(raw)
+    obj["rtrace_audio_sha256"] = hashlib.sha256(raw).hexdigest()
+
+
+def redact_event(event: dict[str, Any], keep_audio: bool = False) -> dict[str, Any]:
+    """A copy of `event` safe to write: credentials (keys, bearer tokens, `ek_...` ephemeral secrets, `client_secret`
+    objects, key subprotocols, secret query parameters) removed; audio payloads replaced by `""` plus
+    `rtrace_audio_bytes` and `rtrace_audio_sha256` unless `keep_audio`. Ids, types and text are kept."""
+    clean = scrub_secrets(event)
+    if not isinstance(clean, dict):
+        return {}
+    if not keep_audio:
+        key = AUDIO_FIELDS.get(str(clean.get("type")))
+        if key is not None:
+            _strip_audio(clean, key)
+    return clean
+
+
+def safe_path(path: str) -> str:
+    """The request path with secret query parameters (`api-key`, `key`, `token`, `client_secret`, ...) removed."""
+    parts = urllib.parse.urlsplit(path)
+    words = ("key", "token", "secret", "auth", "password", "sig")
+    query = [
+        (k, v)
+        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if not any(w in k.lower() for w in words)
+    ]
+    out = parts.path
+    if query:
+        out += "?" + urllib.parse.urlencode(query)
+    return scrub_text(out)
+
+
+class TraceWriter:
+    """The one writer of a trace: each line written whole and flushed, so a killed recorder loses at most one."""
+
+    def __init__(self, fp: IO[bytes], header: dict[str, Any] | None, clock: Callable[[], float] = time.monotonic):
+        self._fp: IO[bytes] | None = fp
+        self._clock = clock
+        self._t0 = clock()
+        self.lines = 0
+        if header is not None:
+            self._put(dumps_header(header))
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], header: dict[str, Any] | None) -> TraceWriter:
+        return cls(open(path, "wb"), header)
+
+    def _put(self, line: bytes) -> None:
+        if self._fp is None:
+            return
+        self._fp.write(line)
+        self._fp.flush()
+        self.lines += 1
+
+    def write(self, direction: str, conn: int, event: dict[str, Any]) -> None:
+        t = round(max(0.0, self._clock() - self._t0), 6)
+        self._put(dumps_record({"t": float(t), "dir": direction, "conn": conn, "event": event}))
+
+    def close(self) -> None:
+        if self._fp is not None:
+            with contextlib.suppress(OSError):
+                self._fp.flush()
+                os.fsync(self._fp.fileno())
+            self._fp.close()
+            self._fp = None
+
+
+@dataclasses.dataclass
+class RecordOptions:
+    """What `rtrace record` is told."""
+
+    upstream: str
+    output: str | os.PathLike[str] | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    keep_audio: bool = False
+    #: Extra header fields (the header line is written whenever a file is recorded).
+    header: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Seconds to wait for the upstream handshake.
+    open_timeout: float = 10.0
+
+
+def upstream_url(upstream: str, client_path: str) -> str:
+    """Where a client request for `client_path` goes: the upstream's origin (and any prefix before `/v1/realtime`)
+    plus the client's path and query; query parameters of `upstream` the client did not set are added."""
+    up = urllib.parse.urlsplit(upstream)
+    prefix = up.path.rstrip("/")
+    for suffix in _PATH_SUFFIXES:
+        if prefix.endswith(suffix):
+            prefix = prefix[: -len(suffix)]
+            break
+    cp = urllib.parse.urlsplit(client_path)
+    query = urllib.parse.parse_qsl(cp.query, keep_blank_values=True)
+    have = {k for k, _ in query}
+    query += [(k, v) for k, v in urllib.parse.parse_qsl(up.query, keep_blank_values=True) if k not in have]
+    return urllib.parse.urlunsplit((up.scheme, up.netloc, prefix + cp.path, urllib.parse.urlencode(query), ""))
+
+
+@dataclasses.dataclass
+class _Pending:
+    conn: int
+    path: str
+    upstream: ClientConnection | None = None
+
+
+def _close_state(ws: ServerConnection | ClientConnection) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    rcvd = ws.protocol.close_rcvd
+    if rcvd is not None:
+        out["code"] = int(rcvd.code)
+        if rcvd.reason:
+            out["reason"] = scrub_text(rcvd.reason)
+    else:
+        out["code"] = 1006
+    return out
+
+
+class RecordingProxy:
+    """A running recorder: `url` is the websocket base (`ws://127.0.0.1:PORT/v1`), `http_url` the OPENAI_BASE_URL."""
+
+    def __init__(self, options: RecordOptions, writer: TraceWriter | None = None) -> None:
+        self.options = options
+        self.writer = writer
+        self._conns = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._server: Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.port = 0
+        self.connections = 0
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
+        return f"ws://{host}:{self.port}/v1"
+
+    @property
+    def http_url(self) -> str:
+        return "http" + self.url[2:]
+
+    def _write(self, direction: str, conn: int, event: dict[str, Any]) -> None:
+        if self.writer is not None:
+            self.writer.write(direction, conn, event)
+
+    def _note(self, conn: int, text: str, **fields: Any) -> None:
+        self._write("meta", conn, {"type": "note", "text": text, **fields})
+
+    # -- handshake: the upstream is opened before the client is accepted, so a refusal is passed on as is --------
+
+    async def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        conn = next(self._conns)
+        path = request.path
+        shown = safe_path(path)
+        self._write("meta", conn, {"type": "connection.opened", "path": shown})
+        headers = [(k, v) for k, v in request.headers.raw_items() if k.lower() not in _HOP_HEADERS]
+        offered = [
+            p.strip()
+            for value in request.headers.get_all("Sec-WebSocket-Protocol")
+            for p in value.split(",")
+            if p.strip()
+        ]
+        target = upstream_url(self.options.upstream, path)
+        try:
+            upstream = await connect(
+                target,
+                additional_headers=headers,
+                subprotocols=offered or None,  # type: ignore[arg-type]
+                user_agent_header=None,
+                open_timeout=self.options.open_timeout,
+                max_size=MAX_FRAME_BYTES,
+                ping_interval=None,
+                compression=None,
+                proxy=None,
+            )
+        except InvalidStatus as e:
+            status = e.response.status_code
+            self._note(conn, f"upstream refused the connection: HTTP {status}", status=status)
+            self._write("meta", conn, {"type": "connection.closed", "by": "server", "status": status})
+            body = scrub_text(e.response.body.decode("utf-8", "replace"))[:2000] if e.response.body else ""
+            try:
+                phrase = http.HTTPStatus(status)
+            except ValueError:
+                phrase = http.HTTPStatus.BAD_GATEWAY
+            return ws.respond(phrase, body or f"rtrace record: upstream refused: HTTP {status}\n")
+        except (OSError, InvalidHandshake, TimeoutError, asyncio.TimeoutError) as e:
+            reason = scrub_text(f"{type(e).__name__}: {e}")[:300]
+            self._note(conn, f"upstream unreachable: {reason}")
+            self._write("meta", conn, {"type": "connection.closed", "by": "server", "status": 502})
+            return ws.respond(http.HTTPStatus.BAD_GATEWAY, f"rtrace record: upstream unreachable: {reason}\n")
+        self._pending[id(ws)] = _Pending(conn, path, upstream)
+        return None
+
+    def _select_subprotocol(self, ws: ServerConnection, offered: Any) -> Any:
+        pending = self._pending.get(id(ws))
+        if pending is None or pending.upstream is None:
+            return None
+        return pending.upstream.subprotocol
+
+    # -- frames ---------------------------------------------------------------------------------------------------
+
+    def _log_frame(self, direction: str, conn: int, message: str | bytes) -> None:
+        if isinstance(message, bytes):
+            self._note(conn, f"{direction} sent a binary frame of {len(message)} bytes (not written)")
+            return
+        try:
+            event = orjson.loads(message)
+        except orjson.JSONDecodeError:
+            self._note(conn, f"{direction} sent a text frame that is not JSON ({len(message)} chars, not written)")
+            return
+        if not isinstance(event, dict):
+            self._note(conn, f"{direction} sent JSON that is not an object (not written)")
+            return
+        self._write(direction, conn, redact_event(event, self.options.keep_audio))
+
+    async def _pump(
+        self,
+        src: ServerConnection | ClientConnection,
+        dst: ServerConnection | ClientConnection,
+        direction: str,
+        conn: int,
+    ) -> None:
+        async for message in src:
+            self._log_frame(direction, conn, message)
+            try:
+                await dst.send(message)
+            except ConnectionClosed:
+                return
+
+    async def _handler(self, ws: ServerConnection) -> None:
+        pending = self._pending.pop(id(ws), None)
+        if pending is None or pending.upstream is None:
+            return
+        conn, upstream = pending.conn, pending.upstream
+        self.connections += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        to_up = asyncio.create_task(self._pump(ws, upstream, "client", conn))
+        to_client = asyncio.create_task(self._pump(upstream, ws, "server", conn))
+        by = "client"
+        try:
+            done, _ = await asyncio.wait({to_up, to_client}, return_when=asyncio.FIRST_COMPLETED)
+            by = "client" if to_up in done else "server"
+            first, other = (ws, upstream) if by == "client" else (upstream, ws)
+            if by == "client" and ws.protocol.close_rcvd_then_sent is False:
+                by = "recorder"  # the recorder closed the client side itself (1001: it is shutting down)
+            rcvd = first.protocol.close_rcvd
+            code = int(rcvd.code) if rcvd is not None else 1006
+            reason = rcvd.reason if rcvd is not None else ""
+            if code == 1006:
+                if by == "server":
+                    self._note(conn, "upstream dropped the connection (no close frame); dropping the client too")
+                other.transport.abort()
+            elif code == 1005:
+                await other.close()
+            else:
+                if by == "server":
+                    self._note(conn, f"upstream closed the connection with {code}; closing the client side the same")
+                with contextlib.suppress(Exception):
+                    await other.close(code, reason)
+            await asyncio.wait({to_up, to_client}, timeout=5.0)
+        except asyncio.CancelledError:
+            by = "recorder"
+            raise
+        finally:
+            for t in (to_up, to_client):
+                t.cancel()
+            await asyncio.gather(to_up, to_client, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(upstream.close(), 2.0)
+            client_state, server_state = _close_state(ws), _close_state(upstream)
+            closed: dict[str, Any] = {"type": "connection.closed", "by": by}
+            closed.update(server_state if by == "server" else client_state)
+            closed["client"] = client_state
+            closed["server"] = server_state
+            self._write("meta", conn, closed)
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def start(self) -> None:
+        o = self.options
+        self._server = await serve(
+            self._handler,
+            o.host,
+            o.port,
+            process_request=self._process_request,
+            select_subprotocol=self._select_subprotocol,
+            max_size=MAX_FRAME_BYTES,
+            ping_interval=None,
+            compression=None,
+            server_header=None,
+        )
+        sock = next(iter(self._server.sockets))
+        self.port = sock.getsockname()[1]
+
+    async def stop(self, grace: float = 3.0) -> None:
+        """Close every client connection (1001; each upstream gets the same), give the handlers `grace` seconds to
+        write their `connection.closed`, then cancel what is left."""
+        if self._server is not None:
+            self._server.close()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), grace)
+            except asyncio.TimeoutError:
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                await self._server.wait_closed()
+            self._server = None
+        for pending in self._pending.values():
+            if pending.upstream is not None:
+                pending.upstream.transport.abort()
+        self._pending.clear()
+
+
+@contextlib.asynccontextmanager
+async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
+    """Run a recorder for the duration of the block; the trace is complete when it exits."""
+    writer = None
+    if options.output is not None:
+        header = {"recorder": "rtrace record", "version": __version__, **options.header}
+        writer = TraceWriter.open(options.output, header)
+    proxy = RecordingProxy(options, writer)
+    try:
+        await proxy.start()
+        yield proxy
+    finally:
+        await proxy.stop()
+        if writer is not None:
+            writer.close()
+
+
+def check_upstream(url: str) -> str:
+    """`url` if it is a ws:// or wss:// URL without credentials in it; raises ValueError otherwise."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.netloc:
+        raise ValueError(f"--upstream must be a ws:// or wss:// URL, not {scrub_text(url)!r}")
+    return url
+
+
+async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    async with run_proxy(options) as proxy:
+        announce(proxy)
+        await stop.wait()
+
+
+def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
+    """`rtrace record`: print where to point the client, then record until Ctrl-C or SIGTERM."""
+    check_upstream(options.upstream)
+    if options.host not in LOOPBACK:
+        print(
+            f"rtrace: warning: listening on {options.host}, not loopback: anyone who can reach this address can use "
+            "the upstream through this proxy with their own credentials, and is recorded.",
+            file=err,
+        )
+
+    def announce(proxy: RecordingProxy) -> None:
+        print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
+        print(f"  OPENAI_BASE_URL={proxy.http_url}", file=out)
+        print(f"  recording to {options.output}", file=out)
+        print("  Ctrl-C to stop.", file=out)
+        out.flush()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_record_forever(options, announce))
+
+
+def safe_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
+
+
+__all__ = [
+    "AUDIO_FIELDS",
+    "RecordOptions",
+    "RecordingProxy",
+    "TraceWriter",
+    "check_upstream",
+    "record_main",
+    "redact_event",
+    "run_proxy",
+    "safe_path",
+    "upstream_url",
+]

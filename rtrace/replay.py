@@ -1,0 +1,577 @@
+"""`rtrace replay`: send the client side of a recorded trace again, connection by connection; record the answers.
+
+Owns pacing (reactive, recorded, asap), the mapping of server-assigned ids from the recording to the replay, the
+divergences between the recorded and the replayed answers, and the side-by-side findings. It does not judge the
+conversation itself (that is `analysis`), and a key for a real endpoint comes from the environment, never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import tempfile
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from . import __version__
+from .analysis import TraceReport, analyze_path
+from .detectors.base import Config
+from .escape import printable
+from .loader import TraceReader
+from .record import TraceWriter, redact_event, safe_path, safe_url, upstream_url
+from .trace import Record
+
+PACES = ("reactive", "recorded", "asap")
+#: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming
+#: deltas are not waited for (another endpoint may chunk differently).
+ANCHOR_TYPES = frozenset(
+    {
+        "session.created",
+        "session.updated",
+        "conversation.item.added",
+        "conversation.item.done",
+        "conversation.item.deleted",
+        "conversation.item.truncated",
+        "conversation.item.retrieved",
+        "input_audio_buffer.committed",
+        "input_audio_buffer.cleared",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "response.created",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.done",
+        "error",
+    }
+)
+#: Keys whose string values are ids a server may assign.
+ID_KEYS = frozenset({"id", "item_id", "response_id", "call_id", "previous_item_id"})
+#: A recorded pause longer than this is shortened to it (a replay is not meant to take as long as the call).
+MAX_THINK = 5.0
+#: Seconds without any server event after which a connection whose answers are all in is considered settled.
+SETTLE = 0.3
+
+
+class ReplayFailed(Exception):
+    """The endpoint could not be reached (or refused the handshake): nothing was replayed."""
+
+
+@dataclasses.dataclass
+class ReplayOptions:
+    #: `fake` (an in-process `rtrace serve`) or a ws:// / wss:// URL.
+    target: str = "fake"
+    pace: str = "reactive"
+    speed: float = 1.0
+    #: Seconds each wait for an answer may take.
+    timeout: float = 5.0
+    #: Latency of the in-process fake (None: the trace header's, else 50 ms).
+    latency: float | None = None
+    latency_by_type: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: The fake answers `response.create` with the recorded responses (in order) rather than its own.
+    recorded_responses: bool = True
+    output: str | os.PathLike[str] | None = None
+    #: Only the first N connections.
+    max_conns: int | None = None
+
+
+@dataclasses.dataclass
+class Divergence:
+    """A place where the endpoint answered differently from the recording."""
+
+    conn: int
+    kind: str  # missing, extra, error
+    message: str
+    #: Line in the original trace, line in the replayed trace (either may be unknown).
+    original_line: int | None
+    replay_line: int | None
+    original_text: str = ""
+    replay_text: str = ""
+
+
+@dataclasses.dataclass
+class ConnResult:
+    conn: int
+    sent: int = 0
+    received: int = 0
+    timeouts: int = 0
+    close_code: int | None = None
+
+
+@dataclasses.dataclass
+class ReplayResult:
+    original: str
+    replayed: str
+    target: str
+    conns: list[ConnResult]
+    divergences: list[Divergence]
+    original_report: TraceReport | None = None
+    replay_report: TraceReport | None = None
+    #: Per connection, the server event types received (ids left out): for `--compare`.
+    answers: dict[int, list[str]] = dataclasses.field(default_factory=dict)
+
+
+# -- ids ------------------------------------------------------------------------------------------------------------
+
+
+def client_ids(records: list[Record]) -> set[str]:
+    """Ids the client chose: those of items it created and of its events."""
+    out: set[str] = set()
+    for rec in records:
+        if rec.dir != "client":
+            continue
+        item = rec.event.get("item")
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            out.add(item["id"])
+    return out
+
+
+def learn_ids(recorded: Any, replayed: Any, keep: set[str], ids: dict[str, str], key: str = "") -> None:
+    """Walk a recorded server event and its replayed counterpart side by side; each server-assigned id that
+    differs is mapped (recorded -> replayed)."""
+    if isinstance(recorded, dict) and isinstance(replayed, dict):
+        for k, v in recorded.items():
+            if k in replayed:
+                learn_ids(v, replayed[k], keep, ids, k)
+    elif isinstance(recorded, list) and isinstance(replayed, list):
+        for a, b in zip(recorded, replayed, strict=False):
+            learn_ids(a, b, keep, ids, key)
+    elif (
+        key in ID_KEYS
+        and isinstance(recorded, str)
+        and isinstance(replayed, str)
+        and recorded
+        and recorded != replayed
+        and recorded not in keep
+    ):
+        ids.setdefault(recorded, replayed)
+
+
+def rewrite_ids(obj: Any, ids: dict[str, str], key: str = "") -> Any:
+    """`obj` with every mapped id replaced (any value under an id key)."""
+    if not ids:
+        return obj
+    if isinstance(obj, dict):
+        return {k: rewrite_ids(v, ids, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [rewrite_ids(v, ids, key) for v in obj]
+    if isinstance(obj, str) and key in ID_KEYS:
+        return ids.get(obj, obj)
+    return obj
+
+
+# -- one connection -------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Step:
+    """A client event to send: after the `anchor_k`-th server event of `anchor_type` (reactive), `delay` later."""
+
+    rec: Record
+    anchor_type: str | None
+    anchor_k: int
+    anchor_line: int | None
+    think: float
+    offset: float
+
+
+def plan(records: list[Record]) -> tuple[list[_Step], list[Record]]:
+    """The client events of one connection with what each followed; and the recorded server events."""
+    steps: list[_Step] = []
+    server: list[Record] = []
+    counts: Counter[str] = Counter()
+    anchor: Record | None = None
+    start = records[0].t if records else 0.0
+    for rec in records:
+        if rec.dir == "server":
+            server.append(rec)
+            counts[rec.type] += 1
+            if rec.type in ANCHOR_TYPES:
+                anchor = rec
+        elif rec.dir == "client":
+            base = anchor.t if anchor is not None else start
+            steps.append(
+                _Step(
+                    rec,
+                    anchor.type if anchor is not None else None,
+                    counts[anchor.type] if anchor is not None else 0,
+                    anchor.line if anchor is not None else None,
+                    min(MAX_THINK, max(0.0, rec.t - base)),
+                    max(0.0, rec.t - start),
+                )
+            )
+    return steps, server
+
+
+def _short(event: dict[str, Any]) -> str:
+    text = orjson.dumps(event).decode()
+    return printable(text, 100)
+
+
+class _Session:
+    """The replay of one recorded connection."""
+
+    def __init__(
+        self,
+        ws: ClientConnection,
+        conn: int,
+        records: list[Record],
+        options: ReplayOptions,
+        writer: TraceWriter,
+        ids: dict[str, str],
+        keep: set[str],
+    ) -> None:
+        self.ws = ws
+        self.conn = conn
+        self.options = options
+        self.writer = writer
+        self.ids = ids
+        self.keep = keep
+        self.steps, self.recorded_server = plan(records)
+        self.recorded_by_type: dict[str, list[Record]] = {}
+        for rec in self.recorded_server:
+            self.recorded_by_type.setdefault(rec.type, []).append(rec)
+        self.counts: Counter[str] = Counter()
+        self.arrived = asyncio.Condition()
+        self.last_arrival = time.monotonic()
+        self.result = ConnResult(conn)
+        self.divergences: list[Divergence] = []
+        self.answers: list[str] = []
+        #: Replay line of each client event sent, by its event_id; and the recording's line.
+        self.sent_lines: dict[str, tuple[int, int]] = {}
+        self.last_sent: tuple[int, int] | None = None
+
+    async def receive(self) -> None:
+        try:
+            async for message in self.ws:
+                try:
+                    event = orjson.loads(message)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(event, dict):
+                    continue
+                self.on_server(event)
+                async with self.arrived:
+                    self.arrived.notify_all()
+        except ConnectionClosed:
+            pass
+        finally:
+            async with self.arrived:
+                self.arrived.notify_all()
+
+    def on_server(self, event: dict[str, Any]) -> None:
+        etype = str(event.get("type"))
+        self.writer.write("server", self.conn, redact_event(event))
+        line = self.writer.lines
+        self.result.received += 1
+        self.answers.append(etype)
+        self.last_arrival = time.monotonic()
+        k = self.counts[etype]
+        self.counts[etype] += 1
+        recorded = self.recorded_by_type.get(etype, [])
+        if k < len(recorded):
+            learn_ids(recorded[k].event, event, self.keep, self.ids)
+        elif etype == "error":
+            raw_err = event.get("error")
+            err: dict[str, Any] = raw_err if isinstance(raw_err, dict) else {}
+            cause = self.sent_lines.get(str(err.get("event_id"))) or self.last_sent
+            self.divergences.append(
+                Divergence(
+                    self.conn,
+                    "error",
+                    f"an error the recording does not have: {printable(str(err.get('code') or err.get('message')))}",
+                    cause[1] if cause else None,
+                    line,
+                    "",
+                    _short(event),
+                )
+            )
+
+    async def wait_for(self, etype: str, k: int, timeout: float) -> bool:
+        async with self.arrived:
+            try:
+                await asyncio.wait_for(
+                    self.arrived.wait_for(lambda: self.counts[etype] >= k or self.ws.close_code is not None), timeout
+                )
+            except asyncio.TimeoutError:
+                return False
+        return self.counts[etype] >= k
+
+    async def send(self, step: _Step) -> bool:
+        event = rewrite_ids(step.rec.event, self.ids)
+        try:
+            await self.ws.send(orjson.dumps(event).decode())
+        except ConnectionClosed:
+            return False
+        self.writer.write("client", self.conn, redact_event(event))
+        self.result.sent += 1
+        self.last_sent = (self.writer.lines, step.rec.line)
+        if isinstance(event.get("event_id"), str):
+            self.sent_lines[event["event_id"]] = self.last_sent
+        return True
+
+    async def run(self) -> None:
+        o = self.options
+        started = time.monotonic()
+        receiver = asyncio.create_task(self.receive())
+        try:
+            for step in self.steps:
+                if o.pace == "reactive" and step.anchor_type is not None:
+                    if not await self.wait_for(step.anchor_type, step.anchor_k, o.timeout):
+                        self.result.timeouts += 1
+                        self.missing(
+                            step.anchor_type, step.anchor_k, "before sending recording line " + str(step.rec.line)
+                        )
+                    await asyncio.sleep(step.think / max(o.speed, 1e-6))
+                elif o.pace == "recorded":
+                    delay = started + step.offset / max(o.speed, 1e-6) - time.monotonic()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                if self.ws.close_code is not None or not await self.send(step):
+                    rest = len(self.steps) - self.result.sent
+                    self.divergences.append(
+                        Divergence(
+                            self.conn,
+                            "closed",
+                            f"the endpoint closed the connection; {rest} client event(s) not sent",
+                            step.rec.line,
+                            self.writer.lines,
+                        )
+                    )
+                    break
+            await self.settle()
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.ws.close(), 2.0)
+            receiver.cancel()
+            await asyncio.gather(receiver, return_exceptions=True)
+            self.result.close_code = self.ws.close_code
+
+    async def settle(self) -> None:
+        """Until every recorded acknowledgement has a counterpart (or the timeout), then a short quiet time."""
+        deadline = time.monotonic() + self.options.timeout
+        for etype, recs in self.recorded_by_type.items():
+            if etype not in ANCHOR_TYPES or etype == "error":
+                continue
+            left = max(0.0, deadline - time.monotonic())
+            if not await self.wait_for(etype, len(recs), left):
+                self.missing(etype, len(recs), "by the end of the connection")
+        while time.monotonic() - self.last_arrival < SETTLE and self.ws.close_code is None:
+            await asyncio.sleep(SETTLE / 3)
+
+    def missing(self, etype: str, k: int, when: str) -> None:
+        got = self.counts[etype]
+        rec = self.recorded_by_type[etype][got] if got < len(self.recorded_by_type.get(etype, [])) else None
+        self.divergences.append(
+            Divergence(
+                self.conn,
+                "missing",
+                f"{etype} #{got + 1} of the recording did not come {when} (got {got} of {k})",
+                rec.line if rec else None,
+                self.last_sent[0] if self.last_sent else None,
+                _short(rec.event) if rec else "",
+                "",
+            )
+        )
+
+
+# -- the whole trace ------------------------------------------------------------------------------------------------
+
+
+def read_trace(path: str | os.PathLike[str]) -> tuple[dict[int, list[Record]], dict[int, str], dict[str, Any]]:
+    """Records by connection (in order of first appearance), each connection's recorded path, the header."""
+    by_conn: dict[int, list[Record]] = {}
+    paths: dict[int, str] = {}
+    with TraceReader.open(path) as reader:
+        for rec in reader:
+            by_conn.setdefault(rec.conn, []).append(rec)
+            if rec.dir == "meta" and rec.type == "connection.opened" and isinstance(rec.event.get("path"), str):
+                paths.setdefault(rec.conn, rec.event["path"])
+        header = dict(reader.header.fields) if reader.header is not None else {}
+    return by_conn, paths, header
+
+
+def _headers_for(target: str) -> list[tuple[str, str]]:
+    host = urllib.parse.urlsplit(target).hostname or ""
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        return [("Authorization", f"Bearer {key}")]
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ReplayFailed(f"{safe_url(target)}: a real endpoint needs OPENAI_API_KEY in the environment")
+    return []
+
+
+async def replay_to(
+    target: str, by_conn: dict[int, list[Record]], paths: dict[int, str], options: ReplayOptions, out: IO[bytes]
+) -> ReplayResult:
+    """Replay against a websocket base URL, writing the replayed trace to `out`."""
+    headers = _headers_for(target)
+    writer = TraceWriter(out, {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)})
+    ids: dict[str, str] = {}
+    keep = client_ids([r for recs in by_conn.values() for r in recs])
+    conns: list[ConnResult] = []
+    divergences: list[Divergence] = []
+    answers: dict[int, list[str]] = {}
+    for n, conn in enumerate(list(by_conn)[: options.max_conns], 1):
+        records = by_conn[conn]
+        path = paths.get(conn, "/v1/realtime?model=gpt-realtime")
+        url = upstream_url(target, path)
+        writer.write("meta", n, {"type": "connection.opened", "path": safe_path(path)})
+        try:
+            ws = await connect(
+                url,
+                additional_headers=headers,
+                subprotocols=["realtime"],  # type: ignore[list-item]
+                open_timeout=options.timeout,
+                max_size=None,
+                ping_interval=None,
+                proxy=None,
+            )
+        except InvalidStatus as e:
+            raise ReplayFailed(f"{safe_url(url)}: the endpoint refused: HTTP {e.response.status_code}") from None
+        except (OSError, InvalidHandshake, asyncio.TimeoutError) as e:
+            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {printable(str(e))}") from None
+        session = _Session(ws, n, records, options, writer, ids, keep)
+        await session.run()
+        closed: dict[str, Any] = {"type": "connection.closed", "by": "client"}
+        if session.result.close_code is not None:
+            closed["code"] = session.result.close_code
+        writer.write("meta", n, closed)
+        conns.append(session.result)
+        divergences.extend(session.divergences)
+        answers[n] = session.answers
+    return ReplayResult("", "", safe_url(target), conns, divergences, answers=answers)
+
+
+@contextlib.asynccontextmanager
+async def _target(options: ReplayOptions, trace: str, header: dict[str, Any]) -> AsyncIterator[str]:
+    if options.target != "fake":
+        yield options.target
+        return
+    from .server import ServerOptions, run_server
+
+    latency = options.latency
+    if latency is None:
+        latency = float(header["latency"]) if isinstance(header.get("latency"), (int, float)) else 0.05
+    server_options = ServerOptions(
+        latency=latency,
+        latency_by_type=dict(options.latency_by_type),
+        from_trace=trace if options.recorded_responses else None,
+    )
+    async with run_server(server_options) as srv:
+        yield srv.url
+
+
+async def replay_async(path: str, options: ReplayOptions, out: IO[bytes]) -> ReplayResult:
+    by_conn, paths, header = read_trace(path)
+    if not any(r.dir == "client" for recs in by_conn.values() for r in recs):
+        raise ReplayFailed(f"{path}: no client event to replay")
+    async with _target(options, path, header) as url:
+        result = await replay_to(url, by_conn, paths, options, out)
+    if options.target == "fake":
+        result.target = "fake (rtrace serve)"
+    return result
+
+
+def replay(path: str, options: ReplayOptions, config: Config | None = None) -> ReplayResult:
+    """Replay `path` and analyze both traces. The replayed trace goes to `options.output` (else a temp file)."""
+    if options.pace not in PACES:
+        raise ValueError(f"--pace must be one of {', '.join(PACES)}")
+    config = config or Config()
+    tmp = None
+    if options.output is None:
+        fd, tmp = tempfile.mkstemp(prefix="rtrace-replay-", suffix=".jsonl")
+        os.close(fd)
+    out_path = os.fspath(options.output) if options.output is not None else str(tmp)
+    try:
+        with open(out_path, "wb") as out:
+            result = asyncio.run(replay_async(path, options, out))
+        result.original, result.replayed = path, out_path if tmp is None else "(not kept)"
+        result.original_report = analyze_path(path, config)
+        result.replay_report = analyze_path(out_path, config)
+        return result
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def compare(path: str, options: ReplayOptions, url: str) -> tuple[ReplayResult, ReplayResult, list[str]]:
+    """Replay against the fake and against `url`; the differences in what each answered, per connection."""
+    import difflib
+
+    fake = replay(path, dataclasses.replace(options, target="fake", output=None))
+    real = replay(path, dataclasses.replace(options, target=url, output=None))
+    lines: list[str] = []
+    for conn in sorted(set(fake.answers) | set(real.answers)):
+        diff = difflib.unified_diff(
+            real.answers.get(conn, []),
+            fake.answers.get(conn, []),
+            f"conn {conn} {real.target}",
+            f"conn {conn} fake",
+            n=1,
+            lineterm="",
+        )
+        lines.extend(diff)
+    return fake, real, lines
+
+
+# -- text output ------------------------------------------------------------------------------------------------------
+
+
+def _finding_rows(report: TraceReport | None) -> dict[str, list[str]]:
+    rows: dict[str, list[str]] = {}
+    for f in report.findings if report else []:
+        key = f"{f.rule} {f.slug}"
+        lines = ",".join(str(n) for n in f.lines[:6])
+        rows.setdefault(key, []).append(lines)
+    return rows
+
+
+def render(result: ReplayResult, emit: Callable[[str], None]) -> None:
+    """The replay summary: connections, divergences (both lines), findings of the original next to the replay's."""
+    emit(f"replayed {printable(result.original)} against {printable(result.target)} -> {printable(result.replayed)}")
+    for c in result.conns:
+        emit(f"  conn {c.conn}: {c.sent} sent, {c.received} received, {c.timeouts} wait(s) timed out")
+    if result.divergences:
+        emit(f"{len(result.divergences)} divergence(s) from the recording:")
+        for d in result.divergences:
+            where = f"original line {d.original_line or '?'}, replay line {d.replay_line or '?'}"
+            emit(f"  conn {d.conn} {d.kind}: {d.message} ({where})")
+            if d.original_text:
+                emit(f"    original: {d.original_text}")
+            if d.replay_text:
+                emit(f"    replay:   {d.replay_text}")
+    else:
+        emit("the endpoint answered every acknowledgement the recording has")
+    before, after = _finding_rows(result.original_report), _finding_rows(result.replay_report)
+    emit("findings (original | replay):")
+    if not before and not after:
+        emit("  none in either")
+    for key in sorted(set(before) | set(after)):
+        a = "; ".join(f"lines {x}" for x in before.get(key, [])) or "-"
+        b = "; ".join(f"lines {x}" for x in after.get(key, [])) or "-"
+        emit(f"  {key}: {a} | {b}")
+
+
+__all__ = [
+    "PACES",
+    "Divergence",
+    "ReplayFailed",
+    "ReplayOptions",
+    "ReplayResult",
+    "compare",
+    "learn_ids",
+    "plan",
+    "render",
+    "replay",
+    "rewrite_ids",
+]

@@ -1,0 +1,81 @@
+"""Raw trace lines for reports: re-read by line number, payloads cut, secrets redacted.
+
+Reports quote the lines that prove a finding; a quoted line is parsed, cut (base64 audio, long strings) and
+scrubbed of credentials before it leaves this module. It never returns a line it could not make safe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from .. import redact
+
+#: Strings longer than this are cut (base64 audio deltas are kilobytes).
+STRING_LIMIT = 160
+#: Keys whose value is a payload, never worth quoting in full.
+PAYLOAD_KEYS = frozenset({"audio", "delta", "data", "image_url", "file_data"})
+PAYLOAD_LIMIT = 24
+#: Field names treated as credentials here on top of `redact.SECRET_FIELDS` (a report is stricter than a trace).
+_SECRET_KEY = re.compile(r"(?i)(authorization|api[-_]?key|secret|password|cookie|^token$|access[-_]?token)")
+
+
+def scrub_text(text: str) -> str:
+    """`text` with anything that looks like a credential replaced (the patterns of `rtrace.redact`)."""
+    return redact.scrub_text(text)
+
+
+def _cut(value: str, limit: int) -> str:
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}…(+{len(value) - limit} chars)"
+
+
+def _cut_all(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _cut_all(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_all(v, key) for v in value]
+    if isinstance(value, str):
+        if value and _SECRET_KEY.search(key):
+            return redact.REDACTED
+        return _cut(value, PAYLOAD_LIMIT if key in PAYLOAD_KEYS else STRING_LIMIT)
+    return value
+
+
+def scrub(value: Any) -> Any:
+    """A JSON value with secrets redacted (`redact.scrub_secrets` and stricter field names) and long strings cut."""
+    return _cut_all(redact.scrub_secrets(value))
+
+
+def quote_line(raw: bytes) -> str:
+    """One trace line made safe to quote: compact JSON, payloads cut, secrets redacted."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        text = raw.decode("utf-8", errors="replace")
+        return _cut(scrub_text(text), STRING_LIMIT * 2)
+    return orjson.dumps(scrub(obj)).decode("utf-8")
+
+
+def read_lines(path: str | os.PathLike[str], lines: Iterable[int]) -> dict[int, str]:
+    """The quoted text of the given 1-based lines of a file ({} when it cannot be read, e.g. stdin)."""
+    wanted = set(lines)
+    found: dict[int, str] = {}
+    if not wanted or os.fspath(path) in ("-", "<stdin>"):
+        return found
+    last = max(wanted)
+    try:
+        with open(path, "rb") as fp:
+            for lineno, raw in enumerate(fp, start=1):
+                if lineno in wanted:
+                    found[lineno] = quote_line(raw.rstrip(b"\r\n").removeprefix(b"\xef\xbb\xbf"))
+                if lineno >= last:
+                    break
+    except OSError:
+        return found
+    return found

@@ -1,0 +1,71 @@
+"""Which renderer writes which file: formats by name and by file extension, and writing several at once.
+
+Thin glue between the CLI and the renderers; it renders a `Report` it is given and never analyzes.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from ..analysis import Report
+from ..loader import DEFAULT_MAX_LINE_BYTES
+
+
+class ReportFormat(str, Enum):
+    markdown = "markdown"
+    html = "html"
+    json = "json"
+    sarif = "sarif"
+    junit = "junit"
+
+
+SUFFIXES: dict[str, ReportFormat] = {
+    ".md": ReportFormat.markdown,
+    ".markdown": ReportFormat.markdown,
+    ".html": ReportFormat.html,
+    ".htm": ReportFormat.html,
+    ".json": ReportFormat.json,
+    ".sarif": ReportFormat.sarif,
+    ".xml": ReportFormat.junit,
+}
+
+
+def format_for_path(path: Path) -> ReportFormat | None:
+    """The format a file name asks for (`report.md` -> markdown, `out.sarif.json` -> sarif), or None."""
+    name = path.name.lower()
+    if name.endswith((".sarif.json", ".sarif")):
+        return ReportFormat.sarif
+    return SUFFIXES.get(path.suffix.lower())
+
+
+def render_bytes(report: Report, fmt: ReportFormat, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> bytes:
+    if fmt is ReportFormat.markdown:
+        from . import markdown
+
+        return markdown.render(report).encode("utf-8")
+    if fmt is ReportFormat.html:
+        from . import html
+
+        return html.render(report, max_line_bytes).encode("utf-8")
+    if fmt is ReportFormat.json:
+        from . import json_report
+
+        return json_report.render(report)
+    if fmt is ReportFormat.sarif:
+        from . import sarif
+
+        return sarif.render(report)
+    if fmt is ReportFormat.junit:
+        from . import junit
+
+        return junit.render(report)
+    raise AssertionError(fmt)
+
+
+def write_outputs(
+    report: Report, outputs: list[tuple[ReportFormat, Path]], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> None:
+    """Write each requested format to its path (raises OSError when a path cannot be written)."""
+    for fmt, path in outputs:
+        path.write_bytes(render_bytes(report, fmt, max_line_bytes))

@@ -1,0 +1,118 @@
+"""One pass over a trace: analyze_path on the real traces and on bad input, analyze_records on random traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+from rtrace.analysis import Report, analyze_path, analyze_records
+from rtrace.detectors import RULES
+from rtrace.detectors.base import Config, Finding
+from rtrace.loader import UnreadableInput, load
+
+from .conftest import REAL
+from .strategies import BOUNDED, check_invariants, envelopes, to_records
+
+RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+RACE_189 = REAL / "tool-output-race.livekit-1.8.9.jsonl"
+RECONNECT_184 = REAL / "reconnect-during-tool.livekit-1.8.4.jsonl"
+
+
+def test_analyze_path_summary_of_a_real_trace() -> None:
+    report = analyze_path(RACE_188)
+    assert report.path == str(RACE_188)
+    assert (report.events, report.connections) == (76, 1)
+    assert report.duration == pytest.approx(1.5459)
+    assert report.by_dir == {"meta": 2, "server": 62, "client": 12}
+    assert report.problems == [] and report.problem_count == 0 and report.unreadable is None
+    rt101 = [f for f in report.findings if f.slug == "deleted-function-call-output"]
+    assert len(rt101) == 1 and rt101[0].lines == (15, 42, 43, 45, 46, 47) and rt101[0].conn == 1
+    assert report.counts()["error"] >= 1
+
+
+def test_fixed_version_has_no_error() -> None:
+    report = analyze_path(RACE_189)
+    assert report.counts()["error"] == 0
+
+
+def test_reconnect_trace_counts_connections() -> None:
+    report = analyze_path(RECONNECT_184)
+    assert (report.events, report.connections) == (46, 2)
+    assert "output-for-unknown-call" in {f.slug for f in report.findings}
+
+
+def test_findings_are_sorted() -> None:
+    findings = analyze_path(RACE_188).findings
+    assert findings == sorted(findings, key=Finding.sort_key)
+
+
+def test_bad_lines_do_not_stop_the_analysis(tmp_path: Path) -> None:
+    lines = RACE_188.read_bytes().splitlines(keepends=True)
+    # A malformed line, a non-object and garbage bytes in the middle; the finding survives (lines shift by 3).
+    broken = [*lines[:20], b"{oops\n", b"[1]\n", b"\xff\xfe\x00\n", *lines[20:]]
+    path = tmp_path / "broken.jsonl"
+    path.write_bytes(b"".join(broken))
+    report = analyze_path(path)
+    assert report.events == 76 and report.problem_count == 3
+    assert [(p.line, p.col) for p in report.problems] == [(21, 2), (22, 1), (23, 1)]
+    rt101 = next(f for f in report.findings if f.slug == "deleted-function-call-output")
+    assert rt101.lines == (15, 45, 46, 48, 49, 50)
+
+
+def test_rules_subset_and_config() -> None:
+    only = [r for r in RULES if r.slug == "deleted-function-call-output"]
+    report = analyze_path(RACE_188, Config(ack_timeout=1.0), only)
+    assert {f.slug for f in report.findings} == {"deleted-function-call-output"}
+
+
+def test_header_and_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(b'{"rtrace": 1, "client": "livekit-agents 1.8.8"}\n' + RACE_189.read_bytes())
+    report = analyze_path(path)
+    assert report.header is not None and report.header.fields == {"client": "livekit-agents 1.8.8"}
+    assert report.events == 74
+    with pytest.raises(UnreadableInput):
+        analyze_path(tmp_path / "missing.jsonl")
+
+
+def test_report_collects_findings_of_all_traces() -> None:
+    traces = [analyze_path(RACE_188), analyze_path(RACE_189)]
+    report = Report(traces, Config())
+    assert report.findings == traces[0].findings + traces[1].findings
+
+
+def test_analyze_records_equals_analyze_path() -> None:
+    records, _ = load(RACE_188)
+    findings, state = analyze_records(records, Config())
+    assert findings == analyze_path(RACE_188).findings
+    assert state.records == 76 and all(not c.open for c in state.conns.values())
+
+
+@BOUNDED
+@given(envelopes(max_size=50))
+def test_random_traces_never_crash_the_rules(lines: list[dict[str, Any]]) -> None:
+    records = to_records(lines)
+    findings, state = analyze_records(records, Config(ack_timeout=0.2))
+    check_invariants(state)
+    known = {r.line for r in records}
+    for f in findings:
+        assert set(f.lines) <= known, (f.rule, f.lines)
+        assert 1 <= f.at_line <= max(known)
+        assert f.message and f.rule.startswith("RT")
+    assert findings == sorted(findings, key=Finding.sort_key)
+
+
+def test_rejected_output_without_call_id_does_not_crash_the_rules() -> None:
+    """Found by this suite: RT104 asserted on a function_call_output create with no call_id."""
+    lines = [
+        {"t": 0.0, "dir": "meta", "conn": 1, "event": {"type": "connection.opened"}},
+        {"t": 0.1, "dir": "client", "conn": 1,
+         "event": {"type": "conversation.item.create", "event_id": "e1", "item": {"type": "function_call_output"}}},
+        {"t": 0.2, "dir": "server", "conn": 1,
+         "event": {"type": "error", "error": {"code": "invalid_tool_call_id", "message": "x", "event_id": "e1"}}},
+    ]  # fmt: skip
+    findings, _ = analyze_records(to_records(lines), Config())
+    assert "server-error" in {f.slug for f in findings}

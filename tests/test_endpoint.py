@@ -1,0 +1,599 @@
+"""The fake endpoint's protocol behaviour, without sockets: events in, emissions out, pauses followed on a virtual
+clock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rtrace.endpoint import (
+    EndpointConnection,
+    EndpointOptions,
+    Faults,
+    FrameError,
+    ResponseSource,
+    SharedCounters,
+    choose_reply,
+    decode_frame,
+    recorded_responses,
+)
+from rtrace.loader import TraceReader
+
+REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
+
+
+class Driver:
+    """Runs emissions like the server would, on a virtual clock: pauses are followed (wakes), nothing sleeps."""
+
+    def __init__(self, conn: EndpointConnection) -> None:
+        self.conn = conn
+        self.t = 0.0
+        self.sent: list[tuple[float, dict[str, Any]]] = []
+        self.meta: list[dict[str, Any]] = []
+        self.closes: list[tuple[int, str, bool]] = []
+
+    def run(self, ems: list[Any], follow: bool = True) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for em in ems:
+            self.t += em.delay
+            if em.meta is not None:
+                self.meta.append(em.meta)
+            if em.event is not None:
+                self.sent.append((self.t, em.event))
+                out.append(em.event)
+            if em.close is not None:
+                self.closes.append((*em.close, em.flush))
+            if em.wake is not None and follow:
+                out.extend(self.run(self.conn.wake(em.wake)))
+        return out
+
+    def open(self) -> list[dict[str, Any]]:
+        # Not followed: the session limit is a pause of an hour.
+        return self.run(self.conn.open(), follow=False)
+
+    def send(self, event: dict[str, Any], follow: bool = True) -> list[dict[str, Any]]:
+        return self.run(self.conn.receive(event), follow)
+
+
+def user(text: str, item_id: str | None = None, prev: Any = "absent") -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+    if item_id:
+        item["id"] = item_id
+    ev: dict[str, Any] = {"type": "conversation.item.create", "event_id": f"ev_{item_id}", "item": item}
+    if prev != "absent":
+        ev["previous_item_id"] = prev
+    return ev
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def make(**kw: Any) -> Driver:
+    faults = kw.pop("faults", None)
+    d = Driver(EndpointConnection(1, EndpointOptions(**kw), faults))
+    d.open()
+    d.send({"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"]}})
+    return d
+
+
+def test_open_sends_session_created_with_ids_of_the_connection() -> None:
+    d = Driver(EndpointConnection(3))
+    [ev] = d.open()
+    assert ev["type"] == "session.created"
+    assert ev["event_id"] == "event_s3_00001"
+    assert ev["session"]["id"] == "sess_fake0003"
+
+
+def test_conversation_created_is_an_option() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(conversation_created=True)))
+    assert types(d.open()) == ["session.created", "conversation.created"]
+
+
+def test_session_update_merges_nested_fields_and_keeps_the_model() -> None:
+    d = make()
+    [ev] = d.send(
+        {
+            "type": "session.update",
+            "session": {
+                "type": "realtime",
+                "model": "other",
+                "instructions": "hi",
+                "audio": {"output": {"voice": "x"}},
+            },
+        }
+    )
+    s = ev["session"]
+    assert ev["type"] == "session.updated"
+    assert (s["model"], s["instructions"], s["output_modalities"]) == ("gpt-realtime", "hi", ["text"])
+    assert s["audio"]["output"] == {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "x", "speed": 1.0}
+    assert s["audio"]["input"]["turn_detection"]["type"] == "server_vad"
+
+
+def test_previous_item_id_absent_null_empty_append_root_first_and_after_an_id() -> None:
+    d = make()
+    acks = d.send(user("a", "A"))
+    assert types(acks) == ["conversation.item.added", "conversation.item.done"]
+    assert acks[0]["previous_item_id"] is None and acks[0]["item"]["status"] == "completed"
+    assert d.send(user("b", "B", None))[0]["previous_item_id"] == "A"
+    assert d.send(user("c", "C", ""))[0]["previous_item_id"] == "B"
+    assert d.send(user("r", "R", "root"))[1]["previous_item_id"] is None
+    assert d.send(user("x", "X", "A"))[0]["previous_item_id"] == "A"
+    assert d.conn.conv.ids() == ["R", "A", "X", "B", "C"]
+
+
+def test_unknown_previous_item_id_is_an_error_and_the_item_is_not_added() -> None:
+    d = make()
+    [err] = d.send(user("a", "A", "nope"))
+    assert err["type"] == "error"
+    assert err["error"]["event_id"] == "ev_A" and "'nope'" in err["error"]["message"]
+    assert err["error"]["code"] == "invalid_previous_item_id"
+    assert "A" not in d.conn.conv
+
+
+def test_server_assigns_an_id_when_the_client_gives_none() -> None:
+    d = make()
+    acks = d.send(user("a"))
+    assert acks[0]["item"]["id"] == "item_s1_0001"
+
+
+@pytest.mark.parametrize(
+    ("mode", "expect_types", "copies"),
+    [
+        ("append_duplicate", ["conversation.item.added", "conversation.item.done"], 2),
+        ("ignore", ["conversation.item.added", "conversation.item.done"], 1),
+        ("reject", ["error"], 1),
+    ],
+)
+def test_duplicate_item_id_modes(mode: str, expect_types: list[str], copies: int) -> None:
+    d = make(duplicate_id=mode)
+    d.send(user("a", "A"))
+    out = d.send(user("a", "A"))
+    assert types(out) == expect_types
+    if mode != "reject":
+        assert out[0]["previous_item_id"] == "A"  # observed: the item's own id
+    assert d.conn.conv.items["A"].copies == copies
+
+
+def test_delete_and_delete_again() -> None:
+    d = make()
+    d.send(user("a", "A"))
+    assert d.send({"type": "conversation.item.delete", "item_id": "A"}) == [
+        {"event_id": "event_s1_00005", "type": "conversation.item.deleted", "item_id": "A"}
+    ]
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "del2"})
+    assert err["error"]["code"] == "item_delete_invalid_item_id"
+    assert err["error"]["message"] == "Error deleting item: the item with id 'A' does not exist."
+    assert err["error"]["event_id"] == "del2"
+
+
+def test_error_event_id_echo_is_an_option() -> None:
+    d = make(echo_error_event_id=False)
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "del"})
+    assert err["error"]["event_id"] is None
+
+
+def test_retrieve_returns_the_full_item_or_the_real_error() -> None:
+    d = make()
+    d.send(user("hello", "A"))
+    [ev] = d.send({"type": "conversation.item.retrieve", "item_id": "A"})
+    assert ev["type"] == "conversation.item.retrieved" and ev["item"]["content"][0]["text"] == "hello"
+    [err] = d.send({"type": "conversation.item.retrieve", "item_id": "B"})
+    assert err["error"]["code"] == "item_retrieve_invalid_item_id"
+    assert err["error"]["message"] == "Error retrieving item: the item with id 'B' does not exist."
+
+
+def test_truncate_of_a_text_item_is_rejected_like_the_api() -> None:
+    d = make()
+    d.send(user("hello", "A"))
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": "A", "content_index": 0, "audio_end_ms": 10})
+    assert err["error"]["code"] == "unsupported_content_type"
+
+
+def test_truncate_of_an_audio_answer() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()  # default session: audio output
+    d.send(user("hi", "A"))
+    out = d.send({"type": "response.create"})
+    item_id = out[-1]["response"]["output"][0]["id"]
+    assert "response.output_audio_transcript.delta" in types(out)
+    [ok] = d.send({"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0, "audio_end_ms": 100})
+    assert ok["type"] == "conversation.item.truncated" and ok["audio_end_ms"] == 100
+    [err] = d.send(
+        {"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0, "audio_end_ms": 10**6}
+    )
+    assert "is already shorter than" in err["error"]["message"]
+
+
+def weather_call(d: Driver) -> dict[str, Any]:
+    d.send(user("What's the weather in Paris?", "U1", "root"))
+    out = d.send({"type": "response.create", "event_id": "rc1", "response": {"metadata": {"client_event_id": "rc1"}}})
+    return out[-1]
+
+
+def test_weather_gets_a_function_call_in_the_order_of_the_api() -> None:
+    d = make()
+    done = weather_call(d)
+    sent = types([e for _, e in d.sent[-8:]])
+    assert sent == [
+        "response.created",
+        "response.output_item.added",
+        "conversation.item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "conversation.item.done",
+        "response.done",
+    ]
+    resp = done["response"]
+    assert resp["status"] == "completed" and resp["metadata"] == {"client_event_id": "rc1"}
+    call = resp["output"][0]
+    assert (call["id"], call["call_id"], call["name"], call["arguments"]) == (
+        "item_s1_0001",
+        "call_s1_0001_0",
+        "get_weather",
+        '{"city": "Paris"}',
+    )
+    assert resp["id"] == "resp_fake0001" and resp["conversation_id"] == "conv_fake0001"
+    assert d.conn.conv.ids() == ["U1", "item_s1_0001"]
+    assert d.conn.active is None
+
+
+def test_event_shapes_match_the_server_of_the_real_traces() -> None:
+    """Field by field against the server lines of the 1.8.9 trace, replaying its client events."""
+    d = Driver(EndpointConnection(1))
+    expected: list[dict[str, Any]] = []
+    got: list[dict[str, Any]] = []
+    with TraceReader.open(REAL / "tool-output-race.livekit-1.8.9.jsonl") as reader:
+        for rec in reader:
+            if rec.dir == "server":
+                expected.append(rec.event)
+            elif rec.dir == "client":
+                got.extend(d.send(rec.event))
+            elif rec.type == "connection.opened":
+                got.extend(d.open())
+    assert len(got) == len(expected)
+    for mine, theirs in zip(got, expected, strict=True):
+        if mine["type"] == "response.done":
+            # Token counts are the model's business: same shape, any numbers.
+            assert mine["response"]["usage"].keys() == theirs["response"]["usage"].keys()
+            mine["response"]["usage"] = theirs["response"]["usage"] = None
+        assert mine == theirs
+
+
+def test_function_call_output_for_an_unknown_call_is_rejected() -> None:
+    d = make()
+    [err] = d.send(
+        {
+            "type": "conversation.item.create",
+            "event_id": "fco",
+            "item": {"type": "function_call_output", "call_id": "call_x", "output": "1"},
+        }
+    )
+    assert err["error"]["code"] == "invalid_tool_call_id"
+    assert err["error"]["message"] == "Tool call ID 'call_x' not found in conversation."
+    assert err["error"]["event_id"] == "fco"
+    assert len(d.conn.conv) == 0
+
+
+def test_output_then_response_says_tool_result() -> None:
+    d = make()
+    weather_call(d)
+    fco = {"type": "function_call_output", "call_id": "call_s1_0001_0", "output": "sunny", "id": "O"}
+    acks = d.send({"type": "conversation.item.create", "item": fco})
+    assert acks[0]["previous_item_id"] == "item_s1_0001"
+    out = d.send({"type": "response.create"})
+    assert out[-1]["response"]["output"][0]["content"][0]["text"] == "Tool result: sunny"
+
+
+@pytest.mark.parametrize(
+    ("mode", "deleted"),
+    [("allow", ["item_s1_0001"]), ("cascade", ["O", "item_s1_0001"]), ("reject", [])],
+)
+def test_delete_of_a_call_with_an_output(mode: str, deleted: list[str]) -> None:
+    d = make(delete_call_with_output=mode)
+    weather_call(d)
+    d.send({"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "call_s1_0001_0",
+                                                          "output": "x", "id": "O"}})  # fmt: skip
+    out = d.send({"type": "conversation.item.delete", "item_id": "item_s1_0001"})
+    assert [e["item_id"] for e in out if e["type"] == "conversation.item.deleted"] == deleted
+
+
+def test_story_is_streamed_in_chunks_with_pauses() -> None:
+    d = make()
+    d.send(user("tell me a slow story", "S"))
+    t0 = d.t
+    out = d.send({"type": "response.create"})
+    deltas = [(t, e["delta"]) for t, e in d.sent if e["type"] == "response.output_text.delta"]
+    assert len(deltas) == 8
+    assert "".join(x for _, x in deltas) == "Once upon a time there was a very slow story."
+    assert [round(t - t0, 3) for t, _ in deltas] == [round(0.06 * k, 3) for k in range(1, 9)]
+    assert out[-1]["response"]["status"] == "completed"
+
+
+def test_one_active_response_at_a_time_and_out_of_band_runs_beside_it() -> None:
+    d = make()
+    d.send(user("a long story please", "S"))
+    first = d.send({"type": "response.create"}, follow=False)
+    assert d.conn.active is not None
+    [err] = d.send({"type": "response.create", "event_id": "rc2"})
+    assert err["error"]["code"] == "conversation_already_has_active_response"
+    assert err["error"]["event_id"] == "rc2" and d.conn.active.id in err["error"]["message"]
+    oob = d.send({"type": "response.create", "response": {"conversation": "none", "input": []}})
+    assert oob[-1]["response"]["conversation_id"] is None
+    assert "conversation.item.added" not in types(oob)
+    assert d.conn.conv.ids() == ["S", first[1]["item"]["id"]]
+
+
+def test_cancel_closes_the_open_item_and_the_response() -> None:
+    d = make()
+    d.send(user("a long story please", "S"))
+    d.send({"type": "response.create"}, follow=False)
+    out = d.send({"type": "response.cancel"})
+    assert types(out) == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "conversation.item.done",
+        "response.done",
+    ]
+    assert out[2]["item"]["status"] == "incomplete"
+    assert out[-1]["response"]["status"] == "cancelled"
+    assert out[-1]["response"]["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
+    assert d.conn.active is None
+    # The pending pause of the cancelled response produces nothing.
+    assert d.conn.wake(("run", out[-1]["response"]["id"])) == []
+    [err] = d.send({"type": "response.cancel", "event_id": "c2"})
+    assert err["error"]["code"] == "response_cancel_not_active"
+    assert err["error"]["message"] == "Cancellation failed: no active response found"
+
+
+def test_input_audio_buffer() -> None:
+    d = make()
+    [err] = d.send({"type": "input_audio_buffer.commit"})
+    assert err["error"]["code"] == "input_audio_buffer_commit_empty"
+    assert d.send({"type": "input_audio_buffer.append", "audio": "AAAA" * 2000}) == []
+    out = d.send({"type": "input_audio_buffer.commit"})
+    assert types(out) == ["input_audio_buffer.committed", "conversation.item.added", "conversation.item.done"]
+    assert out[0]["previous_item_id"] is None and out[0]["item_id"] == out[1]["item"]["id"]
+    assert types(d.send({"type": "input_audio_buffer.clear"})) == ["input_audio_buffer.cleared"]
+    [bad] = d.send({"type": "input_audio_buffer.append", "audio": "!!"})
+    assert bad["error"]["param"] == "audio"
+
+
+def test_unknown_event_type_and_bad_frames_are_errors() -> None:
+    d = make()
+    [err] = d.send({"type": "no.such", "event_id": "e1"})
+    assert err["error"]["type"] == "invalid_request_error" and err["error"]["param"] == "type"
+    assert err["error"]["event_id"] == "e1"
+    for frame in (b"\x00\x01", "{not json", "[1,2]", '{"x": 1}', "x" * 200):
+        decoded = decode_frame(frame, max_bytes=100)
+        assert isinstance(decoded, FrameError)
+        [ev] = d.run(d.conn.frame_error(decoded))
+        assert ev["type"] == "error" and ev["error"]["type"] == "invalid_request_error"
+    assert decode_frame('{"type": "response.cancel"}') == {"type": "response.cancel"}
+
+
+def test_fault_drop_on_closes_before_answering() -> None:
+    d = make(faults=Faults(drop_on=["conversation.item.create:function_call_output"]))
+    weather_call(d)
+    n = len(d.sent)
+    out = d.send({"type": "conversation.item.create", "event_id": "f",
+                  "item": {"type": "function_call_output", "call_id": "call_s1_0001_0", "output": "x"}})  # fmt: skip
+    assert out == [] and len(d.sent) == n
+    assert d.meta[-1]["fault"] == "drop-on" and d.meta[-1]["client_event_id"] == "f"
+    assert d.closes == [(1000, "fault: drop-on", False)]
+    assert d.conn.closed and d.send(user("x")) == []
+
+
+def test_fault_close_after_n_events() -> None:
+    d = Driver(EndpointConnection(1, faults=Faults(close_after=3)))
+    d.open()
+    d.send(user("a", "A"))
+    assert len(d.sent) == 3
+    assert d.closes == [(1000, "fault: close-after", True)]
+    assert d.send(user("b", "B")) == []
+
+
+def test_fault_fail_response() -> None:
+    d = make(faults=Faults(fail_response={2}))
+    d.send(user("hi", "A"))
+    assert d.send({"type": "response.create"})[-1]["response"]["status"] == "completed"
+    out = d.send({"type": "response.create"})
+    assert types(out) == ["response.created", "response.done"]
+    assert out[-1]["response"]["status"] == "failed" and out[-1]["response"]["output"] == []
+    assert d.meta[-1]["fault"] == "fail-response"
+    assert d.conn.active is None
+
+
+def test_fault_error_on() -> None:
+    d = make(faults=Faults(error_on=["conversation.item.delete"]))
+    d.send(user("hi", "A"))
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "d"})
+    assert err["error"]["code"] == "fault_injected" and err["error"]["event_id"] == "d"
+    assert d.meta[-1]["fault"] == "error-on"
+    assert "A" in d.conn.conv
+
+
+def test_fault_expiry() -> None:
+    d = Driver(EndpointConnection(1, faults=Faults(expire_after=60.0)))
+    d.run(d.conn.open(), follow=False)
+    out = d.run(d.conn.wake(("expire",)))
+    assert out[0]["error"]["code"] == "session_expired"
+    assert "maximum duration of 1 minutes" in out[0]["error"]["message"]
+    assert d.closes == [(1001, "session expired", True)]
+    assert d.meta[-1]["fault"] == "expire-after"
+
+
+def test_expiry_is_scheduled_on_open() -> None:
+    conn = EndpointConnection(1, faults=Faults(expire_after=5.0))
+    ems = conn.open()
+    assert ems[-1].wake == ("expire",) and ems[-1].delay == 5.0
+    # The API's own limit: 60 minutes, not a fault.
+    d = Driver(EndpointConnection(1))
+    ems = d.conn.open()
+    assert ems[-1].wake == ("expire",) and ems[-1].delay == 3600.0
+    out = d.run(d.conn.wake(("expire",)))
+    assert out[0]["error"]["message"] == "Your session hit the maximum duration of 60 minutes."
+    assert d.meta == [] and d.closes == [(1001, "session expired", True)]
+    assert EndpointConnection(1, EndpointOptions(max_session_seconds=None)).open()[-1].wake is None
+
+
+def test_response_ids_are_shared_across_connections() -> None:
+    shared = SharedCounters()
+    a = Driver(EndpointConnection(1, shared=shared))
+    b = Driver(EndpointConnection(2, shared=shared))
+    a.send(user("x"))
+    b.send(user("y"))
+    assert a.send({"type": "response.create"})[0]["response"]["id"] == "resp_fake0001"
+    assert b.send({"type": "response.create"})[0]["response"]["id"] == "resp_fake0002"
+
+
+def test_choose_reply_rules() -> None:
+    def u(t: str) -> dict[str, Any]:
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
+
+    assert choose_reply([u("weather?")]) == ("call", "weather?")
+    assert choose_reply([u("weather?")], tools_allowed=False) == ("text", "You said: weather?")
+    assert choose_reply([u("weather?"), {"type": "function_call"}]) == ("text", "You said: weather?")
+    assert choose_reply([u("a story")])[0] == "story"
+    assert choose_reply([{"type": "function_call_output", "output": "9"}]) == ("text", "Tool result: 9")
+    assert choose_reply([])[0] == "text"
+
+
+def test_from_recording_replays_responses_with_pacing_and_new_ids() -> None:
+    with TraceReader.open(REAL / "tool-output-race.livekit-1.8.8.jsonl") as reader:
+        responses = recorded_responses(reader)
+    assert len(responses) == 4
+    d = make()
+    d.conn.source = ResponseSource(responses)
+    d.conn.conn = 1
+    d.send(user("anything", "Z"))
+    out = d.send({"type": "response.create", "response": {"metadata": {"k": "v"}}})
+    call = out[-1]["response"]["output"][0]
+    assert call["type"] == "function_call" and call["name"] == "get_weather"
+    assert out[-1]["response"]["metadata"] == {"k": "v"}
+    assert out[2]["previous_item_id"] == "Z"
+    t0 = d.t
+    out = d.send({"type": "response.create"})
+    deltas = [t - t0 for t, e in d.sent if e["type"] == "response.output_text.delta"]
+    assert len(deltas) == 8 and 0.4 < deltas[-1] < 0.6
+    assert "".join(e["delta"] for e in out if e["type"] == "response.output_text.delta").startswith("Once upon")
+    assert json.dumps(out).count("resp_fake0002") >= 1
+
+
+def test_session_update_without_session_is_an_error() -> None:
+    d = make()
+    [err] = d.send({"type": "session.update"})
+    assert err["error"]["code"] == "missing_required_parameter"
+
+
+def test_each_fault_fires_once_per_server_by_default() -> None:
+    shared = SharedCounters()
+    faults = Faults(drop_on=["conversation.item.create"], close_after=None)
+    first = Driver(EndpointConnection(1, faults=faults, shared=shared))
+    first.open()
+    assert first.send(user("a", "A")) == [] and first.closes
+    second = Driver(EndpointConnection(2, faults=faults, shared=shared))
+    second.open()
+    assert types(second.send(user("a", "A"))) == ["conversation.item.added", "conversation.item.done"]
+    # times=None: every time.
+    every = Faults(drop_on=["conversation.item.create"], times=None)
+    for n in (3, 4):
+        d = Driver(EndpointConnection(n, faults=every, shared=shared))
+        d.open()
+        assert d.send(user("a", "A")) == [] and d.closes
+
+
+def test_close_after_and_expiry_arm_only_the_first_connection_by_default() -> None:
+    shared = SharedCounters()
+    a = EndpointConnection(1, faults=Faults(close_after=1), shared=shared)
+    assert a.open()[-1].close is not None and a.closed
+    b = EndpointConnection(2, faults=Faults(close_after=1), shared=shared)
+    assert b.open()[-1].close is None and not b.closed
+    c = EndpointConnection(3, faults=Faults(expire_after=1.0), shared=shared)
+    assert c.open()[-1].delay == 1.0
+    d = EndpointConnection(4, faults=Faults(expire_after=1.0), shared=shared)
+    assert d.open()[-1].delay == 3600.0
+
+
+def test_section_7_options_rate_limits_and_out_of_band_item_events() -> None:
+    d = make(rate_limits=True, out_of_band_item_events=True)
+    d.send(user("hi", "A"))
+    out = d.send({"type": "response.create"})
+    assert types(out)[:2] == ["response.created", "rate_limits.updated"]
+    oob = d.send({"type": "response.create", "response": {"conversation": "none"}})
+    assert "conversation.item.added" in types(oob)
+    assert oob[-1]["response"]["conversation_id"] is None
+    assert len(d.conn.conv) == 2  # the out-of-band item is not in the conversation
+
+
+def test_other_client_events_are_answered() -> None:
+    d = make()
+    assert types(d.send({"type": "transcription_session.update", "session": {}})) == ["transcription_session.updated"]
+    [ev] = d.send({"type": "output_audio_buffer.clear"})
+    assert ev["type"] == "output_audio_buffer.cleared" and ev["response_id"] is None
+    [err] = d.send({"type": "conversation.item.create", "item": {"type": "nope"}})
+    assert err["error"]["param"] == "item.type"
+    [err] = d.send({"type": "conversation.item.create", "item": {"type": "function_call_output", "output": "x"}})
+    assert err["error"]["param"] == "item.call_id"
+
+
+# -- properties -------------------------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rtrace.catalog import normalize_type  # noqa: E402
+from rtrace.reducer import fold  # noqa: E402
+from rtrace.trace import Record  # noqa: E402
+
+_IDS = ["A", "B", "C", "D", "E"]
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("create"), st.sampled_from(_IDS), st.sampled_from([None, "", "root", "absent", *_IDS, "Z"])),
+        st.tuples(st.just("delete"), st.sampled_from([*_IDS, "Z"]), st.none()),
+        st.tuples(st.just("respond"), st.none(), st.none()),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_ops)
+def test_conversation_matches_a_plain_list_and_the_analyzer_agrees(ops: list[tuple[str, Any, Any]]) -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(duplicate_id="ignore")))
+    d.open()
+    model: list[str] = []
+    for kind, item_id, prev in ops:
+        if kind == "create":
+            out = d.send(user("hi", item_id, prev))
+            if prev == "Z" or (prev not in (None, "", "root", "absent") and prev not in model):
+                assert types(out) == ["error"] and out[0]["error"]["param"] == "previous_item_id"
+                continue
+            if item_id in model:
+                assert out[0]["previous_item_id"] == item_id
+                continue
+            pos = 0 if prev == "root" else len(model) if prev in (None, "", "absent") else model.index(prev) + 1
+            model.insert(pos, item_id)
+            assert out[0]["previous_item_id"] == (model[pos - 1] if pos else None)
+        elif kind == "delete":
+            out = d.send({"type": "conversation.item.delete", "item_id": item_id})
+            if item_id in model:
+                model.remove(item_id)
+                assert types(out) == ["conversation.item.deleted"]
+            else:
+                assert out[0]["error"]["code"] == "item_delete_invalid_item_id"
+        else:
+            out = d.send({"type": "response.create"})
+            model.extend(e["item"]["id"] for e in out if e["type"] == "response.output_item.added")
+        assert d.conn.conv.ids() == model
+    # The analyzer, folding the server's events, rebuilds the same conversation.
+    recs = [
+        Record(k, k + 1, t, "server", 1, ev, normalize_type(ev["type"]), ev["type"]) for k, (t, ev) in enumerate(d.sent)
+    ]
+    state = fold(recs)
+    assert state.conns[1].conv.ids() == model

@@ -1,0 +1,532 @@
+"""Hostile input, tried and counted: the loader, reducer, reports and the CLI fed bytes, JSON and traces from nowhere.
+
+Every case is bounded in time (SIGALRM) and memory (peak RSS; RLIMIT_AS in forked CLI runs). The suite runs a small
+bounded profile; `make fuzz` (HYPOTHESIS_PROFILE=long) runs the same properties with many more examples and prints
+hypothesis' statistics (the counts of the closing note).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from rtrace.analysis import Report, analyze_path, analyze_records
+from rtrace.detectors.base import Config
+from rtrace.loader import TraceReader
+from rtrace.report import json_report, terminal
+from rtrace.report.outputs import ReportFormat, render_bytes
+
+from .strategies import envelopes
+
+LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
+#: Examples per property: the hypothesis default of the loaded profile when long, a small number in the suite.
+FUZZ = settings(
+    max_examples=settings.default.max_examples if LONG else 40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    derandomize=not LONG,
+)
+#: Seconds one case may take (a hang is a failure, not a stuck suite).
+CASE_SECONDS = 20
+#: Peak resident memory the test process may reach (the 50 MB-line cases included).
+MAX_RSS_BYTES = 1536 * 1024 * 1024
+
+OK_LINE = b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created","event_id":"e1","session":{}}}'
+_LOCATION = re.compile(r":(\d+):(\d+): ")
+
+
+@contextlib.contextmanager
+def bounded(seconds: int = CASE_SECONDS) -> Iterator[None]:
+    """Fail the case if it runs longer than `seconds` or if the process' peak RSS passes the bound."""
+
+    def expired(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"case took over {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert peak < MAX_RSS_BYTES, f"peak RSS {peak / 2**20:.0f} MiB"
+
+
+def read_all(data: bytes, **kw: Any) -> tuple[list[Any], TraceReader]:
+    reader = TraceReader(io.BytesIO(data), "fuzz.jsonl", **kw)
+    records = list(reader)
+    line_count = data.count(b"\n") + 1
+    for p in reader.problems:
+        assert 1 <= p.line <= line_count + 1, p
+        assert p.col >= 1, p
+        assert str(p).startswith(f"fuzz.jsonl:{p.line}:{p.col}: ")
+        assert "\x1b" not in str(p) and "\x1b" not in p.excerpt
+    assert reader.problem_count >= len(reader.problems)
+    lines = [r.line for r in records]
+    assert lines == sorted(lines) and len(set(lines)) == len(lines)
+    assert [r.seq for r in records] == list(range(len(records)))
+    return records, reader
+
+
+def render_everything(records: list[Any], tmp: Path, data: bytes) -> None:
+    """Analyze, then every renderer: none may raise, the terminal one never lets an ESC through."""
+    findings, _ = analyze_records(records, Config())
+    path = tmp / "case.jsonl"
+    path.write_bytes(data)
+    report = Report([analyze_path(path)], Config())
+    assert [f.rule for f in report.findings] == [f.rule for f in findings]
+    out = io.StringIO()
+    terminal.render(report, Console(file=out, width=100, color_system=None, highlight=False))
+    assert "\x1b" not in out.getvalue()
+    orjson.loads(json_report.render(report))
+    for fmt in ReportFormat:
+        render_bytes(report, fmt)
+
+
+# -- in-process properties --------------------------------------------------------------------------------------
+
+_JSON = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**64 - 1),
+        st.floats(),
+        st.text(),
+        st.sampled_from(["session.created", "conversation.item.create", "response.done", "\x1b[31m", "\x00"]),
+    ),
+    lambda kids: st.one_of(st.lists(kids, max_size=5), st.dictionaries(st.text(max_size=8), kids, max_size=5)),
+    max_leaves=30,
+)
+
+
+@st.composite
+def hostile_line(draw: st.DrawFn) -> bytes:
+    kind = draw(st.integers(0, 6))
+    if kind == 0:
+        return draw(st.binary(max_size=200)).replace(b"\n", b"")
+    if kind == 1:
+        return orjson.dumps(draw(_JSON))  # NaN and infinities are written as null
+    if kind == 2:  # an envelope with junk in one field
+        env: dict[str, Any] = {"t": 0.5, "dir": "client", "conn": 1, "event": {"type": "conversation.item.create"}}
+        env[draw(st.sampled_from(["t", "dir", "conn", "event", "type", "src", "source", "time"]))] = draw(_JSON)
+        return orjson.dumps(env)
+    if kind == 3:  # a valid line cut, or with a NUL / invalid UTF-8 spliced in
+        raw = OK_LINE
+        at = draw(st.integers(0, len(raw)))
+        junk = draw(st.sampled_from([b"", b"\x00", b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\\u0000", b"\r"]))
+        return raw[:at] + junk + raw[at + draw(st.integers(0, 3)) :]
+    if kind == 4:  # nesting around or inside an event
+        depth = draw(st.sampled_from([10, 254, 255, 256, 1023, 1024, 1025, 5000]))
+        inner = b"[" * depth + b"]" * depth
+        if draw(st.booleans()):
+            return inner
+        return b'{"t":0.1,"dir":"client","conn":1,"event":{"type":"conversation.item.create","item":' + inner + b"}}"
+    if kind == 5:  # numbers the parser may not hold
+        num = draw(
+            st.sampled_from([b"1e400", b"-1e400", b"NaN", b"Infinity", b"18446744073709551616", b"-0", b"1.0e-400"])
+        )
+        return b'{"t":' + num + b',"dir":"server","conn":' + num + b',"event":{"type":"response.done"}}'
+    return draw(
+        st.sampled_from([b"", b"   ", b"\t", b"{}", b"[]", b"null", b'"x"', b'{"rtrace":1}', b'{"rtrace":"1"}'])
+    )
+
+
+@FUZZ
+@given(data=st.binary(max_size=4096))
+def test_loader_arbitrary_bytes(data: bytes) -> None:
+    with bounded():
+        read_all(data)
+
+
+@FUZZ
+@given(lines=st.lists(hostile_line(), max_size=25), bom=st.sampled_from([b"", b"\xef\xbb\xbf", b"\xff\xfe"]))
+def test_loader_and_reports_on_hostile_lines(lines: list[bytes], bom: bytes) -> None:
+    data = bom + b"\n".join([OK_LINE, *lines])
+    with bounded(), tempfile.TemporaryDirectory() as tmp:
+        records, _ = read_all(data)
+        render_everything(records, Path(tmp), data)
+
+
+@FUZZ
+@given(value=_JSON)
+def test_loader_arbitrary_json_values(value: Any) -> None:
+    try:
+        line = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return  # NaN is not JSON; nothing to read
+    with bounded():
+        read_all(line + b"\n" + line)
+        read_all(b'{"t":0.0,"dir":"client","conn":1,"event":' + line + b"}")
+
+
+@FUZZ
+@given(lines=envelopes(max_size=60))
+def test_reducer_random_envelopes_colliding_ids(lines: list[dict[str, Any]]) -> None:
+    """Valid envelopes of random events over a few ids and connections: every rule and renderer survives."""
+    data = b"".join(orjson.dumps(x) + b"\n" for x in lines)
+    with bounded(), tempfile.TemporaryDirectory() as tmp:
+        records, _reader = read_all(data)
+        assert len(records) == len(lines)
+        render_everything(records, Path(tmp), data)
+
+
+@pytest.mark.parametrize("depth", [1024, 1025, 100_000])
+@pytest.mark.parametrize("shape", ["arrays", "objects", "in-event"])
+def test_deep_nesting_is_a_clean_problem(depth: int, shape: str) -> None:
+    if shape == "arrays":
+        line = b"[" * depth + b"]" * depth
+    elif shape == "objects":
+        line = b'{"a":' * depth + b"1" + b"}" * depth
+    else:
+        line = b'{"t":0.1,"dir":"client","conn":1,"event":{"type":"x","v":' + b"[" * depth + b"]" * depth + b"}}"
+    with bounded():
+        records, reader = read_all(OK_LINE + b"\n" + line + b"\n" + OK_LINE)
+    assert next(r.line for r in records) == 1 and records[-1].line == 3
+    if depth > 1024:
+        assert reader.problems[0].line == 2 and "depth limit" in reader.problems[0].message
+
+
+def test_fifty_megabyte_lines_are_skipped_not_held() -> None:
+    big = b'{"t":0.1,"dir":"client","conn":1,"event":{"type":"input_audio_buffer.append","audio":"'
+    big += b"A" * (50 * 2**20) + b'"}}'
+    for data in (OK_LINE + b"\n" + big + b"\n" + OK_LINE, OK_LINE + b"\n" + big, big * 2):
+        with bounded():
+            records, reader = read_all(data)
+        assert any("over the" in p.message for p in reader.problems)
+        assert all(r.line != 2 for r in records)
+    del big, data
+
+
+def test_nul_bytes_and_invalid_utf8() -> None:
+    data = b"\n".join(
+        [
+            OK_LINE,
+            b"\x00" * 100,
+            OK_LINE.replace(b"e1", b"e\x00"),
+            OK_LINE.replace(b"e1", b"e\xff"),
+            b"\xc3\x28" + OK_LINE,
+            OK_LINE.replace(b"e1", b"\xed\xa0\x80"),
+        ]
+    )
+    with bounded():
+        records, reader = read_all(data)
+    assert records[0].line == 1
+    assert {p.line for p in reader.problems} >= {2, 3, 4, 5}
+
+
+# -- the CLI in its own process ---------------------------------------------------------------------------------
+
+RTRACE = [sys.executable, "-m", "rtrace.cli"]
+COMMANDS: dict[str, Callable[[Path, Path], list[str]]] = {
+    "analyze": lambda f, tmp: ["analyze", str(f)],
+    "analyze-json": lambda f, tmp: ["analyze", "-f", "json", str(f)],
+    "analyze-all-outputs": lambda f, tmp: [
+        "analyze",
+        str(f),
+        "--html",
+        str(tmp / "r.html"),
+        "--markdown",
+        str(tmp / "r.md"),
+        "--sarif",
+        str(tmp / "r.sarif"),
+        "--junit",
+        str(tmp / "r.xml"),
+    ],
+    "show": lambda f, tmp: ["show", str(f)],
+    "show-at": lambda f, tmp: ["show", str(f), "--at", "2"],
+    "show-conn": lambda f, tmp: ["show", str(f), "--conn", "1"],
+    "report-md": lambda f, tmp: ["report", str(f)],
+    "redact": lambda f, tmp: [
+        "redact",
+        str(f),
+        "-o",
+        str(tmp / "red.jsonl"),
+        "--user-text",
+        "--audio",
+        "--tool-output",
+    ],
+}
+
+
+def _hostile_files() -> dict[str, bytes | None]:
+    rng = random.Random(8)
+    fifty = b"A" * (50 * 2**20)
+    ev = (
+        b'{"t":0.1,"dir":"client","conn":1,"event":{"type":"conversation.item.create","item":'
+        b'{"id":"a","type":"message","role":"user","content":[{"type":"input_text","text":"%s"}]}}}'
+    )
+    return {
+        "empty": b"",
+        "newlines": b"\n\n\n",
+        "scalars": b'null\n1\n"sk-proj-HOSTILEKEY12345678"\n[]\ntrue\n',
+        "random-binary": rng.randbytes(65536),
+        "nul-bytes": b"\x00" * 4096,
+        "nul-in-lines": OK_LINE + b"\n\x00\x00\n" + OK_LINE.replace(b"e1", b"e\x001"),
+        "invalid-utf8": OK_LINE + b"\n\xff\xfe\xfd\n" + ev.replace(b"%s", b"\xc3(") + b"\n",
+        "utf16": (OK_LINE.decode() + "\n").encode("utf-16"),
+        "deep-arrays-100k": OK_LINE + b"\n" + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+        "deep-in-event-1000": OK_LINE + b"\n" + ev.replace(b'"%s"', b"[" * 1000 + b"]" * 1000) + b"\n",
+        "deep-in-event-300": OK_LINE + b"\n" + ev.replace(b'"%s"', b"[" * 300 + b"]" * 300) + b"\n",
+        "line-50mb": OK_LINE + b"\n" + ev.replace(b"%s", fifty) + b"\n" + OK_LINE + b"\n",
+        "line-50mb-no-newline": OK_LINE + b"\n" + fifty,
+        "numbers": b'{"t":1e400,"dir":"server","conn":18446744073709551616,"event":{"type":"response.done"}}\n'
+        b'{"t":NaN,"dir":"client","conn":-1,"event":{"type":"response.create"}}\n'
+        b'{"t":"soon","dir":"client","conn":true,"event":{"type":"response.create"}}\n',
+        "wrong-types": b'{"t":0,"dir":"client","conn":1,"event":[]}\n{"event":{"type":7}}\n'
+        b'{"dir":"up","event":{"type":"x"}}\n'
+        b'{"rtrace":99}\n{"rtrace":1}\n{"type":"response.create","event_id":{"x":1}}\n',
+        "ansi-and-markup": OK_LINE
+        + b"\n"
+        + ev.replace(
+            b"%s", b"\\u001b[31mred\\u001b]8;;http://x\\u0007link\\u001b]8;;\\u0007[bold]b[/bold]\\u001b]0;t\\u0007"
+        )
+        + b"\n"
+        + b'{"t":0.2,"dir":"client","conn":1,"event":{"type":"\x1b[2J\x1b]0;pwn\x07"}}\n',
+        "crlf": (OK_LINE + b"\r\n") * 3,
+        "flood-50k": b"".join(
+            b'{"t":%d.0,"dir":"client","conn":1,"event":{"type":"input_audio_buffer.append","audio":"QUJD"}}\n' % i
+            for i in range(50_000)
+        ),
+        # One finding per line (the same item id created again and again).
+        "same-id-300": b"".join(
+            b'{"t":%d.0,"dir":"client","conn":1,"event":{"type":"conversation.item.create","event_id":"e","item":{"id":"a","type":"message"}}}\n'
+            % i
+            for i in range(300)
+        ),
+        "directory": None,
+        "missing": None,
+    }
+
+
+HOSTILE = _hostile_files()
+
+
+def _cli_ok(proc: subprocess.CompletedProcess[bytes], name: str) -> None:
+    where = f"{name}: rc={proc.returncode} stderr={proc.stderr[-2000:]!r}"
+    assert proc.returncode in ((0, 1, 2, 3) if name.startswith("directory") else (0, 1, 3)), where
+    assert b"Traceback" not in proc.stderr and b"internal error" not in proc.stderr, where
+    assert b"\x1b" not in proc.stdout, f"{name}: raw ESC in stdout"
+    for line in proc.stderr.decode("utf-8", "replace").splitlines():
+        if _LOCATION.search(line) is None:
+            assert line.startswith(("rtrace", " ")) or "no usable event" in line or not line.strip(), where
+
+
+def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+    code = limit + "import sys; from rtrace.cli import main; sys.argv[0] = 'rtrace'; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+
+
+#: The suite runs every hostile file through `analyze`, and the whole matrix only in the long profile.
+_SUITE_REDACT = ("scalars", "random-binary", "line-50mb", "invalid-utf8", "deep-arrays-100k")
+_MATRIX = [
+    (n, c)
+    for n in HOSTILE
+    for c in COMMANDS
+    if LONG or c == "analyze-all-outputs" or (c == "redact" and n in _SUITE_REDACT) or n == "ansi-and-markup"
+]
+
+
+@pytest.mark.parametrize(("name", "command"), _MATRIX)
+def test_cli_on_hostile_file(name: str, command: str, tmp_path: Path) -> None:
+    data = HOSTILE[name]
+    if name == "directory":
+        path = tmp_path / "adir"
+        path.mkdir()
+        (path / "x.jsonl").mkdir()  # a directory named like a trace
+    elif name == "missing":
+        path = tmp_path / "missing.jsonl"
+    else:
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(data or b"")
+    proc = _run_cli(COMMANDS[command](path, tmp_path), tmp_path)
+    _cli_ok(proc, f"{name}/{command}")
+    if command == "redact" and proc.returncode == 0:
+        red = (tmp_path / "red.jsonl").read_bytes()
+        assert red.count(b"\n") >= (data or b"").count(b"\n")
+        assert b"HOSTILEKEY" not in red
+
+
+def test_cli_real_entry_point_no_traceback(tmp_path: Path) -> None:
+    """The installed console script (not `main()`), on the worst files."""
+    exe = Path(sys.executable).with_name("rtrace")
+    for name in ("random-binary", "deep-arrays-100k", "ansi-and-markup"):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(HOSTILE[name] or b"")
+        proc = subprocess.run([str(exe), "analyze", str(path)], capture_output=True, timeout=120)
+        _cli_ok(proc, name)
+
+
+@settings(FUZZ, max_examples=300 if LONG else 3)
+@given(lines=st.lists(hostile_line(), min_size=1, max_size=12))
+def test_cli_subprocess_on_random_files(lines: list[bytes]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "f.jsonl"
+        path.write_bytes(b"\n".join([OK_LINE, *lines]))
+        _cli_ok(_run_cli(["analyze", str(path), "--markdown", str(Path(tmp) / "r.md")], Path(tmp)), repr(lines)[:300])
+
+
+# -- untrusted text in terminal and HTML output -------------------------------------------------------------------
+
+ANSI = (
+    "\x1b[31mRED\x1b[0m \x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\ \x1b]0;title\x07 "
+    "\x1b[2J\x07\x08\x7f\x9b31m"
+)
+MARKUP = "[bold]bold[/bold] [link=http://evil.example]x[/link] :100: :smile:"
+HTML = (
+    "<script>alert(1)</script></textarea></script><img src=x onerror=alert(2)><!--"
+    "\n```\n<script>alert(3)</script>\n````"
+)
+EVIL = ANSI + MARKUP + HTML
+
+
+def _escaping_trace(path: Path) -> Path:
+    evil_id = "item_" + EVIL
+    lines = [
+        {"rtrace": 1, "client": EVIL, "versions": {EVIL: EVIL}},
+        {"t": 0.0, "dir": "meta", "conn": 1, "event": {"type": "connection.opened", "path": "/v1/realtime?x=" + EVIL}},
+        {
+            "t": 0.001,
+            "dir": "server",
+            "conn": 1,
+            "event": {"type": "session.created", "session": {"instructions": EVIL}},
+        },
+        {
+            "t": 0.01,
+            "dir": "client",
+            "conn": 1,
+            "event": {
+                "type": "conversation.item.create",
+                "event_id": "evt_" + EVIL,
+                "item": {
+                    "id": evil_id,
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": EVIL}],
+                },
+            },
+        },
+        {
+            "t": 0.02,
+            "dir": "server",
+            "conn": 1,
+            "event": {
+                "type": "conversation.item.added",
+                "previous_item_id": None,
+                "item": {"id": evil_id, "type": "message"},
+            },
+        },
+        {
+            "t": 0.03,
+            "dir": "client",
+            "conn": 1,
+            "event": {
+                "type": "conversation.item.create",
+                "event_id": "evt_2",
+                "item": {
+                    "id": "out_" + EVIL,
+                    "type": "function_call_output",
+                    "call_id": "call_" + EVIL,
+                    "output": EVIL,
+                },
+            },
+        },
+        {
+            "t": 0.04,
+            "dir": "server",
+            "conn": 1,
+            "event": {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "code": EVIL, "message": EVIL, "event_id": "evt_2"},
+            },
+        },
+        {"t": 0.05, "dir": "client", "conn": 1, "event": {"type": "conversation.item.delete", "item_id": evil_id}},
+        {"t": 0.06, "dir": "client", "conn": 1, "event": {"type": "conversation.item.delete", "item_id": evil_id}},
+        {"t": 0.07, "dir": "server", "conn": 1, "event": {"type": "x." + EVIL}},
+        {"t": 9.0, "dir": "meta", "conn": 1, "event": {"type": "connection.closed", "reason": EVIL}},
+    ]
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines) + ANSI.encode() + b"\n")
+    return path
+
+
+def test_terminal_output_escapes_untrusted_text(tmp_path: Path) -> None:
+    trace = _escaping_trace(tmp_path / "evil.jsonl")
+    runs = [
+        ["analyze", str(trace)],
+        ["analyze", str(trace), "--fail-on", "never", "-o", str(tmp_path / "report.txt")],
+        ["show", str(trace)],
+        ["show", str(trace), "--at", "5"],
+        ["show", str(trace), "--conn", "1"],
+    ]
+    findings = 0
+    for args in runs:
+        proc = _run_cli(args, tmp_path)
+        _cli_ok(proc, " ".join(args[:1]))
+        for stream in (proc.stdout, proc.stderr):
+            assert b"\x1b" not in stream and b"\x07" not in stream and b"\x9b" not in stream.replace(b"\\x9b", b"")
+            assert "💯".encode() not in stream and "😄".encode() not in stream
+        findings += proc.stdout.count(b"RT1")
+    saved = (tmp_path / "report.txt").read_bytes()
+    assert b"\x1b" not in saved and b"\\x1b[31m" in saved
+    assert findings >= 2, "the hostile trace should produce findings that quote its ids"
+
+
+def test_html_report_has_no_injected_markup(tmp_path: Path) -> None:
+    trace = _escaping_trace(tmp_path / "evil.jsonl")
+    benign = tmp_path / "benign.jsonl"
+    benign.write_bytes(OK_LINE + b"\n")
+    for src, out in ((trace, "evil.html"), (benign, "benign.html")):
+        proc = _run_cli(["report", str(src), "-o", str(tmp_path / out)], tmp_path)
+        _cli_ok(proc, out)
+    html = (tmp_path / "evil.html").read_text()
+    base = (tmp_path / "benign.html").read_text()
+    # The text is kept (JSON-escaped in the embedded data, `<` as \u003c), never as markup.
+    for needle in ("<script>alert(1)", "<img src=x", "\x1b", "\x07"):
+        assert needle not in html, needle
+    for tag in ("<script", "</script", "</textarea", "<!--", "<img", "<iframe"):
+        assert html.lower().count(tag) == base.lower().count(tag), tag
+    md = _run_cli(["report", str(trace), "-f", "markdown"], tmp_path).stdout.decode()
+    assert "\x1b" not in md
+    assert "<script" not in _outside_code(md), "raw HTML in the Markdown report outside code"
+
+
+def _outside_code(md: str) -> str:
+    """The Markdown text outside fenced code blocks and inline code spans (CommonMark fences: N >= 3 backticks or
+    tildes, closed by a line of at least as many)."""
+    out, fence = [], ""
+    for line in md.splitlines():
+        stripped = line.lstrip()
+        if fence:
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = ""
+            continue
+        m = re.match(r"(`{3,}|~{3,})", stripped)
+        if m:
+            fence = m.group(1)
+            continue
+        out.append(re.sub(r"(`+).*?\1", "", line))
+    return "\n".join(out)

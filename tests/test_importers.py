@@ -1,0 +1,167 @@
+"""Importers: HAR websocket captures, JSON-array event logs and mitmproxy dumps become native traces with the same
+events, secrets removed; `rtrace analyze` reads a .har directly; `rtrace convert` writes the native format."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rtrace.analysis import analyze_path
+from rtrace.cli import ExitCode, main
+from rtrace.importers import ImportFailed, detect, native_path, records
+from rtrace.loader import TraceReader
+
+REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
+RACE = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+RECONNECT = REAL / "reconnect-during-tool.livekit-1.8.4.jsonl"
+KEY = "sk-proj-IMPORTKEY0123456789SECRET"
+T0 = 1_764_500_000.0
+
+
+def har_of(trace: Path) -> dict[str, Any]:
+    """What Chrome devtools exports for the trace's websocket connections."""
+    entries: dict[int, dict[str, Any]] = {}
+    for rec in TraceReader.open(trace):
+        entry = entries.setdefault(
+            rec.conn,
+            {
+                "startedDateTime": "2025-11-30T10:00:00.000Z",
+                "request": {
+                    "method": "GET",
+                    "url": f"wss://api.openai.com/v1/realtime?model=gpt-realtime&api-key={KEY}",
+                    "headers": [{"name": "Authorization", "value": f"Bearer {KEY}"}],
+                },
+                "response": {"status": 101},
+                "_resourceType": "websocket",
+                "_webSocketMessages": [],
+            },
+        )
+        if rec.dir in ("client", "server"):
+            kind = "send" if rec.dir == "client" else "receive"
+            data = json.dumps(rec.event)
+            entry["_webSocketMessages"].append({"type": kind, "time": T0 + rec.t, "opcode": 1, "data": data})
+    return {"log": {"version": "1.2", "creator": {"name": "WebInspector"}, "entries": list(entries.values())}}
+
+
+def wire(trace: Path) -> list[tuple[int, str, dict[str, Any]]]:
+    return [(r.conn, r.dir, r.event) for r in TraceReader.open(trace) if r.dir in ("client", "server")]
+
+
+def rules_of(path: Path | str) -> Counter[str]:
+    return Counter(f.rule for f in analyze_path(path).findings)
+
+
+@pytest.mark.parametrize("trace", [RACE, RECONNECT])
+def test_har_converts_to_the_same_events_and_findings(trace: Path, tmp_path: Path) -> None:
+    har = tmp_path / "capture.har"
+    har.write_text(json.dumps(har_of(trace)))
+    out = tmp_path / "converted.jsonl"
+    assert main(["convert", str(har), "-o", str(out)]) == 0
+    assert wire(out) == wire(trace)
+    assert rules_of(out) == rules_of(trace)
+    text = out.read_text()
+    assert KEY not in text and "IMPORTKEY" not in text
+    opened = [r.event for r in TraceReader.open(out) if r.type == "connection.opened"]
+    assert opened[0]["path"] == "/v1/realtime?model=gpt-realtime"
+
+
+def test_analyze_reads_a_har_directly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    har = tmp_path / "capture.har"
+    har.write_text(json.dumps(har_of(RACE)))
+    assert main(["analyze", str(har)]) == ExitCode.FINDINGS
+    out = capsys.readouterr().out
+    assert "deleted-function-call-output" in out and "capture.har" in out
+
+
+def test_json_array_log_of_the_realtime_console(tmp_path: Path) -> None:
+    log = [
+        {
+            "time": datetime.datetime.fromtimestamp(T0 + r.t, datetime.timezone.utc).isoformat(),
+            "source": r.dir,
+            "event": r.event,
+        }
+        for r in TraceReader.open(RACE)
+        if r.dir in ("client", "server")
+    ]
+    path = tmp_path / "realtime-console.json"
+    path.write_text(json.dumps(log, indent=2))
+    assert detect(str(path)) == "json-array"
+    converted = list(records(str(path)))
+    assert [(r["dir"], r["event"]) for r in converted] == [(d, e) for _, d, e in wire(RACE)]
+    assert all(r["t"] >= 0 for r in converted)
+    with native_path(str(path)) as native:
+        assert rules_of(native)["RT101"] == 1
+
+
+def test_binary_and_non_json_frames_become_notes() -> None:
+    from rtrace.importers import har_records
+
+    doc = {
+        "log": {
+            "entries": [
+                {
+                    "request": {"url": "wss://x/v1/realtime"},
+                    "_webSocketMessages": [
+                        {"type": "receive", "time": 1.0, "opcode": 1, "data": '{"type":"session.created"}'},
+                        {"type": "send", "time": 1.5, "opcode": 2, "data": "AAAA"},
+                        {"type": "send", "time": 2.0, "opcode": 1, "data": "not json"},
+                    ],
+                }
+            ]
+        }
+    }
+    out = list(har_records(doc))
+    assert [r["dir"] for r in out] == ["meta", "server", "meta", "meta", "meta"]
+    assert out[1]["t"] == 0.0 and out[3]["t"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [('{"log": {"entries": []}}', "no websocket messages"), ("{not json", "not valid JSON"), ('{"x": 1}', "not a HAR")],
+)
+def test_bad_har_is_exit_3_without_output(tmp_path: Path, content: str, message: str) -> None:
+    har = tmp_path / "bad.har"
+    har.write_text(content)
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(ImportFailed, match=message):
+        list(records(str(har)))
+    assert main(["convert", str(har), "-o", str(out)]) == ExitCode.UNREADABLE
+    assert not out.exists()
+    assert main(["analyze", str(har)]) == ExitCode.UNREADABLE
+
+
+def test_native_traces_pass_through(tmp_path: Path) -> None:
+    assert detect(str(RACE)) == "native"
+    with native_path(str(RACE)) as p:
+        assert p == str(RACE)
+    out = tmp_path / "copy.jsonl"
+    assert main(["convert", str(RACE), "-o", str(out)]) == 0
+    assert wire(out) == wire(RACE)
+
+
+def test_mitmproxy_dump(tmp_path: Path) -> None:
+    pytest.importorskip("mitmproxy", reason="mitmproxy is an optional extra (pip install 'rtrace[mitmproxy]')")
+    from mitmproxy import io as mitm_io
+    from mitmproxy.test import tflow
+    from mitmproxy.websocket import WebSocketMessage
+
+    flow = tflow.twebsocketflow()
+    flow.request.url = f"wss://api.openai.com/v1/realtime?model=gpt-realtime&api-key={KEY}"
+    wire_events = [(r.dir == "client", r.t, r.event) for r in TraceReader.open(RACE) if r.dir in ("client", "server")]
+    flow.websocket.messages = [
+        WebSocketMessage(1, from_client, json.dumps(event).encode(), timestamp=T0 + t)
+        for from_client, t, event in wire_events
+    ]
+    path = tmp_path / "flows.mitm"
+    with open(path, "wb") as f:
+        mitm_io.FlowWriter(f).add(flow)
+    out = tmp_path / "converted.jsonl"
+    assert main(["convert", str(path), "-o", str(out)]) == 0
+    assert wire(out) == wire(RACE)
+    assert KEY not in out.read_text()
+    assert rules_of(out) == rules_of(RACE)

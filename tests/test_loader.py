@@ -1,0 +1,467 @@
+"""The loader: every input shape, every kind of bad input as a `file:line:col` problem, and the round trip."""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rtrace.loader import TraceReader, UnreadableInput, load, write
+from rtrace.trace import Problem, Record
+
+from .conftest import REAL
+from .strategies import BOUNDED, envelopes
+
+OK = b'{"t": 0.5, "dir": "client", "conn": 1, "event": {"type": "response.create"}}'
+REAL_TRACES = sorted(REAL.glob("*.jsonl"))
+
+
+def read(data: bytes, **kw: Any) -> tuple[list[Record], TraceReader]:
+    reader = TraceReader(io.BytesIO(data), "t.jsonl", **kw)
+    return list(reader), reader
+
+
+def lines_of(records: list[Record]) -> list[int]:
+    return [r.line for r in records]
+
+
+def only_problem(reader: TraceReader) -> Problem:
+    assert len(reader.problems) == 1, [str(p) for p in reader.problems]
+    return reader.problems[0]
+
+
+def key(rec: Record) -> tuple[Any, ...]:
+    """What a record says, without where it was in its file."""
+    return (rec.seq, rec.t, rec.dir, rec.conn, rec.event, rec.type, rec.raw_type)
+
+
+def roundtrip(records: list[Record], reader: TraceReader) -> tuple[list[Record], TraceReader]:
+    buf = io.BytesIO()
+    write(records, buf, reader.header.fields if reader.header else None)
+    return read(buf.getvalue())
+
+
+# -- the native format --------------------------------------------------------------------------------------
+
+
+def test_native_record_fields() -> None:
+    recs, reader = read(OK + b"\n")
+    assert len(recs) == 1 and reader.problems == [] and reader.count == 1
+    rec = recs[0]
+    assert (rec.seq, rec.line, rec.t, rec.dir, rec.conn, rec.type, rec.raw_type) == (
+        0,
+        1,
+        0.5,
+        "client",
+        1,
+        "response.create",
+        "response.create",
+    )
+    assert rec.event == {"type": "response.create"}
+    assert reader.shapes == {"native": 1}
+
+
+def test_seq_and_line_are_not_mixed() -> None:
+    recs, _ = read(b"\n" + OK + b"\n\nnot json\n" + OK + b"\n")
+    assert [(r.seq, r.line) for r in recs] == [(0, 2), (1, 5)]
+
+
+def test_src_is_a_synonym_of_dir() -> None:
+    recs, reader = read(OK.replace(b'"dir"', b'"src"') + b"\n")
+    assert reader.problems == [] and recs[0].dir == "client"
+
+
+def test_header_kept_with_unknown_keys() -> None:
+    head = b'{"rtrace": 1, "recorder": "rtrace-record 0.1", "model": "gpt-realtime", "x-custom": {"a": [1]}}\n'
+    recs, reader = read(head + OK + b"\n")
+    assert reader.problems == []
+    assert reader.header is not None and reader.header.version == 1
+    assert reader.header.fields == {"recorder": "rtrace-record 0.1", "model": "gpt-realtime", "x-custom": {"a": [1]}}
+    assert lines_of(recs) == [2]
+
+
+def test_header_of_a_newer_version_is_read_with_a_warning() -> None:
+    _, reader = read(b'{"rtrace": 2}\n' + OK + b"\n")
+    assert reader.header is not None and reader.header.version == 2
+    assert "rtrace format 2" in only_problem(reader).message
+
+
+def test_integer_time_and_missing_conn() -> None:
+    recs, reader = read(b'{"t": 3, "dir": "server", "event": {"type": "session.created"}}\n')
+    assert reader.problems == [] and recs[0].t == 3.0 and isinstance(recs[0].t, float) and recs[0].conn == 1
+
+
+def test_bad_dir_is_a_problem() -> None:
+    recs, reader = read(OK.replace(b'"client"', b'"sideways"') + b"\n")
+    assert recs == []
+    p = only_problem(reader)
+    assert (p.line, p.col) == (1, 1) and "`dir`" in p.message and "sideways" in p.message
+
+
+# -- bad input ----------------------------------------------------------------------------------------------
+
+
+def test_malformed_json_line_col_and_the_rest_is_read() -> None:
+    bad = b'{"t": 1, "dir": "client", oops}'
+    recs, reader = read(OK + b"\n" + bad + b"\n" + OK + b"\n")
+    assert lines_of(recs) == [1, 3]
+    p = only_problem(reader)
+    assert (p.line, p.col) == (2, bad.index(b"oops") + 1)
+    assert str(p).startswith(f"t.jsonl:2:{bad.index(b'oops') + 1}: malformed JSON")
+    assert "oops" in p.excerpt
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [(b"[1, 2]", "an array"), (b'"x"', "a string"), (b"3", "a number"), (b"null", "null"), (b"true", "a boolean")],
+)
+def test_non_object_line(line: bytes, kind: str) -> None:
+    recs, reader = read(line + b"\n" + OK + b"\n")
+    assert lines_of(recs) == [2]
+    p = only_problem(reader)
+    assert (p.line, p.col) == (1, 1) and f"expected a JSON object, got {kind}" in p.message
+
+
+@pytest.mark.parametrize(
+    "event",
+    [b'{"no": "type"}', b'{"type": ""}', b'{"type": 5}', b'{"type": null}'],
+    ids=["none", "empty", "int", "null"],
+)
+def test_event_with_no_type(event: bytes) -> None:
+    recs, reader = read(b'{"t": 1, "dir": "client", "conn": 1, "event": ' + event + b"}\n" + OK + b"\n")
+    assert lines_of(recs) == [2]
+    p = only_problem(reader)
+    assert (p.line, p.col) == (1, 1) and "no `type`" in p.message
+
+
+def test_event_that_is_not_an_object() -> None:
+    recs, reader = read(b'{"t": 1, "dir": "client", "conn": 1, "event": [1]}\n' + OK + b"\n")
+    assert lines_of(recs) == [2]
+    assert "`event` is an array" in only_problem(reader).message
+
+
+def test_unknown_event_type_kept_and_warned() -> None:
+    recs, reader = read(b'{"t": 1, "dir": "server", "conn": 1, "event": {"type": "response.brand_new"}}\n')
+    assert [r.type for r in recs] == ["response.brand_new"]
+    p = only_problem(reader)
+    assert str(p) == "t.jsonl:1:1: unknown event type 'response.brand_new'; kept, not interpreted"
+
+
+def test_truncated_last_line() -> None:
+    cut = b'{"t": 2, "dir": "server", "conn": 1, "event": {"type": "respo'
+    recs, reader = read(OK + b"\n" + cut)
+    assert lines_of(recs) == [1]
+    p = only_problem(reader)
+    assert p.line == 2 and p.col == len(cut) + 1
+    assert "truncated last line" in p.message
+
+
+def test_last_line_without_newline_but_complete_is_read() -> None:
+    recs, reader = read(OK + b"\n" + OK)
+    assert lines_of(recs) == [1, 2] and reader.problems == []
+
+
+def test_utf8_bom_is_skipped() -> None:
+    recs, reader = read(b"\xef\xbb\xbf" + OK + b"\n" + OK + b"\n")
+    assert lines_of(recs) == [1, 2] and reader.problems == []
+
+
+def test_crlf_line_ends() -> None:
+    recs, reader = read(OK + b"\r\n" + OK + b"\r\n")
+    assert lines_of(recs) == [1, 2] and reader.problems == []
+    assert recs[0].event == {"type": "response.create"}
+
+
+def test_invalid_utf8_in_a_string_col_of_the_bad_byte() -> None:
+    line = '{"t": 1, "dir": "client", "conn": 1, "event": {"type": "response.create", "x": "é'.encode() + b'\xff"}}'
+    recs, reader = read(line + b"\n")
+    assert len(recs) == 1 and recs[0].event["x"] == "é\ufffd"
+    p = only_problem(reader)
+    # Columns count characters: "é" is two bytes but one column.
+    assert (p.line, p.col) == (1, line.index(b"\xff"))
+    assert "invalid UTF-8 (byte 0xff)" in p.message and "replacement" in p.message
+
+
+def test_invalid_utf8_outside_a_string_skips_the_line() -> None:
+    line = b'{"t": 1, \xfe"dir": "client"}'
+    recs, reader = read(line + b"\n" + OK + b"\n")
+    assert lines_of(recs) == [2]
+    p = only_problem(reader)
+    assert (p.line, p.col) == (1, line.index(b"\xfe") + 1) and "0xfe" in p.message and "skipped" in p.message
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be-bom", "utf-16-le", "utf-16-be"])
+def test_utf16_file_is_converted(codec: str) -> None:
+    text = OK.decode() + "\r\n" + OK.decode() + "\n"
+    data = text.encode(codec.removesuffix("-bom"))
+    if codec == "utf-16-be-bom":
+        data = b"\xfe\xff" + data
+    recs, reader = read(data)
+    assert lines_of(recs) == [1, 2]
+    p = only_problem(reader)
+    assert (p.line, p.col) == (1, 1) and "UTF-16" in p.message
+
+
+def test_nul_bytes() -> None:
+    recs, reader = read(b"\x00\x00\x00\n" + OK + b"\x00\n" + OK + b"\n")
+    assert lines_of(recs) == [3]
+    assert [(p.line, p.col) for p in reader.problems] == [(1, 1), (2, len(OK) + 1)]
+    assert all("malformed JSON" in p.message for p in reader.problems)
+
+
+def test_empty_file() -> None:
+    recs, reader = read(b"")
+    assert recs == [] and reader.problems == [] and reader.count == 0
+
+
+def test_blank_lines_are_ignored() -> None:
+    recs, reader = read(b"\n\n  \t \n" + OK + b"\n\r\n\n" + OK + b"\n\n")
+    assert lines_of(recs) == [4, 7] and reader.problems == []
+
+
+def test_long_line_skipped_with_its_size() -> None:
+    long = b'{"t": 1, "dir": "client", "conn": 1, "event": {"type": "x", "pad": "' + b"a" * 500 + b'"}}'
+    recs, reader = read(OK + b"\n" + long + b"\n" + OK + b"\n", max_line_bytes=200)
+    assert lines_of(recs) == [1, 3]
+    p = only_problem(reader)
+    assert str(p) == f"t.jsonl:2:1: line is {len(long) + 1:,} bytes, over the 200-byte limit; skipped"
+
+
+def test_50_mb_line_is_skipped_without_being_held(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    size = 50 * 1024 * 1024
+    with path.open("wb") as fp:
+        fp.write(OK + b"\n")
+        fp.write(b'{"t": 1, "dir": "server", "conn": 1, "event": {"type": "response.output_audio.delta", "delta": "')
+        chunk = b"QUJD" * (1 << 18)  # 1 MiB of base64
+        for _ in range(size // len(chunk)):
+            fp.write(chunk)
+        fp.write(b'"}}\n')
+        fp.write(OK + b"\n")
+    big = path.stat().st_size - 2 * (len(OK) + 1)
+    records, reader = load(path)
+    assert lines_of(records) == [1, 3]
+    p = only_problem(reader)
+    assert str(p) == f"{path}:2:1: line is {big:,} bytes, over the 16,777,216-byte limit; skipped"
+    # Memory follows the limit, not the line: with a 1 MiB limit, reading the 50 MB line peaks at a few MiB.
+    tracemalloc.start()
+    try:
+        records, reader = load(path, max_line_bytes=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert lines_of(records) == [1, 3] and "over the 1,048,576-byte limit" in only_problem(reader).message
+    assert peak < 8 * 1024 * 1024, peak
+
+
+def test_problems_beyond_the_cap_are_counted() -> None:
+    recs, reader = read(b"x\n" * 1500 + OK + b"\n")
+    assert len(recs) == 1 and len(reader.problems) == 1000 and reader.problem_count == 1500
+
+
+def test_unreadable_paths(tmp_path: Path) -> None:
+    with pytest.raises(UnreadableInput, match="is a directory"):
+        TraceReader.open(tmp_path)
+    with pytest.raises(UnreadableInput, match=r"nope\.jsonl"):
+        TraceReader.open(tmp_path / "nope.jsonl")
+
+
+# -- other shapes -------------------------------------------------------------------------------------------
+
+
+def test_bare_events_direction_from_catalog_connection_from_session_created() -> None:
+    data = b"\n".join(
+        [
+            b'{"type": "session.update", "event_id": "e0"}',
+            b'{"type": "session.created"}',
+            b'{"type": "conversation.item.create", "item": {"id": "a"}}',
+            b'{"type": "conversation.item.created", "item": {"id": "a"}}',
+            b'{"type": "session.created"}',
+            b'{"type": "response.create"}',
+            b'{"type": "no.such.event"}',
+            b'{"type": "connection.closed"}',
+        ]
+    )
+    recs, reader = read(data + b"\n")
+    got = [(r.line, r.dir, r.conn, r.type) for r in recs]
+    assert got == [
+        (1, "client", 1, "session.update"),
+        (2, "server", 2, "session.created"),
+        (3, "client", 2, "conversation.item.create"),
+        (4, "server", 2, "conversation.item.added"),
+        (5, "server", 3, "session.created"),
+        (6, "client", 3, "response.create"),
+        (8, "meta", 3, "connection.closed"),
+    ]
+    p = only_problem(reader)
+    assert p.line == 7 and "side unknown" in p.message
+    assert reader.shapes == {"bare": 8}
+
+
+def test_bare_events_starting_with_session_created_are_connection_1() -> None:
+    recs, _ = read(b'{"type": "session.created"}\n{"type": "response.create"}\n')
+    assert [r.conn for r in recs] == [1, 1]
+
+
+def test_rtb_records_iso_times() -> None:
+    data = [
+        {"time": "2024-11-07T10:00:00.000Z", "source": "client", "event": {"type": "response.create"}},
+        {"time": "2024-11-07T10:00:01.250Z", "source": "server", "event": {"type": "session.created"}},
+        {"time": "2024-11-07T10:00:02.500+00:00", "source": "server", "event": {"type": "response.text.delta"}},
+    ]
+    recs, reader = read(b"".join(orjson.dumps(d) + b"\n" for d in data))
+    assert reader.problems == [] and reader.shapes == {"rtb": 3}
+    assert [(r.t, r.dir, r.type) for r in recs] == [
+        (0.0, "client", "response.create"),
+        (1.25, "server", "session.created"),
+        (2.5, "server", "response.output_text.delta"),
+    ]
+
+
+def test_rtb_records_epoch_ms_and_seconds() -> None:
+    data = [
+        {"time": 1730973600000, "source": "server", "event": {"type": "session.created"}},
+        {"time": 1730973600750, "source": "server", "event": {"type": "response.audio.delta"}},
+    ]
+    recs, _ = read(b"".join(orjson.dumps(d) + b"\n" for d in data))
+    assert [r.t for r in recs] == [0.0, 0.75]
+    data = [
+        {"time": 1730973600.0, "source": "client", "event": {"type": "response.create"}},
+        {"time": 1730973600.5, "source": "client", "event": {"type": "response.cancel"}},
+    ]
+    recs, _ = read(b"".join(orjson.dumps(d) + b"\n" for d in data))
+    assert [r.t for r in recs] == [0.0, 0.5]
+
+
+def test_rtb_unknown_source_guessed_from_type() -> None:
+    recs, reader = read(b'{"time": "bad", "source": "?", "event": {"type": "conversation.item.deleted"}}\n')
+    assert reader.problems == [] and recs[0].dir == "server" and recs[0].t == 0.0
+
+
+@pytest.mark.parametrize(
+    ("beta", "ga"),
+    [
+        ("conversation.item.created", "conversation.item.added"),
+        ("response.text.delta", "response.output_text.delta"),
+        ("response.text.done", "response.output_text.done"),
+        ("response.audio.delta", "response.output_audio.delta"),
+        ("response.audio.done", "response.output_audio.done"),
+        ("response.audio_transcript.delta", "response.output_audio_transcript.delta"),
+        ("response.audio_transcript.done", "response.output_audio_transcript.done"),
+    ],
+)
+def test_beta_names_normalised_raw_kept(beta: str, ga: str) -> None:
+    for line in (
+        {"t": 0, "dir": "server", "conn": 1, "event": {"type": beta}},
+        {"type": beta},
+        {"time": 0, "source": "server", "event": {"type": beta}},
+    ):
+        recs, reader = read(orjson.dumps(line) + b"\n")
+        assert reader.problems == []
+        assert (recs[0].type, recs[0].raw_type, recs[0].event["type"]) == (ga, beta, beta)
+
+
+# -- the shared real traces ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=[p.name for p in REAL_TRACES])
+def test_real_traces_load_with_zero_problems(path: Path) -> None:
+    records, reader = load(path)
+    assert reader.problems == [] and reader.problem_count == 0
+    assert len(records) == len(path.read_bytes().splitlines())
+    assert all(r.type == r.raw_type for r in records)
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=[p.name for p in REAL_TRACES])
+def test_real_traces_round_trip(path: Path) -> None:
+    records, reader = load(path)
+    again, reader2 = roundtrip(records, reader)
+    assert [key(r) for r in again] == [key(r) for r in records]
+    assert reader2.problems == []
+
+
+def test_round_trip_of_other_shapes_keeps_everything() -> None:
+    data = b"\n".join(
+        [
+            b'{"rtrace": 1, "recorder": "x"}',
+            b'{"time": 1730973600000, "source": "server", "event": {"type": "session.created"}}',
+            b'{"time": 1730973600500, "source": "client", "event": {"type": "conversation.item.create"}}',
+            b'{"time": 1730973601000, "source": "server", "event": {"type": "conversation.item.created"}}',
+        ]
+    )
+    records, reader = read(data + b"\n")
+    again, reader2 = roundtrip(records, reader)
+    assert [key(r) for r in again] == [key(r) for r in records]
+    assert reader2.header == reader.header and reader2.shapes == {"native": 3}
+
+
+# -- properties ---------------------------------------------------------------------------------------------
+
+
+def _assert_clean_problems(reader: TraceReader) -> None:
+    for p in reader.problems:
+        assert p.line >= 1 and p.col >= 1 and p.message
+        assert str(p).startswith(f"t.jsonl:{p.line}:{p.col}: ")
+        assert "\x1b" not in p.message and "\x1b" not in p.excerpt
+
+
+@BOUNDED
+@given(st.binary(max_size=400))
+def test_arbitrary_bytes_never_crash(data: bytes) -> None:
+    recs, reader = read(data, max_line_bytes=120)
+    assert reader.count == len(recs)
+    _assert_clean_problems(reader)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=10,
+)
+envelope_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "t": json_values,
+        "dir": st.sampled_from(["client", "server", "meta", "local", "bogus"]) | json_values,
+        "src": json_values,
+        "conn": st.integers(-1, 3) | json_values,
+        "event": st.fixed_dictionaries({}, optional={"type": st.sampled_from(["session.created", "x"]) | json_values})
+        | json_values,
+        "time": json_values,
+        "source": json_values,
+        "type": json_values,
+        "rtrace": json_values,
+    },
+)
+
+
+@BOUNDED
+@given(st.lists(json_values | envelope_like, max_size=12))
+def test_arbitrary_json_values_per_line(values: list[Any]) -> None:
+    data = b"".join(json.dumps(v).encode() + b"\n" for v in values)
+    recs, reader = read(data)
+    _assert_clean_problems(reader)
+    for rec in recs:
+        assert rec.dir in ("client", "server", "meta", "local")
+        assert isinstance(rec.conn, int) and rec.conn >= 1 and isinstance(rec.t, float)
+        assert isinstance(rec.type, str) and rec.type
+    again, _ = roundtrip(recs, reader)
+    assert [key(r) for r in again] == [key(r) for r in recs]
+
+
+@BOUNDED
+@given(envelopes())
+def test_round_trip_generated(lines: list[dict[str, Any]]) -> None:
+    data = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    records, reader = read(data)
+    assert len(records) == len(lines)
+    again, reader2 = roundtrip(records, reader)
+    assert [key(r) for r in again] == [key(r) for r in records]
+    assert reader2.problem_count == reader.problem_count

@@ -1,0 +1,539 @@
+"""The reducer, one semantic at a time on small hand-written traces, then random traces with colliding ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+
+from rtrace.catalog import BETA_TO_GA
+from rtrace.reducer import (
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    ConnOpened,
+    Fact,
+    ItemAdded,
+    ItemDeleted,
+    ItemDone,
+    ItemTruncated,
+    LocalGeneration,
+    LocalSnapshot,
+    ResponseCreated,
+    ResponseDone,
+    ServerError,
+    SessionUpdated,
+    finish,
+    fold,
+    step,
+)
+from rtrace.state import Connection, TraceState, client_view
+from rtrace.trace import Record
+
+from .strategies import BOUNDED, check_invariants, envelopes, to_records
+
+
+class Trace:
+    """Records built by hand; each call appends one and returns its line. `run()` folds them, keeping facts."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.facts: dict[int, list[Fact]] = {}
+        self.state = TraceState()
+
+    def __call__(self, direction: str, etype: str, conn: int = 1, **fields: Any) -> int:
+        line = len(self.records) + 1
+        event = {"type": etype, **fields}
+        ga = BETA_TO_GA.get(etype, etype)
+        rec = Record(line - 1, line, line / 100, direction, conn, event, ga, etype)  # type: ignore[arg-type]
+        self.records.append(rec)
+        _, facts = step(self.state, rec)
+        self.facts[line] = list(facts)
+        check_invariants(self.state)
+        return line
+
+    def c(self, etype: str, conn: int = 1, **fields: Any) -> int:
+        return self("client", etype, conn, **fields)
+
+    def s(self, etype: str, conn: int = 1, **fields: Any) -> int:
+        return self("server", etype, conn, **fields)
+
+    def conn(self, n: int = 1) -> Connection:
+        conn = self.state.conns[n]
+        return conn
+
+    def ids(self, n: int = 1) -> list[str]:
+        return self.conn(n).conv.ids()
+
+    def fact(self, line: int, cls: type[Fact]) -> Any:
+        found = [f for f in self.facts[line] if isinstance(f, cls)]
+        assert len(found) == 1, (line, cls.__name__, self.facts[line])
+        return found[0]
+
+    def added(self, item_id: str, prev: str | None, conn: int = 1, **item: Any) -> int:
+        item = {"id": item_id, "type": "message", "role": "user", **item}
+        return self.s("conversation.item.added", conn, previous_item_id=prev, item=item)
+
+    def create(self, item_id: str | None, prev: str | None = None, conn: int = 1, **item: Any) -> int:
+        body = {"type": "message", "role": "user", **item}
+        if item_id is not None:
+            body["id"] = item_id
+        fields: dict[str, Any] = {"item": body, "event_id": f"ev_{len(self.records) + 1}"}
+        if prev is not None:
+            fields["previous_item_id"] = prev
+        return self.c("conversation.item.create", conn, **fields)
+
+
+# -- previous_item_id ---------------------------------------------------------------------------------------
+
+
+def test_previous_item_id_null_means_first() -> None:
+    t = Trace()
+    t.added("a", None)
+    line = t.added("b", None)
+    assert t.ids() == ["b", "a"]
+    fact = t.fact(line, ItemAdded)
+    assert fact.position_known and not fact.duplicate and fact.previous_item_id is None
+
+
+def test_previous_item_id_inserts_after_it() -> None:
+    t = Trace()
+    t.added("a", None)
+    t.added("b", "a")
+    t.added("c", "a")
+    assert t.ids() == ["a", "c", "b"]
+    assert t.conn().conv.previous_of("b") == "c"
+
+
+def test_unknown_previous_item_id_appends_and_says_so() -> None:
+    t = Trace()
+    t.added("a", None)
+    t.added("b", "a")
+    line = t.added("c", "nope")
+    assert t.ids() == ["a", "b", "c"]
+    fact = t.fact(line, ItemAdded)
+    assert not fact.position_known and fact.previous_item_id == "nope"
+
+
+def test_duplicate_id_counts_copies() -> None:
+    t = Trace()
+    t.added("a", None)
+    t.added("b", "a")
+    line = t.added("a", "a")
+    assert t.ids() == ["a", "b"]
+    fact = t.fact(line, ItemAdded)
+    assert fact.duplicate and fact.item.copies == 2 and fact.item is t.conn().conv.items["a"]
+
+
+def test_beta_created_is_added_and_done() -> None:
+    t = Trace()
+    t.create("a")
+    line = t.s("conversation.item.created", previous_item_id=None, item={"id": "a", "type": "message"})
+    assert t.ids() == ["a"] and t.conn().conv.items["a"].done
+    assert t.fact(line, ChangeAnswered).how == "item-id"
+
+
+def test_item_done_without_added_adds_it() -> None:
+    t = Trace()
+    line = t.s("conversation.item.done", previous_item_id=None, item={"id": "a", "type": "message", "status": "x"})
+    assert t.ids() == ["a"]
+    assert t.fact(line, ItemDone).item.status == "x"
+
+
+# -- creates, deletes, acks ---------------------------------------------------------------------------------
+
+
+def test_create_confirmed_by_added_with_the_item_id() -> None:
+    t = Trace()
+    c1 = t.create("a")
+    c2 = t.create("b", "a")
+    assert [c.line for c in t.conn().pending.values()] == [c1, c2]
+    assert t.fact(c1, ChangeSent).change.status == "pending"
+    # Acks out of order still join by item id.
+    line = t.added("b", None)
+    answered = t.fact(line, ChangeAnswered)
+    assert (answered.change.line, answered.how, answered.change.status) == (c2, "item-id", "confirmed")
+    assert answered.change.answer_line == line
+    assert t.conn().conv.items["b"].source == "client" and t.conn().conv.items["b"].created_line == c2
+    assert [c.line for c in t.conn().pending.values()] == [c1]
+
+
+def test_id_less_creates_confirmed_by_order_and_type() -> None:
+    t = Trace()
+    c1 = t.create(None)
+    c2 = t.create(None, type="function_call_output", call_id="k")
+    c3 = t.create(None)
+    line = t.s("conversation.item.added", item={"id": "srv_1", "type": "function_call_output", "call_id": "k"})
+    assert t.fact(line, ChangeAnswered).change.line == c2
+    line = t.added("srv_2", "srv_1")
+    assert (t.fact(line, ChangeAnswered).change.line, t.fact(line, ChangeAnswered).how) == (c1, "order")
+    line = t.added("srv_3", "srv_2")
+    assert t.fact(line, ChangeAnswered).change.line == c3
+    assert not t.conn().pending
+
+
+def test_delete_confirmed_by_deleted() -> None:
+    t = Trace()
+    t.added("a", None)
+    t.added("b", "a")
+    d = t.c("conversation.item.delete", item_id="a")
+    assert t.ids() == ["a", "b"] and client_view(t.conn()) == ["b"]
+    line = t.s("conversation.item.deleted", item_id="a")
+    assert t.ids() == ["b"]
+    fact = t.fact(line, ItemDeleted)
+    assert fact.item is not None and fact.item.id == "a" and fact.change is not None and fact.change.line == d
+    assert t.fact(line, ChangeAnswered).how == "item-id"
+
+
+def test_deleted_of_an_unknown_id() -> None:
+    t = Trace()
+    line = t.s("conversation.item.deleted", item_id="ghost")
+    fact = t.fact(line, ItemDeleted)
+    assert fact.item is None and fact.change is None
+
+
+def test_function_call_indexes_follow_items() -> None:
+    t = Trace()
+    t.added("f", None, type="function_call", call_id="k")
+    t.added("o", "f", type="function_call_output", call_id="k")
+    conv = t.conn().conv
+    assert conv.by_call == {"k": "f"} and conv.outputs_by_call == {"k": {"o"}}
+    t.s("conversation.item.deleted", item_id="o")
+    assert conv.outputs_by_call == {}
+    t.s("conversation.item.deleted", item_id="f")
+    assert conv.by_call == {}
+
+
+def test_second_function_call_with_same_call_id_takes_over_the_index() -> None:
+    """Found by this suite: deleting one of two function_calls sharing a call_id left the other unindexed."""
+    t = Trace()
+    t.added("a", None, type="function_call", call_id="k")
+    t.added("b", "a", type="function_call", call_id="k")
+    t.s("conversation.item.deleted", item_id="b")
+    assert t.conn().conv.by_call == {"k": "a"}
+
+
+# -- errors -------------------------------------------------------------------------------------------------
+
+
+def _err(message: str = "", event_id: str | None = None, code: str = "x") -> dict[str, Any]:
+    return {"type": "invalid_request_error", "code": code, "message": message, "event_id": event_id}
+
+
+def test_error_joined_by_event_id() -> None:
+    t = Trace()
+    t.create("a")
+    c2 = t.create("b")
+    line = t.s("error", error=_err("Item 'a' is bad", event_id=f"ev_{c2}"))
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and fact.cause.line == c2 and fact.how == "event-id"
+    assert fact.cause.status == "rejected" and fact.cause.error == _err("Item 'a' is bad", event_id=f"ev_{c2}")
+    assert t.fact(line, ChangeAnswered).how == "event-id"
+
+
+def test_error_joined_by_quoted_id_when_event_id_is_null() -> None:
+    t = Trace()
+    t.create("a")
+    c2 = t.create("o", type="function_call_output", call_id="call_9")
+    line = t.s("error", error=_err("Tool call ID 'call_9' not found in conversation.", code="invalid_tool_call_id"))
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (c2, "quoted-id")
+
+
+def test_error_joined_by_quoted_previous_item_id() -> None:
+    t = Trace()
+    t.create("a")
+    c2 = t.create("b", "zz")
+    line = t.s("error", error=_err("Previous item 'zz' does not exist"))
+    assert (t.fact(line, ServerError).cause.line, t.fact(line, ServerError).how) == (c2, "quoted-id")
+
+
+def test_error_joined_by_order_last() -> None:
+    t = Trace()
+    c1 = t.c("session.update")
+    t.create("a")
+    line = t.s("error", error=_err("something", event_id="unknown_event"))
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (c1, "order")
+
+
+def test_error_with_nothing_pending() -> None:
+    t = Trace()
+    line = t.s("error", error="boom")
+    fact = t.fact(line, ServerError)
+    assert fact.cause is None and fact.how is None and fact.error == {"message": "boom"}
+
+
+def test_session_update_confirmed_by_session_updated_in_order() -> None:
+    t = Trace()
+    u1 = t.c("session.update")
+    u2 = t.c("session.update")
+    line = t.s("session.updated", session={"audio": {"output": {"format": {"type": "audio/pcmu"}}}})
+    assert t.fact(line, ChangeAnswered).change.line == u1
+    assert isinstance(t.fact(line, SessionUpdated), SessionUpdated)
+    assert (t.conn().audio_rate, t.conn().audio_sample_bytes) == (8000, 1)
+    line = t.s("session.updated")
+    assert t.fact(line, ChangeAnswered).change.line == u2
+
+
+# -- responses ----------------------------------------------------------------------------------------------
+
+
+def _resp(rid: str, **kw: Any) -> dict[str, Any]:
+    return {"id": rid, "object": "realtime.response", "conversation_id": "conv_1", **kw}
+
+
+def test_response_create_joined_by_metadata_client_event_id() -> None:
+    t = Trace()
+    r1 = t.c("response.create", event_id="rc_1", response={"metadata": {"client_event_id": "rc_1"}})
+    r2 = t.c("response.create", event_id="rc_2", response={"metadata": {"client_event_id": "rc_2"}})
+    line = t.s("response.created", response=_resp("resp_2", metadata={"client_event_id": "rc_2"}))
+    created = t.fact(line, ResponseCreated)
+    assert created.response.request is not None and created.response.request.line == r2
+    assert t.fact(line, ChangeAnswered).how == "metadata"
+    assert [c.line for c in t.conn().pending.values()] == [r1]
+
+
+def test_response_create_joined_by_order() -> None:
+    t = Trace()
+    r1 = t.c("response.create", response={})
+    t.c("response.create", response={"conversation": "none"})
+    line = t.s("response.created", response=_resp("resp_1"))
+    assert t.fact(line, ResponseCreated).response.request.line == r1
+    assert t.fact(line, ChangeAnswered).how == "order"
+
+
+def test_out_of_band_response_joins_the_out_of_band_request() -> None:
+    t = Trace()
+    t.c("response.create", response={})
+    r2 = t.c("response.create", response={"conversation": "none"})
+    line = t.s("response.created", response={"id": "oob", "conversation_id": None})
+    resp = t.fact(line, ResponseCreated).response
+    assert resp.request.line == r2 and not resp.in_conversation and t.conn().active is None
+
+
+def test_server_initiated_response_has_no_request() -> None:
+    t = Trace()
+    line = t.s("response.created", response=_resp("resp_vad"))
+    fact = t.fact(line, ResponseCreated)
+    assert fact.response.request is None and fact.replaced is None and t.conn().active is fact.response
+
+
+def test_response_replaced_while_open() -> None:
+    t = Trace()
+    t.s("response.created", response=_resp("r1"))
+    line = t.s("response.created", response=_resp("r2"))
+    fact = t.fact(line, ResponseCreated)
+    assert fact.replaced is not None and fact.replaced.id == "r1" and fact.replaced.orphaned == "replaced"
+    assert t.conn().active is fact.response
+    # A late done for the replaced response closes it.
+    line = t.s("response.done", response=_resp("r1", status="completed"))
+    done = t.fact(line, ResponseDone)
+    assert not done.unknown and done.response.orphaned is None and t.conn().active is t.conn().responses["r2"]
+
+
+def test_response_done_unknown() -> None:
+    t = Trace()
+    line = t.s("response.done", response=_resp("r9", status="failed", status_details={"error": {"code": "e"}}))
+    fact = t.fact(line, ResponseDone)
+    assert fact.unknown and fact.response.status == "failed" and fact.response.error == {"code": "e"}
+    assert not fact.response.open
+
+
+def test_response_done_collects_output_and_confirms_cancel() -> None:
+    t = Trace()
+    t.s("response.created", response=_resp("r1"))
+    t.s("response.output_item.added", response_id="r1", item={"id": "i1", "type": "message"})
+    line = t.s("conversation.item.added", previous_item_id=None, item={"id": "i1", "type": "message"})
+    item = t.conn().conv.items["i1"]
+    assert item.source == "response" and item.response_id == "r1"
+    assert t.fact(line, ItemAdded)
+    cancel = t.c("response.cancel")
+    line = t.s("response.done", response=_resp("r1", status="cancelled", output=[{"id": "i1"}, {"id": "i2"}]))
+    done = t.fact(line, ResponseDone)
+    assert done.response.output == ["i1", "i2"] and done.response.status == "cancelled"
+    assert t.fact(line, ChangeAnswered).change.line == cancel and t.conn().active is None
+
+
+def test_item_added_during_a_response_without_output_item_added() -> None:
+    t = Trace()
+    t.s("response.created", response=_resp("r1"))
+    t.added("x", None, role="assistant")
+    assert t.conn().responses["r1"].output == ["x"] and t.conn().conv.items["x"].source == "response"
+
+
+def test_arguments_done_and_output_item_done_fill_the_call() -> None:
+    t = Trace()
+    t.s("response.created", response=_resp("r1"))
+    t.s("conversation.item.added", previous_item_id=None, item={"id": "f", "type": "function_call", "arguments": ""})
+    t.s("response.function_call_arguments.done", item_id="f", call_id="k", arguments='{"city": "Paris"}')
+    item = t.conn().conv.items["f"]
+    assert item.arguments == '{"city": "Paris"}' and item.arguments_len == 17
+    t.s("response.output_item.done", response_id="r1", item={"id": "f", "type": "function_call", "call_id": "k"})
+    assert t.conn().conv.by_call == {"k": "f"}
+
+
+# -- connections --------------------------------------------------------------------------------------------
+
+
+def test_connection_close_makes_pending_indeterminate_and_orphans_the_response() -> None:
+    t = Trace()
+    opened = t("meta", "connection.opened", path="/v1/realtime")
+    assert isinstance(t.fact(opened, ConnOpened), ConnOpened) and t.conn().explicit
+    c = t.create("a")
+    t.s("response.created", response=_resp("r1"))
+    line = t("meta", "connection.closed", code=1001, reason="going away")
+    fact = t.fact(line, ConnClosed)
+    assert [ch.line for ch in fact.indeterminate] == [c] and fact.indeterminate[0].status == "indeterminate"
+    assert fact.indeterminate[0].answer_line == line
+    assert fact.orphaned is not None and fact.orphaned.id == "r1" and fact.orphaned.orphaned == "closed"
+    conn = t.conn()
+    assert (conn.ended_by, conn.close_code, conn.close_reason, conn.closed_line) == ("closed", 1001, "going away", line)
+
+
+def test_implicit_connections_are_superseded_explicit_ones_are_not() -> None:
+    t = Trace()
+    t.s("session.created")
+    t.create("a")
+    line = t.s("session.created", conn=2)
+    closed = t.fact(line, ConnClosed)
+    assert closed.conn.n == 1 and closed.conn.ended_by == "superseded" and len(closed.indeterminate) == 1
+    assert t.fact(line, ConnOpened).conn.n == 2
+    # Connections opened by a note end only with their close note.
+    t2 = Trace()
+    t2("meta", "connection.opened")
+    line = t2("meta", "connection.opened", conn=2)
+    assert t2.facts[line] and not any(isinstance(f, ConnClosed) for f in t2.facts[line])
+    assert t2.conn(1).open and t2.conn(2).open
+    assert [f.conn.n for f in finish(t2.state) if isinstance(f, ConnClosed)] == [1, 2]
+    assert t2.conn(1).ended_by == "trace-end"
+
+
+def test_reused_ordinal_after_close_starts_afresh() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t.added("a", None)
+    t("meta", "connection.closed")
+    t("meta", "connection.opened")
+    assert t.ids() == [] and t.conn().open
+
+
+def test_events_after_close_cannot_stay_pending() -> None:
+    """Found by this suite: a send on a connection that had already ended stayed pending forever."""
+    t = Trace()
+    t.s("session.created")
+    t.s("session.created", conn=2)  # supersedes connection 1
+    c = t.create("a", conn=1)
+    t.s("response.created", conn=1, response=_resp("r1"))
+    conn = t.conn(1)
+    assert not conn.pending and conn.active is None and not conn.responses["r1"].open
+    assert t.fact(c, ChangeSent).change.status == "indeterminate"
+
+
+def test_ids_do_not_carry_over_connections() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t.added("a", None)
+    t("meta", "connection.closed")
+    t("meta", "connection.opened", conn=2)
+    line = t.added("b", "a", conn=2)
+    assert t.ids(2) == ["b"] and not t.fact(line, ItemAdded).position_known
+
+
+# -- truncate, audio ----------------------------------------------------------------------------------------
+
+
+def test_audio_deltas_count_bytes_base64_and_recorded_counts() -> None:
+    t = Trace()
+    t.s("response.created", response=_resp("r1"))
+    t.added("x", None, role="assistant")
+    t.s("response.output_audio.delta", item_id="x", delta="AAAA")  # 3 bytes
+    t.s("response.audio.delta", item_id="x", delta="AAA=")  # 2 bytes
+    t.s("response.output_audio.delta", item_id="x", delta="AA==")  # 1 byte
+    t.s("response.output_audio.delta", item_id="x", rtrace_audio_bytes=48000)
+    t.s("response.output_audio.delta", item_id="nope", delta="AAAA")
+    item = t.conn().conv.items["x"]
+    assert item.audio_bytes == 48006
+    assert t.conn().audio_ms(item) == 48006 * 1000 / 48000
+
+
+def test_truncate_updates_audio_bytes_and_confirms() -> None:
+    t = Trace()
+    t.added("x", None, role="assistant", content=[{"type": "output_audio", "transcript": "hello there"}])
+    t.s("response.output_audio.delta", item_id="x", rtrace_audio_bytes=96000)  # 2 s at 24 kHz, 16 bit
+    c = t.c("conversation.item.truncate", item_id="x", content_index=0, audio_end_ms=500)
+    assert t.fact(c, ChangeSent).change.audio_end_ms == 500
+    line = t.s("conversation.item.truncated", item_id="x", content_index=0, audio_end_ms=500)
+    item = t.conn().conv.items["x"]
+    assert item.audio_bytes == 24000 and item.text == ""
+    assert t.fact(line, ItemTruncated).audio_end_ms == 500 and t.fact(line, ChangeAnswered).change.line == c
+
+
+def test_retrieve_commit_and_clear_acks() -> None:
+    t = Trace()
+    r = t.c("conversation.item.retrieve", item_id="a")
+    line = t.s("conversation.item.retrieved", item={"id": "a", "type": "message"})
+    assert t.fact(line, ChangeAnswered).change.line == r
+    c = t.c("input_audio_buffer.commit")
+    line = t.s("input_audio_buffer.committed", item_id="u1", previous_item_id=None)
+    assert t.fact(line, ChangeAnswered).change.line == c
+    t.added("u1", None)
+    assert t.conn().conv.items["u1"].source == "audio"
+    c = t.c("input_audio_buffer.clear")
+    line = t.s("input_audio_buffer.cleared")
+    assert t.fact(line, ChangeAnswered).change.line == c
+
+
+# -- client view --------------------------------------------------------------------------------------------
+
+
+def test_local_snapshot_sets_the_client_view() -> None:
+    t = Trace()
+    t.added("a", None)
+    t.create("b", "a")
+    assert client_view(t.conn()) == ["a", "b"]
+    line = t("local", "local.conversation", items=[{"id": "b"}, {"id": "a"}, {"no": "id"}, 5])
+    assert [i.id for i in t.fact(line, LocalSnapshot).items] == ["b", "a"]
+    assert client_view(t.conn()) == ["b", "a"] and t.conn().local_line == line
+    line = t("local", "local.generation.opened", response_id="r1")
+    gen = t.fact(line, LocalGeneration)
+    assert gen.opened and gen.response_id == "r1"
+
+
+def test_expected_ids_apply_pending_creates_and_deletes_in_order() -> None:
+    t = Trace()
+    t.added("a", None)
+    t.added("b", "a")
+    t.c("conversation.item.delete", item_id="a")
+    t.create("c", "root")
+    t.create("d", "b")
+    t.create("e", "unknown")
+    t.create(None)  # no id: not shown
+    t.create("f")
+    assert t.ids() == ["a", "b"]
+    assert t.conn().expected_ids() == ["c", "b", "d", "e", "f"]
+    assert client_view(t.conn()) == t.conn().expected_ids()
+
+
+def test_fold_is_step_without_facts() -> None:
+    t = Trace()
+    t.added("a", None)
+    t.added("b", "a")
+    state = fold(t.records)
+    assert state.conns[1].conv.ids() == ["a", "b"] and state.records == 2 and state.last_line == 2
+
+
+# -- properties ---------------------------------------------------------------------------------------------
+
+
+@BOUNDED
+@given(envelopes())
+def test_random_traces_with_colliding_ids_keep_the_invariants(lines: list[dict[str, Any]]) -> None:
+    state = TraceState()
+    for rec in to_records(lines):
+        _, facts = step(state, rec)
+        assert all(isinstance(f, Fact) for f in facts)
+        check_invariants(state)
+    finish(state)
+    check_invariants(state)
+    assert all(not c.open for c in state.conns.values())

@@ -1,0 +1,196 @@
+"""`rtrace replay`: the shared real traces replayed against `rtrace serve` give their findings again; server ids are
+mapped; divergences are reported with both lines; an unreachable endpoint is exit 4."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rtrace.cli import ExitCode, main
+from rtrace.loader import TraceReader
+from rtrace.replay import ReplayOptions, learn_ids, plan, render, replay, rewrite_ids
+from rtrace.server import ServerOptions, run_server
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "sample_traces" / "real"
+TRACES = sorted(p.name for p in REAL.glob("*.jsonl"))
+
+
+def rules(report: object) -> Counter[str]:
+    return Counter(f.rule for f in getattr(report, "findings", []))
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_replaying_a_real_trace_reproduces_its_findings(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "replayed.jsonl"
+    result = replay(str(REAL / name), ReplayOptions(output=out, timeout=3, latency=0.05))
+    assert result.conns and all(c.timeouts == 0 for c in result.conns)
+    assert result.divergences == []
+    assert rules(result.replay_report) == rules(result.original_report)
+    expected = json.loads((REAL / name.replace(".jsonl", ".expected.json")).read_text())
+    assert rules(result.replay_report) == Counter(f["rule"] for f in expected["findings"])
+    with TraceReader.open(out) as reader:
+        records = list(reader)
+        assert reader.header is not None and reader.header.fields["recorder"] == "rtrace replay"
+    original = [r for r in TraceReader.open(REAL / name) if r.dir == "client"]
+    assert [r.type for r in records if r.dir == "client"] == [r.type for r in original]
+
+
+def renamed(src: Path, dst: Path) -> None:
+    """The trace as if another server had assigned other ids to its responses, generated items and calls."""
+    text = src.read_text()
+    for old, new in (("call_s1_", "call_ORIGINAL_"), ("item_s1_", "item_ORIGINAL_"), ("resp_fake", "resp_ORIGINAL")):
+        text = text.replace(old, new)
+    dst.write_text(text)
+
+
+def test_server_assigned_ids_are_mapped_to_the_replay(tmp_path: Path) -> None:
+    trace = tmp_path / "renamed.jsonl"
+    renamed(REAL / "tool-output-race.livekit-1.8.8.jsonl", trace)
+    out = tmp_path / "replayed.jsonl"
+    result = replay(str(trace), ReplayOptions(output=out, timeout=3, recorded_responses=False))
+    assert "RT101" in rules(result.replay_report)
+    assert "RT104" not in rules(result.replay_report)  # no output for an unknown call: call ids were rewritten
+    sent = [r.event for r in TraceReader.open(out) if r.dir == "client"]
+    text = json.dumps(sent)
+    assert "ORIGINAL" not in text
+    outputs = [e["item"] for e in sent if e.get("item", {}).get("type") == "function_call_output"]
+    assert outputs and outputs[0]["call_id"].startswith("call_s1_")
+
+
+def test_reconnect_trace_maps_ids_across_connections(tmp_path: Path) -> None:
+    trace = tmp_path / "renamed.jsonl"
+    renamed(REAL / "reconnect-during-tool.livekit-1.8.5.jsonl", trace)
+    result = replay(str(trace), ReplayOptions(timeout=3, recorded_responses=False))
+    assert len(result.conns) == 2
+    assert "RT104" not in rules(result.replay_report) and "RT112" not in rules(result.replay_report)
+
+
+def test_ids_learn_and_rewrite() -> None:
+    ids: dict[str, str] = {}
+    rec = {"type": "response.output_item.added", "response_id": "r1", "item": {"id": "i1", "call_id": "c1"}}
+    rep = {"type": "response.output_item.added", "response_id": "r9", "item": {"id": "i9", "call_id": "c9"}}
+    learn_ids(rec, rep, {"mine"}, ids)
+    assert ids == {"r1": "r9", "i1": "i9", "c1": "c9"}
+    learn_ids({"item": {"id": "mine"}}, {"item": {"id": "other"}}, {"mine"}, ids)
+    assert "mine" not in ids
+    event = {"type": "conversation.item.create", "event_id": "r1", "previous_item_id": "i1", "item": {"call_id": "c1"}}
+    assert rewrite_ids(event, ids) == {
+        "type": "conversation.item.create",
+        "event_id": "r1",  # not an id key: the client's own event ids stay
+        "previous_item_id": "i9",
+        "item": {"call_id": "c9"},
+    }
+
+
+def test_plan_anchors_each_client_event_on_the_server_event_before_it() -> None:
+    records = list(TraceReader.open(REAL / "tool-output-race.livekit-1.8.9.jsonl"))
+    steps, server = plan([r for r in records if r.conn == 1])
+    assert steps[0].anchor_type == "session.created" and steps[0].anchor_k == 1
+    assert all(s.anchor_type is None or (s.anchor_line is not None and s.anchor_line < s.rec.line) for s in steps)
+    assert all(s.think >= 0 for s in steps) and server
+
+
+@contextlib.contextmanager
+def server_thread(**kw: object) -> Iterator[str]:
+    """An `rtrace serve` in its own thread and loop (replay() runs its own loop)."""
+    ready: list[str] = []
+    stop = threading.Event()
+
+    async def serve() -> None:
+        async with run_server(ServerOptions(**kw)) as srv:  # type: ignore[arg-type]
+            ready.append(srv.url)
+            while not stop.is_set():
+                await asyncio.sleep(0.02)
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not ready:
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.01)
+    try:
+        yield ready[0]
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def test_divergences_name_both_lines(tmp_path: Path) -> None:
+    trace = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+    with server_thread(latency=0.01, error_on=["conversation.item.delete"]) as url:
+        result = replay(str(trace), ReplayOptions(target=url, timeout=1, output=tmp_path / "r.jsonl"))
+    errors = [d for d in result.divergences if d.kind == "error"]
+    assert errors
+    original = {r.line: r for r in TraceReader.open(trace)}
+    replayed = {r.line: r for r in TraceReader.open(tmp_path / "r.jsonl")}
+    first = errors[0]
+    assert first.original_line is not None and original[first.original_line].type == "conversation.item.delete"
+    assert first.replay_line is not None and replayed[first.replay_line].type == "error"
+    missing = [d for d in result.divergences if d.kind == "missing"]
+    assert any("conversation.item.deleted" in d.message and d.original_line for d in missing)
+    lines: list[str] = []
+    render(result, lines.append)
+    assert any("original line" in line and "replay line" in line for line in lines)
+
+
+@pytest.mark.parametrize("pace", ["recorded", "asap"])
+def test_other_paces_replay_every_client_event(pace: str) -> None:
+    trace = REAL / "reconnect-during-tool.livekit-1.8.5.jsonl"
+    result = replay(str(trace), ReplayOptions(pace=pace, speed=4.0, timeout=2))
+    sent = sum(c.sent for c in result.conns)
+    assert sent == sum(1 for r in TraceReader.open(trace) if r.dir == "client")
+
+
+def test_unreachable_endpoint_exits_4(capsys: pytest.CaptureFixture[str]) -> None:
+    trace = str(REAL / "tool-output-race.livekit-1.8.9.jsonl")
+    assert main(["replay", trace, "--target", "ws://127.0.0.1:1/v1", "--timeout", "2"]) == ExitCode.REPLAY_FAILED
+    assert "cannot connect" in capsys.readouterr().err
+
+
+def test_real_endpoint_needs_a_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    trace = str(REAL / "tool-output-race.livekit-1.8.9.jsonl")
+    assert main(["replay", trace, "--target", "wss://api.example.invalid/v1/realtime"]) == ExitCode.REPLAY_FAILED
+
+
+def test_cli_replay_prints_findings_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "replayed.jsonl"
+    code = main(["replay", str(REAL / "tool-output-race.livekit-1.8.8.jsonl"), "--latency", "50ms", "-o", str(out)])
+    assert code == ExitCode.FINDINGS
+    text = capsys.readouterr().out
+    assert "RT101 deleted-function-call-output" in text and "original | replay" in text
+    assert out.exists()
+    assert main(["replay", str(out), "--pace", "sideways"]) == ExitCode.USAGE
+
+
+def test_compare_fake_with_another_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtrace.cli", "serve", "--error-on", "conversation.item.delete"],
+        stdout=subprocess.PIPE, text=True, cwd=str(ROOT),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = ""
+        for line in proc.stdout:
+            if "RTRACE_URL=" in line:
+                url = line.split("=", 1)[1].strip()
+                break
+        code = main(["replay", str(REAL / "tool-output-race.livekit-1.8.8.jsonl"), "--compare", url, "--timeout", "1"])
+        assert code in (ExitCode.OK, ExitCode.FINDINGS)
+        text = capsys.readouterr().out
+        assert "where the fake answered differently" in text
+        assert "-error" in text  # the other endpoint answered the delete with an error, the fake did not
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -1,0 +1,201 @@
+"""`rtrace show`: goldens on the shared real traces, hand-checked expectations, timelines, escaping.
+
+The goldens in tests/golden/show/ are rewritten by `python -m tests.regen_show`. EXPECTED below was written by
+reading the traces line by line (not from rtrace's output) and pins what the goldens must say.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+from rich.console import Console
+
+from rtrace.loader import load
+from rtrace.reducer import fold
+from rtrace.report.show import render_state, render_timeline
+from rtrace.state import TraceState
+from rtrace.trace import Record
+
+from . import regen_show
+
+TRACES = regen_show.traces()
+
+# The livekit 1.8.8 run: user d20c, call s1_0001, user 8e45, assistant s1_0002, tool output 2cd9 (line 42/43),
+# then the stale push: delete 2cd9 (45) + create user ea66 after s1_0002 (46); deleted at 47, added at 48.
+U1, CALL, U2, A1, OUT, U3, A2, A3 = (
+    "item_d20c0fe9dbba",
+    "item_s1_0001",
+    "item_8e4522fb7d75",
+    "item_s1_0002",
+    "item_2cd9ef851886",
+    "item_ea66f32fe7fc",
+    "item_s1_0003",
+    "item_s1_0004",
+)
+# livekit 1.8.9: same turns, the output 7cdc stays and user 212d lands after it.
+F_U1, F_U2, F_OUT, F_U3 = "item_6e3cb3a49c45", "item_5b6860289c8e", "item_7cdc11f0cb28", "item_212dae7a433d"
+# Reconnects: 1.8.4 replays only the user message (16fc), so the output ff74 is rejected; 1.8.5 replays the call.
+R4_U1, R4_OUT, R4_A = "item_16fc8a57d58d", "item_ff74c9df91d6", "item_s2_0001"
+R5_U1, R5_OUT, R5_A = "item_dbae3c9432ce", "item_eb07f1cfcba9", "item_s2_0001"
+
+#: (trace, at) -> {conn: (status, server conversation, client view, lines of the pending changes)}
+EXPECTED: dict[tuple[str, str], dict[str, tuple[str, list[str], list[str], list[int]]]] = {
+    ("tool-output-race.livekit-1.8.8", "42"): {"1": ("open", [U1, CALL, U2, A1], [U1, CALL, U2, A1, OUT], [42])},
+    ("tool-output-race.livekit-1.8.8", "44"): {"1": ("open", [U1, CALL, U2, A1, OUT], [U1, CALL, U2, A1, OUT], [])},
+    ("tool-output-race.livekit-1.8.8", "45"): {"1": ("open", [U1, CALL, U2, A1, OUT], [U1, CALL, U2, A1], [45])},
+    ("tool-output-race.livekit-1.8.8", "46"): {
+        "1": ("open", [U1, CALL, U2, A1, OUT], [U1, CALL, U2, A1, U3], [45, 46])
+    },
+    ("tool-output-race.livekit-1.8.8", "47"): {"1": ("open", [U1, CALL, U2, A1], [U1, CALL, U2, A1, U3], [46])},
+    ("tool-output-race.livekit-1.8.8", "end"): {
+        "1": ("closed at line 76", [U1, CALL, U2, A1, U3, A2, A3], [U1, CALL, U2, A1, U3, A2, A3], [])
+    },
+    # The client's own recording of the same run: no meta lines, so line numbers are one less and it never closes.
+    ("tool-output-race.livekit-1.8.8.client-view", "41"): {
+        "1": ("open", [U1, CALL, U2, A1], [U1, CALL, U2, A1, OUT], [41])
+    },
+    ("tool-output-race.livekit-1.8.8.client-view", "45"): {
+        "1": ("open", [U1, CALL, U2, A1, OUT], [U1, CALL, U2, A1, U3], [44, 45])
+    },
+    ("tool-output-race.livekit-1.8.8.client-view", "end"): {
+        "1": ("open", [U1, CALL, U2, A1, U3, A2, A3], [U1, CALL, U2, A1, U3, A2, A3], [])
+    },
+    ("tool-output-race.livekit-1.8.9", "45"): {
+        "1": ("open", [F_U1, CALL, F_U2, A1, F_OUT], [F_U1, CALL, F_U2, A1, F_OUT, F_U3], [45])
+    },
+    ("tool-output-race.livekit-1.8.9", "end"): {
+        "1": (
+            "closed at line 74",
+            [F_U1, CALL, F_U2, A1, F_OUT, F_U3, A2, A3],
+            [F_U1, CALL, F_U2, A1, F_OUT, F_U3, A2, A3],
+            [],
+        )
+    },
+    ("reconnect-during-tool.livekit-1.8.4", "20"): {"1": ("open", [R4_U1, CALL], [R4_U1, CALL], [])},
+    ("reconnect-during-tool.livekit-1.8.4", "26"): {
+        "1": ("closed at line 21", [R4_U1, CALL], [R4_U1, CALL], []),
+        "2": ("open", [], [R4_U1], [24, 25, 26]),
+    },
+    ("reconnect-during-tool.livekit-1.8.4", "31"): {
+        "1": ("closed at line 21", [R4_U1, CALL], [R4_U1, CALL], []),
+        "2": ("open", [R4_U1], [R4_U1, R4_OUT], [31]),
+    },
+    ("reconnect-during-tool.livekit-1.8.4", "32"): {
+        "1": ("closed at line 21", [R4_U1, CALL], [R4_U1, CALL], []),
+        "2": ("open", [R4_U1], [R4_U1], []),
+    },
+    ("reconnect-during-tool.livekit-1.8.4", "end"): {
+        "1": ("closed at line 21", [R4_U1, CALL], [R4_U1, CALL], []),
+        "2": ("closed at line 46", [R4_U1, R4_A], [R4_U1, R4_A], []),
+    },
+    ("reconnect-during-tool.livekit-1.8.5", "27"): {
+        "1": ("closed at line 21", [R5_U1, CALL], [R5_U1, CALL], []),
+        "2": ("open", [], [R5_U1, CALL], [24, 25, 26, 27]),
+    },
+    ("reconnect-during-tool.livekit-1.8.5", "34"): {
+        "1": ("closed at line 21", [R5_U1, CALL], [R5_U1, CALL], []),
+        "2": ("open", [R5_U1, CALL], [R5_U1, CALL, R5_OUT], [34]),
+    },
+    ("reconnect-during-tool.livekit-1.8.5", "end"): {
+        "1": ("closed at line 21", [R5_U1, CALL], [R5_U1, CALL], []),
+        "2": ("closed at line 50", [R5_U1, CALL, R5_OUT, R5_A], [R5_U1, CALL, R5_OUT, R5_A], []),
+    },
+}
+
+
+def _golden(name: str) -> dict[str, object]:
+    data: dict[str, object] = orjson.loads((regen_show.GOLDEN / f"{name}.json").read_bytes())
+    return data
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=[t.name for t in TRACES])
+def test_golden_is_up_to_date(trace: Path) -> None:
+    """What `rtrace show` says now equals the committed golden (run python -m tests.regen_show and review)."""
+    assert regen_show.golden_of(trace) == orjson.loads(regen_show.golden_path(trace).read_bytes())
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=[t.name for t in TRACES])
+def test_real_traces_have_zero_input_problems(trace: Path) -> None:
+    records, reader = load(trace)
+    assert records and reader.problems == [] and reader.problem_count == 0
+    assert _golden(trace.name.removesuffix(".jsonl"))["problems"] == []
+
+
+@pytest.mark.parametrize(("name", "at"), sorted(EXPECTED), ids=[f"{n}@{a}" for n, a in sorted(EXPECTED)])
+def test_golden_says_what_the_events_describe(name: str, at: str) -> None:
+    snap = _golden(name)[at]
+    assert isinstance(snap, dict)
+    conns = snap["connections"]
+    assert sorted(conns) == sorted(EXPECTED[name, at])
+    for n, (status, server, client, pending) in EXPECTED[name, at].items():
+        got = conns[n]
+        assert got["status"] == status
+        assert got["server"] == server
+        assert got["client_view"] == client
+        assert [int(p.split(":")[0].removeprefix("line ")) for p in got["pending"]] == pending
+        assert got["open_responses"] == []
+        # The rendered text lists the server items in conversation order.
+        text = "\n".join(snap["text"])
+        positions = [text.index(f" {item_id}") for item_id in server]
+        assert positions == sorted(positions)
+
+
+def test_the_race_at_line_46_is_shown_as_a_divergence() -> None:
+    snap = _golden("tool-output-race.livekit-1.8.8")["46"]
+    assert isinstance(snap, dict)
+    conn = snap["connections"]["1"]
+    assert conn["only_server"] == [OUT] and conn["only_client"] == [U3]
+    text = "\n".join(snap["text"])
+    assert "divergence: only on the server: item_2cd9ef851886; only in the client view: item_ea66f32fe7fc" in text
+    assert "line 45: delete item_2cd9ef851886" in text
+    assert f"line 46: create user message {U3} after {A1}" in text
+
+
+def render(state: TraceState, at: int, conns: list[int] | None = None) -> str:
+    out = io.StringIO()
+    render_state(state, at, Console(file=out, width=200, color_system=None, highlight=False), conns)
+    return out.getvalue()
+
+
+def test_render_state_one_connection_only() -> None:
+    records, _ = load(regen_show.REAL / "reconnect-during-tool.livekit-1.8.4.jsonl")
+    text = render(fold(records), 46, [2])
+    assert "connection 2: ended (closed) at line 46, 2 items" in text and "connection 1" not in text
+
+
+def test_render_timeline_of_one_connection() -> None:
+    records, _ = load(regen_show.REAL / "reconnect-during-tool.livekit-1.8.4.jsonl")
+    out = io.StringIO()
+    render_timeline(records, 2, Console(file=out, width=200, color_system=None), until=32)
+    lines = out.getvalue().splitlines()
+    numbers = [int(line.split()[0]) for line in lines[1:]]
+    assert numbers == list(range(22, 33))
+    assert "error invalid_tool_call_id" in lines[-1] and "←" in lines[-1]
+    out = io.StringIO()
+    render_timeline(records, 9, Console(file=out, width=200, color_system=None))
+    assert out.getvalue().strip() == "no events on connection 9"
+
+
+def _rec(line: int, direction: str, event: dict[str, object]) -> Record:
+    etype = str(event["type"])
+    return Record(line - 1, line, line / 10, direction, 1, event, etype, etype)  # type: ignore[arg-type]
+
+
+def test_untrusted_text_is_escaped_in_show() -> None:
+    evil = "\x1b[31mred\x1b[0m [bold]loud[/bold] \x07"
+    records = [
+        _rec(1, "server", {"type": "conversation.item.added", "previous_item_id": None,
+                           "item": {"id": "a\x1b[2J", "type": "message", "role": "user",
+                                    "content": [{"type": "input_text", "text": evil}]}}),
+        _rec(2, "client", {"type": "conversation.item.delete", "item_id": "[red]x[/red]\x1b[1m"}),
+    ]  # fmt: skip
+    text = render(fold(records), 2)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "\\x1b[31mred\\x1b[0m [bold]loud[/bold] \\x07" in text
+    assert "a\\x1b[2J" in text and "delete [red]x[/red]\\x1b[1m" in text
+    out = io.StringIO()
+    render_timeline(records, 1, Console(file=out, width=200, color_system=None))
+    assert "\x1b" not in out.getvalue() and "[red]x[/red]\\x1b[1m" in out.getvalue()

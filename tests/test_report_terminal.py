@@ -1,0 +1,112 @@
+"""The terminal report: summary, findings as two-lane timelines, problems; untrusted text always escaped."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from rtrace.analysis import Report, TraceReport, analyze_path
+from rtrace.detectors.base import Config, Finding, Witness
+from rtrace.report import terminal
+from rtrace.trace import Header, Problem
+
+from .conftest import REAL
+
+RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+RACE_189 = REAL / "tool-output-race.livekit-1.8.9.jsonl"
+RECONNECT_184 = REAL / "reconnect-during-tool.livekit-1.8.4.jsonl"
+EVIL = "\x1b[31mred\x1b[0m [bold]loud[/bold] [link=http://x]y[/link] \x07\x9b"
+B64 = "QUJD" * 20_000
+
+
+def render(*traces: TraceReport, width: int = 120) -> str:
+    out = io.StringIO()
+    terminal.render(Report(list(traces), Config()), Console(file=out, width=width, color_system=None, highlight=False))
+    return out.getvalue()
+
+
+def assert_clean(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+
+
+def test_summary_and_finding_of_a_real_trace() -> None:
+    text = render(analyze_path(RACE_188))
+    assert text.splitlines()[0] == str(RACE_188)
+    assert "76 events · 1 connection · 1.55 s · 2 errors, 2 warnings" in text
+    assert "error   RT101 deleted-function-call-output  conn 1  lines 15, 42, 43, 45, 46, 47" in text
+    assert "fix: " in text
+    # The two lanes: a client event has the arrow to the server, a server event the arrow back.
+    lane = next(line for line in text.splitlines() if line.strip().startswith("45 "))
+    assert "delete item_2cd9ef851886" in lane and "→" in lane
+    lane = next(line for line in text.splitlines() if line.strip().startswith("47 "))
+    assert "deleted item_2cd9ef851886" in lane and "←" in lane
+
+
+def test_clean_trace_and_totals_for_several() -> None:
+    text = render(
+        analyze_path(RACE_188), analyze_path(RACE_189), analyze_path(REAL / "reconnect-during-tool.livekit-1.8.5.jsonl")
+    )
+    assert "no findings" in text  # 1.8.5
+    assert "findings by rule" in text and "RT101 deleted-function-call-output" in text
+
+
+def _finding(message: str, explanation: str, summary: str) -> Finding:
+    witness = (
+        Witness(3, 0.1, "client", 1, "conversation.item.create", summary),
+        Witness(4, 0.15, "server", 1, "error", summary),
+        Witness(5, 0.2, "meta", 1, "connection.closed", summary),
+    )
+    return Finding("RT199", "test-rule", "error", 1, message, explanation, witness, {}, "fix it", 5)
+
+
+def _trace(path: str, findings: list[Finding], problems: list[Problem] | None = None) -> TraceReport:
+    problems = problems or []
+    return TraceReport(path, 5, 1, 0.2, findings, problems, len(problems), Header(1, {"client": EVIL}))
+
+
+def test_control_characters_and_markup_in_trace_text_are_printed_escaped() -> None:
+    finding = _finding(f"message {EVIL}", f"explanation {EVIL}", f"summary {EVIL}")
+    problem = Problem(f"trace{EVIL}.jsonl", 2, 7, f"malformed JSON {EVIL}", excerpt=EVIL)
+    text = render(_trace(f"trace{EVIL}.jsonl", [finding], [problem]), width=200)
+    assert_clean(text)
+    # Path (twice), header client, problem, excerpt, message, explanation, three witness lanes: all escaped.
+    assert text.count("\\x1b[31mred\\x1b[0m [bold]loud[/bold]") == 10, text
+    assert text.count("[link=http://x]y[/link] \\x07\\x9b") == 10, text
+    assert "[bold]loud[/bold]" in text  # rich markup is text, not style
+
+
+def test_long_base64_payloads_are_truncated() -> None:
+    finding = _finding(f"bad audio {B64}", f"Line 4 said: {B64} and more.", f"error: {B64}")
+    problem = Problem("t.jsonl", 2, 1, f"malformed JSON near {B64}", excerpt=B64[:80])
+    text = render(_trace("t.jsonl", [finding], [problem]), width=120)
+    assert len(text) < 6000, len(text)
+    assert "QUJD" * 30 not in text
+    assert "… (+79920 chars)" in text and "more." in text
+
+
+def test_long_base64_in_a_real_error_message(tmp_path: Path) -> None:
+    data = RECONNECT_184.read_bytes().replace(
+        b"not found in conversation.", b"not found in conversation. \\u001b[2J" + B64.encode()
+    )
+    path = tmp_path / "evil.jsonl"
+    path.write_bytes(data)
+    text = render(analyze_path(path))
+    assert_clean(text)
+    assert "\\x1b[2J" in text and "QUJD" * 30 not in text and len(text) < 12_000
+
+
+def test_problems_shown_and_counted() -> None:
+    problems = [Problem("t.jsonl", n, 1, f"problem {n}") for n in range(1, 31)]
+    trace = TraceReport("t.jsonl", 0, 0, 0.0, [], problems, 45)
+    text = render(trace)
+    assert "t.jsonl:1:1: problem 1" in text and "t.jsonl:20:1: problem 20" in text
+    assert "problem 21" not in text and "… and 25 more input problems" in text
+
+
+def test_unreadable_trace() -> None:
+    trace = TraceReport("gone.jsonl", 0, 0, 0.0, [], [], 0, unreadable=f"permission denied {EVIL}")
+    text = render(trace)
+    assert_clean(text)
+    assert "unreadable: permission denied" in text

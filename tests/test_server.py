@@ -1,0 +1,417 @@
+"""The websocket layer: real sockets on 127.0.0.1, port 0. Latency, order, recording, faults, bad frames, tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from rtrace.analysis import analyze_path
+from rtrace.endpoint import EndpointOptions
+from rtrace.loader import TraceReader
+from rtrace.server import RealtimeServer, ServerOptions, parse_duration, parse_latencies, run_server, safe_path
+
+REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
+
+
+def run(coro_fn: Callable[[], Awaitable[None]], timeout: float = 10.0) -> None:
+    async def bounded() -> None:
+        await asyncio.wait_for(coro_fn(), timeout)
+
+    asyncio.run(bounded())
+
+
+async def recv(ws: ClientConnection) -> dict[str, Any]:
+    return json.loads(await asyncio.wait_for(ws.recv(), 5))
+
+
+async def until(ws: ClientConnection, etype: str) -> list[dict[str, Any]]:
+    out = []
+    while True:
+        ev = await recv(ws)
+        out.append(ev)
+        if ev["type"] == etype:
+            return out
+
+
+def user(text: str, item_id: str | None = None) -> str:
+    item: dict[str, Any] = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+    if item_id:
+        item["id"] = item_id
+    return json.dumps({"type": "conversation.item.create", "item": item, "event_id": f"ev_{item_id}"})
+
+
+def endpoint(srv: RealtimeServer) -> str:
+    return f"{srv.url}/realtime?model=gpt-realtime"
+
+
+def test_parse_duration_and_latencies() -> None:
+    assert parse_duration("50ms") == pytest.approx(0.05)
+    assert parse_duration("0.2s") == pytest.approx(0.2)
+    assert parse_duration("1m") == 60.0
+    assert parse_duration("3") == 3.0
+    for bad in ("", "abc", "-1s", "infs", "5xs"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert parse_latencies(["50ms", "conversation.item.added=120ms"]) == (
+        pytest.approx(0.05),
+        {"conversation.item.added": pytest.approx(0.12)},
+    )
+
+
+def test_safe_path_removes_keys() -> None:
+    assert safe_path("/v1/realtime?model=m&api_key=sk-1&token=t") == "/v1/realtime?model=m"
+    assert safe_path("/v1/realtime") == "/v1/realtime"
+
+
+def test_latency_delays_acks_and_never_reorders(tmp_path: Path) -> None:
+    async def main() -> None:
+        opts = ServerOptions(latency=0.05, jitter=0.03, seed=7, record=tmp_path / "t.jsonl")
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            t0 = time.monotonic()
+            await ws.send(user("hi", "A"))
+            added = await recv(ws)
+            delay = time.monotonic() - t0
+            assert added["type"] == "conversation.item.added"
+            assert 0.015 <= delay < 0.2
+            await recv(ws)
+            for k in range(30):
+                await ws.send(user(f"m{k}", f"I{k}"))
+            got = [await recv(ws) for _ in range(60)]
+            numbers = [int(e["event_id"].rsplit("_", 1)[1]) for e in got]
+            assert numbers == sorted(numbers)
+            assert [e["item"]["id"] for e in got[::2]] == [f"I{k}" for k in range(30)]
+
+    run(main)
+
+
+def test_per_type_latency_override() -> None:
+    async def main() -> None:
+        opts = ServerOptions(latency=0.0, latency_by_type={"conversation.item.added": 0.12})
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            t0 = time.monotonic()
+            await recv(ws)
+            assert time.monotonic() - t0 < 0.1
+            t0 = time.monotonic()
+            await ws.send(user("hi", "A"))
+            await recv(ws)
+            assert time.monotonic() - t0 >= 0.115
+            # conversation.item.done has no delay of its own but cannot overtake the added before it.
+            assert (await recv(ws))["type"] == "conversation.item.done"
+
+    run(main)
+
+
+def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    async def sleep(d: float) -> None:
+        now[0] += d
+        await asyncio.sleep(0)
+
+    async def main() -> None:
+        no_limit = EndpointOptions(max_session_seconds=None)  # a virtual hour passes at once
+        opts = ServerOptions(latency=0.05, record=tmp_path / "v.jsonl", clock=clock, sleep=sleep, endpoint=no_limit)
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(user("hi", "A"))
+            await recv(ws)
+            await recv(ws)
+        recs = list(TraceReader.open(tmp_path / "v.jsonl"))
+        sent = next(r for r in recs if r.dir == "client")
+        added = next(r for r in recs if r.type == "conversation.item.added")
+        assert added.t - sent.t == pytest.approx(0.05, abs=1e-9)
+
+    run(main)
+
+
+def test_record_is_a_trace_that_analyze_reads_and_holds_no_secret(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+
+    async def main() -> None:
+        async with run_server(ServerOptions(record=path)) as srv:
+            url = f"{srv.url}/realtime?model=gpt-realtime&api_key=sk-SECRET1"
+            async with connect(
+                url,
+                subprotocols=["realtime", "openai-insecure-api-key.sk-SECRET2"],  # type: ignore[list-item]
+                additional_headers={"Authorization": "Bearer sk-SECRET3"},
+            ) as ws:
+                assert ws.subprotocol == "realtime"
+                await recv(ws)
+                secret = {"type": "realtime", "client_secret": {"value": "ek_SECRET4abcdefgh", "expires_at": 1}}
+                await ws.send(json.dumps({"type": "session.update", "session": secret}))
+                await recv(ws)
+                await ws.send(user("my key is sk-SECRET5abcdefghijkl", "K"))
+                await until(ws, "conversation.item.done")
+                await ws.send(user("What's the weather?", "A"))
+                await until(ws, "conversation.item.done")
+                await ws.send(json.dumps({"type": "response.create"}))
+                done = (await until(ws, "response.done"))[-1]
+                call = done["response"]["output"][0]
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "conversation.item.create",
+                            "item": {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"},
+                        }
+                    )
+                )
+                await until(ws, "conversation.item.done")
+
+    run(main)
+    text = path.read_text()
+    assert "SECRET" not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines[0]["rtrace"] == 1
+    assert lines[1]["event"] == {"type": "connection.opened", "path": "/v1/realtime?model=gpt-realtime"}
+    assert lines[-1]["event"]["type"] == "connection.closed"
+    report = analyze_path(path)
+    assert report.events == len(lines) - 1 and report.problem_count == 0
+    assert not [f for f in report.findings if f.severity == "error"]
+
+
+def test_wrong_path_is_404() -> None:
+    async def main() -> None:
+        async with run_server() as srv:
+            with pytest.raises(InvalidStatus):
+                async with connect(f"ws://127.0.0.1:{srv.port}/nope"):
+                    pass
+
+    run(main)
+
+
+def test_bad_frames_get_errors_and_everyone_keeps_being_served() -> None:
+    async def main() -> None:
+        async with run_server() as srv, connect(endpoint(srv), max_size=None) as bad, connect(endpoint(srv)) as good:
+            await recv(bad)
+            await recv(good)
+            for frame in ("{oops", b"\x00\x01", json.dumps({"type": "what.ever"}), "x" * (10 * 1024 * 1024)):
+                await bad.send(frame)
+                ev = await recv(bad)
+                assert ev["type"] == "error" and ev["error"]["type"] == "invalid_request_error"
+            await bad.send(user("still here", "B"))
+            assert (await recv(bad))["type"] == "conversation.item.added"
+            await good.send(user("hello", "G"))
+            ack = await recv(good)
+            assert ack["previous_item_id"] is None  # its own, empty conversation
+
+    run(main, timeout=20)
+
+
+def test_many_clients_each_have_their_own_conversation() -> None:
+    async def client(srv: RealtimeServer, k: int) -> None:
+        async with connect(endpoint(srv)) as ws:
+            await recv(ws)
+            for j in range(3):
+                await ws.send(user(f"c{k} m{j}", f"c{k}_{j}"))
+                ack = await recv(ws)
+                assert ack["previous_item_id"] == (None if j == 0 else f"c{k}_{j - 1}")
+                await recv(ws)
+
+    async def main() -> None:
+        async with run_server(ServerOptions(latency=0.01)) as srv:
+            await asyncio.gather(*(client(srv, k) for k in range(10)))
+
+    run(main)
+
+
+def test_client_leaving_mid_response_leaves_no_task() -> None:
+    async def main() -> None:
+        async with run_server(ServerOptions(latency=0.01)) as srv:
+            baseline = len(asyncio.all_tasks())
+            async with connect(endpoint(srv)) as ws:
+                await recv(ws)
+                await ws.send(user("a long story", "S"))
+                await ws.send(json.dumps({"type": "response.create"}))
+                await until(ws, "response.content_part.added")
+            for _ in range(100):
+                if not srv.sessions and len(asyncio.all_tasks()) <= baseline:
+                    break
+                await asyncio.sleep(0.01)
+            assert not srv.sessions
+            assert len(asyncio.all_tasks()) <= baseline
+
+    run(main)
+
+
+def test_fault_drop_on_closes_before_answering(tmp_path: Path) -> None:
+    path = tmp_path / "drop.jsonl"
+
+    async def main() -> None:
+        opts = ServerOptions(record=path, drop_on=["conversation.item.create:function_call_output"], latency=0.02)
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(user("weather please", "A"))
+            await ws.send(json.dumps({"type": "response.create"}))
+            done = (await until(ws, "response.done"))[-1]
+            call_id = done["response"]["output"][0]["call_id"]
+            item = {"type": "function_call_output", "call_id": call_id, "output": "x"}
+            await ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
+            with pytest.raises(ConnectionClosed):
+                await recv(ws)
+            assert ws.close_code == 1000
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    faults = [r for r in recs if r.type == "fault.injected"]
+    assert len(faults) == 1 and faults[0].event["fault"] == "drop-on"
+    assert recs[-1].type == "connection.closed" and recs[-1].event.get("code") == 1000
+    # Nothing answered the output's create.
+    assert recs[-3].dir == "client" and recs[-2] is faults[0]
+
+
+def test_fault_close_after_expire_and_failed_response() -> None:
+    async def main() -> None:
+        async with run_server(ServerOptions(close_after=2)) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(user("a", "A"))
+            assert (await recv(ws))["type"] == "conversation.item.added"
+            with pytest.raises(ConnectionClosed):
+                await recv(ws)
+        async with run_server(ServerOptions(expire_after=0.1)) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            err = await recv(ws)
+            assert err["error"]["code"] == "session_expired"
+            with pytest.raises(ConnectionClosed):
+                await recv(ws)
+            assert ws.close_code == 1001
+        async with run_server(ServerOptions(fail_response={1})) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(json.dumps({"type": "response.create"}))
+            out = await until(ws, "response.done")
+            assert [e["type"] for e in out] == ["response.created", "response.done"]
+            assert out[-1]["response"]["status"] == "failed"
+
+    run(main)
+
+
+def test_from_trace_replays_the_recorded_responses() -> None:
+    async def main() -> None:
+        opts = ServerOptions(from_trace=REAL / "tool-output-race.livekit-1.8.9.jsonl")
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(json.dumps({"type": "response.create"}))
+            done = (await until(ws, "response.done"))[-1]
+            assert done["response"]["output"][0]["name"] == "get_weather"
+            t0 = time.monotonic()
+            await ws.send(json.dumps({"type": "response.create"}))
+            done = (await until(ws, "response.done"))[-1]
+            assert time.monotonic() - t0 > 0.4  # the story's recorded pacing
+            assert done["response"]["output"][0]["content"][0]["text"].startswith("Once upon a time")
+
+    run(main)
+
+
+def test_stop_while_clients_are_connected_completes_the_trace(tmp_path: Path) -> None:
+    path = tmp_path / "stop.jsonl"
+
+    async def main() -> None:
+        async with run_server(ServerOptions(record=path)) as srv:
+            ws = await connect(endpoint(srv))
+            await recv(ws)
+            await ws.send(user("a long story", "S"))
+            await ws.send(json.dumps({"type": "response.create"}))
+            await until(ws, "response.content_part.added")
+        await ws.close()
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    assert recs[-1].type == "connection.closed"
+
+
+def test_rtrace_serve_prints_the_url_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "cli.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtrace.cli", "serve", "--latency", "10ms", "--record", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("rtrace serve: listening on ws://127.0.0.1:") and first.rstrip().endswith("/v1")
+        base = proc.stdout.readline().strip()
+        assert base.startswith("OPENAI_BASE_URL=http://127.0.0.1:") and base.endswith("/v1")
+        url = first.split()[-1]
+
+        async def main() -> None:
+            ws = await connect(f"{url}/realtime?model=gpt-realtime")
+            await recv(ws)
+            await ws.send(user("a long story", "S"))
+            await ws.send(json.dumps({"type": "response.create"}))
+            await until(ws, "response.content_part.added")
+            proc.send_signal(signal.SIGTERM)
+            with pytest.raises(ConnectionClosed):
+                await until(ws, "response.done")
+
+        run(main)
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    recs = list(TraceReader.open(path))
+    assert recs[0].type == "connection.opened" and recs[-1].type == "connection.closed"
+    assert recs[-1].event.get("code") == 1001
+
+
+def test_other_host_needs_the_flag_and_warns() -> None:
+    import io
+
+    from rtrace.server import options_from_cli
+
+    assert ServerOptions().host == "127.0.0.1"
+    opts = options_from_cli(host="0.0.0.0", port=0)
+    err = io.StringIO()
+
+    async def fake_serve(*a: Any, **k: Any) -> None:
+        return None
+
+    import rtrace.server as server_mod
+
+    real = server_mod.serve_forever
+    server_mod.serve_forever = fake_serve  # type: ignore[assignment]
+    try:
+        server_mod.serve_main(opts, out=io.StringIO(), err=err)
+    finally:
+        server_mod.serve_forever = real  # type: ignore[assignment]
+    assert "not loopback" in err.getvalue()
+
+
+def test_options_from_cli() -> None:
+    from rtrace.server import options_from_cli
+
+    o = options_from_cli(
+        latency=["50ms", "conversation.item.added=120ms"],
+        jitter="5ms",
+        drop_on=["conversation.item.create:function_call_output"],
+        fail_response=[1, 3],
+        error_on=["response.create,conversation.item.delete"],
+        expire_after="1m",
+        duplicate_id="reject",
+        fault_times=None,
+    )
+    assert o.latency == pytest.approx(0.05) and o.latency_of("conversation.item.added") == pytest.approx(0.12)
+    assert o.jitter == pytest.approx(0.005) and o.expire_after == 60.0
+    f = o.faults()
+    assert f.drop_on == ["conversation.item.create:function_call_output"] and f.fail_response == {1, 3}
+    assert f.error_on == ["response.create", "conversation.item.delete"] and f.times is None
+    assert o.endpoint.duplicate_id == "reject"
+    for bad in ({"duplicate_id": "x"}, {"latency": ["fast"]}, {"from_trace": "/nonexistent.jsonl"}):
+        with pytest.raises(ValueError):
+            options_from_cli(**bad)  # type: ignore[arg-type]
