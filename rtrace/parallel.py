@@ -10,16 +10,19 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from .analysis import TraceReport, analyze_path, analyze_reader
 from .detectors.base import Config, Rule
 from .loader import TraceReader, UnreadableInput
 
+#: Seconds to wait for the Dask scheduler to answer.
+CONNECT_TIMEOUT = 10
+
 
 class EngineUnavailable(Exception):
-    """The Dask engine was asked for but `dask[distributed]` (the `dask` extra) is not installed."""
+    """The Dask engine cannot be used: `dask[distributed]` (the `dask` extra) is missing, or the scheduler
+    does not answer."""
 
 
 def failed(path: str, why: str) -> TraceReport:
@@ -138,14 +141,16 @@ def analyze_dask(
     rules: Sequence[type[Rule]],
     max_line_bytes: int,
     scheduler: str,
-    connect: Callable[[str], Any] | None = None,
 ) -> list[TraceReport]:
     """Analyze `urls` on the Dask cluster at `scheduler`: one task per trace, gathered in input order."""
     try:
         from distributed import Client
     except ImportError:
         raise EngineUnavailable("--engine dask needs dask[distributed] (pip install 'rtrace[dask]')") from None
-    client = (connect or Client)(scheduler)
+    try:
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+    except (OSError, ValueError) as e:  # refused, timed out, or not an address at all
+        raise EngineUnavailable(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
     try:
         futures = client.map(
             analyze_url, list(urls), config=config, rules=tuple(rules), max_line_bytes=max_line_bytes, pure=False

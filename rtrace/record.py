@@ -17,7 +17,6 @@ import http
 import itertools
 import os
 import sys
-import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
@@ -29,8 +28,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.http11 import Request, Response
 
 from . import __version__
-from .redact import scrub_secrets, scrub_text
-from .trace import dumps_header, dumps_record
+from .loader import TraceWriter
+from .redact import safe_path, scrub_secrets, scrub_text
 
 #: Event type -> the field holding a base64 audio payload.
 AUDIO_FIELDS = {
@@ -90,56 +89,6 @@ def redact_event(event: dict[str, Any], keep_audio: bool = False) -> dict[str, A
         if key is not None:
             _strip_audio(clean, key)
     return clean
-
-
-def safe_path(path: str) -> str:
-    """The request path with secret query parameters (`api-key`, `key`, `token`, `client_secret`, ...) removed."""
-    parts = urllib.parse.urlsplit(path)
-    words = ("key", "token", "secret", "auth", "password", "sig")
-    query = [
-        (k, v)
-        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-        if not any(w in k.lower() for w in words)
-    ]
-    out = parts.path
-    if query:
-        out += "?" + urllib.parse.urlencode(query)
-    return scrub_text(out)
-
-
-class TraceWriter:
-    """The one writer of a trace: each line written whole and flushed, so a killed recorder loses at most one."""
-
-    def __init__(self, fp: IO[bytes], header: dict[str, Any] | None, clock: Callable[[], float] = time.monotonic):
-        self._fp: IO[bytes] | None = fp
-        self._clock = clock
-        self._t0 = clock()
-        self.lines = 0
-        if header is not None:
-            self._put(dumps_header(header))
-
-    @classmethod
-    def open(cls, path: str | os.PathLike[str], header: dict[str, Any] | None) -> TraceWriter:
-        return cls(open(path, "wb"), header)
-
-    def _put(self, line: bytes) -> None:
-        if self._fp is None:
-            return
-        self._fp.write(line)
-        self._fp.flush()
-        self.lines += 1
-
-    def write(self, direction: str, conn: int, event: dict[str, Any]) -> None:
-        t = round(max(0.0, self._clock() - self._t0), 6)
-        self._put(dumps_record({"t": float(t), "dir": direction, "conn": conn, "event": event}))
-
-    def close(self) -> None:
-        if self._fp is not None:
-            with contextlib.suppress(OSError):
-                self._fp.flush()
-                os.fsync(self._fp.fileno())
-            self._fp.close()
-            self._fp = None
 
 
 @dataclasses.dataclass
@@ -459,11 +408,9 @@ __all__ = [
     "AUDIO_FIELDS",
     "RecordOptions",
     "RecordingProxy",
-    "TraceWriter",
     "check_upstream",
     "record_main",
     "redact_event",
     "run_proxy",
-    "safe_path",
     "upstream_url",
 ]

@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import sys
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -82,6 +83,22 @@ def scrub_text(text: str) -> str:
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
+
+
+def safe_path(path: str) -> str:
+    """A request path with every secret-looking query parameter removed (`api-key`, `key`, `token`,
+    `client_secret`, ...) and key-like strings scrubbed: what a trace may say about where a client connected."""
+    parts = urllib.parse.urlsplit(path)
+    words = (*SECRET_PARAMS, "secret", "auth", "password")
+    query = [
+        (k, v)
+        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        if not any(word in k.lower() for word in words)
+    ]
+    out = parts.path
+    if query:
+        out += "?" + urllib.parse.urlencode(query)
+    return scrub_text(out)
 
 
 def _is_secret_field(name: str) -> bool:

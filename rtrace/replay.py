@@ -26,8 +26,9 @@ from . import __version__
 from .analysis import TraceReport, analyze_path
 from .detectors.base import Config
 from .escape import printable
-from .loader import TraceReader
-from .record import TraceWriter, redact_event, safe_path, safe_url, upstream_url
+from .loader import TraceReader, TraceWriter
+from .record import redact_event, safe_url, upstream_url
+from .redact import safe_path
 from .trace import Record
 
 PACES = ("reactive", "recorded", "asap")

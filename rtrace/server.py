@@ -36,8 +36,9 @@ from .endpoint import (
     decode_frame,
     recorded_responses,
 )
-from .redact import scrub_secrets
-from .trace import dumps_header
+from .loader import TraceWriter
+from .redact import safe_path, scrub_secrets
+from .trace import encode
 
 #: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
 PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
@@ -94,20 +95,6 @@ class ServerOptions:
         return self.latency_by_type.get(event_type, self.latency)
 
 
-def safe_path(path: str) -> str:
-    """The request path with every secret-looking query parameter removed."""
-    parts = urllib.parse.urlsplit(path)
-    query = [
-        (k, v)
-        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-        if not any(word in k.lower() for word in SECRET_PARAMS)
-    ]
-    out = parts.path
-    if query:
-        out += "?" + urllib.parse.urlencode(query)
-    return out
-
-
 #: Only an event whose JSON holds one of these (lower-cased) can hold a secret `scrub_secrets` would remove; the
 #: others are written as they are (scrubbing every event costs more than the latency being measured).
 _SECRET_HINTS = (
@@ -116,36 +103,17 @@ _SECRET_HINTS = (
 )  # fmt: skip
 
 
-class Recorder:
-    """Appends native trace lines to a file, one flushed line per event: a killed server leaves a parseable trace.
-    Secrets are scrubbed from every event first (`rtrace.redact.scrub_secrets`)."""
-
-    def __init__(self, path: str | os.PathLike[str], clock: Clock, header: dict[str, Any]) -> None:
-        self._fp: IO[bytes] | None = open(path, "wb")
-        self._clock = clock
-        self._t0 = clock()
-        self._fp.write(dumps_header(header))
-        self._fp.flush()
+class Recorder(TraceWriter):
+    """The server's trace: one flushed line per event, secrets scrubbed first (`rtrace.redact.scrub_secrets`)."""
 
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
-        """One line for `event` (`raw`: its JSON, when the caller has it already)."""
-        if self._fp is None:
-            return
-        t = round(max(0.0, self._clock() - self._t0), 6)
         if raw is None:
-            raw = orjson.dumps(event)
+            raw = encode(event)
         low = raw.lower()
         if any(hint in low for hint in _SECRET_HINTS):
             # Keys, bearer tokens, `client_secret`s, `ek_...` never reach a trace.
-            raw = orjson.dumps(scrub_secrets(event))
-        head = b'{"t":' + orjson.dumps(float(t)) + b',"dir":' + orjson.dumps(direction) + b',"conn":'
-        self._fp.write(head + str(int(conn)).encode() + b',"event":' + raw + b"}\n")
-        self._fp.flush()
-
-    def close(self) -> None:
-        if self._fp is not None:
-            self._fp.close()
-            self._fp = None
+            raw = encode(scrub_secrets(event))
+        super().write(direction, conn, event, raw)
 
 
 class _Outbox:
@@ -356,7 +324,7 @@ class RealtimeServer:
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
             }
-            self.recorder = Recorder(o.record, o.clock, header)
+            self.recorder = Recorder.open(o.record, header, o.clock)
         self._server = await serve(
             self._handler,
             o.host,
@@ -524,7 +492,6 @@ __all__ = [
     "parse_duration",
     "parse_latencies",
     "run_server",
-    "safe_path",
     "serve_forever",
     "serve_main",
 ]

@@ -86,10 +86,34 @@ class Problem:
         return f"{self.path}:{self.line}:{self.col}: {self.message}"
 
 
+#: What replaces a value nested deeper than a trace line can hold (orjson writes at most 255 levels).
+TOO_DEEP = "[rtrace: nested too deeply]"
+_MAX_DEPTH = 200
+
+
+def _cut_depth(value: Any, depth: int = 0) -> Any:
+    if depth >= _MAX_DEPTH and isinstance(value, (dict, list)):
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {k: _cut_depth(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut_depth(v, depth + 1) for v in value]
+    return value
+
+
+def encode(value: Any) -> bytes:
+    """JSON for a trace line. Never raises on what a websocket can carry: a value nested too deeply for one line
+    keeps its outer levels and says where it was cut."""
+    try:
+        return orjson.dumps(value)
+    except (orjson.JSONEncodeError, RecursionError):
+        return orjson.dumps(_cut_depth(value), default=str)
+
+
 def dumps_record(rec: Record | dict[str, Any]) -> bytes:
     """One native JSONL line (with its newline) for a record."""
     obj = rec.to_json() if isinstance(rec, Record) else rec
-    return orjson.dumps(obj) + b"\n"
+    return encode(obj) + b"\n"
 
 
 def dumps_header(fields: dict[str, Any]) -> bytes:

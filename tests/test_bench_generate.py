@@ -64,3 +64,16 @@ def test_generate_writes_the_workloads_once(tmp_path: Path) -> None:
     for name, info in first["files"].items():
         report = analyze_path(tmp_path / name)
         assert report.problem_count == 0 and report.events == info["lines"]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_fast_path_of_analyze_path_agrees_with_analyze_records(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(make(kind, 9, 4000 if kind == "text" else 120, ("unanswered-call",)))
+    records = list(TraceReader.open(path))
+    findings, state = analyze_records(records, Config())
+    report = analyze_path(path)
+    assert report.findings == findings and [f.rule for f in findings] == ["RT103"]
+    assert report.events == len(records) and report.connections == len(state.conns)
+    assert report.duration == state.last_t - (state.first_t or 0.0)
+    assert report.by_dir == {d: sum(1 for r in records if r.dir == d) for d in {r.dir for r in records}}

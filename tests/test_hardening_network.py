@@ -27,8 +27,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from rtrace.loader import TraceReader
-from rtrace.record import RecordingProxy, RecordOptions, TraceWriter, run_proxy
+from rtrace.loader import TraceReader, TraceWriter
+from rtrace.record import RecordingProxy, RecordOptions, run_proxy
 from rtrace.server import ServerOptions, run_server
 
 RTRACE = [sys.executable, "-m", "rtrace.cli"]
@@ -170,11 +170,6 @@ def test_server_answers_hostile_frames_with_errors_and_keeps_serving(tmp_path: P
 DEEP_VALID = '{"type":"conversation.item.create","item":' + "[" * 300 + "]" * 300 + "}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rtrace/server.py Recorder.write: orjson.dumps(event) raises 'Recursion limit reached' on a client event "
-    "nested 255-1024 levels deep; the connection handler dies (traceback in the log) instead of answering `error`",
-)
 def test_server_deep_but_valid_json_frame(tmp_path: Path) -> None:
     async def body() -> None:
         async with run_server(ServerOptions(record=tmp_path / "srv.jsonl")) as srv, connect(_url(srv.url)) as ws:
@@ -432,11 +427,6 @@ class FullDisk:
         self._fp.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rtrace/record.py: an OSError from TraceWriter.write kills the client's session (connection reset, "
-    "websockets logs 'connection handler failed' with a traceback) and nothing tells the user the trace stopped",
-)
 def test_proxy_disk_full_keeps_forwarding_and_says_so(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "rec.jsonl"
     disk = FullDisk(path, room=1500)

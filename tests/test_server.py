@@ -16,7 +16,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from rtrace.analysis import analyze_path
 from rtrace.endpoint import EndpointOptions
 from rtrace.loader import TraceReader
-from rtrace.server import RealtimeServer, ServerOptions, parse_duration, parse_latencies, run_server, safe_path
+from rtrace.redact import safe_path
+from rtrace.server import RealtimeServer, ServerOptions, parse_duration, parse_latencies, run_server
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 

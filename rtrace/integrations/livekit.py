@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from ..record import TraceWriter, redact_event
+from ..loader import TraceWriter
+from ..record import redact_event
 
 #: Seconds between checks of the agent's conversation for changes not tied to a wire event (a tool result).
 POLL_SECONDS = 0.1
