@@ -19,8 +19,7 @@ from typing import IO, Any
 import orjson
 
 from .loader import TraceReader, UnreadableInput
-from .record import redact_event
-from .redact import safe_path
+from .redact import redact_event, safe_path
 from .trace import dumps_header, dumps_record
 
 #: Largest HAR / JSON-array file read whole (these formats cannot be streamed line by line).

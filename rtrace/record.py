@@ -1,18 +1,15 @@
 """`rtrace record`: a recording websocket proxy between a realtime client and its endpoint.
 
-Owns the proxy (one upstream connection per client connection, frames forwarded unchanged and in order), the trace
-writer (one flushed line per frame, a single writer) and `redact_event`, which scrubs secrets and audio payloads
-from every event before it is written. Credentials are passed through to the upstream, never written or printed.
+Owns the proxy: one upstream connection per client connection, frames forwarded unchanged and in order, each one
+written as it passes (`loader.TraceWriter`) after `redact.redact_event` scrubbed secrets and audio payloads.
+Credentials are passed through to the upstream, never written or printed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import dataclasses
-import hashlib
 import http
 import itertools
 import os
@@ -29,14 +26,9 @@ from websockets.http11 import Request, Response
 
 from . import __version__
 from .loader import TraceWriter
-from .redact import safe_path, scrub_secrets, scrub_text
+from .redact import redact_event, safe_path, scrub_text
 
 #: Event type -> the field holding a base64 audio payload.
-AUDIO_FIELDS = {
-    "input_audio_buffer.append": "audio",
-    "response.output_audio.delta": "delta",
-    "response.audio.delta": "delta",
-}
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
 _HOP_HEADERS = frozenset(
     {
@@ -62,33 +54,6 @@ _PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
 #: Frames up to this size are read and forwarded.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def _strip_audio(obj: dict[str, Any], key: str) -> None:
-    payload = obj.get(key)
-    if not isinstance(payload, str):
-        return
-    try:
-        raw = base64.b64decode(payload, validate=False)
-    except (binascii.Error, ValueError):
-        raw = payload.encode("utf-8", "surrogatepass")
-    obj[key] = ""
-    obj["rtrace_audio_bytes"] = len(raw)
-    obj["rtrace_audio_sha256"] = hashlib.sha256(raw).hexdigest()
-
-
-def redact_event(event: dict[str, Any], keep_audio: bool = False) -> dict[str, Any]:
-    """A copy of `event` safe to write: credentials (keys, bearer tokens, `ek_...` ephemeral secrets, `client_secret`
-    objects, key subprotocols, secret query parameters) removed; audio payloads replaced by `""` plus
-    `rtrace_audio_bytes` and `rtrace_audio_sha256` unless `keep_audio`. Ids, types and text are kept."""
-    clean = scrub_secrets(event)
-    if not isinstance(clean, dict):
-        return {}
-    if not keep_audio:
-        key = AUDIO_FIELDS.get(str(clean.get("type")))
-        if key is not None:
-            _strip_audio(clean, key)
-    return clean
 
 
 @dataclasses.dataclass
@@ -405,12 +370,10 @@ def safe_url(url: str) -> str:
 
 
 __all__ = [
-    "AUDIO_FIELDS",
     "RecordOptions",
     "RecordingProxy",
     "check_upstream",
     "record_main",
-    "redact_event",
     "run_proxy",
     "upstream_url",
 ]

@@ -144,6 +144,43 @@ def scrub_secrets(value: Any, depth: int = 0) -> Any:
     return value
 
 
+#: Where each audio event carries its base64 payload.
+AUDIO_FIELDS = {
+    "input_audio_buffer.append": "audio",
+    "response.output_audio.delta": "delta",
+    "response.audio.delta": "delta",
+}
+
+
+def strip_audio(obj: dict[str, Any], key: str) -> None:
+    """Replace the base64 audio in `obj[key]` by `""` plus `rtrace_audio_bytes` and `rtrace_audio_sha256` (the
+    byte counts the analyzer reads); counts already there are kept."""
+    payload = obj.get(key)
+    if not isinstance(payload, str):
+        return
+    try:
+        raw = base64.b64decode(payload, validate=False)
+    except (binascii.Error, ValueError):
+        raw = payload.encode("utf-8", "surrogatepass")
+    obj[key] = ""
+    obj.setdefault("rtrace_audio_bytes", len(raw))
+    obj.setdefault("rtrace_audio_sha256", hashlib.sha256(raw).hexdigest())
+
+
+def redact_event(event: dict[str, Any], keep_audio: bool = False) -> dict[str, Any]:
+    """A copy of `event` safe to write: credentials (keys, bearer tokens, `ek_...` ephemeral secrets, `client_secret`
+    objects, key subprotocols, secret query parameters) removed; audio payloads replaced by `""` plus
+    `rtrace_audio_bytes` and `rtrace_audio_sha256` unless `keep_audio`. Ids, types and text are kept."""
+    clean = scrub_secrets(event)
+    if not isinstance(clean, dict):
+        return {}
+    if not keep_audio:
+        key = AUDIO_FIELDS.get(str(clean.get("type")))
+        if key is not None:
+            strip_audio(clean, key)
+    return clean
+
+
 @dataclasses.dataclass(frozen=True)
 class RedactOptions:
     """What to remove besides secrets (always removed)."""
@@ -187,11 +224,6 @@ _TEXT_EVENTS = frozenset(
         "conversation.item.input_audio_transcription.segment",
     }
 )
-_AUDIO_EVENTS = {
-    "input_audio_buffer.append": "audio",
-    "response.output_audio.delta": "delta",
-    "response.audio.delta": "delta",
-}
 _TOOL_EVENTS = frozenset(
     {
         "response.function_call_arguments.delta",
@@ -223,21 +255,14 @@ class _Rewriter:
         return f"[redacted {kind}: {len(value)} chars #{tag}]"
 
     def audio(self, obj: dict[str, Any], key: str) -> None:
-        payload = obj[key]
-        obj[key] = ""  # as `rtrace record` writes it: the field stays, empty
-        try:
-            raw = base64.b64decode(payload, validate=False)
-        except (binascii.Error, ValueError):
-            raw = payload.encode("utf-8", "surrogatepass")
-        obj.setdefault("rtrace_audio_bytes", len(raw))
-        obj.setdefault("rtrace_audio_sha256", hashlib.sha256(raw).hexdigest())
+        strip_audio(obj, key)
         self.stats.audio += 1
 
     def event(self, event: dict[str, Any]) -> None:
         etype = event.get("type")
         o = self.options
-        if o.audio and etype in _AUDIO_EVENTS and isinstance(event.get(_AUDIO_EVENTS[etype]), str):
-            self.audio(event, _AUDIO_EVENTS[etype])
+        if o.audio and etype in AUDIO_FIELDS and isinstance(event.get(AUDIO_FIELDS[etype]), str):
+            self.audio(event, AUDIO_FIELDS[etype])
         if o.user_text and etype in _TEXT_EVENTS:
             for key in ("delta", "text", "transcript"):
                 if isinstance(event.get(key), str):

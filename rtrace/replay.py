@@ -27,8 +27,8 @@ from .analysis import TraceReport, analyze_path
 from .detectors.base import Config
 from .escape import printable
 from .loader import TraceReader, TraceWriter
-from .record import redact_event, safe_url, upstream_url
-from .redact import safe_path
+from .record import safe_url, upstream_url
+from .redact import redact_event, safe_path
 from .trace import Record
 
 PACES = ("reactive", "recorded", "asap")

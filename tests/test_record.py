@@ -24,8 +24,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
 from rtrace.loader import TraceReader
-from rtrace.record import RecordOptions, redact_event, run_proxy, upstream_url
-from rtrace.redact import safe_path
+from rtrace.record import RecordOptions, run_proxy, upstream_url
+from rtrace.redact import redact_event, safe_path
 from rtrace.server import ServerOptions, run_server
 
 ROOT = Path(__file__).resolve().parent.parent

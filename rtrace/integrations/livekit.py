@@ -4,7 +4,7 @@
     record_session(agent, "trace.jsonl")  # after `await session.start(agent)`; or a RealtimeSession
 
 Owns the mapping of the session's `openai_client_event_queued` / `openai_server_event_received` events to native trace
-lines (scrubbed by `record.redact_event`), connection counting across reconnects, and the `local` annotations: the
+lines (scrubbed by `redact.redact_event`), connection counting across reconnects, and the `local` annotations: the
 agent's own conversation when it changes and its generations opening and closing. livekit is never imported here.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..loader import TraceWriter
-from ..record import redact_event
+from ..redact import redact_event
 
 #: Seconds between checks of the agent's conversation for changes not tied to a wire event (a tool result).
 POLL_SECONDS = 0.1
