@@ -15,6 +15,7 @@ from typing import Any
 from .detectors import RULES, select_rules
 from .detectors.base import Config, Finding, Rule
 from .loader import TraceReader
+from .redact import scrub_text
 from .reducer import TRANSITIONS, Fact, finish, step, tick
 from .state import TraceState
 from .trace import DIRECTIONS, Header, Problem, Record
@@ -137,11 +138,25 @@ def analyze_reader(
         events=reader.count,
         connections=len(state.conns),
         duration=max(0.0, state.last_t - first),
-        findings=findings,
-        problems=reader.problems,
+        findings=[without_secrets(f) for f in findings],
+        problems=[
+            dataclasses.replace(p, message=scrub_text(p.message), excerpt=scrub_text(p.excerpt))
+            for p in reader.problems
+        ],
         problem_count=reader.problem_count,
         header=reader.header,
         by_dir={d: count for d, count in by_dir.items() if count},
+    )
+
+
+def without_secrets(finding: Finding) -> Finding:
+    """The finding with key-like strings in its text scrubbed: trace text quoted in an explanation (an error
+    message, a transcript) may hold a key, and no report may carry one."""
+    return dataclasses.replace(
+        finding,
+        message=scrub_text(finding.message),
+        explanation=scrub_text(finding.explanation),
+        witness=tuple(dataclasses.replace(w, summary=scrub_text(w.summary)) for w in finding.witness),
     )
 
 

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from . import __version__
-from .analysis import Report, TraceReport, analyze_path
+from .analysis import Report, TraceReport
 from .detectors import RULES, UnknownRule, find_rule, select_rules
 from .detectors.base import SEVERITY_RANK, Config
 from .loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
@@ -83,18 +83,6 @@ def trace_paths(paths: list[Path]) -> list[str]:
         else:
             out.append(str(path))
     return out
-
-
-def analyze_one(path: str, config: Config, rules: tuple, max_line_bytes: int) -> TraceReport:
-    from .importers import native_path
-
-    try:
-        with native_path(path) as readable:  # a .har or JSON array export is converted to a temporary native trace
-            report = analyze_path(readable, config, rules, max_line_bytes=max_line_bytes)
-        report.path = path
-        return report
-    except UnreadableInput as e:
-        return TraceReport(path, 0, 0, 0.0, [], [], 0, unreadable=str(e))
 
 
 def analyze_many(
@@ -174,7 +162,9 @@ def analyze(
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window)
     if engine is Engine.local and jobs == 1:
-        traces = [analyze_one(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        from .parallel import analyze_file
+
+        traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
     else:
         traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler)
     report = Report(traces, config, rules)
@@ -226,7 +216,9 @@ def report(
         fmt = ReportFormat.markdown
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config()
-    traces = [analyze_one(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+    from .parallel import analyze_file
+
+    traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
     result = Report(traces, config, rules)
     if output is None:
         sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes))

@@ -116,3 +116,19 @@ def test_rejected_output_without_call_id_does_not_crash_the_rules() -> None:
     ]  # fmt: skip
     findings, _ = analyze_records(to_records(lines), Config())
     assert "server-error" in {f.slug for f in findings}
+
+
+def test_no_key_reaches_a_finding_or_a_problem(tmp_path: Path) -> None:
+    key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    trace = tmp_path / "secret.jsonl"
+    trace.write_text(
+        '{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created","session":{}}}\n'
+        '{"t":0.1,"dir":"client","conn":1,"event":{"type":"response.cancel","event_id":"e1"}}\n'
+        '{"t":0.2,"dir":"server","conn":1,"event":{"type":"error","error":{"code":"invalid_api_key",'
+        f'"message":"Incorrect API key provided: {key}","event_id":"e1"}}}}}}\n'
+        f'{{"t":0.3,"dir":"server","conn":1,"event":{{"type":"error","message":"{key}"\n'
+    )
+    report = analyze_path(trace)
+    assert report.findings and report.problems
+    text = repr(report.findings) + repr(report.problems)
+    assert key not in text and "sk-proj-abcd" not in text
