@@ -124,6 +124,8 @@ class ResponseDone(Fact):
     response: Response
     #: True when no `response.created` was seen for it on this connection.
     unknown: bool
+    #: (line, t) of an earlier `response.done` of the same response (a duplicate terminal event), else None.
+    again: tuple[int, float] | None = None
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -279,6 +281,9 @@ def _close(conn: Connection, rec: Record, how: str, facts: list[Fact]) -> None:
                 orphaned = resp
     conn.active = None
     facts.append(ConnClosed(rec, conn, indeterminate, orphaned))
+    # Nothing can answer or continue a response of a closed connection: keep only the orphaned ones.
+    conn.responses = {rid: r for rid, r in conn.responses.items() if r.orphaned}
+    conn.done_responses.clear()
 
 
 def _meta_opened(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
@@ -328,6 +333,7 @@ def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list
     if item is not None:
         item.source = "client"
         item.created_line = rec.line
+        item.created_t = rec.t
     prev = ev.get("previous_item_id")
     _send(
         conn,
@@ -487,6 +493,7 @@ def _s_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[
     if change is not None:
         item.source = "client"
         item.created_line = change.line
+        item.created_t = change.t
     duplicate = item.id in conn.conv
     known = conn.conv.insert(item, prev)
     if rec.raw_type == "conversation.item.created" and item.source != "response":
@@ -613,6 +620,7 @@ def _s_response_done(state: TraceState, conn: Connection, rec: Record, facts: li
         resp = Response(id=rid, conn=conn.n, created_line=rec.line, created_t=rec.t)
         resp.in_conversation = body.get("conversation_id", "auto") is not None
         conn.responses[rid] = resp
+    again = (resp.done_line, resp.done_t) if resp.done_line is not None and resp.done_t is not None else None
     status = body.get("status")
     resp.status = status if isinstance(status, str) else "unknown"
     resp.done_line = rec.line
@@ -632,7 +640,23 @@ def _s_response_done(state: TraceState, conn: Connection, rec: Record, facts: li
         cancel = _oldest(conn, "response.cancel")
         if cancel is not None:
             _answer(conn, cancel, rec, "confirmed", "order", facts)
-    facts.append(ResponseDone(rec, conn, resp, unknown))
+    facts.append(ResponseDone(rec, conn, resp, unknown, again))
+    if again is None:
+        _forget_old_responses(conn, resp)
+
+
+#: Done responses a connection keeps (for late events that name them); older ones are forgotten, so an
+#: hour-long call does not keep every response it ever had.
+KEPT_DONE_RESPONSES = 64
+
+
+def _forget_old_responses(conn: Connection, resp: Response) -> None:
+    done = conn.done_responses
+    done.append(resp.id)
+    while len(done) > KEPT_DONE_RESPONSES:
+        old = conn.responses.get(done.popleft())
+        if old is not None and not old.open and old is not conn.active:
+            del conn.responses[old.id]
 
 
 def _s_output_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

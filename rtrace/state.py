@@ -22,6 +22,7 @@ model.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -57,8 +58,9 @@ class Item:
     #: Line of the server event that added it, and its time.
     added_line: int = 0
     added_t: float = 0.0
-    #: Line of the client create that asked for it, when a create did.
+    #: Line and time of the client create that asked for it, when a create did.
     created_line: int | None = None
+    created_t: float | None = None
     done: bool = False
     #: How many times this id was added (the API accepts a duplicate id and appends a second copy).
     copies: int = 1
@@ -333,7 +335,9 @@ class Connection:
     conv: Conversation = dataclasses.field(default_factory=Conversation)
     #: Every change still awaiting an answer, oldest first, keyed by seq.
     pending: dict[int, Change] = dataclasses.field(default_factory=dict)
+    #: Responses by id: every open one and the latest done ones (see `reducer.KEPT_DONE_RESPONSES`).
     responses: dict[str, Response] = dataclasses.field(default_factory=dict)
+    done_responses: collections.deque[str] = dataclasses.field(default_factory=collections.deque)
     #: The in-conversation response currently generating.
     active: Response | None = None
     #: Item ids announced by `input_audio_buffer.committed` and not yet added.

@@ -56,6 +56,15 @@ class Witness:
         return cls(change.answer_line, change.answer_t, direction, change.conn, kind, summary)
 
     @classmethod
+    def created(cls, item: Item, conn: Connection) -> Witness | None:
+        """The client create that asked for `item`, when one did."""
+        if item.created_line is None or item.created_t is None:
+            return None
+        return cls(
+            item.created_line, item.created_t, "client", conn.n, "conversation.item.create", f"create {item.label()}"
+        )
+
+    @classmethod
     def added(cls, item: Item, conn: Connection) -> Witness:
         return cls(item.added_line, item.added_t, "server", conn.n, "conversation.item.added", f"added {item.label()}")
 

@@ -234,18 +234,13 @@ class DuplicateResponseDone(Rule):
     fix = "Ignore a terminal event for a response that is already done."
     facts = ("response.done",)
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
-        self.done: dict[tuple[int, str], Witness] = {}
-
     def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
         assert isinstance(fact, ResponseDone)
-        key = (fact.conn.n, fact.response.id)
-        first = self.done.get(key)
-        here = Witness.of(fact.rec)
-        if first is None:
-            self.done[key] = here
+        if fact.again is None:
             return None
+        line, t = fact.again
+        here = Witness.of(fact.rec)
+        first = Witness(line, t, "server", fact.conn.n, "response.done", f"response {fact.response.id} done")
         return [
             self.finding(
                 fact.conn.n,

@@ -59,10 +59,9 @@ class StaleSnapshotDelete(Rule):
     def __init__(self, config: object) -> None:
         super().__init__(config)  # type: ignore[arg-type]
         self.bursts = Bursts(self.config.burst_window)
-        self.creates: dict[tuple[int, str], Change] = {}
         self.rtts: dict[int, list[float]] = {}
-        #: Deletes waiting for a create in their burst: (delete, item, create or None, reference rtt).
-        self.waiting: dict[int, list[tuple[Change, Item, Change | None, float]]] = {}
+        #: conn -> the current burst and its deletes waiting for a create: (delete, item, create, reference rtt).
+        self.waiting: dict[int, tuple[list[Change], list[tuple[Change, Item, Witness | None, float]]]] = {}
 
     def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
         if isinstance(fact, ChangeAnswered):
@@ -81,18 +80,19 @@ class StaleSnapshotDelete(Rule):
             return None
         conn = state.conns[change.conn]
         burst = self.bursts.add(change)
+        held = self.waiting.get(conn.n)
+        if held is not None and held[0] is not burst:
+            del self.waiting[conn.n]  # that burst ended without a create: a deliberate delete
         if change.kind == "conversation.item.create":
-            if change.item_id:
-                self.creates[(conn.n, change.item_id)] = change
             return self._judge_waiting(conn, burst)
         if change.kind != "conversation.item.delete" or not change.item_id:
             return None
         item = conn.conv.get(change.item_id)
         if item is None or not item.added_line:
             return None
-        create = self.creates.get((conn.n, item.id)) if item.source == "client" else None
-        if create is not None and create.answer_t is not None:
-            rtt = create.answer_t - create.t
+        create = Witness.created(item, conn) if item.source == "client" else None
+        if create is not None:
+            rtt = item.added_t - create.t
         elif item.source == "response" and self.rtts.get(conn.n):
             rtt = statistics.median(self.rtts[conn.n])
         else:
@@ -100,14 +100,14 @@ class StaleSnapshotDelete(Rule):
         gap = change.t - item.added_t
         if not 0 <= gap < rtt:
             return None
-        waiting = self.waiting.setdefault(id(burst), [])
-        waiting.append((change, item, create, rtt))
+        self.waiting.setdefault(conn.n, (burst, []))[1].append((change, item, create, rtt))
         return self._judge_waiting(conn, burst)
 
     def _judge_waiting(self, conn: Connection, burst: list[Change]) -> list[Finding] | None:
-        waiting = self.waiting.get(id(burst))
-        if not waiting:
+        held = self.waiting.get(conn.n)
+        if held is None or held[0] is not burst:
             return None
+        waiting = held[1]
         creates = [c for c in burst if c.kind == "conversation.item.create"]
         out = []
         for entry in list(waiting):
@@ -121,11 +121,11 @@ class StaleSnapshotDelete(Rule):
             waiting.remove(entry)
             out.append(self._finding(conn, delete, item, create, rtt, others))
         if not waiting:
-            self.waiting.pop(id(burst), None)
+            del self.waiting[conn.n]
         return out
 
     def _finding(
-        self, conn: Connection, delete: Change, item: Item, create: Change | None, rtt: float, others: list[Change]
+        self, conn: Connection, delete: Change, item: Item, create: Witness | None, rtt: float, others: list[Change]
     ) -> Finding:
         gap = delete.t - item.added_t
         first = others[0]
@@ -147,7 +147,7 @@ class StaleSnapshotDelete(Rule):
             f"{first.item.label() if first.item else first.summary} at line {first.line}: "
             f"the push was computed from a snapshot taken {flight}.",
             [
-                Witness.sent(create) if create else None,
+                create,
                 Witness.added(item, conn),
                 Witness.sent(delete),
                 *(Witness.sent(c) for c in others[:3]),

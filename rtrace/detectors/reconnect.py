@@ -161,11 +161,8 @@ class UnconfirmedItemLostOnReconnect(Rule):
 
     def __init__(self, config: object) -> None:
         super().__init__(config)  # type: ignore[arg-type]
-        self.indeterminate: list[tuple[Change, Witness | None]] = []
-        #: conn -> item ids created / deleted on it, and call ids of outputs created on it.
-        self.created: dict[int, set[str]] = {}
-        self.deleted: dict[int, set[str]] = {}
-        self.outputs: dict[int, set[str]] = {}
+        #: Changes unanswered when their connection closed, each with what later connections did about it.
+        self.lost: list[_Unanswered] = []
 
     def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
         if isinstance(fact, ConnClosed):
@@ -173,48 +170,55 @@ class UnconfirmedItemLostOnReconnect(Rule):
                 return None  # the recording stopped; nothing says the connection was lost
             for change in fact.indeterminate:
                 if change.kind in ("conversation.item.create", "conversation.item.delete"):
-                    self.indeterminate.append((change, Witness.answer(change)))
+                    self.lost.append(_Unanswered(change, Witness.answer(change)))
             return None
         assert isinstance(fact, ChangeSent)
         change = fact.change
-        if change.kind == "conversation.item.create":
-            if change.item_id:
-                self.created.setdefault(change.conn, set()).add(change.item_id)
-            item = change.item
-            if item is not None and item.type == "function_call_output" and item.call_id:
-                self.outputs.setdefault(change.conn, set()).add(item.call_id)
-        elif change.kind == "conversation.item.delete" and change.item_id:
-            self.deleted.setdefault(change.conn, set()).add(change.item_id)
+        if not self.lost or change.kind not in ("conversation.item.create", "conversation.item.delete"):
+            return None
+        sent = change.item
+        for entry in self.lost:
+            old = entry.change
+            if change.conn <= old.conn:
+                continue
+            if entry.next_conn is None:
+                entry.next_conn = change.conn
+            if change.kind == "conversation.item.create":
+                same_id = bool(old.item_id) and change.item_id == old.item_id
+                same_call = (
+                    old.item is not None
+                    and old.item.type == "function_call_output"
+                    and sent is not None
+                    and sent.type == "function_call_output"
+                    and old.item.call_id is not None
+                    and sent.call_id == old.item.call_id
+                )
+                if same_id or same_call:
+                    entry.resent = True
+                if same_id and change.conn == entry.next_conn:
+                    entry.recreated_next = True
+            elif change.item_id == old.item_id:
+                entry.deleted_later = True
         return None
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
-        for change, ended in self.indeterminate:
-            later = sorted(n for n in state.conns if n > change.conn)
-            if not later:
+        for entry in self.lost:
+            change, ended = entry.change, entry.ended
+            nxt = entry.next_conn or next((n for n in sorted(state.conns) if n > change.conn), None)
+            if nxt is None:
                 continue
-            nxt = later[0]
             if change.kind == "conversation.item.create":
                 item = change.item
-                by_id = bool(change.item_id) and any(change.item_id in self.created.get(n, ()) for n in later)
-                by_call = (
-                    item is not None
-                    and item.type == "function_call_output"
-                    and item.call_id is not None
-                    and any(item.call_id in self.outputs.get(n, ()) for n in later)
-                )
-                if by_id or by_call or (not change.item_id and not (item and item.call_id)):
+                if entry.resent or (not change.item_id and not (item and item.call_id)):
                     continue
                 what = f"create of {item.label() if item else change.item_id} was never sent again"
             else:
-                item_id = change.item_id
-                if (
-                    not item_id
-                    or item_id not in self.created.get(nxt, ())
-                    or any(item_id in self.deleted.get(n, ()) for n in later)
-                ):
+                if not change.item_id or not entry.recreated_next or entry.deleted_later:
                     continue
-                what = f"delete of {item_id} was undone: connection {nxt} re-created the item and never deleted it"
+                what = (
+                    f"delete of {change.item_id} was undone: connection {nxt} re-created the item and never deleted it"
+                )
             out.append(
                 self.finding(
                     change.conn,
@@ -229,3 +233,19 @@ class UnconfirmedItemLostOnReconnect(Rule):
                 )
             )
         return out
+
+
+class _Unanswered:
+    """A change left indeterminate by a closed connection, and what the connections after it did."""
+
+    def __init__(self, change: Change, ended: Witness | None) -> None:
+        self.change = change
+        self.ended = ended
+        #: The first connection after it that sent a change.
+        self.next_conn: int | None = None
+        #: A later connection created the same item id (or, for a tool output, the same call id).
+        self.resent = False
+        #: The next connection re-created the item (for deletes: the replay brought it back).
+        self.recreated_next = False
+        #: A later connection deleted the item.
+        self.deleted_later = False

@@ -55,29 +55,34 @@ class DeletedFunctionCallOutput(Rule):
         "Diff pushes against the confirmed conversation plus in-flight creates, serialize them, and never "
         "delete a function_call_output whose function_call stays."
     )
-    facts = ("change.sent", "item.deleted")
+    facts = ("change.sent", "item.deleted", "change.answered", "conn.closed")
 
     def __init__(self, config: object) -> None:
         super().__init__(config)  # type: ignore[arg-type]
         self.bursts = Bursts(self.config.burst_window)
+        #: The burst of each delete still waiting for its answer.
         self.burst_of: dict[int, list[Change]] = {}
-        self.create_of: dict[tuple[int, str], Change] = {}
 
     def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
         if isinstance(fact, ChangeSent):
             change = fact.change
-            if change.kind == "conversation.item.create" and change.item_id:
-                self.create_of[(change.conn, change.item_id)] = change
             if change.kind.startswith("conversation.item."):
                 burst = self.bursts.add(change)
                 if change.kind == "conversation.item.delete":
                     self.burst_of[change.seq] = burst
             return None
+        if isinstance(fact, ChangeAnswered):
+            self.burst_of.pop(fact.change.seq, None)
+            return None
+        if isinstance(fact, ConnClosed):
+            for change in fact.indeterminate:
+                self.burst_of.pop(change.seq, None)
+            return None
         assert isinstance(fact, ItemDeleted)
         delete, gone, conn = fact.change, fact.item, fact.conn
         if delete is None or gone is None or gone.type != "function_call_output" or not gone.call_id:
             return None
-        burst = self.burst_of.pop(delete.seq, [])
+        burst = self.burst_of.get(delete.seq, [])
         call = conn.expected_call(gone.call_id)
         if call is None or conn.expected_outputs(gone.call_id):
             return None
@@ -86,7 +91,7 @@ class DeletedFunctionCallOutput(Rule):
     def _finding(
         self, fact: ItemDeleted, conn: Connection, item: Item, call: Item, delete: Change, burst: list[Change]
     ) -> Finding:
-        create = self.create_of.get((conn.n, item.id))
+        create = Witness.created(item, conn)
         mates = [c for c in burst if c is not delete and c.kind == "conversation.item.create"]
         parts = []
         if create is not None:
@@ -103,7 +108,7 @@ class DeletedFunctionCallOutput(Rule):
         parts.append(f"From line {fact.rec.line} on, every response is generated without the tool result.")
         witness = [
             Witness.added(call, conn) if call.added_line else None,
-            Witness.sent(create) if create else None,
+            create,
             Witness.added(item, conn),
             Witness.sent(delete),
             *(Witness.sent(c) for c in mates[:3]),
