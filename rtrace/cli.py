@@ -496,6 +496,13 @@ def replay(
         else:
             result = run_replay(str(path), options)
             render(result, emit)
+            waits = sum(c.timeouts for c in result.conns)
+            if waits or result.divergences:
+                # The endpoint was slow or answered differently: what came back is not the recording's story.
+                raise ReplayFailed(
+                    f"{len(result.divergences)} divergence(s) from the recording, {waits} wait(s) over --timeout; "
+                    + (f"the partial trace is kept in {result.replayed}" if output else "keep it with -o FILE")
+                )
     except ReplayFailed as e:
         stderr_console().print(f"rtrace: replay failed: {e}", markup=False)
         raise typer.Exit(ExitCode.REPLAY_FAILED) from None

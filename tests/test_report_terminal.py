@@ -110,3 +110,25 @@ def test_unreadable_trace() -> None:
     text = render(trace)
     assert_clean(text)
     assert "unreadable: permission denied" in text
+
+
+def test_many_findings_of_one_rule_are_counted_not_all_drawn(tmp_path: Path) -> None:
+    from rtrace.report.terminal import MAX_FINDINGS_SHOWN_PER_RULE
+
+    lines = ['{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created","session":{}}}']
+    for k in range(40):
+        lines.append(
+            f'{{"t":{k + 1}.0,"dir":"client","conn":1,"event":{{"type":"response.cancel","event_id":"c{k}"}}}}'
+        )
+        lines.append(
+            f'{{"t":{k + 1}.1,"dir":"server","conn":1,"event":{{"type":"error","error":'
+            '{"code":"response_cancel_not_active",'
+            f'"message":"Cancellation failed: no active response found","event_id":"c{k}"}}}}}}'
+        )
+    trace = tmp_path / "many.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    report = analyze_path(trace)
+    assert len(report.findings) == 40
+    out = render(report)
+    assert out.count("RT112 server-error") == MAX_FINDINGS_SHOWN_PER_RULE
+    assert f"… and {40 - MAX_FINDINGS_SHOWN_PER_RULE} more RT112 findings" in out

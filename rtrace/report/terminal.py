@@ -7,6 +7,7 @@ ANSI escapes or `[bold]` prints as text.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from rich.console import Console, Group
 from rich.padding import Padding
@@ -20,6 +21,8 @@ from ..trace import Problem
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 MAX_PROBLEMS_SHOWN = 20
+#: A trace with thousands of findings of one rule shows the first ones and a count (JSON has them all).
+MAX_FINDINGS_SHOWN_PER_RULE = 25
 LANE_WIDTH = 58
 #: An unbroken run of text longer than this (base64 audio, hex dumps) is cut even inside prose.
 RUN_LIMIT = 80
@@ -61,9 +64,16 @@ def render_trace(trace: TraceReport, console: Console) -> None:
             parts.append(printable(str(client), 60))
     console.print(Text("  " + " · ".join(parts)))
     render_problems(trace, console)
+    shown: Counter[str] = Counter()
     for finding in trace.findings:
-        console.print()
-        render_finding(finding, console)
+        shown[finding.rule] += 1
+        if shown[finding.rule] <= MAX_FINDINGS_SHOWN_PER_RULE:
+            console.print()
+            render_finding(finding, console)
+    for rule, count in sorted(shown.items()):
+        if count > MAX_FINDINGS_SHOWN_PER_RULE:
+            hidden = count - MAX_FINDINGS_SHOWN_PER_RULE
+            console.print(Text(f"  … and {hidden} more {rule} findings (all of them: --format json)", style="dim"))
     console.print()
 
 
