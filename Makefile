@@ -51,10 +51,20 @@ fuzz: $(STAMP)
 		-p no:cacheprovider --hypothesis-show-statistics -q
 
 # Benchmarks of issue 7 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table.
-bench: $(STAMP)
+# Also the fake server's ack-latency accuracy and the recorder's added latency against mitmdump (reverse mode),
+# mitmproxy from its own venv so it never meets the project's dependencies.
+bench: $(STAMP) .venv-mitm/.installed
 	command -v jq >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq)
 	$(BIN)/python -m bench.generate
 	$(BIN)/python -m bench.run
+	$(BIN)/python bench/bench_serve.py
+	$(BIN)/python bench/bench_record.py --mitmdump .venv-mitm/bin/mitmdump
+
+.venv-mitm/.installed: | $(STAMP)
+	rm -rf .venv-mitm
+	$(BIN)/uv venv -q --python $(PYTHON) .venv-mitm
+	$(BIN)/uv pip install -q --python .venv-mitm/bin/python mitmproxy
+	touch $@
 
 clean:
-	rm -rf $(VENV) .venv-e2e-* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-e2e-* .venv-mitm .pytest_cache .mypy_cache .ruff_cache

@@ -328,16 +328,11 @@ def check_upstream(url: str) -> str:
 
 
 async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:
-    import signal
+    from .server import until_stopped
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
     async with run_proxy(options) as proxy:
         announce(proxy)
-        await stop.wait()
+        await until_stopped()
 
 
 def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:

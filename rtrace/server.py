@@ -400,8 +400,8 @@ def parse_latencies(values: list[str]) -> tuple[float, dict[str, float]]:
     return default, by_type
 
 
-async def serve_forever(options: ServerOptions, announce: Callable[[RealtimeServer], None]) -> None:
-    """Run until cancelled, Ctrl-C or SIGTERM; the trace is complete when this returns."""
+async def until_stopped() -> None:
+    """Return on Ctrl-C or SIGTERM (or when cancelled): how `serve` and `record` run in the foreground."""
     import signal
 
     stop = asyncio.Event()
@@ -409,10 +409,15 @@ async def serve_forever(options: ServerOptions, announce: Callable[[RealtimeServ
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def serve_forever(options: ServerOptions, announce: Callable[[RealtimeServer], None]) -> None:
+    """Run until cancelled, Ctrl-C or SIGTERM; the trace is complete when this returns."""
     async with run_server(options) as server:
         announce(server)
         sys.stdout.flush()
-        await stop.wait()
+        await until_stopped()
 
 
 def options_from_cli(
