@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .describe import describe
-from .state import Change, Connection, Item, Response, TraceState, item_from_event, update_item
+from .state import ARGUMENTS_CHARS, Change, Connection, Item, Response, TraceState, item_from_event, update_item
 from .trace import Record
 
 # -- facts ------------------------------------------------------------------------------------------------
@@ -168,9 +168,6 @@ Handler = Callable[[TraceState, Connection, Record, list[Fact]], None]
 
 def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple[Fact, ...]]:
     """Fold one record into `state` (in place) and return it with the facts the record revealed."""
-    state.records += 1
-    state.last_t = rec.t
-    state.last_line = rec.line
     if state.first_t is None:
         state.first_t = rec.t
     conn = state.conns.get(rec.conn)
@@ -178,9 +175,7 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
     if conn is None or (not conn.open and rec.type == "connection.opened" and rec.dir == "meta"):
         facts = []
         conn = _open(state, rec, facts)
-    state.current = rec.conn
-    conn.events += 1
-    conn.last_t = rec.t
+    tick(state, conn, rec.t, rec.line)
     handler = _TABLE.get((rec.dir, rec.type))
     if handler is None:
         return state, facts if facts else NO_FACTS
@@ -688,7 +683,7 @@ def _s_arguments_done(state: TraceState, conn: Connection, rec: Record, facts: l
     if item is not None:
         args = rec.event.get("arguments")
         if isinstance(args, str):
-            item.arguments = args[:512]
+            item.arguments = args[:ARGUMENTS_CHARS]
             item.arguments_len = len(args)
 
 

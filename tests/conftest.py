@@ -22,3 +22,13 @@ REAL = SAMPLES / "real"
 @pytest.fixture
 def real_traces() -> Path:
     return REAL
+
+
+def client_python(version: str) -> Path:
+    """The e2e venv's interpreter, or a skip when it was not made (only outside `make test`, which makes them)."""
+    python = ROOT / f".venv-e2e-{version}" / "bin" / "python"
+    if not python.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{python} is missing: `make test` should have made it (make e2e-envs)")
+        pytest.skip(f"{python.parent.parent.name} not made: run `make e2e-envs` (make test makes it)")
+    return python

@@ -20,6 +20,8 @@ import pytest
 
 from rtrace.analysis import TraceReport, analyze_path
 
+from .conftest import client_python
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,16 +30,6 @@ LATENCY = 0.05
 #: The scenario gives up by itself after this; the subprocess is killed a little later.
 SCENARIO_TIMEOUT = 20.0
 TURN_C = "And what should I wear?"
-
-
-def client_python(version: str) -> Path:
-    """The e2e venv's interpreter, or a skip when it was not made (only outside `make test`, which makes them)."""
-    python = ROOT / f".venv-e2e-{version}" / "bin" / "python"
-    if not python.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{python} is missing: `make test` should have made it (make e2e-envs)")
-        pytest.skip(f"{python.parent.parent.name} not made: run `make e2e-envs` (make test makes it)")
-    return python
 
 
 @dataclass

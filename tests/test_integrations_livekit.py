@@ -20,6 +20,8 @@ from rtrace.analysis import analyze_path
 from rtrace.integrations.livekit import conversation_items, record_session
 from rtrace.loader import TraceReader
 
+from .conftest import client_python
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-proj-LIVEKITKEY0123456789SECRET"
 
@@ -173,15 +175,6 @@ def test_conversation_items_are_wire_items() -> None:
 
 
 DRIVER = ROOT / "tests" / "e2e" / "livekit_record_driver.py"
-
-
-def client_python(version: str) -> Path:
-    python = ROOT / f".venv-e2e-{version}" / "bin" / "python"
-    if not python.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{python} is missing: `make test` should have made it (make e2e-envs)")
-        pytest.skip(f"{python.parent.parent.name} not made: run `make e2e-envs` (make test makes it)")
-    return python
 
 
 def shim_path(tmp_path: Path) -> Path:

@@ -21,7 +21,7 @@ import orjson
 from .. import __version__
 from ..analysis import Report, TraceReport
 from ..describe import describe
-from ..detectors.base import Finding
+from ..detectors.base import as_json
 from ..loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
 from ..reducer import ConnClosed, step
 from ..state import Connection, Item, TraceState, client_view, divergence
@@ -213,24 +213,6 @@ def fold_trace(path: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple
     return data, state
 
 
-def finding_json(finding: Finding) -> dict[str, Any]:
-    return {
-        "rule": finding.rule,
-        "slug": finding.slug,
-        "severity": finding.severity,
-        "conn": finding.conn,
-        "message": scrub_text(finding.message),
-        "explanation": scrub_text(finding.explanation),
-        "fix": finding.fix,
-        "at_line": finding.at_line,
-        "lines": list(finding.lines),
-        "witness": [
-            {"line": w.line, "t": w.t, "dir": w.dir, "conn": w.conn, "type": w.type, "summary": scrub_text(w.summary)}
-            for w in finding.witness
-        ],
-    }
-
-
 def trace_json(trace: TraceReport, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> dict[str, Any]:
     out: dict[str, Any] = {
         "path": scrub_text(trace.path),
@@ -241,7 +223,7 @@ def trace_json(trace: TraceReport, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES)
         "header": scrub(trace.header.fields) if trace.header else None,
         "problemCount": trace.problem_count,
         "unreadable": trace.unreadable,
-        "findings": [finding_json(f) for f in trace.findings],
+        "findings": [as_json(f) for f in trace.findings],  # already scrubbed by the analysis
         "raw": {},
         "data": None,
     }
