@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .detectors import RULES, select_rules
 from .detectors.base import Config, Finding, Rule
-from .loader import TraceReader
-from .redact import scrub_text
-from .reducer import TRANSITIONS, Fact, finish, step, tick
+from .loader import Row, TraceReader
+from .redact import AUDIO_FIELDS, scrub_text
+from .reducer import TRANSITIONS, Fact, audio_bytes, finish, step, tick
 from .state import TraceState
 from .trace import DIRECTIONS, Header, Problem, Record
 
@@ -97,6 +97,130 @@ def analyze_records(
     return dispatch.finish(state), state
 
 
+#: A run of quiet records (see `Fold`) as `digest` passes it on: [how many, line of the last, its `t`, conn, dir].
+Run = list[Any]
+
+
+class Fold:
+    """One analysis under way: the state, the rules and the counts, fed the records of a trace in file order.
+
+    The fast path. A record is *quiet* when its (dir, type) has no transition (`reducer.TRANSITIONS`) and its
+    connection is already known: `step` would only move the clocks and counters. Quiet records are the bulk of a
+    trace (audio appends and deltas, text deltas), so they are never made into a `Record`, and a run of them on
+    one connection moves the clocks once (`reducer.tick` with its count). Every other record goes through `step`
+    and its facts to the rules. The result is the one `analyze_records` gives on the same records.
+    """
+
+    def __init__(self, config: Config, rules: Sequence[type[Rule]]) -> None:
+        self.dispatch = _Dispatch(config, rules)
+        self.state = TraceState()
+        self.by_dir = dict.fromkeys(DIRECTIONS, 0)
+
+    def rows(self, rows: Iterable[Row]) -> None:
+        """Fold rows as `TraceReader.rows` yields them."""
+        state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
+        conns = state.conns
+        transitions = TRANSITIONS
+        quiet = None  # the connection of the current run of quiet records, with its count and last clock
+        count, last_t, last_line = 0, 0.0, 0
+        for row in rows:
+            _, line, t, direction, n, _, etype, _ = row
+            by_dir[direction] += 1
+            conn = conns.get(n)
+            if conn is not None and (direction, etype) not in transitions:
+                if conn is quiet:
+                    count += 1
+                    last_t, last_line = t, line
+                    continue
+                if quiet is not None:
+                    tick(state, quiet, last_t, last_line, count)
+                quiet, count, last_t, last_line = conn, 1, t, line
+                continue
+            if quiet is not None:
+                tick(state, quiet, last_t, last_line, count)
+                quiet = None
+            _, facts = step(state, Record(*row))
+            if facts:
+                feed(facts, state)
+        if quiet is not None:
+            tick(state, quiet, last_t, last_line, count)
+
+    def digested(self, entries: Iterable[Row | Run], seq0: int, line0: int) -> None:
+        """Fold what `digest` made of the records that follow: their `seq` and lines count from `seq0` and `line0`."""
+        state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
+        conns = state.conns
+        for entry in entries:
+            if type(entry) is list:
+                count, line, t, n, direction = entry
+                by_dir[direction] += count
+                tick(state, conns[n], t, line + line0, count)
+                continue
+            seq, line, t, direction, n, event, etype, raw_type = entry
+            by_dir[direction] += 1
+            _, facts = step(state, Record(seq + seq0, line + line0, t, direction, n, event, etype, raw_type))
+            if facts:
+                feed(facts, state)
+
+    def report(
+        self, path: str, events: int, problems: list[Problem], problem_count: int, header: Header | None
+    ) -> TraceReport:
+        state = self.state
+        findings = self.dispatch.finish(state)
+        first = state.first_t or 0.0
+        return TraceReport(
+            path=path,
+            events=events,
+            connections=len(state.conns),
+            duration=max(0.0, state.last_t - first),
+            findings=[without_secrets(f) for f in findings],
+            problems=[
+                dataclasses.replace(p, message=scrub_text(p.message), excerpt=scrub_text(p.excerpt)) for p in problems
+            ],
+            problem_count=problem_count,
+            header=header,
+            by_dir={d: count for d, count in self.by_dir.items() if count},
+        )
+
+
+def digest(rows: Iterable[Row]) -> Iterator[Row | Run]:
+    """What a `Fold` needs of `rows` read apart from the records before them (`parallel.analyze_split`): each record
+    that may have a transition, whole, and each run of quiet records on one connection and direction, as a `Run`.
+
+    The first record of each connection stays whole (only the fold knows whether the connection is new). Audio
+    payloads become their byte count (`rtrace_audio_bytes`, which the reducer reads in their place), so what
+    crosses between processes is small.
+    """
+    transitions = TRANSITIONS
+    seen: set[int] = set()
+    run: Run | None = None
+    for row in rows:
+        _, line, t, direction, n, event, etype, _ = row
+        if n in seen and (direction, etype) not in transitions:
+            if run is not None and run[3] == n and run[4] == direction:
+                run[0] += 1
+                run[1] = line
+                run[2] = t
+                continue
+            if run is not None:
+                yield run
+            run = [1, line, t, n, direction]
+            continue
+        if run is not None:
+            yield run
+            run = None
+        seen.add(n)
+        key = AUDIO_FIELDS.get(etype)
+        if key is not None and type(event.get(key)) is str:
+            slim = dict(event)
+            slim[key] = ""
+            if type(slim.get("rtrace_audio_bytes")) is not int:
+                slim["rtrace_audio_bytes"] = audio_bytes(event[key])
+            row = (*row[:5], slim, *row[6:])
+        yield row
+    if run is not None:
+        yield run
+
+
 def analyze_path(
     path: str | os.PathLike[str],
     config: Config | None = None,
@@ -111,42 +235,11 @@ def analyze_path(
 def analyze_reader(
     reader: TraceReader, config: Config | None = None, rules: Sequence[type[Rule]] = RULES
 ) -> TraceReport:
-    """Analyze the trace `reader` reads (a file, stdin, an fsspec stream).
-
-    Same result as `analyze_records` over the reader's records, on the fast path: a record with no transition
-    on a known connection only ticks the clocks (`reducer.tick`), and no `Record` is built for it.
-    """
-    dispatch = _Dispatch(config or Config(), rules)
-    state = TraceState()
-    conns = state.conns
-    transitions = TRANSITIONS
-    by_dir = dict.fromkeys(DIRECTIONS, 0)
-    for row in reader.rows():
-        _, line, t, direction, n, _, etype, _ = row
-        by_dir[direction] += 1
-        conn = conns.get(n)
-        if conn is not None and (direction, etype) not in transitions:
-            tick(state, conn, t, line)
-            continue
-        _, facts = step(state, Record(*row))
-        if facts:
-            dispatch.feed(facts, state)
-    findings = dispatch.finish(state)
-    first = state.first_t or 0.0
-    return TraceReport(
-        path=reader.path,
-        events=reader.count,
-        connections=len(state.conns),
-        duration=max(0.0, state.last_t - first),
-        findings=[without_secrets(f) for f in findings],
-        problems=[
-            dataclasses.replace(p, message=scrub_text(p.message), excerpt=scrub_text(p.excerpt))
-            for p in reader.problems
-        ],
-        problem_count=reader.problem_count,
-        header=reader.header,
-        by_dir={d: count for d, count in by_dir.items() if count},
-    )
+    """Analyze the trace `reader` reads (a file, stdin, an fsspec stream): `analyze_records` over the reader's
+    records, on the fast path (`Fold`)."""
+    fold = Fold(config or Config(), rules)
+    fold.rows(reader.rows())
+    return fold.report(reader.path, reader.count, reader.problems, reader.problem_count, reader.header)
 
 
 def without_secrets(finding: Finding) -> Finding:
@@ -160,4 +253,13 @@ def without_secrets(finding: Finding) -> Finding:
     )
 
 
-__all__ = ["Report", "TraceReport", "analyze_path", "analyze_reader", "analyze_records", "select_rules"]
+__all__ = [
+    "Fold",
+    "Report",
+    "TraceReport",
+    "analyze_path",
+    "analyze_reader",
+    "analyze_records",
+    "digest",
+    "select_rules",
+]

@@ -149,8 +149,13 @@ def analyze(
     html_path: Annotated[Path | None, typer.Option("--html", help="Also write the HTML report here.")] = None,
     markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Also write Markdown here.")] = None,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Traces analyzed at once, in processes (0: one per CPU).")
-    ] = 1,
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Processes: traces analyzed at once, or the two parts of one large trace (0: one per CPU).",
+        ),
+    ] = 0,
     engine: Annotated[Engine, typer.Option(help="Where: local processes, or a Dask cluster (--scheduler).")] = (
         Engine.local
     ),

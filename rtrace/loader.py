@@ -57,7 +57,18 @@ class TraceReader:
         reader.problems, reader.problem_count, reader.header
     """
 
-    def __init__(self, stream: IO[bytes], path: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        stream: IO[bytes],
+        path: str,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        limit: int | None = None,
+        at_start: bool = True,
+    ) -> None:
+        """`limit`: read at most this many bytes of `stream`. `at_start`: the stream starts at the beginning of the
+        trace; a reader of a later part (see `parallel.analyze_split`) looks for no BOM, UTF-16 or header, and
+        numbers its lines from 1 at the stream's position."""
         self.path = path
         self.header: Header | None = None
         #: The first MAX_KEPT_PROBLEMS problems, in order.
@@ -69,8 +80,15 @@ class TraceReader:
         #: Which input shape the lines were read as (`native`, `bare`, `rtb`), by count.
         self.shapes: dict[str, int] = {}
         self.last_t = 0.0
+        #: Lines read so far, the last one included (blank and bad lines count).
+        self.lines = 0
+        #: Records that took a value from earlier lines: a missing `t` (the previous record's) or `conn`
+        #: (inferred from the `session.created` seen before), and every bare or rtb line.
+        self.inferred = 0
         self._stream = stream
         self._max = max_line_bytes
+        self._limit = limit
+        self._at_start = at_start
         # Connection inference for shapes that carry no `conn`: a new session.created starts a connection.
         self._inferred_conn = 0
         self._t0: float | None = None
@@ -110,6 +128,8 @@ class TraceReader:
     def _open_stream(self) -> Any:
         """The byte stream to read, past a UTF-8 BOM; UTF-16 is converted to UTF-8 on the fly."""
         stream: Any = self._stream
+        if not self._at_start:
+            return stream
         if not hasattr(stream, "peek"):
             stream = io.BufferedReader(stream)
         head = stream.peek(4)[:4]
@@ -126,6 +146,8 @@ class TraceReader:
             stream = io.BytesIO(text.encode("utf-8"))
         elif head.startswith(codecs.BOM_UTF8):
             stream.read(3)
+            if self._limit is not None:
+                self._limit -= 3
         return stream
 
     def _blocks(self) -> Iterator[tuple[int, list[bytes | int], bool]]:
@@ -141,15 +163,19 @@ class TraceReader:
         pieces: list[bytes] = []  # the unfinished line, across blocks
         held = 0  # its length so far
         skipped = -1  # >= 0: inside an oversized line, this many bytes of it seen
-        while True:
-            block = stream.read(_CHUNK)
+        left = -1 if self._limit is None else self._limit
+        while left:
+            block = stream.read(_CHUNK if left < 0 else min(_CHUNK, left))
             if not block:
                 break
+            if left > 0:
+                left -= len(block)
             if skipped >= 0:
                 nl = block.find(b"\n")
                 if nl < 0:
                     skipped += len(block)
                     continue
+                self.lines = lineno
                 yield lineno, [skipped + nl + 1], True
                 lineno += 1
                 skipped = -1
@@ -165,6 +191,7 @@ class TraceReader:
             if limit < _CHUNK:
                 lines = [raw if type(raw) is int or len(raw) <= limit else len(raw) + 1 for raw in lines]
             if lines:
+                self.lines = lineno + len(lines) - 1
                 yield lineno, lines, True
                 lineno += len(lines)
             if tail:
@@ -173,9 +200,11 @@ class TraceReader:
                 if held > limit:
                     skipped, pieces, held = held, [], 0
         if skipped >= 0:
+            self.lines = lineno
             yield lineno, [skipped], False
         elif pieces:
             last = b"".join(pieces)
+            self.lines = lineno
             yield lineno, [last if len(last) <= limit else len(last)], False
 
     def rows(self) -> Iterator[Row]:
@@ -282,7 +311,7 @@ class TraceReader:
                 return self._native(lineno, obj, event, direction)
             if "source" in obj:
                 return self._rtb(lineno, obj, event)
-        if "rtrace" in obj and self.count == 0 and self.header is None:
+        if "rtrace" in obj and self.count == 0 and self.header is None and self._at_start:
             version = obj.get("rtrace")
             if not isinstance(version, int) or version < 1:
                 self._problem(lineno, 1, f"header has rtrace version {version!r}; expected 1")
@@ -320,6 +349,9 @@ class TraceReader:
             )
             return None
         t = obj.get("t")
+        conn = obj.get("conn")
+        if (type(t) is not float and type(t) is not int) or type(conn) is not int or conn < 1:
+            self.inferred += 1
         if type(t) is not float:
             if type(t) is int:
                 t = float(t)
@@ -327,7 +359,6 @@ class TraceReader:
                 if t is not None:
                     self._problem(lineno, 1, f"`t` is {_json_kind(t)}, expected seconds; using {self.last_t}")
                 t = self.last_t
-        conn = obj.get("conn")
         if type(conn) is not int or conn < 1:
             if conn is not None:
                 self._problem(
@@ -348,6 +379,7 @@ class TraceReader:
 
     def _bare(self, lineno: int, event: dict[str, Any]) -> Row | None:
         self.shapes["bare"] = self.shapes.get("bare", 0) + 1
+        self.inferred += 1
         typed = self._typed(lineno, event)
         if typed is None:
             return None
@@ -365,6 +397,7 @@ class TraceReader:
 
     def _rtb(self, lineno: int, obj: dict[str, Any], event: dict[str, Any]) -> Row | None:
         self.shapes["rtb"] = self.shapes.get("rtb", 0) + 1
+        self.inferred += 1
         typed = self._typed(lineno, event)
         if typed is None:
             return None

@@ -1,20 +1,34 @@
-"""Many traces at once: the per-trace analysis mapped over a process pool or a Dask cluster.
+"""Many traces at once, and one large trace read by two processes.
 
 Owns only the fan-out. Each task runs `analysis.analyze_reader` on one trace and returns its `TraceReport`;
 reports come back in input order whatever the engine, and a trace that fails (unreadable, a bug, a lost
 worker) becomes a report saying so while the others go on. No state is shared between traces.
+
+A single large trace is split instead (`analyze_split`): reading and parsing can be done anywhere in a file,
+only the fold must go in order, so a child process reads the second part while this one reads and folds the
+first, then folds what the child digested.
 """
 
 from __future__ import annotations
 
+import codecs
 import concurrent.futures
+import dataclasses
 import os
+import pickle
 import re
+import tempfile
 from collections.abc import Sequence
+from typing import Any
 
-from .analysis import TraceReport, analyze_path, analyze_reader
+from .analysis import Fold, TraceReport, analyze_path, analyze_reader, digest
 from .detectors.base import Config, Rule
-from .loader import TraceReader, UnreadableInput
+from .loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
+
+#: Traces smaller than this are read by one process: below it a second process does not pay for itself.
+SPLIT_MIN_BYTES = 32 * 1024 * 1024
+#: The share of the file this process reads when it splits one; it also folds the whole trace, so it takes less.
+SPLIT_SHARE = 0.4
 
 #: Seconds to wait for the Dask scheduler to answer.
 CONNECT_TIMEOUT = 10
@@ -30,19 +44,170 @@ def failed(path: str, why: str) -> TraceReport:
     return TraceReport(path, 0, 0, 0.0, [], [], 0, unreadable=why)
 
 
-def analyze_file(path: str, config: Config, rules: Sequence[type[Rule]], max_line_bytes: int) -> TraceReport:
-    """One local trace (or `-`, stdin), other tools' captures converted as `rtrace analyze` does; never raises."""
+def analyze_file(
+    path: str, config: Config, rules: Sequence[type[Rule]], max_line_bytes: int, jobs: int = 1
+) -> TraceReport:
+    """One local trace (or `-`, stdin), other tools' captures converted as `rtrace analyze` does; never raises.
+    With `jobs` > 1 a large trace is read by two processes (`analyze_split`)."""
     from .importers import native_path
 
     try:
         with native_path(path) as readable:
-            report = analyze_path(readable, config, rules, max_line_bytes=max_line_bytes)
+            report = None
+            if jobs_for(jobs) > 1:
+                report = analyze_split(os.fspath(readable), config, rules, max_line_bytes)
+            if report is None:
+                report = analyze_path(readable, config, rules, max_line_bytes=max_line_bytes)
         report.path = path
         return report
     except UnreadableInput as e:
         return failed(path, str(e))
     except Exception as e:  # a bug in one trace's analysis must not end the others
         return failed(path, f"analysis failed: {type(e).__name__}: {e}")
+
+
+def analyze_split(
+    path: str,
+    config: Config,
+    rules: Sequence[type[Rule]],
+    max_line_bytes: int,
+    *,
+    share: float | None = None,
+    min_bytes: int | None = None,
+) -> TraceReport | None:
+    """Analyze the regular file at `path` with a forked child reading its second part; None when it is not worth
+    it or not possible (small, not a regular file, UTF-16, no fork), and the caller reads it alone.
+
+    The file is cut after a newline near `SPLIT_SHARE` of its size. This process reads and folds the first part;
+    the child reads the rest with a reader that starts there (`at_start=False`: no BOM, UTF-16 or header is
+    looked for, lines count from 1) and sends back `analysis.digest` of its rows, with its counts and problems.
+    This process then folds the digest, its seqs and lines shifted by the first part's. The report is the one a
+    single reading gives; when it could not be (a record of the second part took its `t` or `conn` from the
+    lines before, the first part has no record to settle the header, the child failed), the whole trace is read
+    again by this process alone.
+    """
+    if not hasattr(os, "fork") or path == "-":
+        return None
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < max(SPLIT_MIN_BYTES if min_bytes is None else min_bytes, 1) or not os.path.isfile(path):
+                return None
+            head = f.read(4)
+            if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or (len(head) == 4 and b"\0" in head):
+                return None
+            cut = _line_start_after(f, int(size * (SPLIT_SHARE if share is None else share)))
+    except OSError:
+        return None
+    if cut is None or cut >= size:
+        return None
+    try:
+        spool_fd, spool_path = tempfile.mkstemp(prefix="rtrace-split-")
+        try:
+            feed = open(spool_path, "rb")  # this process's own offset in the spool the child writes
+        finally:
+            os.unlink(spool_path)
+    except OSError:
+        return None
+    notify_r, notify_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: digest the second part into the spool, and leave without running any cleanup
+        status = 1
+        try:
+            os.close(notify_r)
+            with os.fdopen(spool_fd, "wb") as spool:
+                status = _digest_part(path, cut, max_line_bytes, spool, notify_w)
+        finally:
+            os._exit(status)
+    os.close(notify_w)
+    os.close(spool_fd)
+    try:
+        with open(path, "rb") as f, TraceReader(f, path, max_line_bytes=max_line_bytes, limit=cut) as reader:
+            fold = Fold(config, rules)
+            fold.rows(reader.rows())
+        part = _fold_digest(fold, feed, notify_r, reader.count, reader.lines) if reader.count else None
+    finally:
+        os.close(notify_r)
+        feed.close()
+        _, status = os.waitpid(pid, 0)
+    if status != 0 or part is None:
+        return None
+    shifted = [dataclasses.replace(p, line=p.line + reader.lines) for p in part.problems]
+    problems = (reader.problems + shifted)[:MAX_KEPT_PROBLEMS]
+    count, problem_count = reader.count + part.count, reader.problem_count + part.problem_count
+    return fold.report(path, count, problems, problem_count, reader.header)
+
+
+def _line_start_after(f: Any, offset: int) -> int | None:
+    """The offset of the first line that starts after `offset`, or None when no newline follows it."""
+    f.seek(offset)
+    pos = offset
+    while True:
+        block = f.read(1 << 16)
+        if not block:
+            return None
+        nl = block.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1
+        pos += len(block)
+
+
+@dataclasses.dataclass
+class _Part:
+    """What the child read besides the digest: counts and problems (lines counted from its start)."""
+
+    count: int
+    problems: list[Any]
+    problem_count: int
+
+
+#: Entries the child writes at a time: the digest streams through the spool, and neither process holds it whole.
+_BATCH = 512
+#: The child's exit status when its part cannot be read on its own (a record took `t` or `conn` from before).
+_NOT_ALONE = 3
+
+
+def _digest_part(path: str, start: int, max_line_bytes: int, spool: Any, notify: int) -> int:
+    """The child's work: the digest of the part from `start`, in batches (lists), then its `_Part`. Each object is
+    pickled into the spool, then announced by a byte on `notify`, so the parent folds batches as they come once
+    it is done with its own part. Returns the child's exit status."""
+
+    def send(obj: object) -> None:
+        pickle.dump(obj, spool, pickle.HIGHEST_PROTOCOL)
+        spool.flush()
+        os.write(notify, b".")
+
+    with open(path, "rb") as f:
+        f.seek(start)
+        with TraceReader(f, path, max_line_bytes=max_line_bytes, at_start=False) as reader:
+            batch: list[Any] = []
+            for entry in digest(reader.rows()):
+                batch.append(entry)
+                if len(batch) == _BATCH:
+                    if reader.inferred:
+                        return _NOT_ALONE
+                    send(batch)
+                    batch = []
+            if reader.inferred:
+                return _NOT_ALONE
+            if batch:
+                send(batch)
+            send(_Part(reader.count, reader.problems, reader.problem_count))
+    return 0
+
+
+def _fold_digest(fold: Fold, feed: Any, notify: int, seq0: int, line0: int) -> _Part | None:
+    """Fold the batches the child announces on `notify` until its `_Part`; None when it stopped before."""
+    while tokens := os.read(notify, 4096):
+        for _ in tokens:
+            try:
+                sent = pickle.load(feed)
+            except Exception:  # a spool cut short (a full disk): the caller reads the trace alone
+                return None
+            if type(sent) is not list:
+                return sent if isinstance(sent, _Part) else None
+            fold.digested(sent, seq0, line0)
+    return None
 
 
 def analyze_url(url: str, config: Config, rules: Sequence[type[Rule]], max_line_bytes: int) -> TraceReport:
@@ -70,10 +235,11 @@ def jobs_for(jobs: int) -> int:
 def analyze_local(
     paths: Sequence[str], config: Config, rules: Sequence[type[Rule]], max_line_bytes: int, jobs: int = 1
 ) -> list[TraceReport]:
-    """Analyze `paths` with `jobs` processes (1: in this process). Reports are in the order of `paths`."""
+    """Analyze `paths` with `jobs` processes (1: in this process; one path: split when large). Reports are in the
+    order of `paths`."""
     workers = min(jobs_for(jobs), len(paths))
     if workers <= 1:
-        return [analyze_file(p, config, rules, max_line_bytes) for p in paths]
+        return [analyze_file(p, config, rules, max_line_bytes, jobs) for p in paths]
     reports: list[TraceReport | None] = [None] * len(paths)
     lost: list[int] = []
     # Largest first, so that a big trace picked last does not leave one worker running alone at the end.

@@ -201,18 +201,19 @@ def _after_close(conn: Connection, rec: Record) -> None:
     conn.active = None
 
 
-def tick(state: TraceState, conn: Connection, t: float, line: int) -> None:
-    """`step` for a record that has no transition (its (dir, type) is not in `TRANSITIONS`) on `conn`, a
-    connection `state` already holds: only the clocks and counters move, exactly as `step` would move them.
+def tick(state: TraceState, conn: Connection, t: float, line: int, count: int = 1) -> None:
+    """`step` for `count` records in a row that have no transition (their (dir, type) is not in `TRANSITIONS`) on
+    `conn`, a connection `state` already holds, the last at `t` and `line`: only the clocks and counters move,
+    exactly as `step` would move them.
 
     The hot path of an analysis: most records of a call are audio appends and deltas, and this spares building a
     `Record` for them.
     """
-    state.records += 1
+    state.records += count
     state.last_t = t
     state.last_line = line
     state.current = conn.n
-    conn.events += 1
+    conn.events += count
     conn.last_t = t
 
 
@@ -698,7 +699,12 @@ def _s_audio_delta(state: TraceState, conn: Connection, rec: Record, facts: list
     else:
         delta = rec.event.get("delta")
         if type(delta) is str:
-            item.audio_bytes += len(delta) * 3 // 4 - delta.count("=", -2)
+            item.audio_bytes += audio_bytes(delta)
+
+
+def audio_bytes(payload: str) -> int:
+    """The bytes of audio a base64 payload carries, without decoding it."""
+    return len(payload) * 3 // 4 - payload.count("=", -2)
 
 
 def _l_conversation(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

@@ -92,6 +92,9 @@ def event(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
                 "closed",
                 "local.conversation",
                 "local.generation",
+                "quiet",
+                "quiet",
+                "quiet",
                 "unknown",
             ]
         )
@@ -173,9 +176,20 @@ def event(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         ev["item_id"] = draw(st.one_of(ITEM_IDS, JUNK))
         if draw(st.booleans()):
             ev["delta"] = draw(st.sampled_from(["AAAA", "AA==", "", "A"]))
-        else:
+        if draw(st.booleans()):
             ev["rtrace_audio_bytes"] = draw(st.one_of(st.integers(0, 9600), JUNK))
         return "server", ev
+    if kind == "quiet":  # no transition: the bulk of real traces, on the fast path of an analysis
+        return draw(
+            st.sampled_from(
+                [
+                    ("client", {"type": "input_audio_buffer.append", "audio": "AAAA"}),
+                    ("server", {"type": "response.output_text.delta", "item_id": "a", "delta": "hi"}),
+                    ("server", {"type": "response.output_audio_transcript.delta", "item_id": "a", "delta": "hi"}),
+                    ("server", {"type": "rate_limits.updated", "rate_limits": []}),
+                ]
+            )
+        )
     if kind == "committed":
         return "server", {"type": "input_audio_buffer.committed", "item_id": draw(st.one_of(ITEM_IDS, JUNK))}
     if kind in ("session.created", "session.updated"):

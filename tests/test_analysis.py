@@ -7,13 +7,15 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
-from rtrace.analysis import Report, analyze_path, analyze_records
+from rtrace.analysis import Fold, Report, analyze_path, analyze_records, digest
 from rtrace.detectors import RULES
 from rtrace.detectors.base import Config, Finding
 from rtrace.loader import UnreadableInput, load
+from rtrace.trace import Record
 
-from .conftest import REAL
+from .conftest import REAL, SAMPLES
 from .strategies import BOUNDED, check_invariants, envelopes, to_records
 
 RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
@@ -132,3 +134,59 @@ def test_no_key_reaches_a_finding_or_a_problem(tmp_path: Path) -> None:
     assert report.findings and report.problems
     text = repr(report.findings) + repr(report.problems)
     assert key not in text and "sk-proj-abcd" not in text
+
+
+def fold_report(rows: list[Any], cut: int | None = None) -> Any:
+    """The report of `rows` folded whole, or up to `cut` and then through `digest` from there."""
+    fold = Fold(Config(ack_timeout=0.2), RULES)
+    if cut is None:
+        fold.rows(rows)
+    else:
+        fold.rows(rows[:cut])
+        rest = [(seq - cut, line - cut, *others) for seq, line, *others in rows[cut:]]
+        fold.digested(list(digest(iter(rest))), cut, cut)
+    return fold.report("x", len(rows), [], 0, None)
+
+
+@BOUNDED
+@given(envelopes(max_size=60), st.floats(0, 1))
+def test_the_digest_of_a_part_folds_to_the_same_report(lines: list[dict[str, Any]], where: float) -> None:
+    """`parallel.analyze_split` rests on this: folding a first part, then the digest of the rest read on its own,
+    gives the report of folding the whole, wherever the cut."""
+    rows = [rec_row(r) for r in to_records(lines)]
+    cut = int(len(rows) * where)
+    assert fold_report(rows, cut) == fold_report(rows)
+
+
+def rec_row(r: Record) -> tuple[Any, ...]:
+    return (r.seq, r.line, r.t, r.dir, r.conn, r.event, r.type, r.raw_type)
+
+
+def test_the_fold_fast_path_agrees_with_step_on_every_sample() -> None:
+    for path in sorted(SAMPLES.rglob("*.jsonl")):
+        records, _ = load(path)
+        rows = [rec_row(r) for r in records]
+        findings, _ = analyze_records(records, Config(ack_timeout=0.2))
+        whole = fold_report(rows)
+        assert whole.findings == findings, path
+        for cut in range(0, len(rows) + 1, max(1, len(rows) // 7)):
+            assert fold_report(rows, cut) == whole, (path, cut)
+
+
+def test_digest_keeps_transitions_whole_and_runs_of_quiet_records_short() -> None:
+    events = [
+        ("meta", 1, {"type": "connection.opened"}),
+        ("client", 1, {"type": "input_audio_buffer.append", "audio": "AAAA"}),
+        ("client", 1, {"type": "input_audio_buffer.append", "audio": "AAAA"}),
+        ("server", 1, {"type": "response.output_audio.delta", "item_id": "a", "delta": "AAAAAA=="}),
+        ("server", 2, {"type": "rate_limits.updated"}),
+        ("server", 2, {"type": "rate_limits.updated"}),
+    ]
+    rows = [(k, k + 1, k / 10, d, n, ev, ev["type"], ev["type"]) for k, (d, n, ev) in enumerate(events)]
+    out = list(digest(iter(rows)))
+    assert out[0] == rows[0]  # a transition, and the first record of connection 1
+    assert out[1] == [2, 3, 0.2, 1, "client"]  # two quiet appends: one run, the clock of the last
+    assert out[2][5] == {"type": "response.output_audio.delta", "item_id": "a", "delta": "", "rtrace_audio_bytes": 4}
+    assert out[3] == rows[4]  # the first record of connection 2 stays whole: only the fold knows it is new
+    assert out[4] == [1, 6, 0.5, 2, "server"]
+    assert rows[3][5]["delta"] == "AAAAAA=="  # the row itself is not changed

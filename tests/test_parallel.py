@@ -15,7 +15,7 @@ import pytest
 
 from bench.generate import text_session, voice_call
 from rtrace import parallel
-from rtrace.analysis import TraceReport
+from rtrace.analysis import TraceReport, analyze_path
 from rtrace.detectors import RULES
 from rtrace.detectors.base import Config, Finding, Rule
 from rtrace.reducer import ConnOpened, Fact
@@ -104,6 +104,81 @@ def test_a_dead_worker_loses_only_its_trace(tmp_path: Path, fleet: list[str]) ->
     assert [r.path for r in reports] == paths
     assert reports[1].unreadable is not None and "died" in reports[1].unreadable
     assert all(r.unreadable is None and r.events > 0 for k, r in enumerate(reports) if k != 1)
+
+
+def split_and_whole(path: str | Path, share: float) -> tuple[TraceReport | None, TraceReport]:
+    split = parallel.analyze_split(str(path), Config(), RULES, MAX, share=share, min_bytes=0)
+    return split, analyze_path(path, Config(), RULES, max_line_bytes=MAX)
+
+
+def line_shares(path: Path, most: int) -> list[float]:
+    """Shares of the file that cut it just before each line (at most `most` of them, spread evenly)."""
+    data = path.read_bytes()
+    starts = [k + 1 for k, byte in enumerate(data[:-1]) if byte == 0x0A]
+    step = max(1, len(starts) // most)
+    return [(s - 1) / len(data) for s in starts[::step]]
+
+
+@pytest.mark.parametrize("path", sorted(REAL.glob("*.jsonl")), ids=lambda p: p.name)
+def test_a_trace_read_by_two_processes_gives_the_report_of_one(path: Path) -> None:
+    for share in line_shares(path, 25):
+        split, whole = split_and_whole(path, share)
+        assert split is not None and split == whole, share
+
+
+def test_every_golden_sample_split_in_three_places(tmp_path: Path) -> None:
+    samples = sorted((ROOT / "sample_traces" / "rules").rglob("*.jsonl"))
+    assert len(samples) > 50
+    for path in samples:
+        for share in (0.2, 0.5, 0.8):
+            split, whole = split_and_whole(path, share)
+            if split is not None:  # None: no line starts after that point
+                assert split == whole, (path, share)
+
+
+def test_split_bad_lines_keep_their_numbers_and_a_bom_is_skipped_once(tmp_path: Path) -> None:
+    good = (REAL / "tool-output-race.livekit-1.8.8.jsonl").read_bytes().splitlines(keepends=True)
+    lines = [b"\xef\xbb\xbf" + good[0], *good[1:20], b"{not json\n", b"[1]\n", b"\n", *good[20:], b'{"t": 1.0, "dir"']
+    trace = tmp_path / "bad.jsonl"
+    trace.write_bytes(b"".join(lines))
+    for share in line_shares(trace, 40):
+        split, whole = split_and_whole(trace, share)
+        assert split is not None and split == whole, share
+        assert [p.line for p in whole.problems] == [21, 22, len(lines)]
+
+
+def test_split_falls_back_to_one_reader_when_the_part_is_not_independent(tmp_path: Path) -> None:
+    """A bare event (no `conn`, no `t`) takes both from the lines before it: the second part cannot be read alone."""
+    good = (REAL / "tool-output-race.livekit-1.8.8.jsonl").read_bytes().splitlines(keepends=True)
+    trace = tmp_path / "mixed.jsonl"
+    trace.write_bytes(b"".join([*good, b'{"type":"response.output_text.delta","delta":"x"}\n']))
+    assert parallel.analyze_split(str(trace), Config(), RULES, MAX, share=0.5, min_bytes=0) is None
+    junk = tmp_path / "junk-first.jsonl"  # no record before the cut: the header question is open
+    junk.write_bytes(b"x\n" * 40_000 + b'{"rtrace": 1}\n' + b"".join(good))
+    assert parallel.analyze_split(str(junk), Config(), RULES, MAX, share=0.3, min_bytes=0) is None
+    for path in (trace, junk):
+        assert parallel.analyze_file(str(path), Config(), RULES, MAX, jobs=2) == analyze_path(path, max_line_bytes=MAX)
+
+
+def test_split_is_not_tried_on_small_utf16_or_special_files(tmp_path: Path) -> None:
+    race = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+    assert parallel.analyze_split(str(race), Config(), RULES, MAX) is None  # under SPLIT_MIN_BYTES
+    utf16 = tmp_path / "u16.jsonl"
+    utf16.write_bytes(race.read_text().encode("utf-16"))
+    assert parallel.analyze_split(str(utf16), Config(), RULES, MAX, min_bytes=0) is None
+    assert parallel.analyze_split("-", Config(), RULES, MAX, min_bytes=0) is None
+
+
+def test_a_failing_child_leaves_the_whole_trace_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    race = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+
+    def crash(*args: object) -> int:
+        raise MemoryError
+
+    monkeypatch.setattr(parallel, "_digest_part", crash)
+    assert parallel.analyze_split(str(race), Config(), RULES, MAX, share=0.5, min_bytes=0) is None
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    assert parallel.analyze_file(str(race), Config(), RULES, MAX, jobs=2) == analyze_path(race)
 
 
 def test_url_of_undoes_path_normalisation() -> None:
