@@ -1,7 +1,5 @@
 """The `rtrace` command line: thin typer commands over the library. `main` maps every error to an exit code."""
 
-from __future__ import annotations
-
 import os
 import sys
 from enum import Enum, IntEnum

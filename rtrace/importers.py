@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import tempfile
-import urllib.parse
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -84,6 +82,8 @@ def _event_of(data: Any) -> dict[str, Any] | str:
 
 
 def _path_of(url: Any) -> str:
+    import urllib.parse  # here: `rtrace analyze` of a native trace loads this module and needs none of it
+
     parts = urllib.parse.urlsplit(url if isinstance(url, str) else "")
     return safe_path(parts.path + (f"?{parts.query}" if parts.query else ""))
 
@@ -226,6 +226,8 @@ def native_path(path: str) -> Iterator[str]:
     if detect(path) == "native":
         yield path
         return
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix="rtrace-import-", suffix=".jsonl")
     try:
         with os.fdopen(fd, "wb") as out:

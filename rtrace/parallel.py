@@ -12,12 +12,10 @@ first, then folds what the child digested.
 from __future__ import annotations
 
 import codecs
-import concurrent.futures
 import dataclasses
 import os
 import pickle
 import re
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +26,7 @@ from .loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
 #: Traces smaller than this are read by one process: below it a second process does not pay for itself.
 SPLIT_MIN_BYTES = 32 * 1024 * 1024
 #: The share of the file this process reads when it splits one; it also folds the whole trace, so it takes less.
-SPLIT_SHARE = 0.4
+SPLIT_SHARE = 0.5
 
 #: Seconds to wait for the Dask scheduler to answer.
 CONNECT_TIMEOUT = 10
@@ -102,6 +100,8 @@ def analyze_split(
     if cut is None or cut >= size:
         return None
     try:
+        import tempfile  # here, and the pool's module below: start-up time is paid by every command
+
         spool_fd, spool_path = tempfile.mkstemp(prefix="rtrace-split-")
         try:
             feed = open(spool_path, "rb")  # this process's own offset in the spool the child writes
@@ -244,6 +244,8 @@ def analyze_local(
     lost: list[int] = []
     # Largest first, so that a big trace picked last does not leave one worker running alone at the end.
     order = sorted((k for k, p in enumerate(paths) if p != "-"), key=lambda k: -_size(paths[k]))
+    import concurrent.futures
+
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(analyze_file, paths[k], config, rules, max_line_bytes): k for k in order}
         for k, p in enumerate(paths):  # stdin can only be read by this process

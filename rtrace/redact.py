@@ -3,20 +3,17 @@
 Owns the secret patterns (`scrub_secrets`) and the line-for-line rewrite behind `rtrace redact`. Ids, types, order,
 times and the line count are kept, so an analysis of the redacted trace finds what the original's did. A line that
 cannot be parsed may hold a secret too: it becomes a `note` placeholder, never a copy. No terminal output here.
+
+The hashing and URL modules are imported where they are used: every `rtrace analyze` loads this module for
+`scrub_text` alone, and start-up time is paid by every command.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
-import hashlib
-import hmac
 import os
 import re
-import secrets
 import sys
-import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -88,6 +85,8 @@ def scrub_text(text: str) -> str:
 def safe_path(path: str) -> str:
     """A request path with every secret-looking query parameter removed (`api-key`, `key`, `token`,
     `client_secret`, ...) and key-like strings scrubbed: what a trace may say about where a client connected."""
+    import urllib.parse
+
     parts = urllib.parse.urlsplit(path)
     words = (*SECRET_PARAMS, "secret", "auth", "password")
     query = [
@@ -158,6 +157,10 @@ def strip_audio(obj: dict[str, Any], key: str) -> None:
     payload = obj.get(key)
     if not isinstance(payload, str):
         return
+    import base64
+    import binascii
+    import hashlib
+
     try:
         raw = base64.b64decode(payload, validate=False)
     except (binascii.Error, ValueError):
@@ -242,11 +245,16 @@ class _Rewriter:
         self.options = options
         self.stats = stats
         # Equal texts stay equal within one run, unguessable across runs (no dictionary attack on short answers).
+        import secrets
+
         self._key = secrets.token_bytes(16)
 
     def text(self, value: str, kind: str) -> str:
         if not value:
             return value  # nothing to hide, and rules tell an empty payload from a missing one
+        import hashlib
+        import hmac
+
         tag = hmac.new(self._key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:8]
         if kind == "tool":
             self.stats.tool += 1

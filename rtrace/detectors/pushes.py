@@ -3,7 +3,6 @@ and a client whose own conversation drifts from the server's."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 
 from ..reducer import (
@@ -94,7 +93,9 @@ class StaleSnapshotDelete(Rule):
         if create is not None:
             rtt = item.added_t - create.t
         elif item.source == "response" and self.rtts.get(conn.n):
-            rtt = statistics.median(self.rtts[conn.n])
+            from statistics import median  # here: the module costs start-up time to every command
+
+            rtt = median(self.rtts[conn.n])
         else:
             return None
         gap = change.t - item.added_t
