@@ -45,24 +45,35 @@ IN_PROCESS = (
 TARGETS = {"audio-call": 1.5, "event-heavy": 2.5}
 
 
-def run(cmd: list[str], stdout: Any = subprocess.DEVNULL) -> tuple[float, int, int]:
-    """Run `cmd`; (wall seconds, peak RSS in KiB of that process, exit status)."""
+def run(cmd: list[str], stdout: Any = subprocess.DEVNULL) -> tuple[float, int, int, float]:
+    """Run `cmd`; (wall seconds, peak RSS in KiB, exit status, CPU seconds). RSS and CPU come from `wait4`: the
+    CPU time includes the process's own children (rtrace's split reader), the RSS is the largest of them."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return elapsed, usage.ru_maxrss, proc.returncode
+    return elapsed, usage.ru_maxrss, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def best(cmd: list[str], repeat: int) -> tuple[float, int]:
     """The best wall time of `repeat` runs, and the largest peak RSS seen."""
-    times, peak = [], 0
+    found = best_of({"cmd": cmd}, repeat)["cmd"]
+    return found[0], found[1]
+
+
+def best_of(cmds: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, int, float]]:
+    """Each command's best wall time, largest peak RSS and the CPU seconds of its best run, over `repeat` rounds
+    that run every command once in turn (a machine that slows down for a while slows them all)."""
+    runs: dict[str, list[tuple[float, int, int, float]]] = {name: [] for name in cmds}
     for _ in range(repeat):
-        elapsed, rss, _ = run(cmd)
-        times.append(elapsed)
-        peak = max(peak, rss)
-    return min(times), peak
+        for name, cmd in cmds.items():
+            runs[name].append(run(cmd))
+    out = {}
+    for name, seen in runs.items():
+        fastest = min(seen)
+        out[name] = (fastest[0], max(r[1] for r in seen), fastest[3])
+    return out
 
 
 def in_process(path: Path, repeat: int) -> float:
@@ -83,29 +94,46 @@ def ensure_jq() -> str | None:
 
 
 def measure_trace(name: str, path: Path, repeat: int, jq: str | None) -> dict[str, Any]:
-    rtrace, rss = best([*RTRACE, "analyze", str(path), "--fail-on", "never"], repeat)
-    floor, _ = best([sys.executable, "-c", FLOOR, str(path)], repeat)
-    jq_time = best([jq, "-c", ".event.type", str(path)], repeat)[0] if jq else None
-    wc, _ = best(["wc", "-l", str(path)], repeat)
+    cmds = {
+        "rtrace": [*RTRACE, "analyze", str(path), "--fail-on", "never"],
+        "one": [*RTRACE, "analyze", str(path), "-j", "1", "--fail-on", "never"],
+        "floor": [sys.executable, "-c", FLOOR, str(path)],
+        "wc": ["wc", "-l", str(path)],
+    }
+    if jq:
+        cmds["jq"] = [jq, "-c", ".event.type", str(path)]
+    found = best_of(cmds, repeat)
+    (rtrace, rss, cpu), floor = found["rtrace"], found["floor"][0]
+    jq_time = found["jq"][0] if jq else None
     row = {
         "workload": name,
         "lines": sum(1 for _ in path.open("rb")),
         "mb": path.stat().st_size / 1e6,
         "rtrace_s": rtrace,
+        "cpu_s": cpu,
+        "one_process_s": found["one"][0],
+        "one_process_rss_mb": found["one"][1] / 1024,
         "analysis_s": in_process(path, repeat),
         "floor_s": floor,
         "jq_s": jq_time,
-        "wc_s": wc,
+        "wc_s": found["wc"][0],
         "rss_mb": rss / 1024,
     }
     row["vs_floor"] = rtrace / floor
+    row["one_process_vs_floor"] = found["one"][0] / floor
     row["vs_jq"] = rtrace / jq_time if jq_time else None
     return row
 
 
 def measure_fleet(fleet: Path, repeat: int) -> dict[str, Any]:
-    one, rss1 = best([*RTRACE, "analyze", str(fleet), "-j", "1", "--fail-on", "never"], repeat)
-    two, rss2 = best([*RTRACE, "analyze", str(fleet), "-j", "2", "--fail-on", "never"], repeat)
+    found = best_of(
+        {
+            "one": [*RTRACE, "analyze", str(fleet), "-j", "1", "--fail-on", "never"],
+            "two": [*RTRACE, "analyze", str(fleet), "-j", "2", "--fail-on", "never"],
+        },
+        repeat,
+    )
+    (one, rss1, _), (two, rss2, _) = found["one"], found["two"]
     traces = len(list(fleet.glob("*.jsonl")))
     return {"traces": traces, "j1_s": one, "j2_s": two, "speedup": one / two, "rss_mb": max(rss1, rss2) / 1024}
 
@@ -171,15 +199,16 @@ def fmt(value: float | None, unit: str = "", digits: int = 2) -> str:
 
 
 def table(results: dict[str, Any]) -> str:
-    columns = ["workload", "lines", "MB", "rtrace", "analysis only", "orjson floor", "jq", "wc -l"]
-    columns += ["rtrace/floor", "rtrace/jq", "peak RSS"]
+    columns = ["workload", "lines", "MB", "rtrace", "CPU", "rtrace -j 1", "analysis only", "orjson floor", "jq"]
+    columns += ["wc -l", "rtrace/floor", "-j 1/floor", "rtrace/jq", "peak RSS"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in results["traces"]:
         lines.append(
             f"| {r['workload']} | {r['lines']:,} | {r['mb']:.0f} | {fmt(r['rtrace_s'], ' s')} | "
+            f"{fmt(r['cpu_s'], ' s')} | {fmt(r['one_process_s'], ' s')} | "
             f"{fmt(r['analysis_s'], ' s')} | {fmt(r['floor_s'], ' s')} | {fmt(r['jq_s'], ' s')} | "
-            f"{fmt(r['wc_s'], ' s', 3)} | {fmt(r['vs_floor'], 'x')} | {fmt(r['vs_jq'], 'x')} | "
-            f"{r['rss_mb']:.0f} MB |"
+            f"{fmt(r['wc_s'], ' s', 3)} | {fmt(r['vs_floor'], 'x')} | {fmt(r['one_process_vs_floor'], 'x')} | "
+            f"{fmt(r['vs_jq'], 'x')} | {r['rss_mb']:.0f} MB |"
         )
     out = "\n".join(lines)
     f = results.get("fleet")
@@ -211,6 +240,8 @@ def verdicts(results: dict[str, Any]) -> list[str]:
         if r is None:
             continue
         out.append(f"{name}: rtrace/floor {r['vs_floor']:.2f}x (target <= {limit}x): {_ok(r['vs_floor'] <= limit)}")
+        alone = r["one_process_vs_floor"]
+        out.append(f"{name}: rtrace -j 1/floor {alone:.2f}x (one process, for reference): {_ok(alone <= limit)}")
         engine = r["analysis_s"] / r["floor_s"]
         out.append(
             f"{name}: analysis only/floor {engine:.2f}x (no start-up, imports, rendering): {_ok(engine <= limit)}"

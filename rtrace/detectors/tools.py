@@ -304,6 +304,7 @@ class OutputForUnknownCall(Rule):
     def __init__(self, config: object) -> None:
         super().__init__(config)  # type: ignore[arg-type]
         self.suspect: dict[int, Change] = {}
+        #: (conn, call_id) -> where the function_call was deleted; a connection's entries go when it closes.
         self.deleted_call: dict[tuple[int, str], Witness] = {}
         self.joined: set[int] = set()
 
@@ -337,6 +338,10 @@ class OutputForUnknownCall(Rule):
             for change in fact.indeterminate:
                 if self.suspect.pop(change.seq, None) is not None:
                     out.append(self._finding(state, change, Witness.answer(change), fact.rec.line))
+            # Nothing sent on this connection can be judged after this, and a connection opened again under the
+            # same ordinal starts a new conversation: its deleted calls are forgotten (memory stays flat).
+            for key in [key for key in self.deleted_call if key[0] == fact.conn.n]:
+                del self.deleted_call[key]
             return out
         assert isinstance(fact, ServerError)
         if fact.cause is None and fact.error.get("code") == "invalid_tool_call_id" and fact.rec.seq not in self.joined:
@@ -396,6 +401,10 @@ class OutputForUnknownCall(Rule):
         )
 
 
+#: How much of a call's arguments RT113 quotes (and keeps).
+ARGUMENTS_QUOTED = 80
+
+
 class ArgumentsLostInReplay(Rule):
     """A `function_call` was created again with empty `arguments`, while the original had arguments.
 
@@ -423,13 +432,14 @@ class ArgumentsLostInReplay(Rule):
 
     def __init__(self, config: object) -> None:
         super().__init__(config)  # type: ignore[arg-type]
-        self.args: dict[str, tuple[Item, Witness]] = {}
+        #: call_id -> the start of its arguments (as quoted in a finding) and where they were done.
+        self.args: dict[str, tuple[str, Witness]] = {}
 
     def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
         if isinstance(fact, ItemDone):
             item = fact.item
             if item.type == "function_call" and item.call_id and item.arguments.strip():
-                self.args[item.call_id] = (item, Witness.of(fact.rec))
+                self.args[item.call_id] = (item.arguments[:ARGUMENTS_QUOTED], Witness.of(fact.rec))
             return None
         assert isinstance(fact, ChangeSent)
         change = fact.change
@@ -438,13 +448,13 @@ class ArgumentsLostInReplay(Rule):
             return None
         if not sent.call_id or sent.arguments.strip() or sent.call_id not in self.args:
             return None
-        original, done = self.args[sent.call_id]
+        arguments, done = self.args[sent.call_id]
         return [
             self.finding(
                 change.conn,
                 f"function_call {sent.call_id} re-created at line {change.line} with empty arguments",
                 f"Line {change.line} creates {sent.label()} with empty arguments; the call had arguments "
-                f"{original.arguments[:80]!r} (line {done.line}).",
+                f"{arguments!r} (line {done.line}).",
                 [done, Witness.sent(change)],
                 change.line,
                 items=[sent.id],
