@@ -16,6 +16,7 @@ import dataclasses
 import os
 import pickle
 import re
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,11 +79,13 @@ def analyze_split(
 
     The file is cut after a newline near `SPLIT_SHARE` of its size. This process reads and folds the first part;
     the child reads the rest with a reader that starts there (`at_start=False`: no BOM, UTF-16 or header is
-    looked for, lines count from 1) and sends back `analysis.digest` of its rows, with its counts and problems.
-    This process then folds the digest, its seqs and lines shifted by the first part's. The report is the one a
-    single reading gives; when it could not be (a record of the second part took its `t` or `conn` from the
-    lines before, the first part has no record to settle the header, the child failed), the whole trace is read
-    again by this process alone.
+    looked for, lines count from 1) and writes `analysis.digest` of its rows to an unlinked spool file in
+    batches, each announced by a byte on a pipe, then its counts and problems. Once done with its own part, this
+    process folds the batches as they come, their seqs and lines shifted by the first part's: neither process
+    holds the digest whole, and the child's work overlaps the end of the fold. The report is the one a single
+    reading gives; when it could not be (a record of the second part took its `t` or `conn` from the lines
+    before, the first part has no record to settle the header, the child failed), the whole trace is read again
+    by this process alone. Not for callers with threads of their own (`fork`); the CLI has none.
     """
     if not hasattr(os, "fork") or path == "-":
         return None
@@ -109,8 +112,19 @@ def analyze_split(
             os.unlink(spool_path)
     except OSError:
         return None
-    notify_r, notify_w = os.pipe()
-    pid = os.fork()
+    try:
+        notify_r, notify_w = os.pipe()
+    except OSError:
+        feed.close()
+        os.close(spool_fd)
+        return None
+    try:
+        pid = os.fork()
+    except OSError:  # no process to spare: read alone
+        for fd in (notify_r, notify_w, spool_fd):
+            os.close(fd)
+        feed.close()
+        return None
     if pid == 0:  # the child: digest the second part into the spool, and leave without running any cleanup
         status = 1
         try:
@@ -126,6 +140,9 @@ def analyze_split(
             fold = Fold(config, rules)
             fold.rows(reader.rows())
         part = _fold_digest(fold, feed, notify_r, reader.count, reader.lines) if reader.count else None
+    except BaseException:  # interrupted, or a bug: the child's work is of no use any more
+        os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         os.close(notify_r)
         feed.close()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,6 +180,71 @@ def test_a_failing_child_leaves_the_whole_trace_to_this_process(monkeypatch: pyt
     assert parallel.analyze_split(str(race), Config(), RULES, MAX, share=0.5, min_bytes=0) is None
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
     assert parallel.analyze_file(str(race), Config(), RULES, MAX, jobs=2) == analyze_path(race)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_no_process_to_spare_means_one_reader_and_no_leak(monkeypatch: pytest.MonkeyPatch) -> None:
+    race = str(REAL / "tool-output-race.livekit-1.8.8.jsonl")
+    before = open_fds()
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert parallel.analyze_split(race, Config(), RULES, MAX, share=0.5, min_bytes=0) is None
+    assert open_fds() == before
+
+
+def test_an_interrupted_fold_stops_the_child_and_leaks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    race = str(REAL / "tool-output-race.livekit-1.8.8.jsonl")
+    before = open_fds()
+
+    def interrupted(self: object, rows: object) -> None:
+        raise KeyboardInterrupt
+
+    children: list[int] = []
+    fork = os.fork
+
+    def recorded_fork() -> int:
+        pid = fork()
+        if pid:
+            children.append(pid)
+        return pid
+
+    monkeypatch.setattr(parallel.Fold, "rows", interrupted)
+    monkeypatch.setattr(os, "fork", recorded_fork)
+    with pytest.raises(KeyboardInterrupt):
+        parallel.analyze_split(race, Config(), RULES, MAX, share=0.5, min_bytes=0)
+    assert open_fds() == before and len(children) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(children[0], os.WNOHANG)  # the child was reaped
+
+
+def test_the_cli_splits_a_large_trace_by_default_and_reports_the_same(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rtrace.cli import main
+
+    race = str(REAL / "tool-output-race.livekit-1.8.8.jsonl")
+    split_reports: list[TraceReport | None] = []
+    split = parallel.analyze_split
+
+    def recorded(*args: Any, **kw: Any) -> TraceReport | None:
+        split_reports.append(split(*args, **kw))
+        return split_reports[-1]
+
+    def run(*args: str) -> Any:
+        assert main(["analyze", race, "-f", "json", *args]) == 1
+        return json.loads(capsys.readouterr().out)
+
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)  # this trace is small: split it anyway
+    monkeypatch.setattr(parallel, "analyze_split", recorded)
+    default = run()
+    assert len(split_reports) == 1 and split_reports[0] is not None  # read by two processes
+    assert run("-j", "1") == default and len(split_reports) == 1  # -j 1: one process
 
 
 def test_url_of_undoes_path_normalisation() -> None:
