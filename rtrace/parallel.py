@@ -27,7 +27,7 @@ from .loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
 #: Traces smaller than this are read by one process: below it a second process does not pay for itself.
 SPLIT_MIN_BYTES = 32 * 1024 * 1024
 #: The share of the file this process reads when it splits one; it also folds the whole trace, so it takes less.
-SPLIT_SHARE = 0.5
+SPLIT_SHARE = 0.45
 
 #: Seconds to wait for the Dask scheduler to answer.
 CONNECT_TIMEOUT = 10
