@@ -148,6 +148,20 @@ def test_split_bad_lines_keep_their_numbers_and_a_bom_is_skipped_once(tmp_path: 
         assert [p.line for p in whole.problems] == [21, 22, len(lines)]
 
 
+def test_split_oversized_and_undecodable_lines_are_reported_where_they_are(tmp_path: Path) -> None:
+    good = (REAL / "tool-output-race.livekit-1.8.8.jsonl").read_bytes().splitlines(keepends=True)
+    huge = b'{"t": 1.0, "dir": "client", "conn": 1, "event": {"type": "x", "pad": "' + b"a" * 5000 + b'"}}\n'
+    bad_utf8 = good[30].replace(b"item", b"it\xffem", 1)
+    lines = [*good[:10], huge, *good[10:30], bad_utf8, *good[31:], huge.rstrip(b"\n")]
+    trace = tmp_path / "odd.jsonl"
+    trace.write_bytes(b"".join(lines))
+    for share in line_shares(trace, 30):
+        split = parallel.analyze_split(str(trace), Config(), RULES, 2000, share=share, min_bytes=0)
+        whole = analyze_path(trace, Config(), RULES, max_line_bytes=2000)
+        assert split is not None and split == whole, share
+    assert [p.line for p in whole.problems] == [11, 32, len(lines)]
+
+
 def test_split_falls_back_to_one_reader_when_the_part_is_not_independent(tmp_path: Path) -> None:
     """A bare event (no `conn`, no `t`) takes both from the lines before it: the second part cannot be read alone."""
     good = (REAL / "tool-output-race.livekit-1.8.8.jsonl").read_bytes().splitlines(keepends=True)
