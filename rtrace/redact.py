@@ -20,6 +20,7 @@ from typing import IO, Any
 import orjson
 
 from .loader import DEFAULT_MAX_LINE_BYTES, UnreadableInput
+from .trace import MAX_DEPTH, TOO_DEEP
 
 #: What replaces a secret value.
 REDACTED = "[redacted]"
@@ -104,10 +105,7 @@ def _is_secret_field(name: str) -> bool:
     return name.lower().replace("_", "-") in SECRET_FIELDS
 
 
-#: Deeper JSON is replaced by `TOO_DEEP`: no real event nests this far, Python recursion and `orjson.dumps` (255
-#: levels) stop not far beyond, and a subtree that is not scrubbed must not be passed on either.
-MAX_DEPTH = 200
-TOO_DEEP = "[rtrace: nested too deeply]"
+# Deeper JSON is replaced by `trace.TOO_DEEP`: a subtree that is not scrubbed must not be passed on either.
 
 
 def _secret_value(value: Any, depth: int = 0) -> Any:

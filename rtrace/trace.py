@@ -86,13 +86,14 @@ class Problem:
         return f"{self.path}:{self.line}:{self.col}: {self.message}"
 
 
-#: What replaces a value nested deeper than a trace line can hold (orjson writes at most 255 levels).
+#: What replaces a value nested deeper than `MAX_DEPTH`: no real event nests this far, Python recursion and
+#: `orjson.dumps` (255 levels) stop not far beyond. Shared by the trace writer and `redact`.
 TOO_DEEP = "[rtrace: nested too deeply]"
-_MAX_DEPTH = 200
+MAX_DEPTH = 200
 
 
 def _cut_depth(value: Any, depth: int = 0) -> Any:
-    if depth >= _MAX_DEPTH and isinstance(value, (dict, list)):
+    if depth >= MAX_DEPTH and isinstance(value, (dict, list)):
         return TOO_DEEP
     if isinstance(value, dict):
         return {k: _cut_depth(v, depth + 1) for k, v in value.items()}
