@@ -53,6 +53,7 @@ _HOP_HEADERS = frozenset(
 _PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
 #: Frames up to this size are read and forwarded.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 

@@ -27,7 +27,7 @@ from .analysis import TraceReport, analyze_path
 from .detectors.base import Config
 from .escape import printable
 from .loader import TraceReader, TraceWriter
-from .record import safe_url, upstream_url
+from .record import LOOPBACK, safe_url, upstream_url
 from .redact import redact_event, safe_path
 from .trace import Record
 
@@ -405,7 +405,7 @@ def _headers_for(target: str) -> list[tuple[str, str]]:
     key = os.environ.get("OPENAI_API_KEY")
     if key:
         return [("Authorization", f"Bearer {key}")]
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK:
         raise ReplayFailed(f"{safe_url(target)}: a real endpoint needs OPENAI_API_KEY in the environment")
     return []
 

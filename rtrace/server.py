@@ -37,6 +37,7 @@ from .endpoint import (
     recorded_responses,
 )
 from .loader import TraceWriter
+from .record import LOOPBACK
 from .redact import safe_path, scrub_secrets
 from .trace import encode
 
@@ -469,7 +470,7 @@ def options_from_cli(
 
 def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
     """`rtrace serve`: print where to connect, then serve until Ctrl-C or SIGTERM."""
-    if options.host not in ("127.0.0.1", "localhost", "::1"):
+    if options.host not in LOOPBACK:
         print(
             f"rtrace: warning: listening on {options.host}, not loopback: anyone who can reach this address can "
             "connect (no authentication).",
