@@ -574,18 +574,23 @@ class EndpointConnection:
         self.wire[item_id] = wire
         return self._ack_item(wire, self.conv.previous_of(item_id))
 
+    def _unknown_item(self, action: str, item_id: object, event: dict[str, Any]) -> list[Emission]:
+        """The API's answer to a delete, retrieve or truncate of an item the conversation does not hold."""
+        verb = {"delete": "deleting", "retrieve": "retrieving", "truncate": "truncating"}[action]
+        return [
+            self._error(
+                f"item_{action}_invalid_item_id",
+                f"Error {verb} item: the item with id '{str(item_id)[:100]}' does not exist.",
+                "item_id",
+                event,
+            )
+        ]
+
     def _item_delete(self, event: dict[str, Any]) -> list[Emission]:
         item_id = event.get("item_id")
         item = self.conv.get(item_id) if isinstance(item_id, str) else None
         if item is None:
-            return [
-                self._error(
-                    "item_delete_invalid_item_id",
-                    f"Error deleting item: the item with id '{str(item_id)[:100]}' does not exist.",
-                    "item_id",
-                    event,
-                )
-            ]
+            return self._unknown_item("delete", item_id, event)
         out: list[Emission] = []
         if item.type == "function_call" and item.call_id and self.conv.outputs_by_call.get(item.call_id):
             mode = self.options.delete_call_with_output
@@ -617,27 +622,13 @@ class EndpointConnection:
     def _item_retrieve(self, event: dict[str, Any]) -> list[Emission]:
         item_id = event.get("item_id")
         if not isinstance(item_id, str) or item_id not in self.conv:
-            return [
-                self._error(
-                    "item_retrieve_invalid_item_id",
-                    f"Error retrieving item: the item with id '{str(item_id)[:100]}' does not exist.",
-                    "item_id",
-                    event,
-                )
-            ]
+            return self._unknown_item("retrieve", item_id, event)
         return [self._event({"type": "conversation.item.retrieved", "item": _public(self.wire[item_id])})]
 
     def _item_truncate(self, event: dict[str, Any]) -> list[Emission]:
         item_id = event.get("item_id")
         if not isinstance(item_id, str) or item_id not in self.conv:
-            return [
-                self._error(
-                    "item_truncate_invalid_item_id",
-                    f"Error truncating item: the item with id '{str(item_id)[:100]}' does not exist.",
-                    "item_id",
-                    event,
-                )
-            ]
+            return self._unknown_item("truncate", item_id, event)
         wire = self.wire[item_id]
         audio_ms = wire.get("_audio_ms")
         if wire.get("role") != "assistant" or not isinstance(audio_ms, int):
