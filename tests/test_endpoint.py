@@ -186,6 +186,14 @@ def test_retrieve_returns_the_full_item_or_the_real_error() -> None:
     assert err["error"]["message"] == "Error retrieving item: the item with id 'B' does not exist."
 
 
+def test_truncate_of_an_unknown_item_is_the_real_error() -> None:
+    d = make()
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": "C", "content_index": 0, "audio_end_ms": 10})
+    assert err["error"]["code"] == "item_truncate_invalid_item_id"
+    assert err["error"]["message"] == "Error truncating item: the item with id 'C' does not exist."
+    assert err["error"]["param"] == "item_id"
+
+
 def test_truncate_of_a_text_item_is_rejected_like_the_api() -> None:
     d = make()
     d.send(user("hello", "A"))
