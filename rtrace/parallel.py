@@ -17,6 +17,7 @@ import os
 import pickle
 import re
 import signal
+import stat
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,10 +91,11 @@ def analyze_split(
     if not hasattr(os, "fork") or path == "-":
         return None
     try:
+        st = os.stat(path)  # before opening: a named pipe would block, and it cannot be read twice anyway
+        size = st.st_size
+        if size < max(SPLIT_MIN_BYTES if min_bytes is None else min_bytes, 1) or not stat.S_ISREG(st.st_mode):
+            return None
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < max(SPLIT_MIN_BYTES if min_bytes is None else min_bytes, 1) or not os.path.isfile(path):
-                return None
             head = f.read(4)
             if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or (len(head) == 4 and b"\0" in head):
                 return None

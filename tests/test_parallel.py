@@ -182,6 +182,10 @@ def test_split_is_not_tried_on_small_utf16_or_special_files(tmp_path: Path) -> N
     utf16.write_bytes(race.read_text().encode("utf-16"))
     assert parallel.analyze_split(str(utf16), Config(), RULES, MAX, min_bytes=0) is None
     assert parallel.analyze_split("-", Config(), RULES, MAX, min_bytes=0) is None
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)  # no writer: opening it would block
+    assert parallel.analyze_split(str(fifo), Config(), RULES, MAX, min_bytes=0) is None
+    assert parallel.analyze_split(str(tmp_path / "missing.jsonl"), Config(), RULES, MAX, min_bytes=0) is None
 
 
 def test_a_failing_child_leaves_the_whole_trace_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
