@@ -84,10 +84,6 @@ def item_from_event(obj: dict[str, Any]) -> Item | None:
     return item
 
 
-def _str_or_none(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
 def update_item(item: Item, obj: dict[str, Any]) -> None:
     """Fold a (possibly partial) wire item object into `item`."""
     role = obj.get("role")

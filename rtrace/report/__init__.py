@@ -1,13 +1,5 @@
-"""Renderers of one `analysis.Report`: terminal, JSON (and the formats later issues add).
+"""Renderers of one `analysis.Report`: terminal, JSON, Markdown, HTML, SARIF and JUnit (`outputs` picks one by
+name or file extension).
 
-Each renderer is a function `render(report, ...)`; none of them reads the trace again unless it says so.
+Each renderer is a function of the report; none of them reads the trace again unless it says so.
 """
-
-from __future__ import annotations
-
-from enum import Enum
-
-
-class Format(str, Enum):
-    terminal = "terminal"
-    json = "json"
