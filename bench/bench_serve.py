@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import connect
 
-from rtrace.server import parse_duration
+from rtrace.net.server import parse_duration
 
 
 async def client(url: str, k: int, rate: float, duration: float, start: float, out: dict[str, Any]) -> None:
@@ -102,7 +102,7 @@ async def run(
 
 def server_delays(path: str, latency: float) -> list[float]:
     """From the server's own trace: create received -> `conversation.item.added` sent, minus the latency (ms)."""
-    from rtrace.loader import TraceReader
+    from rtrace.core.loader import TraceReader
 
     received: dict[tuple[int, str], float] = {}
     out: list[float] = []

@@ -39,7 +39,7 @@ FLOOR = (
 )
 IN_PROCESS = (
     "import sys, time\n"
-    "from rtrace.analysis import analyze_path\n"
+    "from rtrace.engine.fold import analyze_path\n"
     "t = time.perf_counter(); analyze_path(sys.argv[1]); print(time.perf_counter() - t)\n"
 )
 #: (workload, ratio to the floor it must stay within) from issue 7.

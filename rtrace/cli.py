@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 
 from . import __version__
-from .analysis import Report, TraceReport
-from .detectors import RULES, UnknownRule, find_rule, select_rules
-from .detectors.base import SEVERITY_RANK, Config
-from .loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
+from .core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
+from .engine.fold import Report, TraceReport
+from .rules import RULES, UnknownRule, find_rule, select_rules
+from .rules.base import SEVERITY_RANK, Config
 
 
 class ExitCode(IntEnum):
@@ -92,7 +92,7 @@ def analyze_many(
     engine: Engine,
     scheduler: str | None,
 ) -> list[TraceReport]:
-    from . import parallel
+    from .engine import parallel
 
     if jobs < 0:
         raise UsageError("--jobs must be 0 (one per CPU) or more")
@@ -165,7 +165,7 @@ def analyze(
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window)
     if engine is Engine.local and jobs == 1:
-        from .parallel import analyze_file
+        from .engine.parallel import analyze_file
 
         traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
     else:
@@ -219,7 +219,7 @@ def report(
         fmt = ReportFormat.markdown
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config()
-    from .parallel import analyze_file
+    from .engine.parallel import analyze_file
 
     traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
     result = Report(traces, config, rules)
@@ -263,9 +263,9 @@ def show(
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
 ) -> None:
     """Both conversations side by side at a line, or the timeline of one connection."""
-    from .reducer import step
+    from .core.reducer import step
+    from .core.state import TraceState
     from .report import show as show_view
-    from .state import TraceState
 
     console = stdout_console()
     with TraceReader.open(path, max_line_bytes=max_line_bytes) as reader:
@@ -322,7 +322,7 @@ def redact(
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are dropped.")] = DEFAULT_MAX_LINE_BYTES,
 ) -> None:
     """Remove secrets (and, on request, user text, audio, tool payloads) so a trace can go into a public issue."""
-    from .redact import RedactOptions, redact_file
+    from .core.secrets import RedactOptions, redact_file
 
     err = stderr_console()
     options = RedactOptions(user_text, audio, tool_output, max_line_bytes)
@@ -371,7 +371,7 @@ def serve(
     fault_times: Annotated[int, typer.Option(help="Times each fault fires per server (0: every time).")] = 1,
 ) -> None:
     """A fake realtime endpoint with injected latency and faults; prints ws://127.0.0.1:PORT/v1 and waits."""
-    from .server import options_from_cli, serve_main
+    from .net.server import options_from_cli, serve_main
 
     try:
         options = options_from_cli(
@@ -399,8 +399,8 @@ def sweep(
     close_after: Annotated[int | None, typer.Option(help="Fault in each run: close after N server events.")] = None,
 ) -> None:
     """Run a command against a fresh `rtrace serve` at each latency; table of latency x rule. Exit 1 on errors."""
-    from .server import options_from_cli
-    from .sweep import sweep_main
+    from .net.server import options_from_cli
+    from .net.sweep import sweep_main
 
     try:
         template = options_from_cli(drop_on=drop_on, close_after=close_after)
@@ -419,7 +419,7 @@ def record(
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
 ) -> None:
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
-    from .record import RecordOptions, check_upstream, record_main
+    from .net.proxy import RecordOptions, check_upstream, record_main
 
     try:
         check_upstream(upstream)
@@ -437,8 +437,8 @@ def convert(
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
 ) -> None:
     """Convert another tool's capture to a native rtrace trace (secrets removed)."""
-    from .importers import convert as convert_file
-    from .importers import detect
+    from .core.importers import convert as convert_file
+    from .core.importers import detect
 
     kind = detect(str(path))
     try:
@@ -465,10 +465,10 @@ def replay(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
-    from .replay import ReplayFailed, ReplayOptions, render
-    from .replay import compare as compare_replays
-    from .replay import replay as run_replay
-    from .server import parse_latencies
+    from .net.replay import ReplayFailed, ReplayOptions, render
+    from .net.replay import compare as compare_replays
+    from .net.replay import replay as run_replay
+    from .net.server import parse_latencies
 
     try:
         default, by_type = parse_latencies(latency or []) if latency else (None, {})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-from rtrace.analysis import analyze_path
+from rtrace.engine.fold import analyze_path
 
 from .tracebuilder import TraceBuilder, assistant_msg, fc, fco, user_msg
 

@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 from rich.console import Console
 
-from rtrace.loader import load
-from rtrace.reducer import step
+from rtrace.core.loader import load
+from rtrace.core.reducer import step
+from rtrace.core.state import TraceState, client_view, divergence
+from rtrace.core.trace import Record
 from rtrace.report.show import render_state
-from rtrace.state import TraceState, client_view, divergence
-from rtrace.trace import Record
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "sample_traces" / "real"

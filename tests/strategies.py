@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from rtrace.catalog import BETA_TO_GA
-from rtrace.trace import Record
+from rtrace.core.catalog import BETA_TO_GA
+from rtrace.core.trace import Record
 
 #: The suite's bound for property tests: enough examples to find collisions, no per-example deadline.
 BOUNDED = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -257,7 +257,7 @@ def to_records(lines: list[dict[str, Any]]) -> list[Record]:
 
 
 def check_invariants(state: Any) -> None:
-    """The state invariants that must hold after every step (see `rtrace.state`)."""
+    """The state invariants that must hold after every step (see `rtrace.core.state`)."""
     for n, conn in state.conns.items():
         assert conn.n == n
         conv = conn.conv

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.analysis import Fold, Report, analyze_path, analyze_records, digest
-from rtrace.detectors import RULES
-from rtrace.detectors.base import Config, Finding
-from rtrace.loader import UnreadableInput, load
-from rtrace.trace import Record
+from rtrace.core.loader import UnreadableInput, load
+from rtrace.core.trace import Record
+from rtrace.engine.fold import Fold, Report, analyze_path, analyze_records, digest
+from rtrace.rules import RULES
+from rtrace.rules.base import Config, Finding
 
 from .conftest import REAL, SAMPLES
 from .strategies import BOUNDED, check_invariants, envelopes, to_records

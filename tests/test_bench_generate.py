@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench.generate import fleet_plan, generate, text_session, voice_call
-from rtrace.analysis import analyze_path, analyze_records
-from rtrace.detectors.base import Config
-from rtrace.loader import TraceReader
+from rtrace.core.loader import TraceReader
+from rtrace.engine.fold import analyze_path, analyze_records
+from rtrace.rules.base import Config
 
 KINDS = {"voice": voice_call, "text": text_session}
 

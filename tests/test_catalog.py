@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtrace.catalog import (
+from rtrace.core.catalog import (
     BETA_TO_GA,
     CLIENT_EVENTS,
     LOCAL_EVENTS,

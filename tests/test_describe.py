@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.catalog import CLIENT_EVENTS, LOCAL_EVENTS, META_EVENTS, SERVER_EVENTS
-from rtrace.describe import describe, item_label
+from rtrace.core.catalog import CLIENT_EVENTS, LOCAL_EVENTS, META_EVENTS, SERVER_EVENTS
+from rtrace.core.describe import describe, item_label
 
 from .strategies import BOUNDED
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rtrace.detectors.base import Bursts, Config, Rule, Witness, as_json, ms
-from rtrace.state import Change
+from rtrace.core.state import Change
+from rtrace.rules.base import Bursts, Config, Rule, Witness, as_json, ms
 
 
 class Dummy(Rule):

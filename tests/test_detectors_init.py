@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtrace.detectors import RULES, UnknownRule, find_rule, select_rules
+from rtrace.rules import RULES, UnknownRule, find_rule, select_rules
 
 
 def test_ids_and_slugs_unique_and_documented() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtrace.analysis import analyze_path
+from rtrace.engine.fold import analyze_path
 
 from .conftest import SAMPLES
 

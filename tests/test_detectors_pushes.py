@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rtrace.analysis import analyze_path
-from rtrace.detectors.base import Config
+from rtrace.engine.fold import analyze_path
+from rtrace.rules.base import Config
 
 from .conftest import REAL, SAMPLES
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rtrace.analysis import analyze_path
+from rtrace.engine.fold import analyze_path
 
 from .conftest import SAMPLES
 

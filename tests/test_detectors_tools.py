@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rtrace.analysis import analyze_path
-from rtrace.detectors.base import Finding
+from rtrace.engine.fold import analyze_path
+from rtrace.rules.base import Finding
 
 from .conftest import REAL, SAMPLES
 

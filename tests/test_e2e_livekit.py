@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rtrace.analysis import TraceReport, analyze_path
+from rtrace.engine.fold import TraceReport, analyze_path
 
 from .conftest import client_python
 
@@ -70,7 +70,7 @@ class Run:
 def server_options(trace: Path, **faults: Any) -> Any:
     """The fake endpoint at 50 ms, recording to `trace`. Each fault fires once in the server's life
     (`fault_times=1`): the reconnected client that replays the matched event gets through."""
-    from rtrace.server import ServerOptions
+    from rtrace.net.server import ServerOptions
 
     return ServerOptions(latency=LATENCY, record=trace, fault_times=1, **faults)
 
@@ -78,7 +78,7 @@ def server_options(trace: Path, **faults: Any) -> Any:
 async def _drive(
     python: Path, scenario: str, trace: Path, client_trace: Path, **faults: Any
 ) -> tuple[dict[str, Any], str]:
-    from rtrace.server import run_server
+    from rtrace.net.server import run_server
 
     async with run_server(server_options(trace, **faults)) as server:
         proc = await asyncio.create_subprocess_exec(

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from rtrace.endpoint import (
+from rtrace.core.loader import TraceReader
+from rtrace.net.endpoint import (
     EndpointConnection,
     EndpointOptions,
     Faults,
@@ -20,7 +21,6 @@ from rtrace.endpoint import (
     decode_frame,
     recorded_responses,
 )
-from rtrace.loader import TraceReader
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 
@@ -555,9 +555,9 @@ def test_other_client_events_are_answered() -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from rtrace.catalog import normalize_type  # noqa: E402
-from rtrace.reducer import fold  # noqa: E402
-from rtrace.trace import Record  # noqa: E402
+from rtrace.core.catalog import normalize_type  # noqa: E402
+from rtrace.core.reducer import fold  # noqa: E402
+from rtrace.core.trace import Record  # noqa: E402
 
 _IDS = ["A", "B", "C", "D", "E"]
 _ops = st.lists(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.escape import PREVIEW_LIMIT, printable
+from rtrace.core.escape import PREVIEW_LIMIT, printable
 
 from .strategies import BOUNDED
 

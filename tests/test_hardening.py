@@ -27,11 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from rtrace.analysis import Report, analyze_path, analyze_records
-from rtrace.detectors.base import Config
-from rtrace.loader import TraceReader
+from rtrace.core.loader import TraceReader
+from rtrace.engine.fold import Report, analyze_path, analyze_records
 from rtrace.report import json_report, terminal
 from rtrace.report.outputs import ReportFormat, render_bytes
+from rtrace.rules.base import Config
 
 from .strategies import envelopes
 

@@ -1,7 +1,7 @@
-"""Hostile network input and faults, on loopback: the fake server (`rtrace.server`), the recording proxy
-(`rtrace.record`) and replay (`rtrace.replay`) fed bad frames, floods, vanishing and stalling peers, refused and dropped
-upstreams, signals and a full disk. Each test checks that nothing is left behind: no asyncio task once the server
-context has exited, no file descriptor more than before the test.
+"""Hostile network input and faults, on loopback: the fake server (`rtrace.net.server`), the recording
+proxy (`rtrace.net.proxy`) and replay (`rtrace.net.replay`) fed bad frames, floods, vanishing and stalling
+peers, refused and dropped upstreams, signals and a full disk. Each test checks that nothing is left behind: no
+asyncio task once the server context has exited, no file descriptor more than before the test.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from rtrace.loader import TraceReader, TraceWriter
-from rtrace.record import RecordingProxy, RecordOptions, run_proxy
-from rtrace.server import ServerOptions, run_server
+from rtrace.core.loader import TraceReader, TraceWriter
+from rtrace.net.proxy import RecordingProxy, RecordOptions, run_proxy
+from rtrace.net.server import ServerOptions, run_server
 
 RTRACE = [sys.executable, "-m", "rtrace.cli"]
 KEY = "sk-proj-HARDENINGfakeKEY0123456789abcdefghij"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from rtrace.analysis import analyze_path
 from rtrace.cli import ExitCode, main
-from rtrace.importers import ImportFailed, detect, native_path, records
-from rtrace.loader import TraceReader
+from rtrace.core.importers import ImportFailed, detect, native_path, records
+from rtrace.core.loader import TraceReader
+from rtrace.engine.fold import analyze_path
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 RACE = REAL / "tool-output-race.livekit-1.8.8.jsonl"
@@ -99,7 +99,7 @@ def test_json_array_log_of_the_realtime_console(tmp_path: Path) -> None:
 
 
 def test_binary_and_non_json_frames_become_notes() -> None:
-    from rtrace.importers import har_records
+    from rtrace.core.importers import har_records
 
     doc = {
         "log": {

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from rtrace.analysis import analyze_path
+from rtrace.core.loader import TraceReader
+from rtrace.engine.fold import analyze_path
 from rtrace.integrations.livekit import conversation_items, record_session
-from rtrace.loader import TraceReader
 
 from .conftest import client_python
 
@@ -191,7 +191,7 @@ def shim_path(tmp_path: Path) -> Path:
 
 
 def run_client(version: str, scenario: str, tmp_path: Path, **faults: Any) -> tuple[Path, dict[str, Any]]:
-    from rtrace.server import ServerOptions, run_server
+    from rtrace.net.server import ServerOptions, run_server
 
     python = client_python(version)
     out = tmp_path / f"{scenario}.{version}.local.jsonl"

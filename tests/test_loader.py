@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.loader import TraceReader, UnreadableInput, load, write
-from rtrace.trace import Problem, Record
+from rtrace.core.loader import TraceReader, UnreadableInput, load, write
+from rtrace.core.trace import Problem, Record
 
 from .conftest import REAL
 from .strategies import BOUNDED, envelopes

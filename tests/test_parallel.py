@@ -1,4 +1,5 @@
-"""rtrace.parallel: -j N gives the reports of -j 1, in input order; one failing trace never takes the others down;
+"""rtrace.engine.parallel: -j N gives the reports of -j 1, in input order; one failing trace never takes the others
+down;
 the Dask engine (a local 2-worker cluster) gives the same reports as -j."""
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any
 import pytest
 
 from bench.generate import text_session, voice_call
-from rtrace import parallel
-from rtrace.analysis import TraceReport, analyze_path
-from rtrace.detectors import RULES
-from rtrace.detectors.base import Config, Finding, Rule
-from rtrace.reducer import ConnOpened, Fact
-from rtrace.state import TraceState
+from rtrace.core.reducer import ConnOpened, Fact
+from rtrace.core.state import TraceState
+from rtrace.engine import parallel
+from rtrace.engine.fold import TraceReport, analyze_path
+from rtrace.rules import RULES
+from rtrace.rules.base import Config, Finding, Rule
 
 from .conftest import REAL, ROOT
 

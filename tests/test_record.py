@@ -23,10 +23,10 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request, Response
 
-from rtrace.loader import TraceReader
-from rtrace.record import RecordOptions, run_proxy, upstream_url
-from rtrace.redact import redact_event, safe_path
-from rtrace.server import ServerOptions, run_server
+from rtrace.core.loader import TraceReader
+from rtrace.core.secrets import redact_event, safe_path
+from rtrace.net.proxy import RecordOptions, run_proxy, upstream_url
+from rtrace.net.server import ServerOptions, run_server
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-proj-TESTKEY0123456789abcdefSECRET"

@@ -1,4 +1,4 @@
-"""rtrace.redact: secrets never survive, ids/types/times/lines do, and the findings of every sample are unchanged."""
+"""rtrace redact: secrets never survive, ids/types/times/lines do, and the findings of every sample are unchanged."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.analysis import analyze_path
-from rtrace.redact import DROPPED_NOTE, RedactOptions, redact_file, redact_stream, scrub_secrets, scrub_text
+from rtrace.core.secrets import DROPPED_NOTE, RedactOptions, redact_file, redact_stream, scrub_secrets, scrub_text
+from rtrace.engine.fold import analyze_path
 
 from .conftest import SAMPLES
 from .strategies import BOUNDED

@@ -6,8 +6,8 @@ from typing import Any
 
 from hypothesis import given
 
-from rtrace.catalog import BETA_TO_GA
-from rtrace.reducer import (
+from rtrace.core.catalog import BETA_TO_GA
+from rtrace.core.reducer import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
@@ -27,8 +27,8 @@ from rtrace.reducer import (
     fold,
     step,
 )
-from rtrace.state import Connection, TraceState, client_view
-from rtrace.trace import Record
+from rtrace.core.state import Connection, TraceState, client_view
+from rtrace.core.trace import Record
 
 from .strategies import BOUNDED, check_invariants, envelopes, to_records
 

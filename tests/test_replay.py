@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from rtrace.cli import ExitCode, main
-from rtrace.loader import TraceReader
-from rtrace.replay import ReplayOptions, learn_ids, plan, render, replay, rewrite_ids
-from rtrace.server import ServerOptions, run_server
+from rtrace.core.loader import TraceReader
+from rtrace.net.replay import ReplayOptions, learn_ids, plan, render, replay, rewrite_ids
+from rtrace.net.server import ServerOptions, run_server
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "sample_traces" / "real"

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.analysis import Report, analyze_path
-from rtrace.detectors.base import Config
-from rtrace.loader import TraceReader
-from rtrace.reducer import step
+from rtrace.core.loader import TraceReader
+from rtrace.core.reducer import step
+from rtrace.core.state import TraceState, client_view
+from rtrace.engine.fold import Report, analyze_path
 from rtrace.report import html as html_report
-from rtrace.state import TraceState, client_view
+from rtrace.rules.base import Config
 
 from .chromium import find_chromium, run_chromium
 from .conftest import REAL

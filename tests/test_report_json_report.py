@@ -6,11 +6,11 @@ from pathlib import Path
 
 import orjson
 
-from rtrace.analysis import Report, TraceReport, analyze_path
-from rtrace.detectors import RULES
-from rtrace.detectors.base import Config
+from rtrace.core.trace import Header, Problem
+from rtrace.engine.fold import Report, TraceReport, analyze_path
 from rtrace.report import json_report
-from rtrace.trace import Header, Problem
+from rtrace.rules import RULES
+from rtrace.rules.base import Config
 
 from .conftest import REAL
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from rtrace.analysis import Report, TraceReport, analyze_path
-from rtrace.detectors import RULES, select_rules
-from rtrace.detectors.base import Config
+from rtrace.engine.fold import Report, TraceReport, analyze_path
 from rtrace.report import junit
+from rtrace.rules import RULES, select_rules
+from rtrace.rules.base import Config
 
 from .conftest import REAL
 from .hostile_trace import SECRET, write_hostile_trace

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.analysis import Report, analyze_path
-from rtrace.detectors.base import Config, Finding
-from rtrace.escape import printable
+from rtrace.core.escape import printable
+from rtrace.engine.fold import Report, analyze_path
 from rtrace.report import markdown
 from rtrace.report.excerpt import scrub_text
+from rtrace.rules.base import Config, Finding
 
 from .chromium import find_chromium, npm_file, run_chromium
 from .conftest import REAL

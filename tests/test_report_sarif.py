@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from rtrace.analysis import Report, analyze_path
-from rtrace.detectors import RULES
-from rtrace.detectors.base import Config
+from rtrace.engine.fold import Report, analyze_path
 from rtrace.report import sarif
+from rtrace.rules import RULES
+from rtrace.rules.base import Config
 
 from .chromium import npm_file
 from .conftest import REAL
@@ -111,7 +111,7 @@ def test_no_secret_and_unreadable_input_is_a_notification(tmp_path: Path) -> Non
     report = Report([analyze_path(evil)], Config())
     text = sarif.render(report).decode("utf-8")
     assert SECRET not in text
-    from rtrace.analysis import TraceReport
+    from rtrace.engine.fold import TraceReport
 
     missing = TraceReport(str(tmp_path / "missing.jsonl"), 0, 0, 0.0, [], [], 0, unreadable="missing.jsonl: gone")
     data = json.loads(sarif.render(Report([missing], Config())))

@@ -13,11 +13,11 @@ import orjson
 import pytest
 from rich.console import Console
 
-from rtrace.loader import load
-from rtrace.reducer import fold
+from rtrace.core.loader import load
+from rtrace.core.reducer import fold
+from rtrace.core.state import TraceState
+from rtrace.core.trace import Record
 from rtrace.report.show import render_state, render_timeline
-from rtrace.state import TraceState
-from rtrace.trace import Record
 
 from . import regen_show
 

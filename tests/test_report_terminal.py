@@ -7,10 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rtrace.analysis import Report, TraceReport, analyze_path
-from rtrace.detectors.base import Config, Finding, Witness
+from rtrace.core.trace import Header, Problem
+from rtrace.engine.fold import Report, TraceReport, analyze_path
 from rtrace.report import terminal
-from rtrace.trace import Header, Problem
+from rtrace.rules.base import Config, Finding, Witness
 
 from .conftest import REAL
 

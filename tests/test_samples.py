@@ -14,10 +14,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from rtrace.analysis import analyze_path, analyze_records
-from rtrace.detectors.base import Config
-from rtrace.loader import load
-from rtrace.trace import Record
+from rtrace.core.loader import load
+from rtrace.core.trace import Record
+from rtrace.engine.fold import analyze_path, analyze_records
+from rtrace.rules.base import Config
 
 from . import make_samples
 
@@ -32,7 +32,7 @@ def ids(paths: list[Path]) -> list[str]:
 
 
 def test_every_rule_has_positive_and_negative_samples() -> None:
-    from rtrace.detectors import RULES
+    from rtrace.rules import RULES
 
     for rule in RULES:
         folder = make_samples.RULES_DIR / rule.slug

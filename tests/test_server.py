@@ -13,11 +13,11 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from rtrace.analysis import analyze_path
-from rtrace.endpoint import EndpointOptions
-from rtrace.loader import TraceReader
-from rtrace.redact import safe_path
-from rtrace.server import RealtimeServer, ServerOptions, parse_duration, parse_latencies, run_server
+from rtrace.core.loader import TraceReader
+from rtrace.core.secrets import safe_path
+from rtrace.engine.fold import analyze_path
+from rtrace.net.endpoint import EndpointOptions
+from rtrace.net.server import RealtimeServer, ServerOptions, parse_duration, parse_latencies, run_server
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 
@@ -374,7 +374,7 @@ def test_rtrace_serve_prints_the_url_and_stops_cleanly_on_sigterm(tmp_path: Path
 def test_other_host_needs_the_flag_and_warns() -> None:
     import io
 
-    from rtrace.server import options_from_cli
+    from rtrace.net.server import options_from_cli
 
     assert ServerOptions().host == "127.0.0.1"
     opts = options_from_cli(host="0.0.0.0", port=0)
@@ -383,7 +383,7 @@ def test_other_host_needs_the_flag_and_warns() -> None:
     async def fake_serve(*a: Any, **k: Any) -> None:
         return None
 
-    import rtrace.server as server_mod
+    import rtrace.net.server as server_mod
 
     real = server_mod.serve_forever
     server_mod.serve_forever = fake_serve  # type: ignore[assignment]
@@ -395,7 +395,7 @@ def test_other_host_needs_the_flag_and_warns() -> None:
 
 
 def test_options_from_cli() -> None:
-    from rtrace.server import options_from_cli
+    from rtrace.net.server import options_from_cli
 
     o = options_from_cli(
         latency=["50ms", "conversation.item.added=120ms"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.state import (
+from rtrace.core.state import (
     ARGUMENTS_CHARS,
     PREVIEW_CHARS,
     Change,

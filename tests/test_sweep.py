@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from rtrace.cli import main
-from rtrace.sweep import parse_latency_list, render, sweep
+from rtrace.net.sweep import parse_latency_list, render, sweep
 
 CLIENT = [sys.executable, str(Path(__file__).resolve().parent / "sweep_client.py")]
 

@@ -6,8 +6,8 @@ import io
 
 import orjson
 
-from rtrace.loader import TraceReader
-from rtrace.trace import DIRECTIONS, FORMAT_VERSION, Header, Problem, Record, dumps_header, dumps_record
+from rtrace.core.loader import TraceReader
+from rtrace.core.trace import DIRECTIONS, FORMAT_VERSION, Header, Problem, Record, dumps_header, dumps_record
 
 
 def _rec() -> Record:

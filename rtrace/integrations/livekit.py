@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from ..loader import TraceWriter
-from ..redact import redact_event
+from ..core.loader import TraceWriter
+from ..core.secrets import redact_event
 
 #: Seconds between checks of the agent's conversation for changes not tied to a wire event (a tool result).
 POLL_SECONDS = 0.1

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from .. import redact
+from ..core import secrets as redact
 
 #: Strings longer than this are cut (base64 audio deltas are kilobytes).
 STRING_LIMIT = 160
@@ -25,7 +25,7 @@ _SECRET_KEY = re.compile(r"(?i)(authorization|api[-_]?key|secret|password|cookie
 
 
 def scrub_text(text: str) -> str:
-    """`text` with anything that looks like a credential replaced (the patterns of `rtrace.redact`)."""
+    """`text` with anything that looks like a credential replaced (the patterns of `rtrace.core.secrets`)."""
     return redact.scrub_text(text)
 
 

@@ -19,12 +19,12 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ..analysis import Report, TraceReport
-from ..describe import describe
-from ..detectors.base import as_json
-from ..loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
-from ..reducer import ConnClosed, step
-from ..state import Connection, Item, TraceState, client_view, divergence
+from ..core.describe import describe
+from ..core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
+from ..core.reducer import ConnClosed, step
+from ..core.state import Connection, Item, TraceState, client_view, divergence
+from ..engine.fold import Report, TraceReport
+from ..rules.base import as_json
 from .excerpt import read_lines, scrub, scrub_text
 
 #: Times are stored as integer steps of this many seconds (0.1 ms).

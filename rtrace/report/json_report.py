@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from ..analysis import Report, TraceReport
-from ..detectors.base import as_json
+from ..engine.fold import Report, TraceReport
+from ..rules.base import as_json
 
 SCHEMA = "rtrace.report/1"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import Report, TraceReport
-from ..detectors.base import Finding, Witness, ms
-from ..escape import printable
+from ..core.escape import printable
+from ..engine.fold import Report, TraceReport
+from ..rules.base import Finding, Witness, ms
 from .excerpt import read_lines, scrub, scrub_text
 
 #: Longest label put on a Mermaid arrow.

@@ -8,8 +8,8 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from ..analysis import Report
-from ..loader import DEFAULT_MAX_LINE_BYTES
+from ..core.loader import DEFAULT_MAX_LINE_BYTES
+from ..engine.fold import Report
 
 
 class ReportFormat(str, Enum):

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ..analysis import Report, TraceReport
-from ..detectors.base import Finding, Rule
+from ..engine.fold import Report, TraceReport
+from ..rules.base import Finding, Rule
 from .excerpt import scrub_text
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

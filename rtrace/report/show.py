@@ -8,10 +8,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..describe import describe
-from ..escape import printable
-from ..state import Connection, Item, TraceState, client_view, divergence
-from ..trace import Record
+from ..core.describe import describe
+from ..core.escape import printable
+from ..core.state import Connection, Item, TraceState, client_view, divergence
+from ..core.trace import Record
 
 
 def item_cell(item: Item | None, item_id: str) -> Text:

@@ -15,10 +15,10 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis import Report, TraceReport
-from ..detectors.base import Finding, Witness
-from ..escape import printable
-from ..trace import Problem
+from ..core.escape import printable
+from ..core.trace import Problem
+from ..engine.fold import Report, TraceReport
+from ..rules.base import Finding, Witness
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 MAX_PROBLEMS_SHOWN = 20

@@ -21,9 +21,9 @@ import stat
 from collections.abc import Sequence
 from typing import Any
 
-from .analysis import Fold, TraceReport, analyze_path, analyze_reader, digest
-from .detectors.base import Config, Rule
-from .loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
+from ..core.loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
+from ..rules.base import Config, Rule
+from .fold import Fold, TraceReport, analyze_path, analyze_reader, digest
 
 #: Traces smaller than this are read by one process: below it a second process does not pay for itself.
 SPLIT_MIN_BYTES = 32 * 1024 * 1024
@@ -49,7 +49,7 @@ def analyze_file(
 ) -> TraceReport:
     """One local trace (or `-`, stdin), other tools' captures converted as `rtrace analyze` does; never raises.
     With `jobs` > 1 a large trace is read by two processes (`analyze_split`)."""
-    from .importers import native_path
+    from ..core.importers import native_path
 
     try:
         with native_path(path) as readable:

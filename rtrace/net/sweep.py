@@ -1,7 +1,7 @@
 """`rtrace sweep`: run a user's command against a fresh fake endpoint at each latency, record and analyze each run.
 
 Owns the loop (latency x run), the environment handed to the command (`OPENAI_BASE_URL`, `RTRACE_URL`), and the
-latency x rule table. The server is `rtrace.server`, the analysis `rtrace.analysis`; this module prints only
+latency x rule table. The server is `rtrace.net.server`, the analysis `rtrace.engine.fold`; this module prints only
 through the console it is given.
 """
 
@@ -18,9 +18,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .analysis import analyze_path
-from .detectors.base import Finding
-from .escape import printable
+from ..core.escape import printable
+from ..engine.fold import analyze_path
+from ..rules.base import Finding
 from .server import ServerOptions, run_server
 
 

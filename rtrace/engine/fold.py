@@ -12,13 +12,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .detectors import RULES, select_rules
-from .detectors.base import Config, Finding, Rule
-from .loader import Row, TraceReader
-from .redact import AUDIO_FIELDS, scrub_text
-from .reducer import TRANSITIONS, Fact, audio_bytes, finish, step, tick
-from .state import TraceState
-from .trace import DIRECTIONS, Header, Problem, Record
+from ..core.loader import Row, TraceReader
+from ..core.reducer import TRANSITIONS, Fact, audio_bytes, finish, step, tick
+from ..core.secrets import AUDIO_FIELDS, scrub_text
+from ..core.state import TraceState
+from ..core.trace import DIRECTIONS, Header, Problem, Record
+from ..rules import RULES, select_rules
+from ..rules.base import Config, Finding, Rule
 
 
 @dataclasses.dataclass

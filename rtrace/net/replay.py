@@ -22,14 +22,14 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from . import __version__
-from .analysis import TraceReport, analyze_path
-from .detectors.base import Config
-from .escape import printable
-from .loader import TraceReader, TraceWriter
-from .record import LOOPBACK, safe_url, upstream_url
-from .redact import redact_event, safe_path
-from .trace import Record
+from .. import __version__
+from ..core.escape import printable
+from ..core.loader import TraceReader, TraceWriter
+from ..core.secrets import redact_event, safe_path
+from ..core.trace import Record
+from ..engine.fold import TraceReport, analyze_path
+from ..rules.base import Config
+from .proxy import LOOPBACK, safe_url, upstream_url
 
 PACES = ("reactive", "recorded", "asap")
 #: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming

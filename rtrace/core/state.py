@@ -16,7 +16,7 @@ Ground rules of this module (the reducer relies on them):
 * Payloads are not kept: an item keeps its ids, kind, status and a short text preview, so memory follows the
   number of items, not the bytes of audio that crossed the wire.
 
-No I/O, no asyncio, no rendering here. The fake server (`rtrace.server`) keeps its conversations in this same
+No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.server`) keeps its conversations in this same
 model.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..reducer import (
+from ..core.reducer import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
@@ -14,7 +14,7 @@ from ..reducer import (
     ItemDeleted,
     LocalSnapshot,
 )
-from ..state import Change, Connection, Item, TraceState, divergence
+from ..core.state import Change, Connection, Item, TraceState, divergence
 from .base import ITEM_CHANGES, Bursts, Finding, Rule, Witness, ms
 
 
@@ -296,7 +296,7 @@ class LocalServerDivergence(Rule):
     **How it is judged.** At each local snapshot the client's items are compared with the server conversation
     plus pending changes. A difference is reported when it still holds once nothing is pending on the
     connection and `--ack-timeout` has passed since the snapshot, or when the connection ends. Needs a trace
-    with `local` annotations (`rtrace.record.livekit` writes them).
+    with `local` annotations (`rtrace.net.proxy.livekit` writes them).
 
     **Fix.** Resync from the server's conversation after errors and reconnects; treat unacknowledged changes as
     unknown; see the other findings of the same trace for the cause.

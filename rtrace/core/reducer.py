@@ -5,7 +5,7 @@ Ground rules:
 * The transitions are a table keyed by (direction, event type). An event with no entry changes nothing and
   yields no fact (deltas, audio appends, unknown types): that keeps the hot path to one dict lookup.
 * A fact is data that says what a record *meant* (a change confirmed, an item added by a response, a response
-  left open). Rules (`rtrace.detectors`) read facts; they never re-derive state from raw events.
+  left open). Rules (`rtrace.rules`) read facts; they never re-derive state from raw events.
 * Answers are joined to the client change they answer in this order (protocol.md 2.1, 1.7): by item id; for
   errors by `error.event_id`, then by ids quoted in the error message, then by arrival order (the server handles
   a connection's events first come, first served).

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..catalog import FATAL_ERROR_CODES
-from ..reducer import ConnClosed, Fact, ItemAdded, ResponseDone, ServerError
-from ..state import TraceState
+from ..core.catalog import FATAL_ERROR_CODES
+from ..core.reducer import ConnClosed, Fact, ItemAdded, ResponseDone, ServerError
+from ..core.state import TraceState
 from .base import Finding, Rule, Witness
 
 

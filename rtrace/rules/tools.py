@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..reducer import (
+from ..core.reducer import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
@@ -15,7 +15,7 @@ from ..reducer import (
     ResponseCreated,
     ServerError,
 )
-from ..state import Change, Connection, Item, TraceState
+from ..core.state import Change, Connection, Item, TraceState
 from .base import Bursts, Finding, Rule, Witness, ms
 
 

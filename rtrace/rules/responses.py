@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..reducer import (
+from ..core.reducer import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
@@ -15,7 +15,7 @@ from ..reducer import (
     ResponseDone,
     ServerError,
 )
-from ..state import Change, Response, TraceState
+from ..core.state import Change, Response, TraceState
 from .base import Finding, Rule, Witness
 
 

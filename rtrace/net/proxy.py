@@ -24,9 +24,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.http11 import Request, Response
 
-from . import __version__
-from .loader import TraceWriter
-from .redact import redact_event, safe_path, scrub_text
+from .. import __version__
+from ..core.loader import TraceWriter
+from ..core.secrets import redact_event, safe_path, scrub_text
 
 #: Event type -> the field holding a base64 audio payload.
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.

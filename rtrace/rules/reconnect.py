@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..reducer import ChangeSent, ConnClosed, ConnOpened, Fact
-from ..state import Change, Connection, Item, TraceState
+from ..core.reducer import ChangeSent, ConnClosed, ConnOpened, Fact
+from ..core.state import Change, Connection, Item, TraceState
 from .base import Finding, Rule, Witness
 
 _FUNCTION_ITEMS = ("function_call", "function_call_output")

@@ -1,8 +1,8 @@
 """The fake realtime endpoint, sans I/O: one `EndpointConnection` per websocket keeps the conversation the way the
 API does (protocol.md sections 2 and 3) and turns client frames into server events, their pacing as data.
 
-No sockets, no asyncio, no clocks here: `rtrace.server` moves the frames and the time. The conversation lives in
-`rtrace.state.Conversation`, the model the analyzer uses. Faults are decided here too (they are protocol answers);
+No sockets, no asyncio, no clocks here: `rtrace.net.server` moves the frames and the time. The conversation lives in
+`rtrace.core.state.Conversation`, the model the analyzer uses. Faults are decided here too (they are protocol answers);
 the server only executes the `Emission`s.
 """
 
@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import orjson
 
-from .catalog import CLIENT_EVENTS, normalize_type
-from .state import Conversation, item_from_event, update_item
+from ..core.catalog import CLIENT_EVENTS, normalize_type
+from ..core.state import Conversation, item_from_event, update_item
 
 _Steps = Generator[dict[str, Any] | float, None, None]
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
@@ -1138,7 +1138,7 @@ assert set(_HANDLERS) == set(CLIENT_EVENTS)
 def recorded_responses(records: Iterable[Any]) -> list[RecordedResponse]:
     """The server's responses of a trace, in order: from `response.created` to its `response.done`, the events
     that belong to it (its own streaming events, the acks of its items), each with the seconds since the previous
-    one. Takes `rtrace.trace.Record`s."""
+    one. Takes `rtrace.core.trace.Record`s."""
     out: list[RecordedResponse] = []
     open_: dict[tuple[int, str], tuple[RecordedResponse, set[str], float]] = {}
     for rec in records:

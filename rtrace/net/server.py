@@ -1,8 +1,8 @@
-"""`rtrace serve`: the asyncio layer around `rtrace.endpoint`. It only moves frames and time.
+"""`rtrace serve`: the asyncio layer around `rtrace.net.endpoint`. It only moves frames and time.
 
 Owns the websocket handshake (path, any API key, subprotocols), the per-connection send queue that applies latency
 without ever reordering events, the trace recorder, and task hygiene (a client that leaves takes its tasks with it).
-Protocol decisions belong to `rtrace.endpoint`; nothing here looks inside an event except its `type`.
+Protocol decisions belong to `rtrace.net.endpoint`; nothing here looks inside an event except its `type`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from . import __version__
+from .. import __version__
+from ..core.loader import TraceWriter
+from ..core.secrets import safe_path, scrub_secrets
+from ..core.trace import encode
 from .endpoint import (
     Emission,
     EndpointConnection,
@@ -36,10 +39,7 @@ from .endpoint import (
     decode_frame,
     recorded_responses,
 )
-from .loader import TraceWriter
-from .record import LOOPBACK
-from .redact import safe_path, scrub_secrets
-from .trace import encode
+from .proxy import LOOPBACK
 
 #: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
 PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
@@ -69,7 +69,7 @@ class ServerOptions:
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
-    # Faults (see `rtrace.endpoint.Faults`).
+    # Faults (see `rtrace.net.endpoint.Faults`).
     close_after: int | None = None
     drop_on: list[str] = dataclasses.field(default_factory=list)
     fail_response: set[int] = dataclasses.field(default_factory=set)
@@ -105,7 +105,7 @@ _SECRET_HINTS = (
 
 
 class Recorder(TraceWriter):
-    """The server's trace: one flushed line per event, secrets scrubbed first (`rtrace.redact.scrub_secrets`)."""
+    """The server's trace: one flushed line per event, secrets scrubbed first (`rtrace.core.secrets.scrub_secrets`)."""
 
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
         if raw is None:
@@ -266,7 +266,7 @@ class RealtimeServer:
         self.shared = SharedCounters()
         self.source: ResponseSource | None = None
         if options.from_trace is not None:
-            from .loader import TraceReader
+            from ..core.loader import TraceReader
 
             with TraceReader.open(options.from_trace) as reader:
                 self.source = ResponseSource(recorded_responses(reader))

@@ -11,10 +11,10 @@ import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
-from ..describe import describe
-from ..reducer import Fact
-from ..state import Change, Connection, Item, Response, TraceState
-from ..trace import Record
+from ..core.describe import describe
+from ..core.reducer import Fact
+from ..core.state import Change, Connection, Item, Response, TraceState
+from ..core.trace import Record
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
@@ -144,7 +144,7 @@ class Rule:
     title: ClassVar[str]
     #: The likely fix, one or two sentences.
     fix: ClassVar[str]
-    #: The fact kinds the rule wants to see (see `rtrace.reducer`).
+    #: The fact kinds the rule wants to see (see `rtrace.core.reducer`).
     facts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Config) -> None:

@@ -17,7 +17,7 @@ from typing import IO, Any
 import orjson
 
 from .loader import TraceReader, UnreadableInput
-from .redact import redact_event, safe_path
+from .secrets import redact_event, safe_path
 from .trace import dumps_header, dumps_record
 
 #: Largest HAR / JSON-array file read whole (these formats cannot be streamed line by line).
