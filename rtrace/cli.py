@@ -322,7 +322,7 @@ def redact(
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are dropped.")] = DEFAULT_MAX_LINE_BYTES,
 ) -> None:
     """Remove secrets (and, on request, user text, audio, tool payloads) so a trace can go into a public issue."""
-    from .core.secrets import RedactOptions, redact_file
+    from .transform.redact import RedactOptions, redact_file
 
     err = stderr_console()
     options = RedactOptions(user_text, audio, tool_output, max_line_bytes)

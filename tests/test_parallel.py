@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bench.generate import text_session, voice_call
-from rtrace.core.reducer import ConnOpened, Fact
+from rtrace.core.facts import ConnOpened, Fact
 from rtrace.core.state import TraceState
 from rtrace.engine import parallel
 from rtrace.engine.fold import TraceReport, analyze_path

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.core.secrets import DROPPED_NOTE, RedactOptions, redact_file, redact_stream, scrub_secrets, scrub_text
+from rtrace.core.secrets import scrub_secrets, scrub_text
 from rtrace.engine.fold import analyze_path
+from rtrace.transform.redact import DROPPED_NOTE, RedactOptions, redact_file, redact_stream
 
 from .conftest import SAMPLES
 from .strategies import BOUNDED

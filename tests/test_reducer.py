@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 
 from rtrace.core.catalog import BETA_TO_GA
-from rtrace.core.reducer import (
+from rtrace.core.facts import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
@@ -23,10 +23,8 @@ from rtrace.core.reducer import (
     ResponseDone,
     ServerError,
     SessionUpdated,
-    finish,
-    fold,
-    step,
 )
+from rtrace.core.reducer import finish, fold, step
 from rtrace.core.state import Connection, TraceState, client_view
 from rtrace.core.trace import Record
 

@@ -5,19 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.core.state import (
-    ARGUMENTS_CHARS,
-    PREVIEW_CHARS,
-    Change,
-    Connection,
-    Conversation,
-    Item,
-    TraceState,
-    client_view,
-    divergence,
-    item_from_event,
-    update_item,
-)
+from rtrace.core.conversation import ARGUMENTS_CHARS, PREVIEW_CHARS, Conversation, Item, item_from_event, update_item
+from rtrace.core.state import Change, Connection, TraceState, client_view, divergence
 
 from .strategies import BOUNDED
 

@@ -12,8 +12,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from ..core.facts import Fact
 from ..core.loader import Row, TraceReader
-from ..core.reducer import TRANSITIONS, Fact, audio_bytes, finish, step, tick
+from ..core.reducer import TRANSITIONS, audio_bytes, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import TraceState
 from ..core.trace import DIRECTIONS, Header, Problem, Record

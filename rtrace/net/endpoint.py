@@ -19,7 +19,7 @@ from typing import Any, Literal
 import orjson
 
 from ..core.catalog import CLIENT_EVENTS, normalize_type
-from ..core.state import Conversation, item_from_event, update_item
+from ..core.conversation import Conversation, item_from_event, update_item
 
 _Steps = Generator[dict[str, Any] | float, None, None]
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]

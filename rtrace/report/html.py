@@ -19,10 +19,12 @@ from typing import Any
 import orjson
 
 from .. import __version__
+from ..core.conversation import Item
 from ..core.describe import describe
+from ..core.facts import ConnClosed
 from ..core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
-from ..core.reducer import ConnClosed, step
-from ..core.state import Connection, Item, TraceState, client_view, divergence
+from ..core.reducer import step
+from ..core.state import Connection, TraceState, client_view, divergence
 from ..engine.fold import Report, TraceReport
 from ..rules.base import as_json
 from .excerpt import read_lines, scrub, scrub_text

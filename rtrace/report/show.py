@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..core.conversation import Item
 from ..core.describe import describe
 from ..core.escape import printable
-from ..core.state import Connection, Item, TraceState, client_view, divergence
+from ..core.state import Connection, TraceState, client_view, divergence
 from ..core.trace import Record
 
 

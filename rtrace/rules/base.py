@@ -11,9 +11,10 @@ import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
+from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.reducer import Fact
-from ..core.state import Change, Connection, Item, Response, TraceState
+from ..core.facts import Fact
+from ..core.state import Change, Connection, Response, TraceState
 from ..core.trace import Record
 
 Severity = Literal["error", "warning", "info"]

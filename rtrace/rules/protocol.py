@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..core.catalog import FATAL_ERROR_CODES
-from ..core.reducer import ConnClosed, Fact, ItemAdded, ResponseDone, ServerError
+from ..core.facts import ConnClosed, Fact, ItemAdded, ResponseDone, ServerError
 from ..core.state import TraceState
 from .base import Finding, Rule, Witness
 

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..core.reducer import (
-    ChangeAnswered,
-    ChangeSent,
-    ConnClosed,
-    Fact,
-    ItemAdded,
-    ItemDeleted,
-    LocalSnapshot,
-)
-from ..core.state import Change, Connection, Item, TraceState, divergence
+from ..core.conversation import Item
+from ..core.facts import ChangeAnswered, ChangeSent, ConnClosed, Fact, ItemAdded, ItemDeleted, LocalSnapshot
+from ..core.state import Change, Connection, TraceState, divergence
 from .base import ITEM_CHANGES, Bursts, Finding, Rule, Witness, ms
 
 

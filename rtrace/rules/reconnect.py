@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..core.reducer import ChangeSent, ConnClosed, ConnOpened, Fact
-from ..core.state import Change, Connection, Item, TraceState
+from ..core.conversation import Item
+from ..core.facts import ChangeSent, ConnClosed, ConnOpened, Fact
+from ..core.state import Change, Connection, TraceState
 from .base import Finding, Rule, Witness
 
 _FUNCTION_ITEMS = ("function_call", "function_call_output")

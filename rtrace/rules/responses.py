@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..core.reducer import (
+from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..core.reducer import (
+from ..core.conversation import Item
+from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
@@ -15,7 +16,7 @@ from ..core.reducer import (
     ResponseCreated,
     ServerError,
 )
-from ..core.state import Change, Connection, Item, TraceState
+from ..core.state import Change, Connection, TraceState
 from .base import Bursts, Finding, Rule, Witness, ms
 
 

@@ -1,0 +1,228 @@
+"""The conversation model: items in conversation order, linked by id, with call_id indexes.
+
+One model for both ends: the reducer keeps each connection's server conversation in it, and the fake server
+(`rtrace.net.endpoint`) keeps the conversation it serves in it. Pure data, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any, Literal
+
+PREVIEW_CHARS = 200
+ARGUMENTS_CHARS = 512
+
+ItemSource = Literal["client", "response", "audio", "server"]
+
+
+@dataclasses.dataclass(slots=True)
+class Item:
+    """One conversation item as the server holds it (payloads reduced to a preview)."""
+
+    id: str
+    #: `message`, `function_call`, `function_call_output`, `mcp_call`, ...
+    type: str
+    role: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    status: str | None = None
+    #: Function call arguments (cut to ARGUMENTS_CHARS); `arguments_len` is the full length.
+    arguments: str = ""
+    arguments_len: int = 0
+    #: A short preview of the text, transcript or tool output.
+    text: str = ""
+    #: Bytes of output audio the item received (from deltas, or from a recorder's byte counts).
+    audio_bytes: int = 0
+    #: Who put it in the conversation: a client create, a response, committed input audio, or unknown.
+    source: ItemSource = "server"
+    response_id: str | None = None
+    #: Line of the server event that added it, and its time.
+    added_line: int = 0
+    added_t: float = 0.0
+    #: Line and time of the client create that asked for it, when a create did.
+    created_line: int | None = None
+    created_t: float | None = None
+    done: bool = False
+    #: How many times this id was added (the API accepts a duplicate id and appends a second copy).
+    copies: int = 1
+
+    def label(self) -> str:
+        """How people call this item: `function_call item_x (call_y)`, `user message item_z`."""
+        if self.type == "message":
+            return f"{self.role or 'unknown-role'} message {self.id}"
+        if self.call_id:
+            return f"{self.type} {self.id} ({self.call_id})"
+        return f"{self.type} {self.id}"
+
+
+def item_from_event(obj: dict[str, Any]) -> Item | None:
+    """An `Item` from a wire item object, or None when it has no usable id."""
+    item_id = obj.get("id")
+    if not isinstance(item_id, str) or not item_id:
+        return None
+    item = Item(id=item_id, type=str(obj.get("type") or "unknown"))
+    update_item(item, obj)
+    return item
+
+
+def update_item(item: Item, obj: dict[str, Any]) -> None:
+    """Fold a (possibly partial) wire item object into `item`."""
+    role = obj.get("role")
+    if isinstance(role, str):
+        item.role = role
+    call_id = obj.get("call_id")
+    if isinstance(call_id, str) and call_id:
+        item.call_id = call_id
+    name = obj.get("name")
+    if isinstance(name, str):
+        item.name = name
+    status = obj.get("status")
+    if isinstance(status, str):
+        item.status = status
+    args = obj.get("arguments")
+    if isinstance(args, str) and (args or not item.arguments):
+        item.arguments = args[:ARGUMENTS_CHARS]
+        item.arguments_len = len(args)
+    output = obj.get("output")
+    if isinstance(output, str):
+        item.text = output[:PREVIEW_CHARS]
+    content = obj.get("content")
+    if isinstance(content, list) and content:
+        text = _content_text(content)
+        if text:
+            item.text = text
+
+
+def _content_text(content: list[Any]) -> str:
+    parts: list[str] = []
+    size = 0
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        for key in ("text", "transcript"):
+            value = part.get(key)
+            if isinstance(value, str) and value:
+                parts.append(value)
+                size += len(value)
+                break
+        if size >= PREVIEW_CHARS:
+            break
+    return " ".join(parts)[:PREVIEW_CHARS]
+
+
+class Conversation:
+    """Ordered items, linked by id. Insert-after and delete are O(1); iteration is in conversation order."""
+
+    __slots__ = ("_next", "_prev", "by_call", "head", "items", "outputs_by_call", "tail")
+
+    def __init__(self) -> None:
+        self.items: dict[str, Item] = {}
+        self._next: dict[str, str | None] = {}
+        self._prev: dict[str, str | None] = {}
+        self.head: str | None = None
+        self.tail: str | None = None
+        #: call_id -> id of the `function_call` item that carries it.
+        self.by_call: dict[str, str] = {}
+        #: call_id -> ids of `function_call_output` items that answer it.
+        self.outputs_by_call: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self.items
+
+    def __iter__(self) -> Iterator[Item]:
+        cur = self.head
+        while cur is not None:
+            yield self.items[cur]
+            cur = self._next[cur]
+
+    def ids(self) -> list[str]:
+        return [item.id for item in self]
+
+    def get(self, item_id: str) -> Item | None:
+        return self.items.get(item_id)
+
+    def previous_of(self, item_id: str) -> str | None:
+        return self._prev.get(item_id)
+
+    def insert(self, item: Item, previous_id: str | None) -> bool:
+        """Insert `item` after `previous_id` (None: first). False (and appended at the end) when the previous id
+        is unknown. A duplicate id is not inserted again: its `copies` count grows (see `Item.copies`)."""
+        existing = self.items.get(item.id)
+        if existing is not None:
+            existing.copies += 1
+            return True
+        found = previous_id is None or previous_id in self.items
+        after = previous_id if found else self.tail
+        self.items[item.id] = item
+        if after is None:
+            nxt = self.head
+            self.head = item.id
+        else:
+            nxt = self._next[after]
+            self._next[after] = item.id
+        self._prev[item.id] = after
+        self._next[item.id] = nxt
+        if nxt is None:
+            self.tail = item.id
+        else:
+            self._prev[nxt] = item.id
+        self._index(item)
+        return found
+
+    def append(self, item: Item) -> None:
+        self.insert(item, self.tail)
+
+    def remove(self, item_id: str) -> Item | None:
+        item = self.items.pop(item_id, None)
+        if item is None:
+            return None
+        before = self._prev.pop(item_id)
+        after = self._next.pop(item_id)
+        if before is None:
+            self.head = after
+        else:
+            self._next[before] = after
+        if after is None:
+            self.tail = before
+        else:
+            self._prev[after] = before
+        self._unindex(item)
+        return item
+
+    def reindex(self, item: Item, old_call_id: str | None) -> None:
+        """Keep the call_id indexes right after an item's call_id became known."""
+        if old_call_id == item.call_id:
+            return
+        if old_call_id is not None:
+            tmp = Item(id=item.id, type=item.type, call_id=old_call_id)
+            self._unindex(tmp)
+        self._index(item)
+
+    def _index(self, item: Item) -> None:
+        if item.call_id is None:
+            return
+        if item.type == "function_call":
+            self.by_call[item.call_id] = item.id
+        elif item.type == "function_call_output":
+            self.outputs_by_call.setdefault(item.call_id, set()).add(item.id)
+
+    def _unindex(self, item: Item) -> None:
+        if item.call_id is None:
+            return
+        if item.type == "function_call":
+            if self.by_call.get(item.call_id) == item.id:
+                del self.by_call[item.call_id]
+                # Another function_call may carry the same call_id (a replay, a duplicate): it takes over.
+                for other in self.items.values():
+                    if other.id != item.id and other.type == "function_call" and other.call_id == item.call_id:
+                        self.by_call[item.call_id] = other.id
+        elif item.type == "function_call_output":
+            outs = self.outputs_by_call.get(item.call_id)
+            if outs is not None:
+                outs.discard(item.id)
+                if not outs:
+                    del self.outputs_by_call[item.call_id]

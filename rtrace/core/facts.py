@@ -1,0 +1,148 @@
+"""Facts: what a record *meant*, as `reducer.step` reports it (a change confirmed, an item added by a response, a
+response left open). Rules subscribe to fact classes (`rtrace.rules.base.on`); every class here is one `step` can
+report, listed in `FACTS`. Pure data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .conversation import Item
+from .state import Change, Connection, Response
+from .trace import Record
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Fact:
+    """Base of everything `step` reports. `kind` names the fact for dispatch to rules."""
+
+    kind = "fact"
+    rec: Record
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ConnOpened(Fact):
+    kind = "conn.opened"
+    conn: Connection
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ConnClosed(Fact):
+    """A connection ended. `rec` is the record that ended it (the close note, the next connection's first
+    record, or the last record of the trace)."""
+
+    kind = "conn.closed"
+    conn: Connection
+    #: Changes that were pending and are now indeterminate.
+    indeterminate: list[Change]
+    #: The response that was generating, now orphaned.
+    orphaned: Response | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ChangeSent(Fact):
+    kind = "change.sent"
+    change: Change
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ChangeAnswered(Fact):
+    """A pending change got its answer: `change.status` is `confirmed` or `rejected`.
+
+    `how` says how the answer was joined: `item-id`, `event-id`, `quoted-id`, `order` or `metadata`."""
+
+    kind = "change.answered"
+    change: Change
+    how: str
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemAdded(Fact):
+    kind = "item.added"
+    conn: Connection
+    item: Item
+    previous_item_id: str | None
+    #: False when `previous_item_id` named no item of the conversation (the item was appended instead).
+    position_known: bool
+    #: True when the id was already in the conversation (the API appends a second copy).
+    duplicate: bool
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemDone(Fact):
+    kind = "item.done"
+    conn: Connection
+    item: Item
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemDeleted(Fact):
+    kind = "item.deleted"
+    conn: Connection
+    item_id: str
+    #: The item as it was (None: the server deleted an id rtrace never saw added).
+    item: Item | None
+    change: Change | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemTruncated(Fact):
+    kind = "item.truncated"
+    conn: Connection
+    item_id: str
+    audio_end_ms: int | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ResponseCreated(Fact):
+    kind = "response.created"
+    conn: Connection
+    response: Response
+    #: The in-conversation response that was still open and is now replaced (orphaned).
+    replaced: Response | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ResponseDone(Fact):
+    kind = "response.done"
+    conn: Connection
+    response: Response
+    #: True when no `response.created` was seen for it on this connection.
+    unknown: bool
+    #: (line, t) of an earlier `response.done` of the same response (a duplicate terminal event), else None.
+    again: tuple[int, float] | None = None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ServerError(Fact):
+    kind = "server.error"
+    conn: Connection
+    error: dict[str, Any]
+    #: The client change it answers, when one could be joined.
+    cause: Change | None
+    how: str | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class LocalSnapshot(Fact):
+    kind = "local.conversation"
+    conn: Connection
+    items: list[Item]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class LocalGeneration(Fact):
+    kind = "local.generation"
+    conn: Connection
+    opened: bool
+    response_id: str | None
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class SessionUpdated(Fact):
+    kind = "session.updated"
+    conn: Connection
+
+
+NO_FACTS: tuple[Fact, ...] = ()

@@ -1,0 +1,1 @@
+"""File-to-file work on traces: `redact` (publishing). Builds on core, rules and engine; nothing below imports it."""

@@ -1,0 +1,273 @@
+"""`rtrace redact`: a trace made safe to publish, line for line.
+
+Secrets always go (`rtrace.core.secrets`); user text, audio and tool payloads on request. Ids, types, order, times
+and the line count are kept, so an analysis of the redacted trace finds what the original's did. A line that
+cannot be parsed may hold a secret too: it becomes a `note` placeholder, never a copy. No terminal output here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import orjson
+
+from ..core.loader import DEFAULT_MAX_LINE_BYTES, UnreadableInput
+from ..core.secrets import AUDIO_FIELDS, scrub_secrets, strip_audio
+
+#: The text of the placeholder written for a line that could not be read.
+DROPPED_NOTE = "line dropped by rtrace redact"
+
+
+@dataclasses.dataclass(frozen=True)
+class RedactOptions:
+    """What to remove besides secrets (always removed)."""
+
+    #: Conversation text: input_text, text, transcripts, instructions (theirs and the model's).
+    user_text: bool = False
+    #: Audio payloads, replaced by their byte count and SHA-256 (`rtrace_audio_bytes`, `rtrace_audio_sha256`).
+    audio: bool = False
+    #: Tool call arguments and tool outputs.
+    tool_output: bool = False
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+
+@dataclasses.dataclass
+class RedactStats:
+    """What one run did, for the closing message."""
+
+    lines: int = 0
+    dropped: int = 0
+    secrets: int = 0
+    texts: int = 0
+    audio: int = 0
+    tool: int = 0
+    #: `(line, reason)` for each dropped line.
+    notes: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+
+
+#: Event types whose `delta` / `text` / `transcript` is conversation text.
+_TEXT_EVENTS = frozenset(
+    {
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.text.delta",
+        "response.text.done",
+        "response.output_audio_transcript.delta",
+        "response.output_audio_transcript.done",
+        "response.audio_transcript.delta",
+        "response.audio_transcript.done",
+        "conversation.item.input_audio_transcription.delta",
+        "conversation.item.input_audio_transcription.completed",
+        "conversation.item.input_audio_transcription.segment",
+    }
+)
+_TOOL_EVENTS = frozenset(
+    {
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+    }
+)
+_TEXT_FIELDS = frozenset({"text", "transcript", "instructions"})
+
+
+class _Rewriter:
+    """The optional (non-secret) redactions, applied to one event."""
+
+    def __init__(self, options: RedactOptions, stats: RedactStats) -> None:
+        self.options = options
+        self.stats = stats
+        # Equal texts stay equal within one run, unguessable across runs (no dictionary attack on short answers).
+        import secrets
+
+        self._key = secrets.token_bytes(16)
+
+    def text(self, value: str, kind: str) -> str:
+        if not value:
+            return value  # nothing to hide, and rules tell an empty payload from a missing one
+        import hashlib
+        import hmac
+
+        tag = hmac.new(self._key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:8]
+        if kind == "tool":
+            self.stats.tool += 1
+        else:
+            self.stats.texts += 1
+        return f"[redacted {kind}: {len(value)} chars #{tag}]"
+
+    def audio(self, obj: dict[str, Any], key: str) -> None:
+        strip_audio(obj, key)
+        self.stats.audio += 1
+
+    def event(self, event: dict[str, Any]) -> None:
+        etype = event.get("type")
+        o = self.options
+        if o.audio and etype in AUDIO_FIELDS and isinstance(event.get(AUDIO_FIELDS[etype]), str):
+            self.audio(event, AUDIO_FIELDS[etype])
+        if o.user_text and etype in _TEXT_EVENTS:
+            for key in ("delta", "text", "transcript"):
+                if isinstance(event.get(key), str):
+                    event[key] = self.text(event[key], "text")
+        if o.tool_output and etype in _TOOL_EVENTS:
+            for key in ("delta", "arguments"):
+                if isinstance(event.get(key), str):
+                    event[key] = self.text(event[key], "tool")
+        self.walk(event, 0)
+
+    def walk(self, obj: Any, depth: int) -> None:
+        """Items, content parts, sessions and responses anywhere below an event."""
+        if isinstance(obj, list):
+            for v in obj:
+                self.walk(v, depth + 1)
+            return
+        if not isinstance(obj, dict):
+            return
+        o = self.options
+        kind = obj.get("type")
+        if o.audio and isinstance(obj.get("audio"), str) and depth > 0:
+            self.audio(obj, "audio")
+        if o.user_text:
+            for key in _TEXT_FIELDS:
+                if isinstance(obj.get(key), str) and (key == "instructions" or depth > 0):
+                    obj[key] = self.text(obj[key], "text")
+        if o.tool_output and kind in ("function_call", "function_call_output", "mcp_call", "mcp_list_tools"):
+            for key in ("arguments", "output", "error"):
+                if isinstance(obj.get(key), str):
+                    obj[key] = self.text(obj[key], "tool")
+        for v in obj.values():
+            if isinstance(v, (dict, list)):
+                self.walk(v, depth + 1)
+
+
+def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
+    """The lines of `stream` without their newline; an oversized line as its size (never held in memory)."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            size = len(line)
+            while True:
+                more = stream.readline(1 << 20)
+                size += len(more)
+                if not more or more.endswith(b"\n"):
+                    break
+            yield size
+            continue
+        yield line[:-1] if line.endswith(b"\n") else line
+
+
+def redact_stream(
+    src: IO[bytes],
+    dst: IO[bytes],
+    options: RedactOptions | None = None,
+    on_drop: Callable[[int, str], None] | None = None,
+) -> RedactStats:
+    """Rewrite a trace line for line. `on_drop(line, reason)` is told about each line replaced by a placeholder."""
+    options = options or RedactOptions()
+    stats = RedactStats()
+    rewriter = _Rewriter(options, stats)
+    last_t, last_conn = 0.0, 1
+    for lineno, raw in enumerate(_lines(src, options.max_line_bytes), 1):
+        stats.lines = lineno
+        if lineno == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if isinstance(raw, bytes) and not raw.strip():
+            dst.write(raw + b"\n")
+            continue
+        out, reason = _redact_line(raw, rewriter, stats)
+        if out is None:
+            stats.dropped += 1
+            stats.notes.append((lineno, reason))
+            if on_drop is not None:
+                on_drop(lineno, reason)
+            note = {"type": "note", "text": DROPPED_NOTE}
+            out = orjson.dumps({"t": last_t, "dir": "meta", "conn": last_conn, "event": note})
+        else:
+            t, conn = _envelope(out)
+            last_t = t if t is not None else last_t
+            last_conn = conn if conn is not None else last_conn
+        dst.write(out + b"\n")
+    return stats
+
+
+def _envelope(line: bytes) -> tuple[float | None, int | None]:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None, None
+    if not isinstance(obj, dict):
+        return None, None
+    t, conn = obj.get("t"), obj.get("conn")
+    return (
+        float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None,
+        conn if type(conn) is int and conn >= 1 else None,
+    )
+
+
+def _redact_line(raw: bytes | int, rewriter: _Rewriter, stats: RedactStats) -> tuple[bytes | None, str]:
+    if isinstance(raw, int):
+        return None, f"line is {raw:,} bytes, over the {rewriter.options.max_line_bytes:,}-byte limit"
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, "invalid UTF-8"
+        return None, f"malformed JSON ({str(e).split(':')[0]})"
+    try:
+        clean = scrub_secrets(obj)
+        if clean != obj:
+            stats.secrets += 1
+        if isinstance(clean, dict):
+            event = clean.get("event")
+            if isinstance(event, dict):
+                rewriter.event(event)
+            elif "type" in clean:
+                rewriter.event(clean)
+        return orjson.dumps(clean), ""
+    except RecursionError:
+        return None, "nested too deeply"
+    except orjson.JSONEncodeError as e:
+        return None, f"cannot be written back ({e})"
+
+
+def redact_file(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str] | None,
+    options: RedactOptions | None = None,
+    on_drop: Callable[[int, str], None] | None = None,
+) -> RedactStats:
+    """Redact `src` into `dst` (`None` or `-`: stdout). The output appears only once complete (written beside it,
+    then renamed), so an interrupted run never leaves a half-redacted file; `dst` may be `src`."""
+    s = os.fspath(src)
+    try:
+        if os.path.isdir(s):
+            raise UnreadableInput(f"{s}: is a directory")
+        fin = sys.stdin.buffer if s == "-" else open(s, "rb")
+    except OSError as e:
+        raise UnreadableInput(f"{s}: {e.strerror or e}") from None
+    try:
+        d = None if dst is None else os.fspath(dst)
+        if d is None or d == "-":
+            stats = redact_stream(fin, sys.stdout.buffer, options, on_drop)
+            sys.stdout.buffer.flush()
+            return stats
+        tmp = f"{d}.rtrace-redact-{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as fout:
+                stats = redact_stream(fin, fout, options, on_drop)
+            os.replace(tmp, d)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return stats
+    finally:
+        if fin is not sys.stdin.buffer:
+            fin.close()
