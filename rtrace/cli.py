@@ -263,8 +263,7 @@ def show(
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
 ) -> None:
     """Both conversations side by side at a line, or the timeline of one connection."""
-    from .core.reducer import step
-    from .core.state import TraceState
+    from .engine.fold import state_at
     from .report import show as show_view
 
     console = stdout_console()
@@ -273,11 +272,7 @@ def show(
             show_view.render_timeline(reader, conn, console)
             count = reader.count
         else:
-            state = TraceState()
-            for rec in reader:
-                if at is not None and rec.line > at:
-                    break
-                step(state, rec)
+            state = state_at(reader, at)
             count = reader.count
             show_view.render_state(state, state.last_line if at is None else at, console, [conn] if conn else None)
     for problem in reader.problems[:20]:

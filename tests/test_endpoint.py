@@ -556,8 +556,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from rtrace.core.catalog import normalize_type  # noqa: E402
-from rtrace.core.reducer import fold  # noqa: E402
 from rtrace.core.trace import Record  # noqa: E402
+from rtrace.engine.fold import fold_state as fold  # noqa: E402
 
 _IDS = ["A", "B", "C", "D", "E"]
 _ops = st.lists(

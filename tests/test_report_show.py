@@ -14,9 +14,9 @@ import pytest
 from rich.console import Console
 
 from rtrace.core.loader import load
-from rtrace.core.reducer import fold
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
+from rtrace.engine.fold import fold_state as fold
 from rtrace.report.show import render_state, render_timeline
 
 from . import regen_show

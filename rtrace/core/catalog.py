@@ -100,23 +100,6 @@ BETA_TO_GA: Final = {
     "response.audio_transcript.done": "response.output_audio_transcript.done",
 }
 
-#: Item types the conversation can hold.
-ITEM_TYPES: Final = frozenset(
-    {
-        "message",
-        "function_call",
-        "function_call_output",
-        "mcp_call",
-        "mcp_list_tools",
-        "mcp_approval_request",
-        "mcp_approval_response",
-        "item_reference",
-    }
-)
-
-#: Terminal statuses of `response.done`.
-RESPONSE_STATUSES: Final = frozenset({"completed", "cancelled", "failed", "incomplete", "in_progress"})
-
 #: Error codes the API is known to send (protocol.md 1.7).
 FATAL_ERROR_CODES: Final = frozenset(
     {"insufficient_quota", "invalid_api_key", "account_deactivated", "billing_hard_limit_reached"}

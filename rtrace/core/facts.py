@@ -15,15 +15,13 @@ from .trace import Record
 
 @dataclasses.dataclass(slots=True, eq=False)
 class Fact:
-    """Base of everything `step` reports. `kind` names the fact for dispatch to rules."""
+    """Base of everything `step` reports: `rec` is the record that revealed it."""
 
-    kind = "fact"
     rec: Record
 
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ConnOpened(Fact):
-    kind = "conn.opened"
     conn: Connection
 
 
@@ -32,7 +30,6 @@ class ConnClosed(Fact):
     """A connection ended. `rec` is the record that ended it (the close note, the next connection's first
     record, or the last record of the trace)."""
 
-    kind = "conn.closed"
     conn: Connection
     #: Changes that were pending and are now indeterminate.
     indeterminate: list[Change]
@@ -42,7 +39,6 @@ class ConnClosed(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ChangeSent(Fact):
-    kind = "change.sent"
     change: Change
 
 
@@ -52,14 +48,12 @@ class ChangeAnswered(Fact):
 
     `how` says how the answer was joined: `item-id`, `event-id`, `quoted-id`, `order` or `metadata`."""
 
-    kind = "change.answered"
     change: Change
     how: str
 
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemAdded(Fact):
-    kind = "item.added"
     conn: Connection
     item: Item
     previous_item_id: str | None
@@ -71,14 +65,21 @@ class ItemAdded(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemDone(Fact):
-    kind = "item.done"
+    conn: Connection
+    item: Item
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class ItemUpdated(Fact):
+    """A server event changed an item already in the conversation without adding, finishing or removing it: its
+    final form from `response.output_item.done`, its arguments from `response.function_call_arguments.done`."""
+
     conn: Connection
     item: Item
 
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemDeleted(Fact):
-    kind = "item.deleted"
     conn: Connection
     item_id: str
     #: The item as it was (None: the server deleted an id rtrace never saw added).
@@ -88,7 +89,6 @@ class ItemDeleted(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemTruncated(Fact):
-    kind = "item.truncated"
     conn: Connection
     item_id: str
     audio_end_ms: int | None
@@ -96,7 +96,6 @@ class ItemTruncated(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ResponseCreated(Fact):
-    kind = "response.created"
     conn: Connection
     response: Response
     #: The in-conversation response that was still open and is now replaced (orphaned).
@@ -105,7 +104,6 @@ class ResponseCreated(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ResponseDone(Fact):
-    kind = "response.done"
     conn: Connection
     response: Response
     #: True when no `response.created` was seen for it on this connection.
@@ -116,7 +114,6 @@ class ResponseDone(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ServerError(Fact):
-    kind = "server.error"
     conn: Connection
     error: dict[str, Any]
     #: The client change it answers, when one could be joined.
@@ -126,14 +123,12 @@ class ServerError(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class LocalSnapshot(Fact):
-    kind = "local.conversation"
     conn: Connection
     items: list[Item]
 
 
 @dataclasses.dataclass(slots=True, eq=False)
 class LocalGeneration(Fact):
-    kind = "local.generation"
     conn: Connection
     opened: bool
     response_id: str | None
@@ -141,8 +136,27 @@ class LocalGeneration(Fact):
 
 @dataclasses.dataclass(slots=True, eq=False)
 class SessionUpdated(Fact):
-    kind = "session.updated"
     conn: Connection
 
 
 NO_FACTS: tuple[Fact, ...] = ()
+
+
+#: Every fact class `step` (and `reducer.finish`) reports; a rule may subscribe to these only.
+FACTS: tuple[type[Fact], ...] = (
+    ConnOpened,
+    ConnClosed,
+    ChangeSent,
+    ChangeAnswered,
+    ItemAdded,
+    ItemUpdated,
+    ItemDone,
+    ItemDeleted,
+    ItemTruncated,
+    ResponseCreated,
+    ResponseDone,
+    ServerError,
+    LocalSnapshot,
+    LocalGeneration,
+    SessionUpdated,
+)

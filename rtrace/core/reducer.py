@@ -10,13 +10,13 @@ Ground rules:
   errors by `error.event_id`, then by ids quoted in the error message, then by arrival order (the server handles
   a connection's events first come, first served).
 * The state is updated in place and returned (an hour-long call is a million steps); `step` does no I/O, reads
-  no clock and holds nothing outside `state`. Snapshots for `show` are taken by folding a prefix again.
+  no clock and holds nothing outside `state`. Every consumer folds through `rtrace.engine.fold.Fold`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from .conversation import ARGUMENTS_CHARS, Item, item_from_event, update_item
@@ -32,6 +32,7 @@ from .facts import (
     ItemDeleted,
     ItemDone,
     ItemTruncated,
+    ItemUpdated,
     LocalGeneration,
     LocalSnapshot,
     ResponseCreated,
@@ -108,14 +109,6 @@ def finish(state: TraceState) -> list[Fact]:
         if conn.open:
             _close(conn, last, "trace-end", facts)
     return facts
-
-
-def fold(records: Iterable[Record], state: TraceState | None = None) -> TraceState:
-    """Fold records into a state (no facts kept). For `show` and tests."""
-    st = state if state is not None else TraceState()
-    for rec in records:
-        step(st, rec)
-    return st
 
 
 # -- connections ------------------------------------------------------------------------------------------
@@ -557,6 +550,7 @@ def _s_output_item_done(state: TraceState, conn: Connection, rec: Record, facts:
         old_call = item.call_id
         update_item(item, raw)
         conn.conv.reindex(item, old_call)
+        facts.append(ItemUpdated(rec, conn, item))
 
 
 def _s_arguments_done(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
@@ -567,6 +561,7 @@ def _s_arguments_done(state: TraceState, conn: Connection, rec: Record, facts: l
         if isinstance(args, str):
             item.arguments = args[:ARGUMENTS_CHARS]
             item.arguments_len = len(args)
+            facts.append(ItemUpdated(rec, conn, item))
 
 
 def _s_audio_delta(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

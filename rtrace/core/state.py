@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterator
 from typing import Any, Literal
 
 from .conversation import Conversation, Item
@@ -137,9 +136,6 @@ class Connection:
     @property
     def open(self) -> bool:
         return self.ended_by is None
-
-    def pending_of(self, kind: str) -> Iterator[Change]:
-        return (c for c in self.pending.values() if c.kind == kind)
 
     def audio_ms(self, item: Item) -> float:
         return item.audio_bytes * 1000.0 / (self.audio_rate * self.audio_sample_bytes)

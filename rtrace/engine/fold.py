@@ -7,12 +7,13 @@ stay. This module prints nothing; `rtrace.report` renders what it returns.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
-from ..core.facts import Fact
+from ..core.facts import NO_FACTS, Fact
 from ..core.loader import Row, TraceReader
 from ..core.reducer import TRANSITIONS, audio_bytes, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
@@ -57,21 +58,21 @@ class Report:
 
 
 class _Dispatch:
-    """The rules of one analysis and the facts they subscribe to."""
+    """The rules of one analysis and their handlers, by the fact class each subscribed to (`rules.base.on`)."""
 
-    def __init__(self, config: Config, rules: Sequence[type[Rule]]) -> None:
+    def __init__(self, config: Config, rules: Sequence[type[Rule[Config]]]) -> None:
         self.active = [cls(config) for cls in rules]
-        self.subscribers: dict[str, list[Rule]] = {}
+        self.subscribers: dict[type[Fact], list[Callable[[Any, TraceState], Iterable[Finding] | None]]] = {}
         for rule in self.active:
-            for kind in rule.facts:
-                self.subscribers.setdefault(kind, []).append(rule)
+            for fact_class, handler in rule.handlers():
+                self.subscribers.setdefault(fact_class, []).append(handler)
         self.findings: list[Finding] = []
 
     def feed(self, facts: Iterable[Fact], state: TraceState) -> None:
         get = self.subscribers.get
         for fact in facts:
-            for rule in get(fact.kind, ()):
-                out = rule.on_fact(fact, state)
+            for handler in get(type(fact), ()):
+                out = handler(fact, state)
                 if out:
                     self.findings.extend(out)
 
@@ -85,17 +86,11 @@ class _Dispatch:
         return self.findings
 
 
-def analyze_records(
-    records: Iterable[Record], config: Config, rules: Sequence[type[Rule]] = RULES
-) -> tuple[list[Finding], TraceState]:
-    """Run `rules` over `records`. The core of `rtrace analyze`, free of files."""
-    dispatch = _Dispatch(config, rules)
-    state = TraceState()
-    for rec in records:
-        _, facts = step(state, rec)
-        if facts:
-            dispatch.feed(facts, state)
-    return dispatch.finish(state), state
+class Observer(Protocol):
+    """What a consumer watches of a fold besides the rules (the HTML report's timeline and snapshots): called
+    after each record is folded, with the facts it revealed (none for a quiet record) and the state after it."""
+
+    def __call__(self, row: Row, facts: Sequence[Fact], state: TraceState) -> None: ...
 
 
 #: A run of quiet records (see `Fold`) as `digest` passes it on: [how many, line of the last, its `t`, conn, dir].
@@ -112,13 +107,22 @@ class Fold:
     and its facts to the rules. The result is the one `analyze_records` gives on the same records.
     """
 
-    def __init__(self, config: Config, rules: Sequence[type[Rule]]) -> None:
+    def __init__(
+        self, config: Config, rules: Sequence[type[Rule[Config]]], observer: Observer | None = None
+    ) -> None:
         self.dispatch = _Dispatch(config, rules)
         self.state = TraceState()
         self.by_dir = dict.fromkeys(DIRECTIONS, 0)
+        self.observer = observer
 
-    def rows(self, rows: Iterable[Row]) -> None:
-        """Fold rows as `TraceReader.rows` yields them."""
+    def rows(self, rows: Iterable[Row], until_line: int | None = None) -> None:
+        """Fold rows as `TraceReader.rows` yields them; with `until_line`, stop after the last row at or before
+        that line (`show --at`)."""
+        if until_line is not None:
+            rows = itertools.takewhile(lambda row: row[1] <= until_line, rows)
+        if self.observer is not None:
+            self._observed(rows, self.observer)
+            return
         state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
         conns = state.conns
         transitions = TRANSITIONS
@@ -146,6 +150,37 @@ class Fold:
         if quiet is not None:
             tick(state, quiet, last_t, last_line, count)
 
+    def _observed(self, rows: Iterable[Row], observer: Observer) -> None:
+        """`rows` with every record shown to `observer`: quiet records still only tick, one at a time."""
+        state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
+        conns = state.conns
+        transitions = TRANSITIONS
+        for row in rows:
+            _, line, t, direction, n, _, etype, _ = row
+            by_dir[direction] += 1
+            conn = conns.get(n)
+            if conn is not None and (direction, etype) not in transitions:
+                tick(state, conn, t, line)
+                observer(row, NO_FACTS, state)
+                continue
+            _, facts = step(state, Record(*row))
+            if facts:
+                feed(facts, state)
+            observer(row, facts, state)
+
+    def records(self, records: Iterable[Record]) -> None:
+        """Fold `Record`s (tests, a trace built in memory): each through `step`, no fast path."""
+        state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
+        for rec in records:
+            by_dir[rec.dir] += 1
+            _, facts = step(state, rec)
+            if facts:
+                feed(facts, state)
+
+    def findings(self) -> list[Finding]:
+        """End of the trace: every open connection ends, each rule finishes; the findings in report order."""
+        return self.dispatch.finish(self.state)
+
     def digested(self, entries: Iterable[Row | Run], seq0: int, line0: int) -> None:
         """Fold what `digest` made of the records that follow: their `seq` and lines count from `seq0` and `line0`."""
         state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
@@ -166,7 +201,7 @@ class Fold:
         self, path: str, events: int, problems: list[Problem], problem_count: int, header: Header | None
     ) -> TraceReport:
         state = self.state
-        findings = self.dispatch.finish(state)
+        findings = self.findings()
         first = state.first_t or 0.0
         return TraceReport(
             path=path,
@@ -181,6 +216,29 @@ class Fold:
             header=header,
             by_dir={d: count for d, count in self.by_dir.items() if count},
         )
+
+
+def analyze_records(
+    records: Iterable[Record], config: Config, rules: Sequence[type[Rule[Config]]] = RULES
+) -> tuple[list[Finding], TraceState]:
+    """Run `rules` over `records`. The core of `rtrace analyze`, free of files."""
+    fold = Fold(config, rules)
+    fold.records(records)
+    return fold.findings(), fold.state
+
+
+def fold_state(records: Iterable[Record]) -> TraceState:
+    """The state after `records`, no rules run and the trace not finished (a prefix stays open)."""
+    fold = Fold(Config(), ())
+    fold.records(records)
+    return fold.state
+
+
+def state_at(reader: TraceReader, line: int | None = None) -> TraceState:
+    """The state after the records of `reader` up to `line` (default: all), on the fast path (`rtrace show`)."""
+    fold = Fold(Config(), ())
+    fold.rows(reader.rows(), until_line=line)
+    return fold.state
 
 
 def digest(rows: Iterable[Row]) -> Iterator[Row | Run]:

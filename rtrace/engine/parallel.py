@@ -90,36 +90,11 @@ def analyze_split(
     """
     if not hasattr(os, "fork") or path == "-":
         return None
-    try:
-        st = os.stat(path)  # before opening: a named pipe would block, and it cannot be read twice anyway
-        size = st.st_size
-        if size < max(SPLIT_MIN_BYTES if min_bytes is None else min_bytes, 1) or not stat.S_ISREG(st.st_mode):
-            return None
-        with open(path, "rb") as f:
-            head = f.read(4)
-            if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or (len(head) == 4 and b"\0" in head):
-                return None
-            cut = _line_start_after(f, int(size * (SPLIT_SHARE if share is None else share)))
-    except OSError:
+    cut = _cut_of(path, SPLIT_SHARE if share is None else share, SPLIT_MIN_BYTES if min_bytes is None else min_bytes)
+    channel = _channel() if cut is not None else None
+    if cut is None or channel is None:
         return None
-    if cut is None or cut >= size:
-        return None
-    try:
-        import tempfile  # here, and the pool's module below: start-up time is paid by every command
-
-        spool_fd, spool_path = tempfile.mkstemp(prefix="rtrace-split-")
-        try:
-            feed = open(spool_path, "rb")  # this process's own offset in the spool the child writes
-        finally:
-            os.unlink(spool_path)
-    except OSError:
-        return None
-    try:
-        notify_r, notify_w = os.pipe()
-    except OSError:
-        feed.close()
-        os.close(spool_fd)
-        return None
+    spool_fd, feed, notify_r, notify_w = channel
     try:
         pid = os.fork()
     except OSError:  # no process to spare: read alone
@@ -155,6 +130,46 @@ def analyze_split(
     problems = (reader.problems + shifted)[:MAX_KEPT_PROBLEMS]
     count, problem_count = reader.count + part.count, reader.problem_count + part.problem_count
     return fold.report(path, count, problems, problem_count, reader.header)
+
+
+def _cut_of(path: str, share: float, min_bytes: int) -> int | None:
+    """Where to cut the file at `path` (the start of the first line after `share` of it), or None when it is too
+    small, not a regular file, UTF-16, or has no line after that point."""
+    try:
+        st = os.stat(path)  # before opening: a named pipe would block, and it cannot be read twice anyway
+        size = st.st_size
+        if size < max(min_bytes, 1) or not stat.S_ISREG(st.st_mode):
+            return None
+        with open(path, "rb") as f:
+            head = f.read(4)
+            if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or (len(head) == 4 and b"\0" in head):
+                return None
+            cut = _line_start_after(f, int(size * share))
+    except OSError:
+        return None
+    return cut if cut is not None and cut < size else None
+
+
+def _channel() -> tuple[int, Any, int, int] | None:
+    """What the child writes its digest through: an unlinked spool file (its fd for the child, a reader of it for
+    this process) and a notification pipe (read end, write end). None when the system has none to give."""
+    try:
+        import tempfile  # here, and the pool's module below: start-up time is paid by every command
+
+        spool_fd, spool_path = tempfile.mkstemp(prefix="rtrace-split-")
+        try:
+            feed = open(spool_path, "rb")  # this process's own offset in the spool the child writes
+        finally:
+            os.unlink(spool_path)
+    except OSError:
+        return None
+    try:
+        notify_r, notify_w = os.pipe()
+    except OSError:
+        feed.close()
+        os.close(spool_fd)
+        return None
+    return spool_fd, feed, notify_r, notify_w
 
 
 def _line_start_after(f: Any, offset: int) -> int | None:

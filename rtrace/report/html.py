@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import html
 import os
+from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
@@ -21,25 +22,41 @@ import orjson
 from .. import __version__
 from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.facts import ConnClosed
-from ..core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
-from ..core.reducer import step
+from ..core.facts import (
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    ConnOpened,
+    Fact,
+    ItemAdded,
+    ItemDeleted,
+    ItemDone,
+    ItemTruncated,
+    ItemUpdated,
+    LocalSnapshot,
+)
+from ..core.loader import DEFAULT_MAX_LINE_BYTES, Row, TraceReader, UnreadableInput
 from ..core.state import Connection, TraceState, client_view, divergence
-from ..engine.fold import Report, TraceReport
-from ..rules.base import as_json
+from ..engine.fold import Fold, Report, TraceReport
+from ..rules.base import Config, as_json
 from .excerpt import read_lines, scrub, scrub_text
 
 #: Times are stored as integer steps of this many seconds (0.1 ms).
 TIME_UNIT = 1e-4
 SUMMARY_CHARS = 140
 ITEM_TEXT_CHARS = 80
-#: Fact kinds after which the server conversation is read again; and records whose handler updates items
-#: without a fact (every other record without a fact leaves the state as it was: see `reducer._TABLE`).
-_SERVER_FACTS = frozenset({"item.added", "item.done", "item.deleted", "item.truncated", "conn.opened", "conn.closed"})
-_SILENT_ITEM_UPDATES = frozenset(
-    {"response.output_item.added", "response.output_item.done", "response.function_call_arguments.done"}
+#: Facts after which the server conversation is read again, and after which the client view is: a record
+#: without one of these leaves what the page shows as it was.
+_SERVER_FACTS: tuple[type[Fact], ...] = (
+    ItemAdded,
+    ItemUpdated,
+    ItemDone,
+    ItemDeleted,
+    ItemTruncated,
+    ConnOpened,
+    ConnClosed,
 )
-_CLIENT_FACTS = frozenset({"change.sent", "change.answered", "local.conversation", "conn.closed", "conn.opened"})
+_CLIENT_FACTS: tuple[type[Fact], ...] = (ChangeSent, ChangeAnswered, LocalSnapshot, ConnClosed, ConnOpened)
 
 ListDelta = list[Any] | int
 
@@ -191,28 +208,29 @@ class TraceData:
 
 
 def fold_trace(path: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[TraceData, TraceState]:
-    """Fold the trace at `path`, recording events and per-connection states for the page."""
+    """Fold the trace at `path` (`engine.Fold`, no rules), recording events and per-connection states for the page."""
     data = TraceData()
-    state = TraceState()
+
+    def observe(row: Row, facts: Sequence[Fact], state: TraceState) -> None:
+        index, line, t, direction, conn, event, etype, _ = row
+        data.add_event(index, line, t, direction, conn, describe(etype, event), etype)
+        if not facts:
+            return
+        server_changed = any(isinstance(f, _SERVER_FACTS) for f in facts)
+        client_changed = any(isinstance(f, _CLIENT_FACTS) for f in facts)
+        touched = {conn}
+        for fact in facts:
+            if isinstance(fact, ConnClosed):
+                touched.add(fact.conn.n)
+        for n in sorted(touched):
+            c = state.conns.get(n)
+            if c is not None:
+                data.snapshot(index, c, server_changed, client_changed)
+
+    fold = Fold(Config(), (), observe)
     with TraceReader.open(path, max_line_bytes=max_line_bytes) as reader:
-        for index, rec in enumerate(reader):
-            _, facts = step(state, rec)
-            summary = describe(rec.type, rec.event)
-            data.add_event(index, rec.line, rec.t, rec.dir, rec.conn, summary, rec.type)
-            if not facts and rec.type not in _SILENT_ITEM_UPDATES:
-                continue
-            kinds = {f.kind for f in facts}
-            server_changed = bool(kinds & _SERVER_FACTS) or rec.type in _SILENT_ITEM_UPDATES
-            client_changed = bool(kinds & _CLIENT_FACTS)
-            touched = {rec.conn}
-            for fact in facts:
-                if isinstance(fact, ConnClosed):
-                    touched.add(fact.conn.n)
-            for n in sorted(touched):
-                conn = state.conns.get(n)
-                if conn is not None:
-                    data.snapshot(index, conn, server_changed, client_changed)
-    return data, state
+        fold.rows(reader.rows())
+    return data, fold.state
 
 
 def trace_json(trace: TraceReport, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, Literal
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from ..core.conversation import Item
 from ..core.describe import describe
@@ -135,8 +135,33 @@ class Config:
     burst_window: float = 0.010
 
 
-class Rule:
-    """Base class. A rule's docstring is its user documentation (`rtrace rules SLUG`)."""
+ConfigT = TypeVar("ConfigT", bound=Config)
+#: A rule's handler of one fact class: `(rule, fact, state) -> findings or None`.
+Handler = Callable[[Any, Any, TraceState], Iterable[Finding] | None]
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def on(*classes: type[Fact]) -> Callable[[_F], _F]:
+    """Subscribe a rule method to these fact classes: the engine calls `method(fact, state)` for each such fact
+    `step` reports, in trace order. Dispatch is by class; the method's `fact` annotation names the same classes
+    (tests/test_rules_base.py holds both, and that every class is one `step` reports: `core.facts.FACTS`)."""
+
+    def mark(method: _F) -> _F:
+        setattr(method, _SUBSCRIBES, classes)
+        return method
+
+    return mark
+
+
+_SUBSCRIBES = "__rtrace_subscribes__"
+
+
+class Rule(Generic[ConfigT]):
+    """Base class. A rule's docstring is its user documentation (`rtrace rules SLUG`).
+
+    A rule is a small fold of its own: it subscribes methods to fact classes with `@on(...)`, keeps what it needs
+    between facts (and prunes what is resolved), and returns findings as data. `finish` runs once at the end.
+    """
 
     id: ClassVar[str]
     slug: ClassVar[str]
@@ -145,14 +170,27 @@ class Rule:
     title: ClassVar[str]
     #: The likely fix, one or two sentences.
     fix: ClassVar[str]
-    #: The fact kinds the rule wants to see (see `rtrace.core.reducer`).
-    facts: ClassVar[tuple[str, ...]] = ()
+    #: Fact class -> names of the methods subscribed to it (collected from `@on` when the class is made).
+    subscriptions: ClassVar[dict[type[Fact], tuple[str, ...]]] = {}
 
-    def __init__(self, config: Config) -> None:
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        subs: dict[type[Fact], tuple[str, ...]] = {}
+        for klass in reversed(cls.__mro__):
+            for name, value in vars(klass).items():
+                for fact_class in getattr(value, _SUBSCRIBES, ()):
+                    if name not in subs.get(fact_class, ()):
+                        subs[fact_class] = (*subs.get(fact_class, ()), name)
+        cls.subscriptions = subs
+
+    def __init__(self, config: ConfigT) -> None:
         self.config = config
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        return None
+    def handlers(self) -> Iterator[tuple[type[Fact], Callable[[Any, TraceState], Iterable[Finding] | None]]]:
+        """(fact class, bound handler) for each subscription."""
+        for fact_class, names in self.subscriptions.items():
+            for name in names:
+                yield fact_class, getattr(self, name)
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         """Called once at the end of the trace, after every connection has ended."""

@@ -3,15 +3,13 @@ client mirror cannot place, duplicates, expiry, and reconnect loops on fatal err
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ..core.catalog import FATAL_ERROR_CODES
-from ..core.facts import ConnClosed, Fact, ItemAdded, ResponseDone, ServerError
+from ..core.facts import ConnClosed, ItemAdded, ResponseDone, ServerError
 from ..core.state import TraceState
-from .base import Finding, Rule, Witness
+from .base import Config, Finding, Rule, Witness, on
 
 
-class ResponseDoneWithoutCreated(Rule):
+class ResponseDoneWithoutCreated(Rule[Config]):
     """`response.done` for a response that never had `response.created` on this connection.
 
     **What it means.** A client that opens its generation on `response.created` has nothing to close: the done
@@ -26,10 +24,8 @@ class ResponseDoneWithoutCreated(Rule):
     severity = "warning"
     title = "response.done for a response never created on this connection"
     fix = "Key generations by response id and close (or create-and-close) on any response.done."
-    facts = ("response.done",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ResponseDone)
+    @on(ResponseDone)
+    def response_done(self, fact: ResponseDone, state: TraceState) -> list[Finding] | None:
         if not fact.unknown:
             return None
         resp = fact.response
@@ -46,7 +42,7 @@ class ResponseDoneWithoutCreated(Rule):
         ]
 
 
-class UnknownPreviousItem(Rule):
+class UnknownPreviousItem(Rule[Config]):
     """The server added an item after a `previous_item_id` that is not in the conversation as the events tell it.
 
     **What it means.** A client mirror that inserts by `previous_item_id` (LiveKit's `RemoteChatContext`) fails
@@ -64,10 +60,8 @@ class UnknownPreviousItem(Rule):
     severity = "warning"
     title = "an item was added after an id the conversation does not hold"
     fix = "On an item whose previous_item_id is unknown, resync the mirror instead of dropping the item."
-    facts = ("item.added",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ItemAdded)
+    @on(ItemAdded)
+    def item_added(self, fact: ItemAdded, state: TraceState) -> list[Finding] | None:
         if fact.position_known or fact.duplicate:
             return None
         return [
@@ -83,7 +77,7 @@ class UnknownPreviousItem(Rule):
         ]
 
 
-class DuplicateItemId(Rule):
+class DuplicateItemId(Rule[Config]):
     """An item id was added to a conversation that already holds it.
 
     **What it means.** The API accepts a create with an existing id: on current models it appends a second copy
@@ -104,10 +98,8 @@ class DuplicateItemId(Rule):
         "Never re-create an id the server holds; update by delete + create, "
         "and retry creates only after a timeout check."
     )
-    facts = ("item.added",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ItemAdded)
+    @on(ItemAdded)
+    def item_added(self, fact: ItemAdded, state: TraceState) -> list[Finding] | None:
         if not fact.duplicate:
             return None
         item = fact.item
@@ -124,7 +116,7 @@ class DuplicateItemId(Rule):
         ]
 
 
-class SessionExpired(Rule):
+class SessionExpired(Rule[Config]):
     """The server ended the session at its maximum duration (`session_expired`, then close 1001).
 
     **What it means.** Everything on the connection is gone: the conversation, a response being generated,
@@ -142,10 +134,8 @@ class SessionExpired(Rule):
     fix = (
         "Rotate the session before the limit at a turn boundary and replay the conversation (function calls included)."
     )
-    facts = ("server.error",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ServerError)
+    @on(ServerError)
+    def server_error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
         if fact.error.get("code") != "session_expired":
             return None
         conn = fact.conn
@@ -167,7 +157,7 @@ class SessionExpired(Rule):
         ]
 
 
-class ReconnectLoopOnFatalError(Rule):
+class ReconnectLoopOnFatalError(Rule[Config]):
     """The client reconnected after a fatal error (`insufficient_quota`, `invalid_api_key`,
     `account_deactivated`, `billing_hard_limit_reached`) and got it again.
 
@@ -182,21 +172,21 @@ class ReconnectLoopOnFatalError(Rule):
     severity = "error"
     title = "the client reconnected after a fatal error and got it again"
     fix = "Stop reconnecting on insufficient_quota, invalid_api_key, account_deactivated, billing_hard_limit_reached."
-    facts = ("server.error", "conn.closed")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.fatal_in: dict[int, Witness] = {}
         self.ended_fatal: list[Witness] = []
         self.reported = False
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ConnClosed):
-            seen = self.fatal_in.pop(fact.conn.n, None)
-            if seen is not None:
-                self.ended_fatal.append(seen)
-            return None
-        assert isinstance(fact, ServerError)
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+        seen = self.fatal_in.pop(fact.conn.n, None)
+        if seen is not None:
+            self.ended_fatal.append(seen)
+
+    @on(ServerError)
+    def server_error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
         code = fact.error.get("code")
         if code not in FATAL_ERROR_CODES or fact.conn.n in self.fatal_in:
             return None
@@ -218,7 +208,7 @@ class ReconnectLoopOnFatalError(Rule):
         ]
 
 
-class DuplicateResponseDone(Rule):
+class DuplicateResponseDone(Rule[Config]):
     """A second `response.done` for a response that was already done.
 
     **What it means.** A terminal event arrived twice: a client that appends the final transcript or output at
@@ -232,10 +222,8 @@ class DuplicateResponseDone(Rule):
     severity = "warning"
     title = "a response got two response.done events"
     fix = "Ignore a terminal event for a response that is already done."
-    facts = ("response.done",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ResponseDone)
+    @on(ResponseDone)
+    def response_done(self, fact: ResponseDone, state: TraceState) -> list[Finding] | None:
         if fact.again is None:
             return None
         line, t = fact.again

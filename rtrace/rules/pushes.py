@@ -3,15 +3,13 @@ and a client whose own conversation drifts from the server's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ..core.conversation import Item
 from ..core.facts import ChangeAnswered, ChangeSent, ConnClosed, Fact, ItemAdded, ItemDeleted, LocalSnapshot
 from ..core.state import Change, Connection, TraceState, divergence
-from .base import ITEM_CHANGES, Bursts, Finding, Rule, Witness, ms
+from .base import ITEM_CHANGES, Bursts, Config, Finding, Rule, Witness, ms, on
 
 
-class StaleSnapshotDelete(Rule):
+class StaleSnapshotDelete(Rule[Config]):
     """The client deleted an item right after its create was confirmed, in a burst that creates other items.
 
     **What it means.** The push that contains the delete was computed from a snapshot of the conversation taken
@@ -46,27 +44,27 @@ class StaleSnapshotDelete(Rule):
         "Serialize conversation pushes and compute each diff from the confirmed conversation plus in-flight "
         "creates, never from a copy taken before the previous push was acknowledged."
     )
-    facts = ("change.sent", "change.answered")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.bursts = Bursts(self.config.burst_window)
         self.rtts: dict[int, list[float]] = {}
         #: conn -> the current burst and its deletes waiting for a create: (delete, item, create, reference rtt).
         self.waiting: dict[int, tuple[list[Change], list[tuple[Change, Item, Witness | None, float]]]] = {}
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ChangeAnswered):
-            change = fact.change
-            if change.kind == "conversation.item.create" and change.status == "confirmed":
-                latency = change.latency()
-                if latency is not None:
-                    samples = self.rtts.setdefault(change.conn, [])
-                    samples.append(latency)
-                    if len(samples) > 64:
-                        del samples[0]
-            return None
-        assert isinstance(fact, ChangeSent)
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
+        change = fact.change
+        if change.kind == "conversation.item.create" and change.status == "confirmed":
+            latency = change.latency()
+            if latency is not None:
+                samples = self.rtts.setdefault(change.conn, [])
+                samples.append(latency)
+                if len(samples) > 64:
+                    del samples[0]
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind not in ITEM_CHANGES:
             return None
@@ -153,7 +151,7 @@ class StaleSnapshotDelete(Rule):
         )
 
 
-class AckTimeout(Rule):
+class AckTimeout(Rule[Config]):
     """A client create, delete or truncate got no answer within `--ack-timeout` (default 5 s) while its
     connection stayed open.
 
@@ -183,19 +181,18 @@ class AckTimeout(Rule):
     fix = (
         "Correlate answers by item id and error.event_id; on a timeout, resync the conversation instead of assuming it."
     )
-    facts = ("change.answered", "conn.closed")
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
+        change = fact.change
+        latency = change.latency()
+        if change.kind in ITEM_CHANGES and latency is not None and latency > self.config.ack_timeout:
+            return [self._finding(change, f"answered only after {ms(latency)}", Witness.of(fact.rec), fact.rec.line)]
+        return None
+
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> list[Finding]:
         limit = self.config.ack_timeout
-        if isinstance(fact, ChangeAnswered):
-            change = fact.change
-            latency = change.latency()
-            if change.kind in ITEM_CHANGES and latency is not None and latency > limit:
-                return [
-                    self._finding(change, f"answered only after {ms(latency)}", Witness.of(fact.rec), fact.rec.line)
-                ]
-            return None
-        assert isinstance(fact, ConnClosed)
         out = []
         for change in fact.indeterminate:
             if change.kind in ITEM_CHANGES and change.answer_t is not None and change.answer_t - change.t > limit:
@@ -221,7 +218,7 @@ class AckTimeout(Rule):
         )
 
 
-class TruncateBeyondAudio(Rule):
+class TruncateBeyondAudio(Rule[Config]):
     """`conversation.item.truncate` with `audio_end_ms` of 0, past the audio the item received, or on an item
     that has no audio.
 
@@ -245,10 +242,8 @@ class TruncateBeyondAudio(Rule):
     severity = "warning"
     title = "a truncate at 0 ms, past the item's audio, or on an item without audio"
     fix = "Clamp audio_end_ms to the audio actually received; delete instead of truncating at 0; skip replayed items."
-    facts = ("change.sent",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ChangeSent)
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "conversation.item.truncate" or not change.item_id or change.audio_end_ms is None:
             return None
@@ -279,7 +274,7 @@ class TruncateBeyondAudio(Rule):
         ]
 
 
-class LocalServerDivergence(Rule):
+class LocalServerDivergence(Rule[Config]):
     """The client's own conversation (from `local.conversation` annotations) and the server's differ, and the
     difference outlives the pending window.
 
@@ -289,7 +284,7 @@ class LocalServerDivergence(Rule):
     **How it is judged.** At each local snapshot the client's items are compared with the server conversation
     plus pending changes. A difference is reported when it still holds once nothing is pending on the
     connection and `--ack-timeout` has passed since the snapshot, or when the connection ends. Needs a trace
-    with `local` annotations (`rtrace.net.proxy.livekit` writes them).
+    with `local` annotations (`rtrace.integrations.livekit.record_session` writes them).
 
     **Fix.** Resync from the server's conversation after errors and reconnects; treat unacknowledged changes as
     unknown; see the other findings of the same trace for the cause.
@@ -303,28 +298,34 @@ class LocalServerDivergence(Rule):
         "Resync the local conversation from server events after errors and reconnects; "
         "never assume an unacknowledged change."
     )
-    facts = ("local.conversation", "change.sent", "change.answered", "item.added", "item.deleted", "conn.closed")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         #: conn -> (snapshot witness, snapshot time) of a divergence not yet resolved.
         self.open: dict[int, tuple[Witness, float]] = {}
         self.reported: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        conn: Connection | None = getattr(fact, "conn", None)
-        if conn is None and isinstance(fact, (ChangeSent, ChangeAnswered)):
-            conn = state.conns.get(fact.change.conn)
-        if conn is None or conn.local is None:
-            return None
-        if isinstance(fact, LocalSnapshot):
-            local_ids = [i.id for i in fact.items]
-            if divergence(local_ids, conn.expected_ids()):
-                self.open.setdefault(conn.n, (Witness.of(fact.rec), fact.rec.t))
-            else:
-                self.open.pop(conn.n, None)
-            return None
-        if conn.n not in self.open:
+    @on(LocalSnapshot)
+    def snapshot(self, fact: LocalSnapshot, state: TraceState) -> None:
+        conn = fact.conn
+        local_ids = [i.id for i in fact.items]
+        if divergence(local_ids, conn.expected_ids()):
+            self.open.setdefault(conn.n, (Witness.of(fact.rec), fact.rec.t))
+        else:
+            self.open.pop(conn.n, None)
+
+    @on(ChangeSent, ChangeAnswered)
+    def change(self, fact: ChangeSent | ChangeAnswered, state: TraceState) -> list[Finding] | None:
+        conn = state.conns.get(fact.change.conn)
+        return self._judge(fact, conn) if conn is not None else None
+
+    @on(ItemAdded, ItemDeleted, ConnClosed)
+    def server(self, fact: ItemAdded | ItemDeleted | ConnClosed, state: TraceState) -> list[Finding] | None:
+        return self._judge(fact, fact.conn)
+
+    def _judge(self, fact: Fact, conn: Connection) -> list[Finding] | None:
+        """Whether the divergence open on `conn` outlived the pending window at `fact`."""
+        if conn.local is None or conn.n not in self.open:
             return None
         snap, t0 = self.open[conn.n]
         local_ids = [i.id for i in conn.local]
@@ -366,4 +367,3 @@ class LocalServerDivergence(Rule):
 
 
 __all__ = ["AckTimeout", "LocalServerDivergence", "StaleSnapshotDelete", "TruncateBeyondAudio"]
-_ = (ItemAdded, ItemDeleted)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..core.conversation import Item
-from ..core.facts import ChangeSent, ConnClosed, ConnOpened, Fact
+from ..core.facts import ChangeSent, ConnClosed, ConnOpened
 from ..core.state import Change, Connection, TraceState
-from .base import Finding, Rule, Witness
+from .base import Config, Finding, Rule, Witness, on
 
 _FUNCTION_ITEMS = ("function_call", "function_call_output")
 
@@ -25,7 +25,7 @@ class _Replay:
         self.done = False
 
 
-class FunctionCallLostOnReconnect(Rule):
+class FunctionCallLostOnReconnect(Rule[Config]):
     """A connection closed holding `function_call` / `function_call_output` items, and the next connection's
     replay re-created other items but not these.
 
@@ -55,30 +55,32 @@ class FunctionCallLostOnReconnect(Rule):
     severity = "error"
     title = "a reconnect replay left out function calls the old connection held"
     fix = "Replay function_call and function_call_output items (same ids and call_ids, in order) on reconnect."
-    facts = ("conn.closed", "conn.opened", "change.sent")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.closed: Connection | None = None
         self.replays: dict[int, _Replay] = {}
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ConnClosed):
-            conn = fact.conn
-            replay = self.replays.pop(conn.n, None)
-            out = self._judge(replay, fact.rec.line, None) if replay else None
-            if conn.ended_by != "trace-end":
-                self.closed = conn
-            return out
-        if isinstance(fact, ConnOpened):
-            prev = self.closed
-            if prev is not None and prev.n < fact.conn.n:
-                lost = [i for i in prev.conv if i.type in _FUNCTION_ITEMS]
-                if lost:
-                    self.replays[fact.conn.n] = _Replay(prev, lost)
-            self.closed = None
-            return None
-        assert isinstance(fact, ChangeSent)
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
+        conn = fact.conn
+        replay = self.replays.pop(conn.n, None)
+        out = self._judge(replay, fact.rec.line, None) if replay else None
+        if conn.ended_by != "trace-end":
+            self.closed = conn
+        return out
+
+    @on(ConnOpened)
+    def conn_opened(self, fact: ConnOpened, state: TraceState) -> None:
+        prev = self.closed
+        if prev is not None and prev.n < fact.conn.n:
+            lost = [i for i in prev.conv if i.type in _FUNCTION_ITEMS]
+            if lost:
+                self.replays[fact.conn.n] = _Replay(prev, lost)
+        self.closed = None
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         replay = self.replays.get(change.conn)
         if replay is None:
@@ -137,7 +139,7 @@ class FunctionCallLostOnReconnect(Rule):
         ]
 
 
-class UnconfirmedItemLostOnReconnect(Rule):
+class UnconfirmedItemLostOnReconnect(Rule[Config]):
     """A create or delete sent on a connection had no answer when it closed, and the next connection never
     sent it again.
 
@@ -158,25 +160,25 @@ class UnconfirmedItemLostOnReconnect(Rule):
     severity = "error"
     title = "a change the old connection never confirmed was not sent again after the reconnect"
     fix = "Re-send unacknowledged creates and deletes after the replay, or replay from the local conversation."
-    facts = ("conn.closed", "change.sent")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         #: Changes unanswered when their connection closed, each with what later connections did about it.
         self.lost: list[_Unanswered] = []
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ConnClosed):
-            if fact.conn.ended_by == "trace-end":
-                return None  # the recording stopped; nothing says the connection was lost
-            for change in fact.indeterminate:
-                if change.kind in ("conversation.item.create", "conversation.item.delete"):
-                    self.lost.append(_Unanswered(change, Witness.answer(change)))
-            return None
-        assert isinstance(fact, ChangeSent)
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+        if fact.conn.ended_by == "trace-end":
+            return  # the recording stopped; nothing says the connection was lost
+        for change in fact.indeterminate:
+            if change.kind in ("conversation.item.create", "conversation.item.delete"):
+                self.lost.append(_Unanswered(change, Witness.answer(change)))
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
         if not self.lost or change.kind not in ("conversation.item.create", "conversation.item.delete"):
-            return None
+            return
         sent = change.item
         for entry in self.lost:
             old = entry.change
@@ -200,7 +202,6 @@ class UnconfirmedItemLostOnReconnect(Rule):
                     entry.recreated_next = True
             elif change.item_id == old.item_id:
                 entry.deleted_later = True
-        return None
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []

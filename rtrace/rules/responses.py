@@ -9,17 +9,16 @@ from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
-    Fact,
     LocalGeneration,
     ResponseCreated,
     ResponseDone,
     ServerError,
 )
 from ..core.state import Change, Response, TraceState
-from .base import Finding, Rule, Witness
+from .base import Config, Finding, Rule, Witness, on
 
 
-class OrphanedGeneration(Rule):
+class OrphanedGeneration(Rule[Config]):
     """A response never reached its terminal `response.done`: its connection closed while it generated, or a
     new `response.created` on the same connection took over while it was open.
 
@@ -42,24 +41,23 @@ class OrphanedGeneration(Rule):
     severity = "error"
     title = "a response (or client generation) was never closed"
     fix = "Close the open generation when another response starts, on reconnect and on close; fail its waiters."
-    facts = ("response.created", "response.done", "conn.closed", "local.generation")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.replaced: dict[str, tuple[Response, Witness]] = {}
         self.local_open: dict[int, Witness] = {}
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ResponseCreated):
-            if fact.replaced is not None:
-                self.replaced[fact.replaced.id] = (fact.replaced, Witness.of(fact.rec))
-            return None
-        if isinstance(fact, ResponseDone):
-            self.replaced.pop(fact.response.id, None)
-            return None
-        if isinstance(fact, LocalGeneration):
-            return self._local(fact)
-        assert isinstance(fact, ConnClosed)
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> None:
+        if fact.replaced is not None:
+            self.replaced[fact.replaced.id] = (fact.replaced, Witness.of(fact.rec))
+
+    @on(ResponseDone)
+    def response_done(self, fact: ResponseDone, state: TraceState) -> None:
+        self.replaced.pop(fact.response.id, None)
+
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> list[Finding]:
         conn = fact.conn
         out = []
         for rid, (resp, by) in list(self.replaced.items()):
@@ -104,7 +102,8 @@ class OrphanedGeneration(Rule):
             )
         return out
 
-    def _local(self, fact: LocalGeneration) -> list[Finding] | None:
+    @on(LocalGeneration)
+    def generation(self, fact: LocalGeneration, state: TraceState) -> list[Finding] | None:
         n = fact.conn.n
         if not fact.opened:
             self.local_open.pop(n, None)
@@ -125,7 +124,7 @@ class OrphanedGeneration(Rule):
         ]
 
 
-class FailedResponseNotRetried(Rule):
+class FailedResponseNotRetried(Rule[Config]):
     """A `response.done` with status `failed` and no output item, and the turn is never asked for again.
 
     **What it means.** The agent's turn silently disappears: the user spoke, the model failed before saying
@@ -142,23 +141,26 @@ class FailedResponseNotRetried(Rule):
     severity = "warning"
     title = "a response failed before any output and was never retried"
     fix = "Retry a response that failed before any output (bounded, with backoff), or surface the failure."
-    facts = ("response.done", "change.sent", "response.created")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.failed: list[tuple[Response, Witness]] = []
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ResponseDone):
-            resp = fact.response
-            if resp.status == "failed" and not resp.output:
-                self.failed.append((resp, Witness.of(fact.rec)))
-        elif isinstance(fact, ChangeSent):
-            if fact.change.kind == "response.create":
-                self.failed.clear()
-        elif isinstance(fact, ResponseCreated) and fact.response.request is None:
+    @on(ResponseDone)
+    def response_done(self, fact: ResponseDone, state: TraceState) -> None:
+        resp = fact.response
+        if resp.status == "failed" and not resp.output:
+            self.failed.append((resp, Witness.of(fact.rec)))
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> None:
+        if fact.change.kind == "response.create":
             self.failed.clear()
-        return None
+
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> None:
+        if fact.response.request is None:
+            self.failed.clear()
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
@@ -178,7 +180,7 @@ class FailedResponseNotRetried(Rule):
         return out
 
 
-class RetryRacedByNewResponse(Rule):
+class RetryRacedByNewResponse(Rule[Config]):
     """After a response failed before any output, a new `response.created` arrived before the client's retry
     `response.create`.
 
@@ -204,31 +206,32 @@ class RetryRacedByNewResponse(Rule):
         "Close the failed generation at once; match responses by metadata.client_event_id; "
         "skip the retry if another response started."
     )
-    facts = ("response.done", "response.created", "change.sent")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         #: conn -> (failed response witness, racing response witness or None)
         self.after_failure: dict[int, tuple[Witness, Witness | None]] = {}
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ResponseDone):
-            resp = fact.response
-            if resp.status == "failed" and not resp.output:
-                self.after_failure[resp.conn] = (Witness.of(fact.rec), None)
-            return None
-        if isinstance(fact, ResponseCreated):
-            entry = self.after_failure.get(fact.conn.n)
-            if entry is None or entry[1] is not None:
-                return None
-            failed, _ = entry
-            request = fact.response.request
-            if request is not None and request.line > failed.line:
-                del self.after_failure[fact.conn.n]  # the retry itself
-            else:
-                self.after_failure[fact.conn.n] = (failed, Witness.of(fact.rec))
-            return None
-        assert isinstance(fact, ChangeSent)
+    @on(ResponseDone)
+    def response_done(self, fact: ResponseDone, state: TraceState) -> None:
+        resp = fact.response
+        if resp.status == "failed" and not resp.output:
+            self.after_failure[resp.conn] = (Witness.of(fact.rec), None)
+
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> None:
+        entry = self.after_failure.get(fact.conn.n)
+        if entry is None or entry[1] is not None:
+            return
+        failed, _ = entry
+        request = fact.response.request
+        if request is not None and request.line > failed.line:
+            del self.after_failure[fact.conn.n]  # the retry itself
+        else:
+            self.after_failure[fact.conn.n] = (failed, Witness.of(fact.rec))
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "response.create":
             return None
@@ -252,7 +255,7 @@ class RetryRacedByNewResponse(Rule):
         ]
 
 
-class ConcurrentResponseCreate(Rule):
+class ConcurrentResponseCreate(Rule[Config]):
     """`response.create` while a response is active on the connection.
 
     **What it means.** The server answers `conversation_already_has_active_response` and the request is lost;
@@ -271,38 +274,38 @@ class ConcurrentResponseCreate(Rule):
     severity = "warning"
     title = "response.create while a response is active"
     fix = "Wait for response.done (or cancel and await it) before the next response.create; queue requests."
-    facts = ("change.sent", "change.answered", "conn.closed")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.suspect: dict[int, tuple[Change, Witness | None]] = {}
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ChangeSent):
-            change = fact.change
-            if change.kind != "response.create" or change.conversation == "none":
-                return None
-            conn = state.conns[change.conn]
-            if conn.active is not None and conn.active.open:
-                self.suspect[change.seq] = (change, Witness.response_created(conn.active))
-            else:
-                for other in conn.pending.values():
-                    if other is not change and other.kind == "response.create" and other.conversation != "none":
-                        self.suspect[change.seq] = (change, Witness.sent(other))
-                        break
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> None:
+        change = fact.change
+        if change.kind != "response.create" or change.conversation == "none":
+            return
+        conn = state.conns[change.conn]
+        if conn.active is not None and conn.active.open:
+            self.suspect[change.seq] = (change, Witness.response_created(conn.active))
+            return
+        for other in conn.pending.values():
+            if other is not change and other.kind == "response.create" and other.conversation != "none":
+                self.suspect[change.seq] = (change, Witness.sent(other))
+                break
+
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
+        change = fact.change
+        entry = self.suspect.pop(change.seq, None)
+        if change.kind != "response.create":
             return None
-        if isinstance(fact, ChangeAnswered):
-            change = fact.change
-            entry = self.suspect.pop(change.seq, None)
-            if change.kind != "response.create":
-                return None
-            code = (change.error or {}).get("code")
-            if change.status == "rejected" and (
-                entry is not None or code == "conversation_already_has_active_response"
-            ):
-                return [self._finding(change, entry[1] if entry else None, Witness.of(fact.rec), fact.rec.line)]
-            return None
-        assert isinstance(fact, ConnClosed)
+        code = (change.error or {}).get("code")
+        if change.status == "rejected" and (entry is not None or code == "conversation_already_has_active_response"):
+            return [self._finding(change, entry[1] if entry else None, Witness.of(fact.rec), fact.rec.line)]
+        return None
+
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> list[Finding]:
         out = []
         for change in fact.indeterminate:
             entry = self.suspect.pop(change.seq, None)
@@ -325,7 +328,7 @@ class ConcurrentResponseCreate(Rule):
         )
 
 
-class ServerErrorRule(Rule):
+class ServerErrorRule(Rule[Config]):
     """Every server `error` event, joined to the client event that caused it.
 
     The join uses `error.event_id` when the server filled it, else ids quoted in the error message (an item id,
@@ -338,10 +341,8 @@ class ServerErrorRule(Rule):
     severity = "info"
     title = "the server sent an error"
     fix = "Handle the error where the client sends the event it answers; see the other findings for its cause."
-    facts = ("server.error",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ServerError)
+    @on(ServerError)
+    def server_error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
         err = fact.error
         code = err.get("code") or err.get("type") or "error"
         message = str(err.get("message") or "")

@@ -9,7 +9,6 @@ from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
-    Fact,
     ItemAdded,
     ItemDeleted,
     ItemDone,
@@ -17,10 +16,10 @@ from ..core.facts import (
     ServerError,
 )
 from ..core.state import Change, Connection, TraceState
-from .base import Bursts, Finding, Rule, Witness, ms
+from .base import Bursts, Config, Finding, Rule, Witness, ms, on
 
 
-class DeletedFunctionCallOutput(Rule):
+class DeletedFunctionCallOutput(Rule[Config]):
     """The client deleted a `function_call_output` while its `function_call` stayed in the conversation.
 
     **What it means.** The server confirmed that the conversation lost the tool's result but kept the call. From
@@ -56,30 +55,32 @@ class DeletedFunctionCallOutput(Rule):
         "Diff pushes against the confirmed conversation plus in-flight creates, serialize them, and never "
         "delete a function_call_output whose function_call stays."
     )
-    facts = ("change.sent", "item.deleted", "change.answered", "conn.closed")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.bursts = Bursts(self.config.burst_window)
         #: The burst of each delete still waiting for its answer.
         self.burst_of: dict[int, list[Change]] = {}
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ChangeSent):
-            change = fact.change
-            if change.kind.startswith("conversation.item."):
-                burst = self.bursts.add(change)
-                if change.kind == "conversation.item.delete":
-                    self.burst_of[change.seq] = burst
-            return None
-        if isinstance(fact, ChangeAnswered):
-            self.burst_of.pop(fact.change.seq, None)
-            return None
-        if isinstance(fact, ConnClosed):
-            for change in fact.indeterminate:
-                self.burst_of.pop(change.seq, None)
-            return None
-        assert isinstance(fact, ItemDeleted)
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> None:
+        change = fact.change
+        if change.kind.startswith("conversation.item."):
+            burst = self.bursts.add(change)
+            if change.kind == "conversation.item.delete":
+                self.burst_of[change.seq] = burst
+
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
+        self.burst_of.pop(fact.change.seq, None)
+
+    @on(ConnClosed)
+    def closed(self, fact: ConnClosed, state: TraceState) -> None:
+        for change in fact.indeterminate:
+            self.burst_of.pop(change.seq, None)
+
+    @on(ItemDeleted)
+    def deleted(self, fact: ItemDeleted, state: TraceState) -> list[Finding] | None:
         delete, gone, conn = fact.change, fact.item, fact.conn
         if delete is None or gone is None or gone.type != "function_call_output" or not gone.call_id:
             return None
@@ -127,7 +128,7 @@ class DeletedFunctionCallOutput(Rule):
         )
 
 
-class UnansweredFunctionCall(Rule):
+class UnansweredFunctionCall(Rule[Config]):
     """A response was asked for (or started by the server on its own, or the session ended) while a
     `function_call` had no `function_call_output`.
 
@@ -136,7 +137,7 @@ class UnansweredFunctionCall(Rule):
 
     **Why it matters.** Sometimes intended (a chatty agent that speaks while a slow tool runs), often not: the
     output was deleted by a racing push, rejected, or lost on a reconnect. Each unanswered stretch of a call is
-    reported once, at the first `response.create` in it; later ones are listed in the same finding.
+    reported once, at the first `response.create` in it; later ones in the same stretch are not reported again.
 
     **Minimal example.**
 
@@ -160,59 +161,63 @@ class UnansweredFunctionCall(Rule):
         "Create the function_call_output before asking for the next response, or use an out-of-band "
         "response (conversation: none) for speech while the tool runs."
     )
-    facts = ("change.sent", "response.created", "item.added", "item.done", "item.deleted", "conn.closed")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         #: (conn, call_id) -> the witness of why it is unanswered now (call added, or its output deleted).
         self.unanswered: dict[tuple[int, str], list[Witness]] = {}
-        #: (conn, call_id) -> the open finding's extra response.create lines (reported once per stretch).
+        #: (conn, call_id) -> True once its current unanswered stretch was reported (reported once per stretch).
         self.reported: dict[tuple[int, str], bool] = {}
         self.answered_calls: set[str] = set()
         self.at_close: list[tuple[Connection, Item, list[Witness], Witness | None]] = []
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, (ItemAdded, ItemDone)):
-            item, conn = fact.item, fact.conn
-            if item.type == "function_call" and item.call_id and isinstance(fact, ItemAdded):
-                self.unanswered.setdefault((conn.n, item.call_id), [Witness.added(item, conn)])
-            elif item.type == "function_call_output" and item.call_id:
-                self.unanswered.pop((conn.n, item.call_id), None)
-                self.reported.pop((conn.n, item.call_id), None)
-                self.answered_calls.add(item.call_id)
+    @on(ItemAdded, ItemDone)
+    def item(self, fact: ItemAdded | ItemDone, state: TraceState) -> None:
+        item, conn = fact.item, fact.conn
+        if item.type == "function_call" and item.call_id and isinstance(fact, ItemAdded):
+            self.unanswered.setdefault((conn.n, item.call_id), [Witness.added(item, conn)])
+        elif item.type == "function_call_output" and item.call_id:
+            self.unanswered.pop((conn.n, item.call_id), None)
+            self.reported.pop((conn.n, item.call_id), None)
+            self.answered_calls.add(item.call_id)
+
+    @on(ItemDeleted)
+    def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
+        gone, conn = fact.item, fact.conn
+        if gone is None or not gone.call_id:
+            return
+        key = (conn.n, gone.call_id)
+        if gone.type == "function_call":
+            self.unanswered.pop(key, None)
+        elif gone.type == "function_call_output" and gone.call_id in conn.conv.by_call:
+            call = conn.conv.items[conn.conv.by_call[gone.call_id]]
+            self.unanswered[key] = [Witness.added(call, conn), Witness.of(fact.rec)]
+            self.reported.pop(key, None)
+
+    @on(ConnClosed)
+    def closed(self, fact: ConnClosed, state: TraceState) -> None:
+        conn = fact.conn
+        for (n, call_id), why in list(self.unanswered.items()):
+            if n != conn.n:
+                continue
+            del self.unanswered[(n, call_id)]
+            if self.reported.pop((n, call_id), False):
+                continue
+            item_id = conn.conv.by_call.get(call_id)
+            if item_id is not None:
+                self.at_close.append((conn, conn.conv.items[item_id], why, Witness.closed(conn)))
+
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
+        # A response the server starts on its own (server VAD) answers without the tool result too.
+        resp = fact.response
+        if resp.request is not None or not resp.in_conversation:
             return None
-        if isinstance(fact, ItemDeleted):
-            gone, conn = fact.item, fact.conn
-            if gone is None or not gone.call_id:
-                return None
-            key = (conn.n, gone.call_id)
-            if gone.type == "function_call":
-                self.unanswered.pop(key, None)
-            elif gone.type == "function_call_output" and gone.call_id in conn.conv.by_call:
-                call = conn.conv.items[conn.conv.by_call[gone.call_id]]
-                self.unanswered[key] = [Witness.added(call, conn), Witness.of(fact.rec)]
-                self.reported.pop(key, None)
-            return None
-        if isinstance(fact, ConnClosed):
-            conn = fact.conn
-            for (n, call_id), why in list(self.unanswered.items()):
-                if n != conn.n:
-                    continue
-                del self.unanswered[(n, call_id)]
-                if self.reported.pop((n, call_id), False):
-                    continue
-                item_id = conn.conv.by_call.get(call_id)
-                if item_id is not None:
-                    self.at_close.append((conn, conn.conv.items[item_id], why, Witness.closed(conn)))
-            return None
-        if isinstance(fact, ResponseCreated):
-            # A response the server starts on its own (server VAD) answers without the tool result too.
-            resp = fact.response
-            if resp.request is not None or not resp.in_conversation:
-                return None
-            trigger = Witness.of(fact.rec)
-            return self._judge(fact.conn, trigger, f"the server starts response {resp.id} on its own", None)
-        assert isinstance(fact, ChangeSent)
+        trigger = Witness.of(fact.rec)
+        return self._judge(fact.conn, trigger, f"the server starts response {resp.id} on its own", None)
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "response.create" or change.conversation == "none":
             return None
@@ -268,7 +273,7 @@ class UnansweredFunctionCall(Rule):
         return out
 
 
-class OutputForUnknownCall(Rule):
+class OutputForUnknownCall(Rule[Config]):
     """A `function_call_output` was sent for a `call_id` with no `function_call` in that connection's conversation.
 
     **What it means.** The server rejects the output with `invalid_tool_call_id` ("Tool call ID '…' not found in
@@ -300,51 +305,56 @@ class OutputForUnknownCall(Rule):
         "Re-create the function_call (with its call_id) before its output after a reconnect, or drop "
         "outputs whose call is no longer in the conversation."
     )
-    facts = ("change.sent", "change.answered", "conn.closed", "server.error", "item.deleted")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         self.suspect: dict[int, Change] = {}
         #: (conn, call_id) -> where the function_call was deleted; a connection's entries go when it closes.
         self.deleted_call: dict[tuple[int, str], Witness] = {}
         self.joined: set[int] = set()
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ChangeSent):
-            change = fact.change
-            item = change.item
-            if change.kind == "conversation.item.create" and item is not None and item.type == "function_call_output":
-                if item.call_id and state.conns[change.conn].expected_call(item.call_id) is None:
-                    self.suspect[change.seq] = change
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> None:
+        change = fact.change
+        item = change.item
+        if change.kind == "conversation.item.create" and item is not None and item.type == "function_call_output":
+            if item.call_id and state.conns[change.conn].expected_call(item.call_id) is None:
+                self.suspect[change.seq] = change
+
+    @on(ItemDeleted)
+    def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
+        if fact.item is not None and fact.item.type == "function_call" and fact.item.call_id:
+            self.deleted_call[(fact.conn.n, fact.item.call_id)] = Witness.of(fact.rec)
+
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
+        change = fact.change
+        suspect = self.suspect.pop(change.seq, None)
+        if change.status != "rejected":
             return None
-        if isinstance(fact, ItemDeleted):
-            if fact.item is not None and fact.item.type == "function_call" and fact.item.call_id:
-                self.deleted_call[(fact.conn.n, fact.item.call_id)] = Witness.of(fact.rec)
+        code = (change.error or {}).get("code")
+        if suspect is None and code != "invalid_tool_call_id":
             return None
-        if isinstance(fact, ChangeAnswered):
-            change = fact.change
-            suspect = self.suspect.pop(change.seq, None)
-            if change.status != "rejected":
-                return None
-            code = (change.error or {}).get("code")
-            if suspect is None and code != "invalid_tool_call_id":
-                return None
-            item = change.item
-            if item is None or item.type != "function_call_output" or item.call_id is None:
-                return None
-            self.joined.add(fact.rec.seq)
-            return [self._finding(state, change, Witness.of(fact.rec), fact.rec.line)]
-        if isinstance(fact, ConnClosed):
-            out = []
-            for change in fact.indeterminate:
-                if self.suspect.pop(change.seq, None) is not None:
-                    out.append(self._finding(state, change, Witness.answer(change), fact.rec.line))
-            # Nothing sent on this connection can be judged after this, and a connection opened again under the
-            # same ordinal starts a new conversation: its deleted calls are forgotten (memory stays flat).
-            for key in [key for key in self.deleted_call if key[0] == fact.conn.n]:
-                del self.deleted_call[key]
-            return out
-        assert isinstance(fact, ServerError)
+        item = change.item
+        if item is None or item.type != "function_call_output" or item.call_id is None:
+            return None
+        self.joined.add(fact.rec.seq)
+        return [self._finding(state, change, Witness.of(fact.rec), fact.rec.line)]
+
+    @on(ConnClosed)
+    def closed(self, fact: ConnClosed, state: TraceState) -> list[Finding]:
+        out = []
+        for change in fact.indeterminate:
+            if self.suspect.pop(change.seq, None) is not None:
+                out.append(self._finding(state, change, Witness.answer(change), fact.rec.line))
+        # Nothing sent on this connection can be judged after this, and a connection opened again under the
+        # same ordinal starts a new conversation: its deleted calls are forgotten (memory stays flat).
+        for key in [key for key in self.deleted_call if key[0] == fact.conn.n]:
+            del self.deleted_call[key]
+        return out
+
+    @on(ServerError)
+    def error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
         if fact.cause is None and fact.error.get("code") == "invalid_tool_call_id" and fact.rec.seq not in self.joined:
             msg = fact.error.get("message")
             return [
@@ -406,7 +416,7 @@ class OutputForUnknownCall(Rule):
 ARGUMENTS_QUOTED = 80
 
 
-class ArgumentsLostInReplay(Rule):
+class ArgumentsLostInReplay(Rule[Config]):
     """A `function_call` was created again with empty `arguments`, while the original had arguments.
 
     **What it means.** After a reconnect (or a re-push) the model sees a call with no arguments: it cannot tell
@@ -429,20 +439,20 @@ class ArgumentsLostInReplay(Rule):
     severity = "warning"
     title = "a function_call was re-created without its arguments"
     fix = "Keep the function_call's final arguments (from .done events) in the copy that is replayed."
-    facts = ("item.done", "change.sent")
 
-    def __init__(self, config: object) -> None:
-        super().__init__(config)  # type: ignore[arg-type]
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
         #: call_id -> the start of its arguments (as quoted in a finding) and where they were done.
         self.args: dict[str, tuple[str, Witness]] = {}
 
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        if isinstance(fact, ItemDone):
-            item = fact.item
-            if item.type == "function_call" and item.call_id and item.arguments.strip():
-                self.args[item.call_id] = (item.arguments[:ARGUMENTS_QUOTED], Witness.of(fact.rec))
-            return None
-        assert isinstance(fact, ChangeSent)
+    @on(ItemDone)
+    def done(self, fact: ItemDone, state: TraceState) -> None:
+        item = fact.item
+        if item.type == "function_call" and item.call_id and item.arguments.strip():
+            self.args[item.call_id] = (item.arguments[:ARGUMENTS_QUOTED], Witness.of(fact.rec))
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         sent = change.item
         if change.kind != "conversation.item.create" or sent is None or sent.type != "function_call":

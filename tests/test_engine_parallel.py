@@ -9,19 +9,18 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.generate import text_session, voice_call
-from rtrace.core.facts import ConnOpened, Fact
+from rtrace.core.facts import ConnOpened
 from rtrace.core.state import TraceState
 from rtrace.engine import parallel
 from rtrace.engine.fold import TraceReport, analyze_path
 from rtrace.rules import RULES
-from rtrace.rules.base import Config, Finding, Rule
+from rtrace.rules.base import Config, Rule, on
 
 from .conftest import REAL, ROOT
 
@@ -29,7 +28,7 @@ RTRACE = [sys.executable, "-m", "rtrace.cli"]
 MAX = 16 * 1024 * 1024
 
 
-class Boom(Rule):
+class Boom(Rule[Config]):
     """Test rule: fails on a connection whose path is /boom (an analysis bug in one trace)."""
 
     id = "RT900"
@@ -37,15 +36,12 @@ class Boom(Rule):
     severity = "info"
     title = "test"
     fix = "test"
-    facts = ("conn.opened",)
-
-    def on_fact(self, fact: Fact, state: TraceState) -> Iterable[Finding] | None:
-        assert isinstance(fact, ConnOpened)
+    @on(ConnOpened)
+    def opened(self, fact: ConnOpened, state: TraceState) -> None:
         if fact.conn.path == "/boom":
             raise RuntimeError("boom")
         if fact.conn.path == "/die":
             os._exit(13)  # the worker process dies
-        return None
 
 
 def write(path: Path, kind: str, seed: int, seconds: float, faults: tuple[str, ...] = ()) -> str:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.core.loader import UnreadableInput, load
+from rtrace.core.loader import TraceReader, UnreadableInput, load
 from rtrace.core.trace import Record
-from rtrace.engine.fold import Fold, Report, analyze_path, analyze_records, digest
+from rtrace.engine.fold import Fold, Report, analyze_path, analyze_records, digest, fold_state, state_at
 from rtrace.rules import RULES
 from rtrace.rules.base import Config, Finding
 
@@ -190,3 +190,40 @@ def test_digest_keeps_transitions_whole_and_runs_of_quiet_records_short() -> Non
     assert out[3] == rows[4]  # the first record of connection 2 stays whole: only the fold knows it is new
     assert out[4] == [1, 6, 0.5, 2, "server"]
     assert rows[3][5]["delta"] == "AAAAAA=="  # the row itself is not changed
+
+
+def test_fold_state_is_the_state_without_rules_or_finish() -> None:
+    records, _ = load(RACE_188)
+    state = fold_state(records[:40])
+    assert state.records == 40 and state.last_line == records[39].line
+    assert all(conn.open for conn in state.conns.values())  # a prefix is not finished
+
+
+def test_state_at_stops_after_the_line_on_the_fast_path() -> None:
+    records, _ = load(RACE_188)
+    for line in (1, 15, 46, records[-1].line, records[-1].line + 10):
+        with TraceReader.open(RACE_188) as reader:
+            fast = state_at(reader, line)
+        slow = fold_state(r for r in records if r.line <= line)
+        assert fast.last_line == slow.last_line and fast.records == slow.records, line
+        assert {n: c.conv.ids() for n, c in fast.conns.items()} == {n: c.conv.ids() for n, c in slow.conns.items()}
+        assert {n: [ch.line for ch in c.pending.values()] for n, c in fast.conns.items()} == {
+            n: [ch.line for ch in c.pending.values()] for n, c in slow.conns.items()
+        }
+
+
+def test_an_observer_sees_every_record_once_with_its_facts_and_the_rules_still_run() -> None:
+    seen: list[tuple[int, int]] = []
+
+    def observe(row: Any, facts: Any, state: Any) -> None:
+        seen.append((row[1], len(facts)))
+        assert state.last_line == row[1]
+
+    records, _ = load(RACE_188)
+    fold = Fold(Config(), RULES, observe)
+    with TraceReader.open(RACE_188) as reader:
+        fold.rows(reader.rows())
+    assert [line for line, _ in seen] == [r.line for r in records]
+    assert sum(n for _, n in seen) > 0
+    plain, _ = analyze_records(records, Config())
+    assert fold.findings() == plain

@@ -24,7 +24,7 @@ from rtrace.core.facts import (
     ServerError,
     SessionUpdated,
 )
-from rtrace.core.reducer import finish, fold, step
+from rtrace.core.reducer import finish, step
 from rtrace.core.state import Connection, TraceState, client_view
 from rtrace.core.trace import Record
 
@@ -511,14 +511,6 @@ def test_expected_ids_apply_pending_creates_and_deletes_in_order() -> None:
     assert t.ids() == ["a", "b"]
     assert t.conn().expected_ids() == ["c", "b", "d", "e", "f"]
     assert client_view(t.conn()) == t.conn().expected_ids()
-
-
-def test_fold_is_step_without_facts() -> None:
-    t = Trace()
-    t.added("a", None)
-    t.added("b", "a")
-    state = fold(t.records)
-    assert state.conns[1].conv.ids() == ["a", "b"] and state.records == 2 and state.last_line == 2
 
 
 # -- properties ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ def test_ids_and_slugs_unique_and_documented() -> None:
         assert rule.id.startswith("RT1") and len(rule.id) == 5
         assert rule.severity in ("error", "warning", "info")
         assert len(rule.doc()) > 100, rule.slug
-        assert rule.fix and rule.title and rule.facts
+        assert rule.fix and rule.title and rule.subscriptions
 
 
 def test_public_slugs_are_stable() -> None:

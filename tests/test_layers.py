@@ -1,0 +1,174 @@
+"""The floors of the house and the imports allowed between them (docs/ARCHITECTURE.md).
+
+Read from the source with `ast` (every `import` and `from ... import`, at module level or inside a function), so a
+lazy import counts as much as a top-level one. Fails on an import the table does not allow, on a third-party
+module a pure floor must not touch, and on an import cycle between modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rtrace"
+
+#: floor -> the floors it may import (itself always). `rtrace` is the package root (`__version__` only).
+ALLOWED: dict[str, frozenset[str]] = {
+    "core": frozenset({"rtrace"}),
+    "rules": frozenset({"rtrace", "core"}),
+    "engine": frozenset({"rtrace", "core", "rules"}),
+    "report": frozenset({"rtrace", "core", "rules", "engine"}),
+    "transform": frozenset({"rtrace", "core", "rules", "engine"}),
+    "net": frozenset({"rtrace", "core", "rules", "engine"}),
+    "integrations": frozenset({"rtrace", "core", "rules", "engine", "net", "report"}),
+    "cli": frozenset({"rtrace", "core", "rules", "engine", "report", "transform", "net", "integrations"}),
+    "rtrace": frozenset(),
+}
+
+#: Third-party and stdlib modules a floor must never import (the sans-I/O rule: no event loop, no sockets, no
+#: terminal in the pure floors).
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "core": frozenset({"asyncio", "websockets", "rich", "typer", "socket", "time"}),
+    "rules": frozenset({"asyncio", "websockets", "rich", "typer", "socket", "time"}),
+    "engine": frozenset({"asyncio", "websockets", "rich", "typer"}),
+    "net": frozenset({"rich", "typer"}),
+    "report": frozenset({"asyncio", "websockets", "typer"}),
+    "transform": frozenset({"asyncio", "websockets", "rich", "typer"}),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def floor_of(module: str) -> str:
+    """`rtrace.core.state` -> `core`; `rtrace.cli` -> `cli`; `rtrace` -> `rtrace`; `rtrace.__main__` -> `cli`."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "rtrace"
+    return "cli" if parts[1] in ("cli", "__main__") else parts[1]
+
+
+def imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module) for every import in the file, relative ones resolved."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            yield node.lineno, target
+            if node.module is None or node.level:
+                # `from . import x` may import the module `x`
+                for alias in node.names:
+                    yield node.lineno, f"{target}.{alias.name}"
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def internal_edges() -> dict[str, set[str]]:
+    """module -> the rtrace modules it imports (names that are modules, not attributes)."""
+    known = modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in known.items():
+        out = edges.setdefault(name, set())
+        for _, target in imports(path):
+            if target in known and target != name:
+                out.add(target)
+    return edges
+
+
+def violations(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for source, targets in sorted(edges.items()):
+        src_floor = floor_of(source)
+        for target in sorted(targets):
+            dst_floor = floor_of(target)
+            if dst_floor != src_floor and dst_floor not in ALLOWED[src_floor]:
+                bad.append(f"{source} ({src_floor}) imports {target} ({dst_floor})")
+    return bad
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_sits_on_a_known_floor() -> None:
+    for name in modules():
+        assert floor_of(name) in ALLOWED, f"{name}: add its floor to ALLOWED (and to docs/ARCHITECTURE.md)"
+
+
+def test_imports_between_floors_follow_the_table() -> None:
+    assert violations(internal_edges()) == []
+
+
+@pytest.mark.parametrize("floor", sorted(FORBIDDEN))
+def test_pure_floors_import_no_event_loop_socket_or_terminal(floor: str) -> None:
+    bad = []
+    for name, path in modules().items():
+        if floor_of(name) != floor:
+            continue
+        for line, target in imports(path):
+            if target.split(".")[0] in FORBIDDEN[floor]:
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    assert bad == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert cycles(internal_edges()) == []
+
+
+def test_the_checks_catch_a_cycle_and_a_floor_violation() -> None:
+    """The table is not vacuous: the import cycle the first layout had (server <-> record) and a rule importing
+    the network floor are both caught."""
+    old = {"rtrace.net.server": {"rtrace.net.proxy"}, "rtrace.net.proxy": {"rtrace.net.server"}}
+    assert cycles(old) == [["rtrace.net.proxy", "rtrace.net.server"]]
+    assert violations({"rtrace.rules.tools": {"rtrace.net.server"}}) == [
+        "rtrace.rules.tools (rules) imports rtrace.net.server (net)"
+    ]
+    assert violations({"rtrace.core.loader": {"rtrace.report.terminal"}}) != []

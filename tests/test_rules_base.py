@@ -1,0 +1,134 @@
+"""Findings, witnesses, bursts and durations."""
+
+from __future__ import annotations
+
+import typing
+
+from rtrace.core.facts import FACTS, ChangeAnswered, ChangeSent, ConnClosed, Fact
+from rtrace.core.loader import load
+from rtrace.core.reducer import finish, step
+from rtrace.core.state import Change, TraceState
+from rtrace.rules import RULES
+from rtrace.rules.base import Bursts, Config, Rule, Witness, as_json, ms, on
+
+from .conftest import SAMPLES
+
+
+class Dummy(Rule[Config]):
+    """Doc."""
+
+    id = "RT999"
+    slug = "dummy"
+    severity = "warning"
+    title = "t"
+    fix = "f"
+
+
+def test_finding_witness_sorted_and_unique() -> None:
+    w = [
+        Witness(5, 0.5, "server", 1, "x", "b"),
+        None,
+        Witness(2, 0.2, "client", 1, "y", "a"),
+        Witness(5, 0.5, "server", 1, "x", "b"),
+    ]
+    f = Dummy(Config()).finding(1, "m", "e", w, 5, items=["a", None, "a", "b"])
+    assert f.lines == (2, 5)
+    assert f.ids == {"items": ("a", "b")}
+    data = as_json(f)
+    assert data["lines"] == [2, 5] and data["rule"] == "RT999" and data["ids"] == {"items": ["a", "b"]}
+
+
+def test_ms() -> None:
+    assert ms(0.0017) == "1.7 ms"
+    assert ms(0.0504) == "50 ms"
+    assert ms(2.314) == "2.31 s"
+
+
+def test_bursts_split_on_gaps_and_connections() -> None:
+    bursts = Bursts(0.01)
+
+    def change(conn: int, t: float) -> Change:
+        return Change(kind="conversation.item.create", conn=conn, seq=int(t * 1000), line=1, t=t)
+
+    a = bursts.add(change(1, 0.0))
+    b = bursts.add(change(1, 0.005))
+    c = bursts.add(change(2, 0.006))
+    d = bursts.add(change(1, 0.02))
+    assert a is b and len(a) == 2
+    assert c is not a and d is not a
+
+
+# -- typed subscriptions ----------------------------------------------------------------------------------------
+
+
+def subscription_problems(rule: type[Rule[Config]]) -> list[str]:
+    """What is wrong with a rule's subscriptions: a class `step` never reports, or a handler whose `fact`
+    annotation does not name exactly the classes it subscribed to."""
+    problems = []
+    by_method: dict[str, set[type[Fact]]] = {}
+    for fact_class, names in rule.subscriptions.items():
+        if fact_class not in FACTS:
+            problems.append(f"{rule.__name__} subscribes to {fact_class!r}, which step never reports")
+        for name in names:
+            by_method.setdefault(name, set()).add(fact_class)
+    for name, classes in by_method.items():
+        hint = typing.get_type_hints(getattr(rule, name)).get("fact")
+        annotated = set(typing.get_args(hint)) if typing.get_args(hint) else {hint}
+        if annotated != classes:
+            problems.append(f"{rule.__name__}.{name} handles {classes} but its `fact` is annotated {hint}")
+    return problems
+
+
+def test_every_rule_subscribes_to_facts_that_exist_and_handles_what_it_subscribed_to() -> None:
+    for rule in RULES:
+        assert rule.subscriptions, rule.__name__
+        assert subscription_problems(rule) == []
+
+
+class NotAFact:
+    pass
+
+
+class BadSubscription(Dummy):
+    @on(ChangeSent)
+    def sent(self, fact: ChangeAnswered, state: TraceState) -> None:
+        pass
+
+    @on(NotAFact)  # type: ignore[arg-type]
+    def other(self, fact: NotAFact, state: TraceState) -> None:
+        pass
+
+
+def test_the_subscription_check_catches_a_wrong_annotation_and_an_unknown_fact() -> None:
+    problems = subscription_problems(BadSubscription)
+    assert len(problems) == 2
+    assert "sent handles" in " ".join(problems) and "never reports" in " ".join(problems)
+
+
+class Counting(Dummy):
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.seen: list[type[Fact]] = []
+
+    @on(ChangeSent, ConnClosed)
+    def watched(self, fact: ChangeSent | ConnClosed, state: TraceState) -> None:
+        self.seen.append(type(fact))
+
+
+def test_dispatch_is_by_class_and_hands_a_rule_only_what_it_subscribed_to() -> None:
+    assert Counting.subscriptions == {ChangeSent: ("watched",), ConnClosed: ("watched",)}
+    rule = Counting(Config())
+    handlers = dict(rule.handlers())
+    assert set(handlers) == {ChangeSent, ConnClosed}
+
+
+def test_step_reports_every_fact_class_of_the_catalog_on_the_samples() -> None:
+    seen: set[type[Fact]] = set()
+    for path in sorted(SAMPLES.rglob("*.jsonl")):
+        records, _ = load(path)
+        state = TraceState()
+        for rec in records:
+            _, facts = step(state, rec)
+            seen.update(type(f) for f in facts)
+        seen.update(type(f) for f in finish(state))
+    assert seen == set(FACTS)
