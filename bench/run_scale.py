@@ -160,7 +160,7 @@ def judge(rows: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
         failures.append(f"{top['size']}x > {timeout:.0f} s")
     else:
         if top["ratio"] > MAX_RATIO:
-            failures.append(f"{top['ratio']:.1f}x floor")
+            failures.append(f"{top['ratio']:.2f}x floor" if top["ratio"] < 10 else f"{top['ratio']:.1f}x floor")
     if not top.get("skipped") and top["rss_mb"] >= MAX_RSS_MB:
         failures.append(f"{'>= ' if top['timed_out'] else ''}{top['rss_mb']:.0f} MB")
     dirty = [f"{r['size']}x" for r in rows if r.get("clean") is False]
@@ -220,7 +220,8 @@ def table(results: dict[str, Any]) -> str:
                 cells = [name, f"{r['size']}x", f"{r['n']:,} {s['unit']}", "", "", "not run", "", "", "", "", ""]
                 out.append("| " + " | ".join([*cells, "", exp, verdict]) + " |")
                 continue
-            ratio = f"> {r['ratio']:.1f}x" if r["timed_out"] else f"{r['ratio']:.1f}x"
+            ratio = f"{r['ratio']:.2f}x" if r["ratio"] < 10 else f"{r['ratio']:.1f}x"
+            ratio = f"> {ratio}" if r["timed_out"] else ratio
             clean = {True: "yes", False: "NO", None: "?"}[r["clean"]]
             ref = ""
             if r["reference_s"] is not None:
@@ -255,7 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--json", type=Path, default=OUT, help=f"where to write the results (default {OUT})")
+    parser.add_argument("--print", type=Path, metavar="JSON", help="only print the table of earlier results")
     args = parser.parse_args(argv)
+    if args.print is not None:
+        saved = orjson.loads(args.print.read_bytes())
+        for shape in saved["shapes"]:
+            shape.update(judge(shape["sizes"], saved["timeout_s"]))
+        return report(saved)
     names = [n for arg in (args.shapes or [",".join(SHAPES)]) for n in arg.split(",") if n]
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
@@ -282,10 +289,15 @@ def main(argv: list[str] | None = None) -> int:
     results["total_s"] = time.perf_counter() - started
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    return report(results)
+
+
+def report(results: dict[str, Any]) -> int:
+    """Print the results; 1 if any shape is not linear."""
     before, after = results["load_before"], results["load_after"]
     print(
-        f"\n{results['date']} on {results['machine']}; best of {args.repeat} (runs over {REPEAT_UNDER:.0f} s once), "
-        f"timeout {args.timeout:.0f} s; load average {before[0]:.2f} before, {after[0]:.2f} after; "
+        f"\n{results['date']} on {results['machine']}; best of {results['repeat']} (runs over {REPEAT_UNDER:.0f} s "
+        f"once), timeout {results['timeout_s']:.0f} s; load average {before[0]:.2f} before, {after[0]:.2f} after; "
         f"{results['total_s'] / 60:.1f} min\n"
     )
     print(table(results))
