@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit e2e-envs browser bench clean fuzz
+.PHONY: demo test lint unit e2e-envs browser bench bench-scale clean fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ bench: $(STAMP) .venv-mitm/.installed
 	$(BIN)/python -m bench.run
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_record.py --mitmdump .venv-mitm/bin/mitmdump
+
+# Scaling suite of issue 15 (minutes; not part of `make test`): every session shape at 1x, 4x and 16x (traces cached
+# under bench/data/scale/), time against the orjson floor, peak RSS and growth exponent; exit 1 unless every shape
+# is linear. Options: `make bench-scale SCALE_ARGS='--shapes html-report --timeout 60'`.
+bench-scale: $(STAMP)
+	$(BIN)/python -m bench.run_scale $(SCALE_ARGS)
 
 .venv-mitm/.installed: | $(STAMP)
 	rm -rf .venv-mitm

@@ -1,0 +1,311 @@
+"""The scaling suite (issue 15): every shape of `bench.scale` at 1x, 4x and 16x, and how its cost grows.
+
+For each shape and size: the wall time of the rtrace command in a subprocess (`rtrace analyze -j 1`; `rtrace
+report -o x.html` for `html-report`; `rtrace show --at N` for `show-at`), the orjson floor on the same file (a bare
+`for line in f: orjson.loads(line)` loop in a subprocess; for `show-at`, on the N lines `--at` reads), the ratio
+of the two, microseconds per line, the peak RSS of the rtrace process (`wait4`), and per shape the growth exponent
+log(t16 / t4) / log(4). A run is killed at `--timeout` and shown as "> timeout"; a size after a timed-out one is
+not run. Each figure is the best of `--repeat` runs (a run over `REPEAT_UNDER` seconds is not repeated).
+
+The analysis runs with `--strict --fail-on info`, so its exit status also says whether the trace is clean (0: no
+finding, no input problem). `html-report` and `show-at` run that analysis too, as a reference (of the prefix, for
+`show-at`).
+
+Verdict per shape: `linear` when the exponent from 4x to 16x is at most 1.1, the 16x run is within 3x the floor
+and under 100 MB peak RSS, and every size measured is clean. The exit status is 1 if any shape fails, so the suite
+can gate. Prints a table; writes `bench/out/scale.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import datetime
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.run import FLOOR, ROOT, RTRACE
+from bench.scale import DATA, DEFAULT_SEED, SHAPES, SIZES, Case, case_from_json
+
+OUT = ROOT / "bench" / "out" / "scale.json"
+DEFAULT_TIMEOUT = 120.0
+DEFAULT_REPEAT = 3
+#: Runs longer than this many seconds are not repeated (the quadratic ones: precision does not matter there).
+REPEAT_UNDER = 20.0
+MAX_EXPONENT = 1.1
+MAX_RATIO = 3.0
+MAX_RSS_MB = 100.0
+
+
+def timed(cmd: list[str], timeout: float | None) -> dict[str, Any]:
+    """Run `cmd` (output discarded); wall seconds, peak RSS in MB and exit status from `wait4`. Killed after
+    `timeout` seconds: then `timed_out` is set and `wall_s` is the time it ran."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    killed = threading.Event()
+
+    def kill() -> None:
+        killed.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, kill) if timeout else None
+    if timer is not None:
+        timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        if timer is not None:
+            timer.cancel()
+    elapsed = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "wall_s": elapsed,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "exit": proc.returncode,
+        "timed_out": killed.is_set(),
+    }
+
+
+def best(cmd: list[str], repeat: int, timeout: float | None) -> dict[str, Any]:
+    """The fastest of up to `repeat` runs (stops repeating after a slow or timed-out run); RSS is the largest."""
+    runs = []
+    for _ in range(repeat):
+        run = timed(cmd, timeout)
+        runs.append(run)
+        if run["timed_out"] or run["wall_s"] > REPEAT_UNDER:
+            break
+    fastest = min(runs, key=lambda r: (r["timed_out"], r["wall_s"]))
+    return {**fastest, "rss_mb": max(r["rss_mb"] for r in runs), "runs": len(runs)}
+
+
+def commands(case: Case, tmp: Path) -> tuple[list[str], list[str] | None]:
+    """The measured command of a case, and the analysis run as a reference (None: the measured command is it)."""
+    kind = SHAPES[case.shape].kind
+    analyze = [*RTRACE, "analyze", str(case.floor_path), "-j", "1", "--strict", "--fail-on", "info"]
+    if kind == "analyze":
+        return analyze, None
+    if kind == "report":
+        return [*RTRACE, "report", str(case.path), "-o", str(tmp / "report.html")], analyze
+    assert kind == "show-at" and case.at is not None
+    return [*RTRACE, "show", str(case.path), "--at", str(case.at)], analyze
+
+
+def measure(case: Case, repeat: int, timeout: float, tmp: Path) -> dict[str, Any]:
+    cmd, reference = commands(case, tmp)
+    found = best(cmd, repeat, timeout)
+    floor = best([sys.executable, "-c", FLOOR, str(case.floor_path)], repeat, None)
+    row: dict[str, Any] = {
+        "size": case.size,
+        "n": case.n,
+        "lines": case.lines,
+        "mb": case.floor_path.stat().st_size / 1e6,
+        "rtrace_s": found["wall_s"],
+        "timed_out": found["timed_out"],
+        "exit": found["exit"],
+        "runs": found["runs"],
+        "rss_mb": found["rss_mb"],
+        "floor_s": floor["wall_s"],
+        "reference_s": None,
+        "reference_timed_out": False,
+    }
+    if case.at is not None:
+        row["at"] = case.at
+    check = found
+    if reference is not None:
+        ref = best(reference, repeat, timeout)
+        row["reference_s"] = ref["wall_s"]
+        row["reference_timed_out"] = ref["timed_out"]
+        check = ref
+        if found["exit"] != 0 and not found["timed_out"]:
+            row["clean"] = False  # the report or show itself failed
+    if "clean" not in row:
+        row["clean"] = None if check["timed_out"] else check["exit"] == 0
+    row["analysis_exit"] = None if check["timed_out"] else check["exit"]
+    row["ratio"] = row["rtrace_s"] / row["floor_s"]
+    row["us_per_line"] = row["rtrace_s"] / max(case.lines, 1) * 1e6
+    return row
+
+
+def judge(rows: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
+    """Exponent between 4x and 16x (a lower bound when 16x timed out), and the verdict."""
+    by_size = {r["size"]: r for r in rows}
+    out: dict[str, Any] = {"exponent": None, "exponent_is_bound": False, "failures": []}
+    lo, hi = by_size.get(4), by_size.get(16)
+    if lo is not None and hi is not None and not lo["timed_out"] and not hi.get("skipped"):
+        out["exponent"] = math.log(hi["rtrace_s"] / lo["rtrace_s"]) / math.log(4)
+        out["exponent_is_bound"] = hi["timed_out"]
+    elif by_size.get(1) is not None and lo is not None and not by_size[1]["timed_out"] and lo["timed_out"]:
+        out["exponent"] = math.log(lo["rtrace_s"] / by_size[1]["rtrace_s"]) / math.log(4)
+        out["exponent_is_bound"] = True
+        out["exponent_span"] = "1x-4x"
+    failures = out["failures"]
+    if out["exponent"] is None or out["exponent_is_bound"] or out["exponent"] > MAX_EXPONENT:
+        exp = out["exponent"]
+        bound = "> " if out["exponent_is_bound"] else ""
+        failures.append("not linear" if exp is None else f"exponent {bound}{exp:.2f}")
+    top = max(rows, key=lambda r: r["size"])
+    if top.get("skipped"):
+        failures.append(f"{top['size']}x not run")
+    elif top["timed_out"]:
+        failures.append(f"{top['size']}x > {timeout:.0f} s")
+    else:
+        if top["ratio"] > MAX_RATIO:
+            failures.append(f"{top['ratio']:.2f}x floor" if top["ratio"] < 10 else f"{top['ratio']:.1f}x floor")
+    if not top.get("skipped") and top["rss_mb"] >= MAX_RSS_MB:
+        failures.append(f"{'>= ' if top['timed_out'] else ''}{top['rss_mb']:.0f} MB")
+    dirty = [f"{r['size']}x" for r in rows if r.get("clean") is False]
+    if dirty:
+        failures.append(f"not clean at {', '.join(dirty)}")
+    out["verdict"] = "linear" if not failures else "FAIL: " + ", ".join(failures)
+    return out
+
+
+def prepare(name: str, size: int, seed: int, data: Path) -> Case:
+    """`scale.ensure` in a child process. The generators grow this process, and a child's peak RSS as `wait4`
+    reports it starts from its parent's (the high-water mark of the address space it forked from), so this
+    process stays small for the RSS column to be the rtrace command's own."""
+    cmd = [sys.executable, "-m", "bench.scale", "--shapes", name, "--sizes", str(size), "--seed", str(seed)]
+    proc = subprocess.run([*cmd, "--data", str(data), "--json"], cwd=ROOT, stdout=subprocess.PIPE, check=True)
+    return case_from_json(proc.stdout.decode().strip().splitlines()[-1])
+
+
+def run_shape(name: str, sizes: list[int], repeat: int, timeout: float, seed: int, data: Path) -> dict[str, Any]:
+    shape = SHAPES[name]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in sizes:
+            if rows and (rows[-1]["timed_out"] or rows[-1].get("skipped")):
+                rows.append({"size": size, "n": shape.base * size, "skipped": True})
+                continue
+            case = prepare(name, size, seed, data)
+            print(f"  {name} {size}x ({case.lines:,} lines) ...", file=sys.stderr, flush=True)
+            rows.append(measure(case, repeat, timeout, Path(tmp)))
+    return {"shape": name, "unit": shape.unit, "kind": shape.kind, "base": shape.base, "sizes": rows}
+
+
+# -- output --------------------------------------------------------------------------------------------------
+
+
+def _time(r: dict[str, Any], key: str = "rtrace_s", timed_out: str = "timed_out") -> str:
+    if r[timed_out]:
+        return f"> {r[key]:.0f} s"
+    return f"{r[key]:.2f} s" if r[key] < 100 else f"{r[key]:.0f} s"
+
+
+def table(results: dict[str, Any]) -> str:
+    columns = ["shape", "size", "n", "lines", "MB", "rtrace", "floor", "ratio", "us/line", "peak RSS", "clean"]
+    columns += ["reference", "exponent 4x-16x", "verdict"]
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for s in results["shapes"]:
+        for k, r in enumerate(s["sizes"]):
+            last = k == len(s["sizes"]) - 1
+            exp, verdict = "", ""
+            if last:
+                e = s["exponent"]
+                span = f" ({s['exponent_span']})" if s.get("exponent_span") else ""
+                exp = "-" if e is None else f"{'> ' if s['exponent_is_bound'] else ''}{e:.2f}{span}"
+                verdict = s["verdict"]
+            name = s["shape"] if k == 0 else ""
+            if r.get("skipped"):
+                cells = [name, f"{r['size']}x", f"{r['n']:,} {s['unit']}", "", "", "not run", "", "", "", "", ""]
+                out.append("| " + " | ".join([*cells, "", exp, verdict]) + " |")
+                continue
+            ratio = f"{r['ratio']:.2f}x" if r["ratio"] < 10 else f"{r['ratio']:.1f}x"
+            ratio = f"> {ratio}" if r["timed_out"] else ratio
+            clean = {True: "yes", False: "NO", None: "?"}[r["clean"]]
+            ref = ""
+            if r["reference_s"] is not None:
+                ref = f"analyze {_time(r, 'reference_s', 'reference_timed_out')}"
+            n = f"{r['n']:,} {s['unit']}" + (f" (--at {r['at']:,})" if "at" in r else "")
+            cells = [
+                name,
+                f"{r['size']}x",
+                n,
+                f"{r['lines']:,}",
+                f"{r['mb']:.0f}" if r["mb"] >= 10 else f"{r['mb']:.1f}",
+                _time(r),
+                f"{r['floor_s']:.2f} s",
+                ratio,
+                f"{'> ' if r['timed_out'] else ''}{r['us_per_line']:.1f}",
+                f"{'>= ' if r['timed_out'] else ''}{r['rss_mb']:.0f} MB",
+                clean,
+                ref,
+                exp,
+                verdict,
+            ]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="*", default=None, help="shape names (space or comma separated); all")
+    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="multiples of each base size")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per rtrace run")
+    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help="runs per figure; the best is kept")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--json", type=Path, default=OUT, help=f"where to write the results (default {OUT})")
+    parser.add_argument("--print", type=Path, metavar="JSON", help="only print the table of earlier results")
+    args = parser.parse_args(argv)
+    if args.print is not None:
+        saved = orjson.loads(args.print.read_bytes())
+        for shape in saved["shapes"]:
+            shape.update(judge(shape["sizes"], saved["timeout_s"]))
+        return report(saved)
+    names = [n for arg in (args.shapes or [",".join(SHAPES)]) for n in arg.split(",") if n]
+    unknown = [n for n in names if n not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
+    sizes = sorted(int(x) for x in args.sizes.split(","))
+    # Measured as installed (see bench.run): compiled once, not at every start-up.
+    compileall.compile_dir(ROOT / "rtrace", quiet=1)
+    results: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "load_before": os.getloadavg(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "timeout_s": args.timeout,
+        "repeat": args.repeat,
+        "seed": args.seed,
+        "shapes": [],
+    }
+    started = time.perf_counter()
+    for name in names:
+        print(f"{name}:", file=sys.stderr, flush=True)
+        shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data)
+        shape.update(judge(shape["sizes"], args.timeout))
+        results["shapes"].append(shape)
+    results["load_after"] = os.getloadavg()
+    results["total_s"] = time.perf_counter() - started
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    return report(results)
+
+
+def report(results: dict[str, Any]) -> int:
+    """Print the results; 1 if any shape is not linear."""
+    before, after = results["load_before"], results["load_after"]
+    print(
+        f"\n{results['date']} on {results['machine']}; best of {results['repeat']} (runs over {REPEAT_UNDER:.0f} s "
+        f"once), timeout {results['timeout_s']:.0f} s; load average {before[0]:.2f} before, {after[0]:.2f} after; "
+        f"{results['total_s'] / 60:.1f} min\n"
+    )
+    print(table(results))
+    failed = [s["shape"] for s in results["shapes"] if s["verdict"] != "linear"]
+    print(f"\n{len(results['shapes']) - len(failed)} of {len(results['shapes'])} shapes linear", end="")
+    print(f"; failing: {', '.join(failed)}" if failed else "")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

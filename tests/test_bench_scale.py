@@ -1,0 +1,100 @@
+"""bench.scale: every shape of the scaling suite is deterministic and, at any size, a clean trace; the verdict of
+bench.run_scale. Timings are measured by `make bench-scale`, never here."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bench import scale
+from bench.run_scale import judge
+from rtrace.analysis import analyze_path
+
+#: Small sizes (in each shape's unit) that still hold every feature of the shape: tool turns, deletes, several
+#: reconnects with a lost create, a pipeline (the hourly reconnect of event-heavy is tests/test_bench_generate.py's).
+TINY = {
+    "deletes-with-calls": 120,
+    "many-reconnects": 7,
+    "reconnects-unacked-create": 5,
+    "pipelined-creates-ids": 60,
+    "pipelined-creates-no-ids": 60,
+    "pipelined-call-output-pairs": 30,
+    "html-report": 25,
+    "show-at": 3000,
+    "audio-call": 30,
+    "event-heavy": 600,
+}
+
+
+def test_every_shape_has_a_tiny_size() -> None:
+    assert set(TINY) == set(scale.SHAPES)
+
+
+def _clean(path: Path) -> None:
+    report = analyze_path(path)
+    assert report.problem_count == 0 and report.problems == []
+    assert [(f.rule, f.message) for f in report.findings] == []
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_shape_is_clean(tmp_path: Path, name: str) -> None:
+    for n in (TINY[name], TINY[name] * 2 + 1):
+        path = tmp_path / f"{name}-{n}.jsonl"
+        lines = scale.write(scale.SHAPES[name].generate, path, 3, n)
+        assert lines == path.read_bytes().count(b"\n") > 0
+        _clean(path)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_shape_is_deterministic(name: str) -> None:
+    n = TINY[name]
+    assert scale.render(name, 5, n) == scale.render(name, 5, n)
+    assert scale.render(name, 5, n) != scale.render(name, 6, n)
+
+
+def test_the_shapes_have_what_they_are_named_for(tmp_path: Path) -> None:
+    deletes = scale.render("deletes-with-calls", 1, 120)
+    assert deletes.count(b'"conversation.item.deleted"') >= 8
+    unacked = analyze_path(_write(tmp_path, "unacked", scale.render("reconnects-unacked-create", 1, 5)))
+    assert unacked.connections == 6  # one more than asked: the last lost create is re-sent on its own connection
+    no_ids = scale.render("pipelined-creates-no-ids", 1, 60)
+    assert b'"item":{"type":"message"' in no_ids  # creates without an item id
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(data)
+    return path
+
+
+def test_ensure_caches_and_cuts_show_at_where_the_prefix_is_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(scale.SHAPES, "show-at", dataclasses.replace(scale.SHAPES["show-at"], base=300))
+    case = scale.ensure("show-at", 4, seed=2, data=tmp_path)
+    assert case.at is not None and 1000 < case.at <= 1200 and case.lines == case.at
+    assert case.floor_path.read_bytes().count(b"\n") == case.at
+    assert case.path.read_bytes().count(b"\n") > 300 * scale.SHOW_AT_LENGTH * 0.9
+    _clean(case.floor_path)
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("*.jsonl")}
+    assert scale.ensure("show-at", 4, seed=2, data=tmp_path) == case
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.glob("*.jsonl")} == stamps  # cached, not rewritten
+
+
+def _row(size: int, seconds: float, **kw: object) -> dict[str, object]:
+    return {"size": size, "rtrace_s": seconds, "timed_out": False, "ratio": 2.0, "rss_mb": 40.0, "clean": True, **kw}
+
+
+def test_verdict() -> None:
+    linear = judge([_row(1, 0.3), _row(4, 1.0), _row(16, 4.2)], 120)
+    assert linear["verdict"] == "linear" and linear["exponent"] == pytest.approx(1.035, abs=0.01)
+    square = judge([_row(1, 0.3), _row(4, 1.0), _row(16, 16.0, ratio=22.0)], 120)
+    assert square["verdict"] == "FAIL: exponent 2.00, 22.0x floor"
+    slow = judge([_row(1, 0.3), _row(4, 10.0), _row(16, 120.0, timed_out=True, rss_mb=150.0)], 120)
+    assert slow["exponent_is_bound"] and slow["verdict"].startswith("FAIL: exponent > 1.79, 16x > 120 s, >= 150 MB")
+    skipped = judge([_row(1, 3.0), _row(4, 120.0, timed_out=True), {"size": 16, "skipped": True}], 120)
+    assert skipped["exponent_span"] == "1x-4x" and "16x not run" in skipped["verdict"]
+    dirty = judge([_row(1, 0.3), _row(4, 1.0, clean=False), _row(16, 4.0)], 120)
+    assert dirty["verdict"] == "FAIL: not clean at 4x"
