@@ -10,7 +10,7 @@ import pytest
 
 from bench import scale
 from bench.run_scale import judge
-from rtrace.analysis import analyze_path
+from rtrace.engine.fold import analyze_path
 
 #: Small sizes (in each shape's unit) that still hold every feature of the shape: tool turns, deletes, several
 #: reconnects with a lost create, a pipeline (the hourly reconnect of event-heavy is tests/test_bench_generate.py's).
