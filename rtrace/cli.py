@@ -465,10 +465,10 @@ def replay(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
+    from .net.common import parse_latencies
     from .net.replay import ReplayFailed, ReplayOptions, render
     from .net.replay import compare as compare_replays
     from .net.replay import replay as run_replay
-    from .net.server import parse_latencies
 
     try:
         default, by_type = parse_latencies(latency or []) if latency else (None, {})

@@ -27,6 +27,7 @@ from websockets.http11 import Request, Response
 from .. import __version__
 from ..core.loader import TraceWriter
 from ..core.secrets import redact_event, safe_path, scrub_text
+from .common import LOOPBACK, host_for_url, safe_url, until_stopped, upstream_url
 
 #: Event type -> the field holding a base64 audio payload.
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
@@ -49,12 +50,8 @@ _HOP_HEADERS = frozenset(
         "origin",
     }
 )
-#: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
-_PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
 #: Frames up to this size are read and forwarded.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
-#: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclasses.dataclass
@@ -70,22 +67,6 @@ class RecordOptions:
     header: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Seconds to wait for the upstream handshake.
     open_timeout: float = 10.0
-
-
-def upstream_url(upstream: str, client_path: str) -> str:
-    """Where a client request for `client_path` goes: the upstream's origin (and any prefix before `/v1/realtime`)
-    plus the client's path and query; query parameters of `upstream` the client did not set are added."""
-    up = urllib.parse.urlsplit(upstream)
-    prefix = up.path.rstrip("/")
-    for suffix in _PATH_SUFFIXES:
-        if prefix.endswith(suffix):
-            prefix = prefix[: -len(suffix)]
-            break
-    cp = urllib.parse.urlsplit(client_path)
-    query = urllib.parse.parse_qsl(cp.query, keep_blank_values=True)
-    have = {k for k, _ in query}
-    query += [(k, v) for k, v in urllib.parse.parse_qsl(up.query, keep_blank_values=True) if k not in have]
-    return urllib.parse.urlunsplit((up.scheme, up.netloc, prefix + cp.path, urllib.parse.urlencode(query), ""))
 
 
 @dataclasses.dataclass
@@ -122,8 +103,7 @@ class RecordingProxy:
 
     @property
     def url(self) -> str:
-        host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
-        return f"ws://{host}:{self.port}/v1"
+        return f"ws://{host_for_url(self.options.host)}:{self.port}/v1"
 
     @property
     def http_url(self) -> str:
@@ -329,8 +309,6 @@ def check_upstream(url: str) -> str:
 
 
 async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:
-    from .server import until_stopped
-
     async with run_proxy(options) as proxy:
         announce(proxy)
         await until_stopped()
@@ -357,19 +335,10 @@ def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] 
         asyncio.run(_record_forever(options, announce))
 
 
-def safe_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
-
-
 __all__ = [
     "RecordOptions",
     "RecordingProxy",
     "check_upstream",
     "record_main",
     "run_proxy",
-    "upstream_url",
 ]

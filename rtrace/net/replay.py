@@ -29,7 +29,7 @@ from ..core.secrets import redact_event, safe_path
 from ..core.trace import Record
 from ..engine.fold import TraceReport, analyze_path
 from ..rules.base import Config
-from .proxy import LOOPBACK, safe_url, upstream_url
+from .common import LOOPBACK, safe_url, upstream_url
 
 PACES = ("reactive", "recorded", "asap")
 #: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming

@@ -29,6 +29,7 @@ from .. import __version__
 from ..core.loader import TraceWriter
 from ..core.secrets import safe_path, scrub_secrets
 from ..core.trace import encode
+from .common import LOOPBACK, host_for_url, parse_duration, parse_latencies, until_stopped
 from .endpoint import (
     Emission,
     EndpointConnection,
@@ -39,7 +40,6 @@ from .endpoint import (
     decode_frame,
     recorded_responses,
 )
-from .proxy import LOOPBACK
 
 #: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
 PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
@@ -279,11 +279,11 @@ class RealtimeServer:
 
     @property
     def url(self) -> str:
-        return f"ws://{_host_for_url(self.host)}:{self.port}/v1"
+        return f"ws://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def http_url(self) -> str:
-        return f"http://{_host_for_url(self.host)}:{self.port}/v1"
+        return f"http://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def connections(self) -> int:
@@ -348,10 +348,6 @@ class RealtimeServer:
             self.recorder.close()
 
 
-def _host_for_url(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
 @contextlib.asynccontextmanager
 async def run_server(options: ServerOptions | None = None) -> AsyncIterator[RealtimeServer]:
     """Run a fake endpoint for the duration of the block::
@@ -365,52 +361,6 @@ async def run_server(options: ServerOptions | None = None) -> AsyncIterator[Real
         yield server
     finally:
         await server.stop()
-
-
-def parse_duration(text: str) -> float:
-    """`50ms`, `0.2s`, `1m`, `2h` or a bare number of seconds -> seconds. Raises ValueError."""
-    s = text.strip().lower()
-    number, scale = s, 1.0
-    for suffix, unit in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if s.endswith(suffix):
-            number, scale = s[: -len(suffix)].strip(), unit
-            break
-    try:
-        value = float(number) * scale
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 50ms, 0.2s, 1m)") from None
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(f"not a duration: {text!r} (must be a finite, non-negative time)")
-    return value
-
-
-def parse_latencies(values: list[str]) -> tuple[float, dict[str, float]]:
-    """`--latency 50ms --latency conversation.item.added=120ms` -> (default, per type)."""
-    default = 0.0
-    by_type: dict[str, float] = {}
-    for value in values:
-        for part in value.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "=" in part:
-                etype, _, dur = part.partition("=")
-                by_type[etype.strip()] = parse_duration(dur)
-            else:
-                default = parse_duration(part)
-    return default, by_type
-
-
-async def until_stopped() -> None:
-    """Return on Ctrl-C or SIGTERM (or when cancelled): how `serve` and `record` run in the foreground."""
-    import signal
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
 
 
 async def serve_forever(options: ServerOptions, announce: Callable[[RealtimeServer], None]) -> None:
@@ -495,8 +445,6 @@ __all__ = [
     "RealtimeServer",
     "ServerOptions",
     "options_from_cli",
-    "parse_duration",
-    "parse_latencies",
     "run_server",
     "serve_forever",
     "serve_main",

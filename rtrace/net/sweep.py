@@ -21,6 +21,7 @@ from rich.table import Table
 from ..core.escape import printable
 from ..engine.fold import analyze_path
 from ..rules.base import Finding
+from .common import parse_duration
 from .server import ServerOptions, run_server
 
 
@@ -165,8 +166,6 @@ def render(result: SweepResult, console: Console) -> None:
 
 def parse_latency_list(text: str) -> list[float]:
     """`0,10,50,200ms` -> seconds. A unit on the last value applies to bare numbers before it (`ms` by default)."""
-    from .server import parse_duration
-
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise ValueError("--latency needs at least one value, e.g. 0,10,50,200ms")

@@ -1,0 +1,67 @@
+"""What the network modules share: URLs, durations, loopback names, running until a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from rtrace.net.common import (
+    LOOPBACK,
+    host_for_url,
+    parse_duration,
+    parse_latencies,
+    safe_url,
+    until_stopped,
+    upstream_url,
+)
+
+KEY = "sk-proj-TESTKEY0123456789abcdefSECRET"
+
+
+def test_parse_duration_and_latencies() -> None:
+    assert parse_duration("50ms") == pytest.approx(0.05)
+    assert parse_duration("0.2s") == pytest.approx(0.2)
+    assert parse_duration("1m") == 60.0
+    assert parse_duration("3") == 3.0
+    for bad in ("", "abc", "-1s", "infs", "5xs"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert parse_latencies(["50ms", "conversation.item.added=120ms"]) == (
+        pytest.approx(0.05),
+        {"conversation.item.added": pytest.approx(0.12)},
+    )
+
+
+def test_upstream_url() -> None:
+    assert upstream_url("wss://api.openai.com/v1/realtime", "/v1/realtime?model=m") == (
+        "wss://api.openai.com/v1/realtime?model=m"
+    )
+    assert upstream_url("wss://api.openai.com/v1/realtime?model=a&x=1", "/v1/realtime?model=b") == (
+        "wss://api.openai.com/v1/realtime?model=b&x=1"
+    )
+    assert upstream_url("ws://127.0.0.1:9/v1", "/v1/realtime") == "ws://127.0.0.1:9/v1/realtime"
+    assert upstream_url("wss://h.example/proxy/v1/realtime", "/v1/realtime") == "wss://h.example/proxy/v1/realtime"
+
+
+def test_safe_url_keeps_no_credentials() -> None:
+    shown = safe_url(f"wss://user:{KEY}@api.example:8443/v1/realtime?model=m&api-key={KEY}")
+    assert shown == "wss://api.example:8443/v1/realtime?model=m"
+
+
+def test_hosts() -> None:
+    assert host_for_url("::1") == "[::1]" and host_for_url("127.0.0.1") == "127.0.0.1"
+    assert set(LOOPBACK) == {"127.0.0.1", "localhost", "::1"}
+
+
+def test_until_stopped_returns_on_sigterm() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(until_stopped(), 5)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+    asyncio.run(main())
