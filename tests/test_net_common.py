@@ -14,6 +14,7 @@ from rtrace.net.common import (
     parse_duration,
     parse_latencies,
     safe_url,
+    trace_write_failed,
     until_stopped,
     upstream_url,
 )
@@ -54,6 +55,14 @@ def test_safe_url_keeps_no_credentials() -> None:
 def test_hosts() -> None:
     assert host_for_url("::1") == "[::1]" and host_for_url("127.0.0.1") == "127.0.0.1"
     assert set(LOOPBACK) == {"127.0.0.1", "localhost", "::1"}
+
+
+def test_a_trace_write_failure_is_told_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    trace_write_failed("No space left on device", 12)
+    assert capsys.readouterr().err == (
+        "rtrace: cannot write the trace any more (No space left on device); frames keep passing, "
+        "the trace stops after line 12\n"
+    )
 
 
 def test_until_stopped_returns_on_sigterm() -> None:

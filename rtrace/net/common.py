@@ -1,5 +1,6 @@
 """What the network modules share: the loopback names, URLs shown without secrets and mapped to an upstream,
-durations as the command line writes them, and running in the foreground until Ctrl-C or SIGTERM.
+durations as the command line writes them, running in the foreground until Ctrl-C or SIGTERM, and the message of
+a trace that cannot be written any more.
 
 Imports no other `rtrace.net` module, so `server`, `proxy`, `replay` and `sweep` never import each other for these.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 import urllib.parse
 
 from ..core.secrets import safe_path
@@ -83,6 +85,15 @@ def parse_latencies(values: list[str]) -> tuple[float, dict[str, float]]:
     return default, by_type
 
 
+def trace_write_failed(reason: str, lines: int) -> None:
+    """The recorders' `TraceWriter.on_failure`: the user is told once, on stderr, where the trace stops."""
+    print(
+        f"rtrace: cannot write the trace any more ({reason}); frames keep passing, the trace stops after line {lines}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 async def until_stopped() -> None:
     """Return on Ctrl-C or SIGTERM (or when cancelled): how `serve` and `record` run in the foreground."""
     stop = asyncio.Event()
@@ -99,6 +110,7 @@ __all__ = [
     "parse_duration",
     "parse_latencies",
     "safe_url",
+    "trace_write_failed",
     "until_stopped",
     "upstream_url",
 ]

@@ -14,6 +14,7 @@ import http
 import itertools
 import os
 import sys
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
@@ -25,9 +26,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.http11 import Request, Response
 
 from .. import __version__
-from ..core.loader import TraceWriter
 from ..core.secrets import redact_event, safe_path, scrub_text
-from .common import LOOPBACK, host_for_url, safe_url, until_stopped, upstream_url
+from ..core.writer import TraceWriter
+from .common import LOOPBACK, host_for_url, safe_url, trace_write_failed, until_stopped, upstream_url
 
 #: Event type -> the field holding a base64 audio payload.
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
@@ -289,7 +290,7 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
-        writer = TraceWriter.open(options.output, header)
+        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed)
     proxy = RecordingProxy(options, writer)
     try:
         await proxy.start()

@@ -24,12 +24,13 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from .. import __version__
 from ..core.escape import printable
-from ..core.loader import TraceReader, TraceWriter
+from ..core.loader import TraceReader
 from ..core.secrets import redact_event, safe_path
 from ..core.trace import Record
+from ..core.writer import TraceWriter
 from ..engine.fold import TraceReport, analyze_path
 from ..rules.base import Config
-from .common import LOOPBACK, safe_url, upstream_url
+from .common import LOOPBACK, safe_url, trace_write_failed, upstream_url
 
 PACES = ("reactive", "recorded", "asap")
 #: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming
@@ -415,7 +416,8 @@ async def replay_to(
 ) -> ReplayResult:
     """Replay against a websocket base URL, writing the replayed trace to `out`."""
     headers = _headers_for(target)
-    writer = TraceWriter(out, {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)})
+    header = {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)}
+    writer = TraceWriter(out, header, time.monotonic, trace_write_failed)
     ids: dict[str, str] = {}
     keep = client_ids([r for recs in by_conn.values() for r in recs])
     conns: list[ConnResult] = []

@@ -26,10 +26,10 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from .. import __version__
-from ..core.loader import TraceWriter
 from ..core.secrets import safe_path, scrub_secrets
 from ..core.trace import encode
-from .common import LOOPBACK, host_for_url, parse_duration, parse_latencies, until_stopped
+from ..core.writer import TraceWriter
+from .common import LOOPBACK, host_for_url, parse_duration, parse_latencies, trace_write_failed, until_stopped
 from .endpoint import (
     Emission,
     EndpointConnection,
@@ -325,7 +325,7 @@ class RealtimeServer:
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
             }
-            self.recorder = Recorder.open(o.record, header, o.clock)
+            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed)
         self._server = await serve(
             self._handler,
             o.host,
