@@ -27,6 +27,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from .audio import DEFAULT_FORMAT, audio_ms
 from .conversation import Conversation, Item
 
 ChangeStatus = Literal["pending", "confirmed", "rejected", "indeterminate"]
@@ -125,8 +126,8 @@ class Connection:
     #: Item ids announced by `input_audio_buffer.committed` and not yet added.
     committed_audio: set[str] = dataclasses.field(default_factory=set)
     #: Output audio format from the session, for turning audio bytes into milliseconds.
-    audio_rate: int = 24000
-    audio_sample_bytes: int = 2
+    audio_rate: int = DEFAULT_FORMAT[0]
+    audio_sample_bytes: int = DEFAULT_FORMAT[1]
     #: Latest `local.conversation` snapshot: item dicts in the client's own order, and its line.
     local: list[Item] | None = None
     local_line: int | None = None
@@ -142,7 +143,7 @@ class Connection:
         return (c for c in self.pending.values() if c.kind == kind)
 
     def audio_ms(self, item: Item) -> float:
-        return item.audio_bytes * 1000.0 / (self.audio_rate * self.audio_sample_bytes)
+        return audio_ms(item.audio_bytes, self.audio_rate, self.audio_sample_bytes)
 
     # -- the conversation the server will judge the next client event against ----------------------------
 

@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from ..core.audio import audio_bytes
 from ..core.facts import Fact
 from ..core.loader import Row, TraceReader
-from ..core.reducer import TRANSITIONS, audio_bytes, finish, step, tick
+from ..core.reducer import TRANSITIONS, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import TraceState
 from ..core.trace import DIRECTIONS, Header, Problem, Record
