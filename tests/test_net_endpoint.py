@@ -10,17 +10,10 @@ from typing import Any
 import pytest
 
 from rtrace.core.loader import TraceReader
-from rtrace.net.endpoint import (
-    EndpointConnection,
-    EndpointOptions,
-    Faults,
-    FrameError,
-    ResponseSource,
-    SharedCounters,
-    choose_reply,
-    decode_frame,
-    recorded_responses,
-)
+from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters, choose_reply
+from rtrace.net.faults import Faults
+from rtrace.net.playback import ResponseSource, recorded_responses
+from rtrace.net.wire import FrameError, decode_frame
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 

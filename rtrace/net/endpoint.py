@@ -2,49 +2,43 @@
 API does (protocol.md sections 2 and 3) and turns client frames into server events, their pacing as data.
 
 No sockets, no asyncio, no clocks here: `rtrace.net.server` moves the frames and the time. The conversation lives in
-`rtrace.core.state.Conversation`, the model the analyzer uses. Faults are decided here too (they are protocol answers);
-the server only executes the `Emission`s.
+`rtrace.core.conversation.Conversation`, the model the analyzer uses. Faults are protocol answers too, decided without
+I/O (`rtrace.net.faults`); the wire's shapes are `rtrace.net.wire`, recorded responses `rtrace.net.playback`. The
+server only executes the `Emission`s.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import dataclasses
 import math
-from collections.abc import Generator, Hashable, Iterable, Iterator
+from collections.abc import Generator, Hashable, Iterator
 from typing import Any, Literal
-
-import orjson
 
 from ..core.catalog import CLIENT_EVENTS, normalize_type
 from ..core.conversation import Conversation, item_from_event, update_item
+from .faults import ConnectionFaults, Faults, fault_note
+from .playback import RecordedResponse, ResponseSource, remap
+from .wire import (
+    DEFAULT_MAX_EVENT_BYTES,
+    RATE_LIMITS,
+    Emission,
+    FrameError,
+    assistant_message,
+    committed_audio_message,
+    copy_json,
+    default_session,
+    error_event,
+    function_call,
+    item_text,
+    merge_session,
+    usage,
+)
 
 _Steps = Generator[dict[str, Any] | float, None, None]
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
 CallDeleteMode = Literal["allow", "cascade", "reject"]
-
-#: Frames larger than this are answered with an error and not processed (the server reads up to its own limit).
-DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Emission:
-    """One thing the endpoint wants done, `delay` seconds after the previous emission of the same list.
-
-    Exactly one of `event` (send it), `wake` (call `EndpointConnection.wake(token)` now and carry on with its
-    emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason)
-    is usually set. A close with `flush=False` drops whatever is still queued (a network drop); with `flush=True`
-    it comes after everything queued before it.
-    """
-
-    event: dict[str, Any] | None = None
-    delay: float = 0.0
-    wake: Hashable | None = None
-    meta: dict[str, Any] | None = None
-    close: tuple[int, str] | None = None
-    flush: bool = True
 
 
 @dataclasses.dataclass
@@ -85,27 +79,20 @@ class EndpointOptions:
     max_session_seconds: float | None = 3600.0
 
 
-@dataclasses.dataclass
-class Faults:
-    """Injected faults. Each one that fires is also noted as a `fault.injected` meta emission."""
+def _chunks(text: str, n: int) -> list[str]:
+    if not text:
+        return [""]
+    size = max(1, math.ceil(len(text) / max(1, n)))
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
-    #: Close the connection once this many server events have been sent on it.
-    close_after: int | None = None
-    #: Close the connection (no close handshake wait, queued events dropped) when a client event matches one of
-    #: these: `TYPE` or `TYPE:ITEM_TYPE` (e.g. `conversation.item.create:function_call_output`), before answering it.
-    drop_on: list[str] = dataclasses.field(default_factory=list)
-    #: Answer these response.create ordinals (1-based, per connection) with `response.done` status `failed`.
-    fail_response: set[int] = dataclasses.field(default_factory=set)
-    #: Answer matching client events (`TYPE` or `TYPE:ITEM_TYPE`) with an `error` instead of processing them.
-    error_on: list[str] = dataclasses.field(default_factory=list)
-    #: Send `session_expired` and close 1001 this many seconds after the connection opened.
-    expire_after: float | None = None
-    #: Close code used by `close_after` and `drop_on`.
-    close_code: int = 1000
-    #: How many times each fault (each spec of it) fires in the life of a server; None: every time. The default 1
-    #: lets a client that reconnects and replays the event a drop matched get through the second time.
-    #: `expire_after` counts when a connection is armed with it.
-    times: int | None = 1
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _public(wire: dict[str, Any]) -> dict[str, Any]:
+    """The wire item without the endpoint's private keys (those starting with `_`)."""
+    return {k: copy_json(v) for k, v in wire.items() if not k.startswith("_")}
 
 
 class SharedCounters:
@@ -119,140 +106,6 @@ class SharedCounters:
     def next_response(self) -> str:
         self.responses += 1
         return f"resp_fake{self.responses:04d}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FrameError:
-    """Why a frame could not become a client event."""
-
-    code: str
-    message: str
-
-
-def decode_frame(data: str | bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> dict[str, Any] | FrameError:
-    """A client event from one websocket message, or the reason it is not one. Never raises."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        return FrameError("invalid_event", "Binary frames are not supported; send events as JSON text frames.")
-    size = len(data.encode("utf-8", "surrogatepass")) if len(data) * 4 > max_bytes else len(data)
-    if size > max_bytes:
-        return FrameError("event_too_large", f"The event is {size} bytes; the maximum is {max_bytes} bytes.")
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        return FrameError("invalid_json", f"The event is not valid JSON: {e.args[0] if e.args else e}.")
-    if not isinstance(obj, dict):
-        return FrameError("invalid_event", "The event must be a JSON object.")
-    if not isinstance(obj.get("type"), str):
-        return FrameError("missing_required_parameter", "Missing required parameter: 'type'.")
-    return obj
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of a JSON value (an event is sent later than it is made; the conversation may change meanwhile)."""
-    try:
-        return orjson.loads(orjson.dumps(value))
-    except (orjson.JSONEncodeError, orjson.JSONDecodeError):
-        return copy.deepcopy(value)
-
-
-def _matches(spec: str, event: dict[str, Any]) -> bool:
-    etype, _, sub = spec.partition(":")
-    if event.get("type") != etype:
-        return False
-    if not sub:
-        return True
-    item = event.get("item")
-    return isinstance(item, dict) and sub in (item.get("type"), item.get("role"))
-
-
-def _chunks(text: str, n: int) -> list[str]:
-    if not text:
-        return [""]
-    size = max(1, math.ceil(len(text) / max(1, n)))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _merge(base: dict[str, Any], update: dict[str, Any]) -> None:
-    """`session.update`: only present fields change; nested objects merge, anything else is replaced."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = _copy(value)
-
-
-def _tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4)) if text else 0
-
-
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    return {
-        "total_tokens": input_tokens + output_tokens,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "input_token_details": {
-            "text_tokens": input_tokens,
-            "audio_tokens": 0,
-            "image_tokens": 0,
-            "cached_tokens": 0,
-            "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0, "image_tokens": 0},
-        },
-        "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
-    }
-
-
-def default_session(session_id: str, model: str) -> dict[str, Any]:
-    return {
-        "type": "realtime",
-        "object": "realtime.session",
-        "id": session_id,
-        "model": model,
-        "output_modalities": ["audio"],
-        "instructions": "",
-        "tools": [],
-        "tool_choice": "auto",
-        "max_output_tokens": "inf",
-        "tracing": None,
-        "truncation": "auto",
-        "prompt": None,
-        "audio": {
-            "input": {
-                "format": {"type": "audio/pcm", "rate": 24000},
-                "transcription": None,
-                "noise_reduction": None,
-                "turn_detection": {
-                    "type": "server_vad",
-                    "threshold": 0.5,
-                    "prefix_padding_ms": 300,
-                    "silence_duration_ms": 200,
-                    "create_response": True,
-                    "interrupt_response": True,
-                },
-            },
-            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "marin", "speed": 1.0},
-        },
-    }
-
-
-@dataclasses.dataclass
-class RecordedResponse:
-    """The server events of one response in a recorded trace, with the seconds between consecutive ones."""
-
-    events: list[tuple[float, dict[str, Any]]]
-
-
-class ResponseSource:
-    """Responses taken in order from a recording (`--from`), shared by the connections of one server."""
-
-    def __init__(self, responses: list[RecordedResponse]) -> None:
-        self.responses = responses
-        self.next = 0
-
-    def take(self) -> RecordedResponse | None:
-        if self.next >= len(self.responses):
-            return None
-        self.next += 1
-        return self.responses[self.next - 1]
 
 
 @dataclasses.dataclass(eq=False)
@@ -293,8 +146,8 @@ class EndpointConnection:
     ) -> None:
         self.conn = conn
         self.options = options or EndpointOptions()
-        self.faults = faults or Faults()
         self.shared = shared or SharedCounters()
+        self.faults = ConnectionFaults(faults or Faults(), self.shared.fired)
         self.source = source
         self.conv = Conversation()
         #: Full wire items by id (the conversation keeps previews only); retrieve answers from here.
@@ -305,11 +158,9 @@ class EndpointConnection:
         self.runs: dict[str, _Run] = {}
         self.audio_buffer_bytes = 0
         self.closed = False
-        self.events_sent = 0
         self.response_requests = 0
         self._event_n = 0
         self._item_n = 0
-        self._expire_armed = False
 
     # -- ids ----------------------------------------------------------------------------------------------
 
@@ -330,25 +181,14 @@ class EndpointConnection:
         etype: str = "invalid_request_error",
     ) -> Emission:
         event_id = client.get("event_id") if client is not None and self.options.echo_error_event_id else None
-        return self._event(
-            {
-                "type": "error",
-                "error": {
-                    "type": etype,
-                    "code": code,
-                    "message": message,
-                    "param": param,
-                    "event_id": event_id if isinstance(event_id, str) else None,
-                },
-            }
-        )
+        return self._event(error_event(code, message, param, event_id if isinstance(event_id, str) else None, etype))
 
     # -- public entry points ------------------------------------------------------------------------------
 
     def open(self) -> list[Emission]:
         """What the server sends when the websocket opens."""
-        out = [self._event({"type": "session.created", "session": _copy(self.session)})]
-        self._expire_armed = self.faults.expire_after is not None and self._may_fire("expire-after")
+        out = [self._event({"type": "session.created", "session": copy_json(self.session)})]
+        self.faults.arm_expiry()
         if self.options.conversation_created:
             out.append(
                 self._event(
@@ -373,18 +213,16 @@ class EndpointConnection:
         """Answer one client event (already decoded)."""
         if self.closed:
             return []
-        for spec in self.faults.drop_on:
-            if _matches(spec, event) and self._may_fire(f"drop-on:{spec}"):
-                self.closed = True
-                note = self._fault("drop-on", spec, event)
-                return [Emission(meta=note), Emission(close=(self.faults.close_code, "fault: drop-on"), flush=False)]
-        for spec in self.faults.error_on:
-            if _matches(spec, event) and self._may_fire(f"error-on:{spec}"):
-                note = self._fault("error-on", spec, event)
-                err = self._error(
-                    "fault_injected", f"Injected fault: error on {spec}.", client=event, etype="server_error"
-                )
-                return self._limit([Emission(meta=note), err])
+        note = self.faults.drop_on(event)
+        if note is not None:
+            self.closed = True
+            return [Emission(meta=note), Emission(close=(self.faults.faults.close_code, "fault: drop-on"), flush=False)]
+        note = self.faults.error_on(event)
+        if note is not None:
+            err = self._error(
+                "fault_injected", f"Injected fault: error on {note['spec']}.", client=event, etype="server_error"
+            )
+            return self._limit([Emission(meta=note), err])
         etype = event.get("type")
         handler = _HANDLERS.get(etype) if isinstance(etype, str) else None
         if handler is None:
@@ -410,8 +248,9 @@ class EndpointConnection:
             self.closed = True
             minutes = (self._session_limit() or 0) / 60
             notes = []
-            if self._expire_armed and self.faults.expire_after == self._session_limit():
-                notes.append(Emission(meta=self._fault("expire-after", str(self.faults.expire_after), None)))
+            expiry = self.faults.expiry()
+            if expiry is not None and expiry == self._session_limit():
+                notes.append(Emission(meta=fault_note("expire-after", str(expiry), None)))
             return [
                 *notes,
                 self._error(
@@ -428,50 +267,14 @@ class EndpointConnection:
         return []
 
     def _session_limit(self) -> float | None:
-        fault = self.faults.expire_after if self._expire_armed else None
-        limits = [x for x in (fault, self.options.max_session_seconds) if x is not None]
+        limits = [x for x in (self.faults.expiry(), self.options.max_session_seconds) if x is not None]
         return min(limits) if limits else None
 
-    def _may_fire(self, key: str) -> bool:
-        """Whether a fault whose condition holds fires now (see `Faults.times`); counts it when it does."""
-        times = self.faults.times
-        fired = self.shared.fired.get(key, 0)
-        if times is not None and fired >= times:
-            return False
-        self.shared.fired[key] = fired + 1
-        return True
-
-    # -- faults -------------------------------------------------------------------------------------------
-
-    def _fault(self, fault: str, spec: str, event: dict[str, Any] | None) -> dict[str, Any]:
-        note: dict[str, Any] = {"type": "fault.injected", "fault": fault, "spec": spec}
-        if event is not None:
-            note["client_event_type"] = event.get("type")
-            if isinstance(event.get("event_id"), str):
-                note["client_event_id"] = event["event_id"]
-        return note
-
     def _limit(self, out: list[Emission]) -> list[Emission]:
-        """Apply `close_after`: cut the list after the Nth server event of the connection and close."""
-        limit = self.faults.close_after
-        count = sum(1 for em in out if em.event is not None)
-        if limit is not None and self.events_sent + count >= limit and not self._may_fire("close-after"):
-            self.faults.close_after = limit = None  # spent on earlier connections
-        if limit is None or self.events_sent + count < limit:
-            self.events_sent += count
-            return out
-        kept: list[Emission] = []
-        for em in out:
-            if em.event is not None:
-                if self.events_sent >= limit:
-                    break
-                self.events_sent += 1
-            kept.append(em)
-            if self.events_sent >= limit and em.event is not None:
-                break
-        self.closed = True
-        kept.append(Emission(meta=self._fault("close-after", str(limit), None)))
-        kept.append(Emission(close=(self.faults.close_code, "fault: close-after")))
+        """Apply `close_after` (see `ConnectionFaults.cut`)."""
+        kept, closed = self.faults.cut(out)
+        if closed:
+            self.closed = True
         return kept
 
     # -- session ------------------------------------------------------------------------------------------
@@ -483,15 +286,15 @@ class EndpointConnection:
                 self._error("missing_required_parameter", "Missing required parameter: 'session'.", "session", event)
             ]
         update = {k: v for k, v in update.items() if k not in ("model", "id", "object")}
-        _merge(self.session, update)
-        return [self._event({"type": "session.updated", "session": _copy(self.session)})]
+        merge_session(self.session, update)
+        return [self._event({"type": "session.updated", "session": copy_json(self.session)})]
 
     # -- items --------------------------------------------------------------------------------------------
 
     def _ack_item(self, wire: dict[str, Any], previous: str | None) -> list[Emission]:
         return [
-            self._event({"type": "conversation.item.added", "previous_item_id": previous, "item": _copy(wire)}),
-            self._event({"type": "conversation.item.done", "previous_item_id": previous, "item": _copy(wire)}),
+            self._event({"type": "conversation.item.added", "previous_item_id": previous, "item": copy_json(wire)}),
+            self._event({"type": "conversation.item.done", "previous_item_id": previous, "item": copy_json(wire)}),
         ]
 
     def _item_create(self, event: dict[str, Any]) -> list[Emission]:
@@ -693,14 +496,7 @@ class EndpointConnection:
             ]
         self.audio_buffer_bytes = 0
         item_id = self._new_item_id()
-        wire = {
-            "id": item_id,
-            "object": "realtime.item",
-            "type": "message",
-            "status": "completed",
-            "role": "user",
-            "content": [{"type": "input_audio", "transcript": None}],
-        }
+        wire = committed_audio_message(item_id)
         previous = self.conv.tail
         item = item_from_event(wire)
         assert item is not None
@@ -724,8 +520,8 @@ class EndpointConnection:
     def _transcription_update(self, event: dict[str, Any]) -> list[Emission]:
         update = event.get("session")
         if isinstance(update, dict):
-            _merge(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
-        return [self._event({"type": "transcription_session.updated", "session": _copy(self.session)})]
+            merge_session(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
+        return [self._event({"type": "transcription_session.updated", "session": copy_json(self.session)})]
 
     # -- responses ----------------------------------------------------------------------------------------
 
@@ -782,11 +578,10 @@ class EndpointConnection:
         self.runs[run.id] = run
         out = [self._event({"type": "response.created", "response": self._response_obj(run, "in_progress")})]
         if self.options.rate_limits:
-            out.append(self._event({"type": "rate_limits.updated", "rate_limits": _RATE_LIMITS}))
-        if self.response_requests in self.faults.fail_response and self._may_fire(
-            f"fail-response:{self.response_requests}"
-        ):
-            out.insert(0, Emission(meta=self._fault("fail-response", str(self.response_requests), event)))
+            out.append(self._event({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS}))
+        note = self.faults.fail_response(self.response_requests, event)
+        if note is not None:
+            out.insert(0, Emission(meta=note))
             run.finished = True
             details = {
                 "type": "failed",
@@ -802,7 +597,7 @@ class EndpointConnection:
             run.gen = self._recorded(run, recorded)
         else:
             context = self._context(params)
-            run.input_tokens = sum(_tokens(str(w.get("output") or _wire_text(w))) for w in context) + 10
+            run.input_tokens = sum(_tokens(str(w.get("output") or item_text(w))) for w in context) + 10
             run.gen = self._scripted(run, context, params)
         out.extend(self._pump(run))
         return out
@@ -845,8 +640,8 @@ class EndpointConnection:
         run.finished = True
         if self.active is run:
             self.active = None
-        usage = _usage(run.input_tokens, run.output_tokens)
-        return {"type": "response.done", "response": self._response_obj(run, status, details, usage)}
+        used = usage(run.input_tokens, run.output_tokens)
+        return {"type": "response.done", "response": self._response_obj(run, status, details, used)}
 
     def _start_item(self, run: _Run, wire: dict[str, Any]) -> list[dict[str, Any]]:
         """`response.output_item.added` (+ `conversation.item.added`): the item enters the conversation as it
@@ -860,7 +655,7 @@ class EndpointConnection:
                 "type": "response.output_item.added",
                 "response_id": run.id,
                 "output_index": run.open_index,
-                "item": _copy(wire),
+                "item": copy_json(wire),
             }
         ]
         if run.in_conversation:
@@ -915,14 +710,7 @@ class EndpointConnection:
 
     def _message(self, run: _Run, text: str, chunks: int, delay: float) -> _Steps:
         part_type, _, delta_type, _, key = self._text_parts(run)
-        wire: dict[str, Any] = {
-            "id": self._new_item_id(),
-            "object": "realtime.item",
-            "type": "message",
-            "status": "in_progress",
-            "role": "assistant",
-            "content": [],
-        }
+        wire = assistant_message(self._new_item_id())
         yield from self._start_item(run, wire)
         ids = {"response_id": run.id, "item_id": wire["id"], "output_index": run.open_index, "content_index": 0}
         yield {"type": "response.content_part.added", **ids, "part": {"type": part_type, key: ""}}
@@ -952,15 +740,7 @@ class EndpointConnection:
     def _function_call(self, run: _Run, name: str, arguments: str, index: int) -> _Steps:
         item_id = self._new_item_id()
         call_id = f"call_s{self.conn}_{item_id.rsplit('_', 1)[-1]}_{index}"
-        wire: dict[str, Any] = {
-            "id": item_id,
-            "object": "realtime.item",
-            "type": "function_call",
-            "status": "in_progress",
-            "name": name,
-            "call_id": call_id,
-            "arguments": "",
-        }
+        wire = function_call(item_id, call_id, name)
         yield from self._start_item(run, wire)
         ids = {"response_id": run.id, "item_id": item_id, "output_index": run.open_index, "call_id": call_id}
         yield {"type": "response.function_call_arguments.delta", **ids, "delta": arguments}
@@ -990,7 +770,7 @@ class EndpointConnection:
             if not first and delay > 0:
                 yield delay
             first = False
-            event = _remap(original, ids)
+            event = remap(original, ids)
             etype = normalize_type(str(event.get("type")))
             if etype == "response.created":
                 ids.setdefault(str(original.get("response", {}).get("id")), run.id)
@@ -1004,7 +784,7 @@ class EndpointConnection:
                     old_call = item.get("call_id")
                     if isinstance(old_call, str):
                         ids[old_call] = f"call_s{self.conn}_{new.rsplit('_', 1)[-1]}_0"
-                    yield from self._start_item(run, _remap(item, ids))
+                    yield from self._start_item(run, remap(item, ids))
                 continue
             if etype in ("conversation.item.added", "conversation.item.done"):
                 continue  # sent with the output item events, with this connection's predecessors
@@ -1016,7 +796,7 @@ class EndpointConnection:
                     run.open_item.clear()
                     run.open_item.update(item)
                     run.open_item.update(keep)
-                    run.output_tokens += _tokens(_wire_text(item) + str(item.get("arguments") or ""))
+                    run.output_tokens += _tokens(item_text(item) + str(item.get("arguments") or ""))
                     yield from self._end_item(run, status)
                 continue
             if etype == "response.done":
@@ -1060,25 +840,6 @@ class EndpointConnection:
         return [self._event(e) for e in events]
 
 
-def _public(wire: dict[str, Any]) -> dict[str, Any]:
-    """The wire item without the endpoint's private keys (those starting with `_`)."""
-    return {k: _copy(v) for k, v in wire.items() if not k.startswith("_")}
-
-
-def _wire_text(wire: dict[str, Any]) -> str:
-    content = wire.get("content")
-    parts: list[str] = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, dict):
-                for key in ("text", "transcript"):
-                    value = part.get(key)
-                    if isinstance(value, str) and value:
-                        parts.append(value)
-                        break
-    return " ".join(parts)
-
-
 def choose_reply(context: list[dict[str, Any]], tools_allowed: bool = True) -> tuple[str, str]:
     """The default script's decision: (`call` | `story` | `text`, text).
 
@@ -1093,7 +854,7 @@ def choose_reply(context: list[dict[str, Any]], tools_allowed: bool = True) -> t
         if wire.get("type") == "function_call":
             called = True
         if wire.get("type") == "message" and wire.get("role") == "user":
-            text = _wire_text(wire)
+            text = item_text(wire)
             lowered = text.lower()
             if "weather" in lowered and tools_allowed and not called:
                 return "call", text
@@ -1102,21 +863,6 @@ def choose_reply(context: list[dict[str, Any]], tools_allowed: bool = True) -> t
             return "text", f"You said: {text}"
     return "text", "Hello! How can I help?"
 
-
-def _remap(obj: Any, ids: dict[str, str]) -> Any:
-    if isinstance(obj, str):
-        return ids.get(obj, obj)
-    if isinstance(obj, dict):
-        return {k: _remap(v, ids) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_remap(v, ids) for v in obj]
-    return obj
-
-
-_RATE_LIMITS = [
-    {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 60.0},
-    {"name": "tokens", "limit": 50000, "remaining": 49000, "reset_seconds": 60.0},
-]
 
 _HANDLERS: dict[str, Any] = {
     "session.update": EndpointConnection._session_update,
@@ -1133,45 +879,3 @@ _HANDLERS: dict[str, Any] = {
     "response.cancel": EndpointConnection._response_cancel,
 }
 assert set(_HANDLERS) == set(CLIENT_EVENTS)
-
-
-def recorded_responses(records: Iterable[Any]) -> list[RecordedResponse]:
-    """The server's responses of a trace, in order: from `response.created` to its `response.done`, the events
-    that belong to it (its own streaming events, the acks of its items), each with the seconds since the previous
-    one. Takes `rtrace.core.trace.Record`s."""
-    out: list[RecordedResponse] = []
-    open_: dict[tuple[int, str], tuple[RecordedResponse, set[str], float]] = {}
-    for rec in records:
-        if rec.dir != "server":
-            continue
-        ev = rec.event
-        etype = rec.type
-        if etype == "response.created":
-            created_id = str((ev.get("response") or {}).get("id"))
-            resp = RecordedResponse([(0.0, ev)])
-            open_[(rec.conn, created_id)] = (resp, set(), rec.t)
-            out.append(resp)
-            continue
-        rid: Any = ev.get("response_id")
-        if etype == "response.done":
-            rid = (ev.get("response") or {}).get("id")
-        key = (rec.conn, str(rid))
-        if rid is None and etype in ("conversation.item.added", "conversation.item.done"):
-            item_id = (ev.get("item") or {}).get("id")
-            for k, (_, items, _) in open_.items():
-                if k[0] == rec.conn and item_id in items:
-                    key = k
-                    break
-        entry = open_.get(key)
-        if entry is None:
-            continue
-        resp, items, last_t = entry
-        if etype == "response.output_item.added":
-            item_id = (ev.get("item") or {}).get("id")
-            if isinstance(item_id, str):
-                items.add(item_id)
-        resp.events.append((max(0.0, rec.t - last_t), ev))
-        open_[key] = (resp, items, rec.t)
-        if etype == "response.done":
-            del open_[key]
-    return out

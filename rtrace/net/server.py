@@ -30,16 +30,10 @@ from ..core.secrets import safe_path, scrub_secrets
 from ..core.trace import encode
 from ..core.writer import TraceWriter
 from .common import LOOPBACK, host_for_url, parse_duration, parse_latencies, trace_write_failed, until_stopped
-from .endpoint import (
-    Emission,
-    EndpointConnection,
-    EndpointOptions,
-    Faults,
-    ResponseSource,
-    SharedCounters,
-    decode_frame,
-    recorded_responses,
-)
+from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from .faults import Faults
+from .playback import ResponseSource, recorded_responses
+from .wire import Emission, decode_frame
 
 #: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
 PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
@@ -69,7 +63,7 @@ class ServerOptions:
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
-    # Faults (see `rtrace.net.endpoint.Faults`).
+    # Faults (see `rtrace.net.faults.Faults`).
     close_after: int | None = None
     drop_on: list[str] = dataclasses.field(default_factory=list)
     fail_response: set[int] = dataclasses.field(default_factory=set)
