@@ -3,6 +3,7 @@ clock."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,10 @@ from typing import Any
 import pytest
 
 from rtrace.core.loader import TraceReader
-from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters, choose_reply
+from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from rtrace.net.faults import Faults
-from rtrace.net.playback import ResponseSource, recorded_responses
+from rtrace.net.playback import RecordedResponse, ResponseSource, recorded_responses
+from rtrace.net.responses import choose_reply
 from rtrace.net.wire import FrameError, decode_frame
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
@@ -209,6 +211,58 @@ def test_truncate_of_an_audio_answer() -> None:
     assert "is already shorter than" in err["error"]["message"]
 
 
+def test_delete_takes_every_copy_of_a_duplicate_id() -> None:
+    d = make()
+    d.send(user("a", "A"))
+    d.send(user("a", "A"))
+    assert d.conn.conv.items["A"].copies == 2
+    assert types(d.send({"type": "conversation.item.delete", "item_id": "A"})) == ["conversation.item.deleted"]
+    assert "A" not in d.conn.conv
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A"})
+    assert err["error"]["code"] == "item_delete_invalid_item_id"
+
+
+def test_the_conversation_holds_each_payload_and_no_private_key() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()
+    d.send(user("hello", "A"))
+    assert d.conn.conv.items["A"].wire == {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "hello"}],
+        "id": "A",
+        "object": "realtime.item",
+        "status": "completed",
+    }
+    out = d.send({"type": "response.create"})
+    answer = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    text = answer.wire["content"][0]["transcript"]
+    assert answer.audio_bytes == len(text) * 60 * 48  # 60 ms a character, 24 kHz 16-bit
+    d.send({"type": "conversation.item.truncate", "item_id": answer.id, "content_index": 0, "audio_end_ms": 120})
+    assert answer.audio_bytes == 120 * 48 and answer.wire["content"][0]["transcript"] == ""
+    events = [e for _, e in d.sent]
+    assert not any(k.startswith("_") for e in events for k in (e.get("item") or {}))
+    assert not any(k.startswith("_") for item in d.conn.conv for k in item.wire or {})
+
+
+def test_audio_lengths_follow_the_session_formats() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()
+    formats = {"input": {"format": {"type": "audio/pcmu"}}, "output": {"format": {"type": "audio/pcmu"}}}
+    d.send({"type": "session.update", "session": {"type": "realtime", "audio": formats}})
+    # 800 bytes of G.711 are 100 ms (at 24 kHz 16-bit PCM they would be 16.67 ms: too short).
+    d.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(bytes(800)).decode()})
+    assert types(d.send({"type": "input_audio_buffer.commit"}))[0] == "input_audio_buffer.committed"
+    out = d.send({"type": "response.create"})
+    answer = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    ms = len(answer.wire["content"][0]["transcript"]) * 60
+    assert answer.audio_bytes == ms * 8
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": answer.id, "audio_end_ms": ms + 1})
+    assert err["error"]["message"] == f"Audio content of {ms}ms is already shorter than {ms + 1}ms"
+    [ok] = d.send({"type": "conversation.item.truncate", "item_id": answer.id, "audio_end_ms": ms})
+    assert ok["type"] == "conversation.item.truncated"
+
+
 def weather_call(d: Driver) -> dict[str, Any]:
     d.send(user("What's the weather in Paris?", "U1", "root"))
     out = d.send({"type": "response.create", "event_id": "rc1", "response": {"metadata": {"client_event_id": "rc1"}}})
@@ -240,7 +294,7 @@ def test_weather_gets_a_function_call_in_the_order_of_the_api() -> None:
     )
     assert resp["id"] == "resp_fake0001" and resp["conversation_id"] == "conv_fake0001"
     assert d.conn.conv.ids() == ["U1", "item_s1_0001"]
-    assert d.conn.active is None
+    assert d.conn.responses.active is None
 
 
 def test_event_shapes_match_the_server_of_the_real_traces() -> None:
@@ -319,10 +373,10 @@ def test_one_active_response_at_a_time_and_out_of_band_runs_beside_it() -> None:
     d = make()
     d.send(user("a long story please", "S"))
     first = d.send({"type": "response.create"}, follow=False)
-    assert d.conn.active is not None
+    assert d.conn.responses.active is not None
     [err] = d.send({"type": "response.create", "event_id": "rc2"})
     assert err["error"]["code"] == "conversation_already_has_active_response"
-    assert err["error"]["event_id"] == "rc2" and d.conn.active.id in err["error"]["message"]
+    assert err["error"]["event_id"] == "rc2" and d.conn.responses.active.response.id in err["error"]["message"]
     oob = d.send({"type": "response.create", "response": {"conversation": "none", "input": []}})
     assert oob[-1]["response"]["conversation_id"] is None
     assert "conversation.item.added" not in types(oob)
@@ -344,7 +398,7 @@ def test_cancel_closes_the_open_item_and_the_response() -> None:
     assert out[2]["item"]["status"] == "incomplete"
     assert out[-1]["response"]["status"] == "cancelled"
     assert out[-1]["response"]["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
-    assert d.conn.active is None
+    assert d.conn.responses.active is None
     # The pending pause of the cancelled response produces nothing.
     assert d.conn.wake(("run", out[-1]["response"]["id"])) == []
     [err] = d.send({"type": "response.cancel", "event_id": "c2"})
@@ -407,7 +461,7 @@ def test_fault_fail_response() -> None:
     assert types(out) == ["response.created", "response.done"]
     assert out[-1]["response"]["status"] == "failed" and out[-1]["response"]["output"] == []
     assert d.meta[-1]["fault"] == "fail-response"
-    assert d.conn.active is None
+    assert d.conn.responses.active is None
 
 
 def test_fault_error_on() -> None:
@@ -486,6 +540,31 @@ def test_from_recording_replays_responses_with_pacing_and_new_ids() -> None:
     assert json.dumps(out).count("resp_fake0002") >= 1
 
 
+def test_recorded_audio_gives_its_item_the_length_a_truncate_is_checked_against() -> None:
+    item = {"id": "item_R", "object": "realtime.item", "type": "message", "role": "assistant", "status": "in_progress"}
+    done_item = {**item, "status": "completed", "content": [{"type": "output_audio", "transcript": "hi"}]}
+    ids = {"response_id": "resp_R", "item_id": "item_R", "output_index": 0, "content_index": 0}
+    recorded = RecordedResponse(
+        [
+            (0.0, {"type": "response.created", "response": {"id": "resp_R"}}),
+            (0.0, {"type": "response.output_item.added", "response_id": "resp_R", "item": {**item, "content": []}}),
+            (0.0, {"type": "response.output_audio.delta", **ids, "delta": "", "rtrace_audio_bytes": 4000}),
+            (0.0, {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(bytes(800)).decode()}),
+            (0.0, {"type": "response.output_item.done", "response_id": "resp_R", "item": done_item}),
+            (0.0, {"type": "response.done", "response": {"id": "resp_R", "status": "completed"}}),
+        ]
+    )
+    d = Driver(EndpointConnection(1, source=ResponseSource([recorded])))
+    d.open()
+    out = d.send({"type": "response.create"})
+    new_id = out[-1]["response"]["output"][0]["id"]
+    assert new_id == "item_s1_0001" and d.conn.conv.items[new_id].audio_bytes == 4800  # 100 ms at 24 kHz
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 101})
+    assert err["error"]["message"] == "Audio content of 100ms is already shorter than 101ms"
+    [ok] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 100})
+    assert ok["type"] == "conversation.item.truncated"
+
+
 def test_session_update_without_session_is_an_error() -> None:
     d = make()
     [err] = d.send({"type": "session.update"})
@@ -549,6 +628,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from rtrace.core.catalog import normalize_type  # noqa: E402
+from rtrace.core.conversation import Conversation  # noqa: E402
 from rtrace.core.reducer import fold  # noqa: E402
 from rtrace.core.trace import Record  # noqa: E402
 
@@ -563,12 +643,30 @@ _ops = st.lists(
 )
 
 
+def copies(conv: Conversation) -> list[str]:
+    """The conversation as a plain list: an id once for each copy, in conversation order."""
+    return [item.id for item in conv for _ in range(item.copies)]
+
+
+def add_copy(model: list[str], item_id: str) -> None:
+    """A copy stands next to the copies already there."""
+    model.insert(max(k for k, x in enumerate(model) if x == item_id) + 1, item_id)
+
+
+@pytest.mark.parametrize("mode", ["append_duplicate", "ignore", "reject"])
 @settings(max_examples=150, deadline=None)
-@given(_ops)
-def test_conversation_matches_a_plain_list_and_the_analyzer_agrees(ops: list[tuple[str, Any, Any]]) -> None:
-    d = Driver(EndpointConnection(1, EndpointOptions(duplicate_id="ignore")))
+@given(ops=_ops)
+def test_conversation_matches_a_plain_list_and_the_analyzer_agrees(mode: str, ops: list[tuple[str, Any, Any]]) -> None:
+    """In every duplicate-id mode the endpoint holds a plain list with these rules: an item goes where
+    `previous_item_id` says (after every copy of that id); a create of an id already there adds a copy next to it
+    (`append_duplicate`), nothing (`ignore`) or an error (`reject`); a delete takes the id out with all its copies.
+
+    The analyzer, folding the endpoint's events, holds the list the acks describe: the same one, except that under
+    `ignore` an ack announces a copy the server does not keep (the API's acks do not tell the modes apart)."""
+    d = Driver(EndpointConnection(1, EndpointOptions(duplicate_id=mode)))  # type: ignore[arg-type]
     d.open()
     model: list[str] = []
+    acked: list[str] = []
     for kind, item_id, prev in ops:
         if kind == "create":
             out = d.send(user("hi", item_id, prev))
@@ -576,25 +674,39 @@ def test_conversation_matches_a_plain_list_and_the_analyzer_agrees(ops: list[tup
                 assert types(out) == ["error"] and out[0]["error"]["param"] == "previous_item_id"
                 continue
             if item_id in model:
+                if mode == "reject":
+                    assert types(out) == ["error"] and out[0]["error"]["code"] == "duplicate_item_id"
+                    continue
+                assert types(out) == ["conversation.item.added", "conversation.item.done"]
                 assert out[0]["previous_item_id"] == item_id
+                if mode == "append_duplicate":
+                    add_copy(model, item_id)
+                add_copy(acked, item_id)
                 continue
-            pos = 0 if prev == "root" else len(model) if prev in (None, "", "absent") else model.index(prev) + 1
-            model.insert(pos, item_id)
-            assert out[0]["previous_item_id"] == (model[pos - 1] if pos else None)
+            for ids in (acked, model):
+                after = 0 if prev == "root" else len(ids) if prev in (None, "", "absent") else None
+                pos = after if after is not None else max(k for k, x in enumerate(ids) if x == prev) + 1
+                ids.insert(pos, item_id)
+            assert out[0]["previous_item_id"] == (model[pos - 1] if pos else None)  # `pos` is the model's
         elif kind == "delete":
             out = d.send({"type": "conversation.item.delete", "item_id": item_id})
             if item_id in model:
-                model.remove(item_id)
+                model[:] = [x for x in model if x != item_id]
+                acked[:] = [x for x in acked if x != item_id]
                 assert types(out) == ["conversation.item.deleted"]
             else:
                 assert out[0]["error"]["code"] == "item_delete_invalid_item_id"
         else:
             out = d.send({"type": "response.create"})
-            model.extend(e["item"]["id"] for e in out if e["type"] == "response.output_item.added")
-        assert d.conn.conv.ids() == model
-    # The analyzer, folding the server's events, rebuilds the same conversation.
+            added = [e["item"]["id"] for e in out if e["type"] == "response.output_item.added"]
+            model.extend(added)
+            acked.extend(added)
+        assert copies(d.conn.conv) == model
+    if mode != "ignore":
+        assert acked == model
     recs = [
         Record(k, k + 1, t, "server", 1, ev, normalize_type(ev["type"]), ev["type"]) for k, (t, ev) in enumerate(d.sent)
     ]
     state = fold(recs)
-    assert state.conns[1].conv.ids() == model
+    assert copies(state.conns[1].conv) == acked
+    assert state.conns[1].conv.ids() == d.conn.conv.ids()

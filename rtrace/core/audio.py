@@ -54,3 +54,13 @@ def bytes_for_ms(ms: float, rate: int, sample_bytes: int) -> int:
 def audio_bytes(payload: str) -> int:
     """The bytes of audio a base64 payload carries, without decoding it."""
     return len(payload) * 3 // 4 - payload.count("=", -2)
+
+
+def delta_bytes(event: dict[str, Any]) -> int:
+    """The bytes of audio an audio delta event carries: its recorder's count (`rtrace_audio_bytes`, where the
+    payload was redacted), else its base64 `delta`'s."""
+    counted = event.get("rtrace_audio_bytes")
+    if type(counted) is int:
+        return counted
+    delta = event.get("delta")
+    return audio_bytes(delta) if type(delta) is str else 0

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .audio import audio_bytes, bytes_for_ms, session_format
+from .audio import bytes_for_ms, delta_bytes, session_format
 from .conversation import ARGUMENTS_CHARS, Item, item_from_event, update_item
 from .describe import describe
 from .facts import (
@@ -555,13 +555,7 @@ def _s_audio_delta(state: TraceState, conn: Connection, rec: Record, facts: list
     item = conn.conv.items.get(item_id) if type(item_id) is str else None
     if item is None:
         return
-    counted = rec.event.get("rtrace_audio_bytes")
-    if type(counted) is int:
-        item.audio_bytes += counted
-    else:
-        delta = rec.event.get("delta")
-        if type(delta) is str:
-            item.audio_bytes += audio_bytes(delta)
+    item.audio_bytes += delta_bytes(rec.event)
 
 
 def _l_conversation(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

@@ -14,10 +14,11 @@ Ground rules of this module (the reducer relies on them):
   trusts its own sends believes), unless the trace carries `local.conversation` snapshots: then it is the
   latest snapshot. It is computed on demand, never maintained per event.
 * Payloads are not kept: an item keeps its ids, kind, status and a short text preview, so memory follows the
-  number of items, not the bytes of audio that crossed the wire.
+  number of items, not the bytes of audio that crossed the wire (`Item.wire` stays None here; see
+  `rtrace.core.conversation` for the model's own rules, duplicate ids included).
 
-No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.server`) keeps its conversations in this same
-model.
+No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.endpoint`) keeps its conversations in the same
+`Conversation` and each of its responses in a `Response`.
 """
 
 from __future__ import annotations

@@ -69,6 +69,11 @@ class ConnectionFaults:
         #: Whether this connection got the `expire_after` fault (decided when it opens).
         self.expiry_armed = False
 
+    @property
+    def close_code(self) -> int:
+        """The close code of `close_after` and `drop_on`."""
+        return self.faults.close_code
+
     def may_fire(self, key: str) -> bool:
         """Whether a fault whose condition holds fires now (see `Faults.times`); counts it when it does."""
         times = self.faults.times
@@ -126,5 +131,5 @@ class ConnectionFaults:
             if self.events_sent >= limit and em.event is not None:
                 break
         kept.append(Emission(meta=fault_note("close-after", str(limit), None)))
-        kept.append(Emission(close=(self.faults.close_code, "fault: close-after")))
+        kept.append(Emission(close=(self.close_code, "fault: close-after")))
         return kept, True

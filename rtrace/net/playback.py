@@ -1,5 +1,6 @@
 """Recorded responses (`rtrace serve --from`): a trace's server responses cut out in order with their pacing
-(`recorded_responses`), handed out one per `response.create` across a server's connections (`ResponseSource`).
+(`recorded_responses`), handed out one per `response.create` across a server's connections (`ResponseSource`), and
+played back on a connection with its own ids (`play`).
 
 Reads `rtrace.core.trace.Record`s; no I/O of its own.
 """
@@ -9,6 +10,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
+
+from ..core.audio import delta_bytes
+from ..core.catalog import normalize_type
+from .responses import Responses, Run, Steps, tokens
+from .wire import item_text
 
 
 @dataclasses.dataclass
@@ -83,3 +89,71 @@ def remap(obj: Any, ids: dict[str, str]) -> Any:
     if isinstance(obj, list):
         return [remap(v, ids) for v in obj]
     return obj
+
+
+def play(responses: Responses, run: Run, recorded: RecordedResponse) -> Steps:
+    """A recorded response, ids remapped: its items get this connection's ids, its predecessors are the real ones
+    here, its metadata is this request's; its audio deltas give its items their audio length (what a truncate is
+    checked against)."""
+    ids: dict[str, str] = {}
+    first = True
+    for delay, original in recorded.events:
+        if not first and delay > 0:
+            yield delay
+        first = False
+        event = remap(original, ids)
+        etype = normalize_type(str(event.get("type")))
+        if etype == "response.created":
+            ids.setdefault(str(original.get("response", {}).get("id")), run.response.id)
+            continue  # already sent when the request arrived
+        if etype == "response.output_item.added":
+            item = original.get("item")
+            if isinstance(item, dict):
+                yield from responses.start_item(run, _new_ids(responses, item, ids))
+            continue
+        if etype in ("conversation.item.added", "conversation.item.done"):
+            continue  # sent with the output item events, with this connection's predecessors
+        if etype == "response.output_item.done":
+            item = event.get("item")
+            if isinstance(item, dict) and run.open_item is not None and run.open_item.wire is not None:
+                run.open_item.wire.clear()
+                run.open_item.wire.update(item)
+                run.output_tokens += tokens(item_text(item) + str(item.get("arguments") or ""))
+                yield from responses.end_item(run, str(item.get("status") or "completed"))
+            continue
+        if etype == "response.done":
+            yield _done(responses, run, event)
+            return
+        if etype in ("response.output_text.delta", "response.output_audio_transcript.delta"):
+            run.open_text += str(event.get("delta") or "")
+        elif etype == "response.output_audio.delta":
+            target = run.items.get(str(event.get("item_id")))
+            if target is not None:
+                target.audio_bytes += delta_bytes(event)
+        event.pop("event_id", None)
+        if "response_id" in event:
+            event["response_id"] = run.response.id
+        yield event
+    yield responses.finish(run, "completed")
+
+
+def _new_ids(responses: Responses, item: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    """A recorded output item with this connection's ids: a new item id, and the call id that goes with it."""
+    new = responses.new_item_id()
+    ids[str(item.get("id"))] = new
+    old_call = item.get("call_id")
+    if isinstance(old_call, str):
+        ids[old_call] = responses.call_id(new, 0)
+    wire: dict[str, Any] = remap(item, ids)
+    wire["id"] = new
+    return wire
+
+
+def _done(responses: Responses, run: Run, event: dict[str, Any]) -> dict[str, Any]:
+    """This connection's `response.done` for a recorded one: its status, details and usage."""
+    raw = event.get("response")
+    resp: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    done = responses.finish(run, str(resp.get("status") or "completed"), resp.get("status_details"))
+    if isinstance(resp.get("usage"), dict):
+        done["response"]["usage"] = resp["usage"]
+    return done

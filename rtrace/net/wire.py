@@ -162,38 +162,20 @@ def default_session(session_id: str, model: str) -> dict[str, Any]:
     }
 
 
+def _item(item_id: str, itype: str, status: str, **fields: Any) -> dict[str, Any]:
+    return {"id": item_id, "object": "realtime.item", "type": itype, "status": status, **fields}
+
+
 def assistant_message(item_id: str) -> dict[str, Any]:
     """A response's message item as `response.output_item.added` shows it (no content yet)."""
-    return {
-        "id": item_id,
-        "object": "realtime.item",
-        "type": "message",
-        "status": "in_progress",
-        "role": "assistant",
-        "content": [],
-    }
+    return _item(item_id, "message", "in_progress", role="assistant", content=[])
 
 
 def function_call(item_id: str, call_id: str, name: str) -> dict[str, Any]:
     """A response's function call item as `response.output_item.added` shows it (no arguments yet)."""
-    return {
-        "id": item_id,
-        "object": "realtime.item",
-        "type": "function_call",
-        "status": "in_progress",
-        "name": name,
-        "call_id": call_id,
-        "arguments": "",
-    }
+    return _item(item_id, "function_call", "in_progress", name=name, call_id=call_id, arguments="")
 
 
 def committed_audio_message(item_id: str) -> dict[str, Any]:
     """The user message committed input audio becomes (no transcription: the fake transcribes nothing)."""
-    return {
-        "id": item_id,
-        "object": "realtime.item",
-        "type": "message",
-        "status": "completed",
-        "role": "user",
-        "content": [{"type": "input_audio", "transcript": None}],
-    }
+    return _item(item_id, "message", "completed", role="user", content=[{"type": "input_audio", "transcript": None}])
