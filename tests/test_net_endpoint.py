@@ -1,78 +1,28 @@
 """The fake endpoint's protocol behaviour, without sockets: events in, emissions out, pauses followed on a virtual
-clock."""
+clock. Sessions, items (create, delete, retrieve, truncate), input audio, errors; and the property that the
+endpoint's conversation is a plain list and the analyzer, folding its events, agrees."""
 
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from rtrace.core.catalog import normalize_type
+from rtrace.core.conversation import Conversation
 from rtrace.core.loader import TraceReader
+from rtrace.core.reducer import fold
+from rtrace.core.trace import Record
 from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from rtrace.net.faults import Faults
-from rtrace.net.playback import RecordedResponse, ResponseSource, recorded_responses
-from rtrace.net.responses import choose_reply
 from rtrace.net.wire import FrameError, decode_frame
 
+from .netdriver import Driver, make, types, user, weather_call
+
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
-
-
-class Driver:
-    """Runs emissions like the server would, on a virtual clock: pauses are followed (wakes), nothing sleeps."""
-
-    def __init__(self, conn: EndpointConnection) -> None:
-        self.conn = conn
-        self.t = 0.0
-        self.sent: list[tuple[float, dict[str, Any]]] = []
-        self.meta: list[dict[str, Any]] = []
-        self.closes: list[tuple[int, str, bool]] = []
-
-    def run(self, ems: list[Any], follow: bool = True) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for em in ems:
-            self.t += em.delay
-            if em.meta is not None:
-                self.meta.append(em.meta)
-            if em.event is not None:
-                self.sent.append((self.t, em.event))
-                out.append(em.event)
-            if em.close is not None:
-                self.closes.append((*em.close, em.flush))
-            if em.wake is not None and follow:
-                out.extend(self.run(self.conn.wake(em.wake)))
-        return out
-
-    def open(self) -> list[dict[str, Any]]:
-        # Not followed: the session limit is a pause of an hour.
-        return self.run(self.conn.open(), follow=False)
-
-    def send(self, event: dict[str, Any], follow: bool = True) -> list[dict[str, Any]]:
-        return self.run(self.conn.receive(event), follow)
-
-
-def user(text: str, item_id: str | None = None, prev: Any = "absent") -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-    if item_id:
-        item["id"] = item_id
-    ev: dict[str, Any] = {"type": "conversation.item.create", "event_id": f"ev_{item_id}", "item": item}
-    if prev != "absent":
-        ev["previous_item_id"] = prev
-    return ev
-
-
-def types(events: list[dict[str, Any]]) -> list[str]:
-    return [e["type"] for e in events]
-
-
-def make(**kw: Any) -> Driver:
-    faults = kw.pop("faults", None)
-    d = Driver(EndpointConnection(1, EndpointOptions(**kw), faults))
-    d.open()
-    d.send({"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"]}})
-    return d
 
 
 def test_open_sends_session_created_with_ids_of_the_connection() -> None:
@@ -263,40 +213,6 @@ def test_audio_lengths_follow_the_session_formats() -> None:
     assert ok["type"] == "conversation.item.truncated"
 
 
-def weather_call(d: Driver) -> dict[str, Any]:
-    d.send(user("What's the weather in Paris?", "U1", "root"))
-    out = d.send({"type": "response.create", "event_id": "rc1", "response": {"metadata": {"client_event_id": "rc1"}}})
-    return out[-1]
-
-
-def test_weather_gets_a_function_call_in_the_order_of_the_api() -> None:
-    d = make()
-    done = weather_call(d)
-    sent = types([e for _, e in d.sent[-8:]])
-    assert sent == [
-        "response.created",
-        "response.output_item.added",
-        "conversation.item.added",
-        "response.function_call_arguments.delta",
-        "response.function_call_arguments.done",
-        "response.output_item.done",
-        "conversation.item.done",
-        "response.done",
-    ]
-    resp = done["response"]
-    assert resp["status"] == "completed" and resp["metadata"] == {"client_event_id": "rc1"}
-    call = resp["output"][0]
-    assert (call["id"], call["call_id"], call["name"], call["arguments"]) == (
-        "item_s1_0001",
-        "call_s1_0001_0",
-        "get_weather",
-        '{"city": "Paris"}',
-    )
-    assert resp["id"] == "resp_fake0001" and resp["conversation_id"] == "conv_fake0001"
-    assert d.conn.conv.ids() == ["U1", "item_s1_0001"]
-    assert d.conn.responses.active is None
-
-
 def test_event_shapes_match_the_server_of_the_real_traces() -> None:
     """Field by field against the server lines of the 1.8.9 trace, replaying its client events."""
     d = Driver(EndpointConnection(1))
@@ -334,16 +250,6 @@ def test_function_call_output_for_an_unknown_call_is_rejected() -> None:
     assert len(d.conn.conv) == 0
 
 
-def test_output_then_response_says_tool_result() -> None:
-    d = make()
-    weather_call(d)
-    fco = {"type": "function_call_output", "call_id": "call_s1_0001_0", "output": "sunny", "id": "O"}
-    acks = d.send({"type": "conversation.item.create", "item": fco})
-    assert acks[0]["previous_item_id"] == "item_s1_0001"
-    out = d.send({"type": "response.create"})
-    assert out[-1]["response"]["output"][0]["content"][0]["text"] == "Tool result: sunny"
-
-
 @pytest.mark.parametrize(
     ("mode", "deleted"),
     [("allow", ["item_s1_0001"]), ("cascade", ["O", "item_s1_0001"]), ("reject", [])],
@@ -355,55 +261,6 @@ def test_delete_of_a_call_with_an_output(mode: str, deleted: list[str]) -> None:
                                                           "output": "x", "id": "O"}})  # fmt: skip
     out = d.send({"type": "conversation.item.delete", "item_id": "item_s1_0001"})
     assert [e["item_id"] for e in out if e["type"] == "conversation.item.deleted"] == deleted
-
-
-def test_story_is_streamed_in_chunks_with_pauses() -> None:
-    d = make()
-    d.send(user("tell me a slow story", "S"))
-    t0 = d.t
-    out = d.send({"type": "response.create"})
-    deltas = [(t, e["delta"]) for t, e in d.sent if e["type"] == "response.output_text.delta"]
-    assert len(deltas) == 8
-    assert "".join(x for _, x in deltas) == "Once upon a time there was a very slow story."
-    assert [round(t - t0, 3) for t, _ in deltas] == [round(0.06 * k, 3) for k in range(1, 9)]
-    assert out[-1]["response"]["status"] == "completed"
-
-
-def test_one_active_response_at_a_time_and_out_of_band_runs_beside_it() -> None:
-    d = make()
-    d.send(user("a long story please", "S"))
-    first = d.send({"type": "response.create"}, follow=False)
-    assert d.conn.responses.active is not None
-    [err] = d.send({"type": "response.create", "event_id": "rc2"})
-    assert err["error"]["code"] == "conversation_already_has_active_response"
-    assert err["error"]["event_id"] == "rc2" and d.conn.responses.active.response.id in err["error"]["message"]
-    oob = d.send({"type": "response.create", "response": {"conversation": "none", "input": []}})
-    assert oob[-1]["response"]["conversation_id"] is None
-    assert "conversation.item.added" not in types(oob)
-    assert d.conn.conv.ids() == ["S", first[1]["item"]["id"]]
-
-
-def test_cancel_closes_the_open_item_and_the_response() -> None:
-    d = make()
-    d.send(user("a long story please", "S"))
-    d.send({"type": "response.create"}, follow=False)
-    out = d.send({"type": "response.cancel"})
-    assert types(out) == [
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "conversation.item.done",
-        "response.done",
-    ]
-    assert out[2]["item"]["status"] == "incomplete"
-    assert out[-1]["response"]["status"] == "cancelled"
-    assert out[-1]["response"]["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
-    assert d.conn.responses.active is None
-    # The pending pause of the cancelled response produces nothing.
-    assert d.conn.wake(("run", out[-1]["response"]["id"])) == []
-    [err] = d.send({"type": "response.cancel", "event_id": "c2"})
-    assert err["error"]["code"] == "response_cancel_not_active"
-    assert err["error"]["message"] == "Cancellation failed: no active response found"
 
 
 def test_input_audio_buffer() -> None:
@@ -432,71 +289,6 @@ def test_unknown_event_type_and_bad_frames_are_errors() -> None:
     assert decode_frame('{"type": "response.cancel"}') == {"type": "response.cancel"}
 
 
-def test_fault_drop_on_closes_before_answering() -> None:
-    d = make(faults=Faults(drop_on=["conversation.item.create:function_call_output"]))
-    weather_call(d)
-    n = len(d.sent)
-    out = d.send({"type": "conversation.item.create", "event_id": "f",
-                  "item": {"type": "function_call_output", "call_id": "call_s1_0001_0", "output": "x"}})  # fmt: skip
-    assert out == [] and len(d.sent) == n
-    assert d.meta[-1]["fault"] == "drop-on" and d.meta[-1]["client_event_id"] == "f"
-    assert d.closes == [(1000, "fault: drop-on", False)]
-    assert d.conn.closed and d.send(user("x")) == []
-
-
-def test_fault_close_after_n_events() -> None:
-    d = Driver(EndpointConnection(1, faults=Faults(close_after=3)))
-    d.open()
-    d.send(user("a", "A"))
-    assert len(d.sent) == 3
-    assert d.closes == [(1000, "fault: close-after", True)]
-    assert d.send(user("b", "B")) == []
-
-
-def test_fault_fail_response() -> None:
-    d = make(faults=Faults(fail_response={2}))
-    d.send(user("hi", "A"))
-    assert d.send({"type": "response.create"})[-1]["response"]["status"] == "completed"
-    out = d.send({"type": "response.create"})
-    assert types(out) == ["response.created", "response.done"]
-    assert out[-1]["response"]["status"] == "failed" and out[-1]["response"]["output"] == []
-    assert d.meta[-1]["fault"] == "fail-response"
-    assert d.conn.responses.active is None
-
-
-def test_fault_error_on() -> None:
-    d = make(faults=Faults(error_on=["conversation.item.delete"]))
-    d.send(user("hi", "A"))
-    [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "d"})
-    assert err["error"]["code"] == "fault_injected" and err["error"]["event_id"] == "d"
-    assert d.meta[-1]["fault"] == "error-on"
-    assert "A" in d.conn.conv
-
-
-def test_fault_expiry() -> None:
-    d = Driver(EndpointConnection(1, faults=Faults(expire_after=60.0)))
-    d.run(d.conn.open(), follow=False)
-    out = d.run(d.conn.wake(("expire",)))
-    assert out[0]["error"]["code"] == "session_expired"
-    assert "maximum duration of 1 minutes" in out[0]["error"]["message"]
-    assert d.closes == [(1001, "session expired", True)]
-    assert d.meta[-1]["fault"] == "expire-after"
-
-
-def test_expiry_is_scheduled_on_open() -> None:
-    conn = EndpointConnection(1, faults=Faults(expire_after=5.0))
-    ems = conn.open()
-    assert ems[-1].wake == ("expire",) and ems[-1].delay == 5.0
-    # The API's own limit: 60 minutes, not a fault.
-    d = Driver(EndpointConnection(1))
-    ems = d.conn.open()
-    assert ems[-1].wake == ("expire",) and ems[-1].delay == 3600.0
-    out = d.run(d.conn.wake(("expire",)))
-    assert out[0]["error"]["message"] == "Your session hit the maximum duration of 60 minutes."
-    assert d.meta == [] and d.closes == [(1001, "session expired", True)]
-    assert EndpointConnection(1, EndpointOptions(max_session_seconds=None)).open()[-1].wake is None
-
-
 def test_response_ids_are_shared_across_connections() -> None:
     shared = SharedCounters()
     a = Driver(EndpointConnection(1, shared=shared))
@@ -507,108 +299,10 @@ def test_response_ids_are_shared_across_connections() -> None:
     assert b.send({"type": "response.create"})[0]["response"]["id"] == "resp_fake0002"
 
 
-def test_choose_reply_rules() -> None:
-    def u(t: str) -> dict[str, Any]:
-        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
-
-    assert choose_reply([u("weather?")]) == ("call", "weather?")
-    assert choose_reply([u("weather?")], tools_allowed=False) == ("text", "You said: weather?")
-    assert choose_reply([u("weather?"), {"type": "function_call"}]) == ("text", "You said: weather?")
-    assert choose_reply([u("a story")])[0] == "story"
-    assert choose_reply([{"type": "function_call_output", "output": "9"}]) == ("text", "Tool result: 9")
-    assert choose_reply([])[0] == "text"
-
-
-def test_from_recording_replays_responses_with_pacing_and_new_ids() -> None:
-    with TraceReader.open(REAL / "tool-output-race.livekit-1.8.8.jsonl") as reader:
-        responses = recorded_responses(reader)
-    assert len(responses) == 4
-    d = make()
-    d.conn.source = ResponseSource(responses)
-    d.conn.conn = 1
-    d.send(user("anything", "Z"))
-    out = d.send({"type": "response.create", "response": {"metadata": {"k": "v"}}})
-    call = out[-1]["response"]["output"][0]
-    assert call["type"] == "function_call" and call["name"] == "get_weather"
-    assert out[-1]["response"]["metadata"] == {"k": "v"}
-    assert out[2]["previous_item_id"] == "Z"
-    t0 = d.t
-    out = d.send({"type": "response.create"})
-    deltas = [t - t0 for t, e in d.sent if e["type"] == "response.output_text.delta"]
-    assert len(deltas) == 8 and 0.4 < deltas[-1] < 0.6
-    assert "".join(e["delta"] for e in out if e["type"] == "response.output_text.delta").startswith("Once upon")
-    assert json.dumps(out).count("resp_fake0002") >= 1
-
-
-def test_recorded_audio_gives_its_item_the_length_a_truncate_is_checked_against() -> None:
-    item = {"id": "item_R", "object": "realtime.item", "type": "message", "role": "assistant", "status": "in_progress"}
-    done_item = {**item, "status": "completed", "content": [{"type": "output_audio", "transcript": "hi"}]}
-    ids = {"response_id": "resp_R", "item_id": "item_R", "output_index": 0, "content_index": 0}
-    recorded = RecordedResponse(
-        [
-            (0.0, {"type": "response.created", "response": {"id": "resp_R"}}),
-            (0.0, {"type": "response.output_item.added", "response_id": "resp_R", "item": {**item, "content": []}}),
-            (0.0, {"type": "response.output_audio.delta", **ids, "delta": "", "rtrace_audio_bytes": 4000}),
-            (0.0, {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(bytes(800)).decode()}),
-            (0.0, {"type": "response.output_item.done", "response_id": "resp_R", "item": done_item}),
-            (0.0, {"type": "response.done", "response": {"id": "resp_R", "status": "completed"}}),
-        ]
-    )
-    d = Driver(EndpointConnection(1, source=ResponseSource([recorded])))
-    d.open()
-    out = d.send({"type": "response.create"})
-    new_id = out[-1]["response"]["output"][0]["id"]
-    assert new_id == "item_s1_0001" and d.conn.conv.items[new_id].audio_bytes == 4800  # 100 ms at 24 kHz
-    [err] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 101})
-    assert err["error"]["message"] == "Audio content of 100ms is already shorter than 101ms"
-    [ok] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 100})
-    assert ok["type"] == "conversation.item.truncated"
-
-
 def test_session_update_without_session_is_an_error() -> None:
     d = make()
     [err] = d.send({"type": "session.update"})
     assert err["error"]["code"] == "missing_required_parameter"
-
-
-def test_each_fault_fires_once_per_server_by_default() -> None:
-    shared = SharedCounters()
-    faults = Faults(drop_on=["conversation.item.create"], close_after=None)
-    first = Driver(EndpointConnection(1, faults=faults, shared=shared))
-    first.open()
-    assert first.send(user("a", "A")) == [] and first.closes
-    second = Driver(EndpointConnection(2, faults=faults, shared=shared))
-    second.open()
-    assert types(second.send(user("a", "A"))) == ["conversation.item.added", "conversation.item.done"]
-    # times=None: every time.
-    every = Faults(drop_on=["conversation.item.create"], times=None)
-    for n in (3, 4):
-        d = Driver(EndpointConnection(n, faults=every, shared=shared))
-        d.open()
-        assert d.send(user("a", "A")) == [] and d.closes
-
-
-def test_close_after_and_expiry_arm_only_the_first_connection_by_default() -> None:
-    shared = SharedCounters()
-    a = EndpointConnection(1, faults=Faults(close_after=1), shared=shared)
-    assert a.open()[-1].close is not None and a.closed
-    b = EndpointConnection(2, faults=Faults(close_after=1), shared=shared)
-    assert b.open()[-1].close is None and not b.closed
-    c = EndpointConnection(3, faults=Faults(expire_after=1.0), shared=shared)
-    assert c.open()[-1].delay == 1.0
-    d = EndpointConnection(4, faults=Faults(expire_after=1.0), shared=shared)
-    assert d.open()[-1].delay == 3600.0
-
-
-def test_section_7_options_rate_limits_and_out_of_band_item_events() -> None:
-    d = make(rate_limits=True, out_of_band_item_events=True)
-    d.send(user("hi", "A"))
-    out = d.send({"type": "response.create"})
-    assert types(out)[:2] == ["response.created", "rate_limits.updated"]
-    oob = d.send({"type": "response.create", "response": {"conversation": "none"}})
-    assert "conversation.item.added" in types(oob)
-    assert oob[-1]["response"]["conversation_id"] is None
-    assert len(d.conn.conv) == 2  # the out-of-band item is not in the conversation
 
 
 def test_other_client_events_are_answered() -> None:
@@ -622,15 +316,7 @@ def test_other_client_events_are_answered() -> None:
     assert err["error"]["param"] == "item.call_id"
 
 
-# -- properties -------------------------------------------------------------------------------------------------
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from rtrace.core.catalog import normalize_type  # noqa: E402
-from rtrace.core.conversation import Conversation  # noqa: E402
-from rtrace.core.reducer import fold  # noqa: E402
-from rtrace.core.trace import Record  # noqa: E402
+# -- properties ---------------------------------------------------------------------------------------------
 
 _IDS = ["A", "B", "C", "D", "E"]
 _ops = st.lists(
