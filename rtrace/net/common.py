@@ -17,6 +17,9 @@ from ..core.secrets import safe_path
 
 #: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: Websocket frames up to this size are read (`serve` answers an event above its own limit with an error; `record`
+#: forwards it).
+MAX_FRAME_BYTES = 64 * 1024 * 1024
 #: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
 _PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
 
@@ -106,6 +109,7 @@ async def until_stopped() -> None:
 
 __all__ = [
     "LOOPBACK",
+    "MAX_FRAME_BYTES",
     "host_for_url",
     "parse_duration",
     "parse_latencies",

@@ -1,8 +1,8 @@
 """`rtrace record`: a recording websocket proxy between a realtime client and its endpoint.
 
 Owns the proxy: one upstream connection per client connection, frames forwarded unchanged and in order, each one
-written as it passes (`loader.TraceWriter`) after `redact.redact_event` scrubbed secrets and audio payloads.
-Credentials are passed through to the upstream, never written or printed.
+written as it passes (`rtrace.core.writer.TraceWriter`) after `rtrace.core.secrets.redact_event` scrubbed secrets and
+audio payloads. Credentials are passed through to the upstream, never written or printed.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from websockets.http11 import Request, Response
 from .. import __version__
 from ..core.secrets import redact_event, safe_path, scrub_text
 from ..core.writer import TraceWriter
-from .common import LOOPBACK, host_for_url, safe_url, trace_write_failed, until_stopped, upstream_url
+from .common import LOOPBACK, MAX_FRAME_BYTES, host_for_url, safe_url, trace_write_failed, until_stopped, upstream_url
 
-#: Event type -> the field holding a base64 audio payload.
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
 _HOP_HEADERS = frozenset(
     {
@@ -51,8 +50,6 @@ _HOP_HEADERS = frozenset(
         "origin",
     }
 )
-#: Frames up to this size are read and forwarded.
-MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
 @dataclasses.dataclass

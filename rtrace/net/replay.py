@@ -2,7 +2,8 @@
 
 Owns pacing (reactive, recorded, asap), the mapping of server-assigned ids from the recording to the replay, the
 divergences between the recorded and the replayed answers, and the side-by-side findings. It does not judge the
-conversation itself (that is `analysis`), and a key for a real endpoint comes from the environment, never written.
+conversation itself (that is `rtrace.engine.fold`, run on both traces), and a key for a real endpoint comes from the
+environment, never written.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Owns the websocket handshake (path, any API key, subprotocols), the per-connection send queue that applies latency
 without ever reordering events, the trace recorder, and task hygiene (a client that leaves takes its tasks with it).
-Protocol decisions belong to `rtrace.net.endpoint`; nothing here looks inside an event except its `type`.
+Protocol decisions belong to `rtrace.net.endpoint`; nothing here looks inside an event except its `type` (and the
+recorder, for secrets to scrub).
 """
 
 from __future__ import annotations
@@ -28,8 +29,16 @@ from websockets.http11 import Request, Response
 from .. import __version__
 from ..core.secrets import safe_path, scrub_secrets
 from ..core.trace import encode
-from ..core.writer import TraceWriter
-from .common import LOOPBACK, host_for_url, parse_duration, parse_latencies, trace_write_failed, until_stopped
+from ..core.writer import Clock, TraceWriter
+from .common import (
+    LOOPBACK,
+    MAX_FRAME_BYTES,
+    host_for_url,
+    parse_duration,
+    parse_latencies,
+    trace_write_failed,
+    until_stopped,
+)
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import Faults
 from .playback import ResponseSource, recorded_responses
@@ -37,12 +46,7 @@ from .wire import Emission, decode_frame
 
 #: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
 PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
-#: Websocket frames up to this size are read (then answered with an error when above the event limit).
-DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
-#: Query parameters never written anywhere (any name containing one of these).
-SECRET_PARAMS = ("key", "token", "secret", "auth", "password", "signature")
 
-Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[Any]]
 
 
@@ -71,7 +75,7 @@ class ServerOptions:
     expire_after: float | None = None
     #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
     fault_times: int | None = 1
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_frame_bytes: int = MAX_FRAME_BYTES
     #: Injected for tests: a monotonic clock (seconds) and the matching sleep.
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
@@ -435,7 +439,6 @@ def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] =
 
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
     "RealtimeServer",
     "ServerOptions",
     "options_from_cli",
