@@ -12,6 +12,7 @@ import contextlib
 import signal
 import sys
 import urllib.parse
+from typing import IO
 
 from ..core.secrets import safe_path
 
@@ -22,6 +23,15 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 #: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
 _PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
+
+
+def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
+    """Tell the user (on `err`) what anyone who can reach `host` can do, unless only this machine can."""
+    if host not in LOOPBACK:
+        print(
+            f"rtrace: warning: listening on {host}, not loopback: anyone who can reach this address can {exposure}.",
+            file=err,
+        )
 
 
 def host_for_url(host: str) -> str:
@@ -117,4 +127,5 @@ __all__ = [
     "trace_write_failed",
     "until_stopped",
     "upstream_url",
+    "warn_unless_loopback",
 ]

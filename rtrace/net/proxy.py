@@ -28,7 +28,15 @@ from websockets.http11 import Request, Response
 from .. import __version__
 from ..core.secrets import redact_event, safe_path, scrub_text
 from ..core.writer import TraceWriter
-from .common import LOOPBACK, MAX_FRAME_BYTES, host_for_url, safe_url, trace_write_failed, until_stopped, upstream_url
+from .common import (
+    MAX_FRAME_BYTES,
+    host_for_url,
+    safe_url,
+    trace_write_failed,
+    until_stopped,
+    upstream_url,
+    warn_unless_loopback,
+)
 
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
 _HOP_HEADERS = frozenset(
@@ -315,12 +323,8 @@ async def _record_forever(options: RecordOptions, announce: Callable[[RecordingP
 def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
     """`rtrace record`: print where to point the client, then record until Ctrl-C or SIGTERM."""
     check_upstream(options.upstream)
-    if options.host not in LOOPBACK:
-        print(
-            f"rtrace: warning: listening on {options.host}, not loopback: anyone who can reach this address can use "
-            "the upstream through this proxy with their own credentials, and is recorded.",
-            file=err,
-        )
+    exposure = "use the upstream through this proxy with their own credentials, and is recorded"
+    warn_unless_loopback(options.host, exposure, err)
 
     def announce(proxy: RecordingProxy) -> None:
         print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)

@@ -104,6 +104,7 @@ def choose_reply(context: list[dict[str, Any]], tools_allowed: bool = True) -> t
     return "text", "Hello! How can I help?"
 
 
+@dataclasses.dataclass(eq=False)
 class Responses:
     """The responses of one connection: the in-conversation one generating (`active`), every one by id, and the
     generators that stream them.
@@ -112,23 +113,14 @@ class Responses:
     `conv`; item ids come from the connection's `new_item_id`, shared with client creates and committed audio.
     """
 
-    def __init__(
-        self,
-        conn: int,
-        conv: Conversation,
-        session: dict[str, Any],
-        conversation_id: str,
-        options: ScriptOptions,
-        new_item_id: Callable[[], str],
-    ) -> None:
-        self.conn = conn
-        self.conv = conv
-        self.session = session
-        self.conversation_id = conversation_id
-        self.options = options
-        self.new_item_id = new_item_id
-        self.active: Run | None = None
-        self.runs: dict[str, Run] = {}
+    conn: int
+    conv: Conversation
+    session: dict[str, Any]
+    conversation_id: str
+    options: ScriptOptions
+    new_item_id: Callable[[], str]
+    active: Run | None = None
+    runs: dict[str, Run] = dataclasses.field(default_factory=dict)
 
     # -- a response's life --------------------------------------------------------------------------------
 

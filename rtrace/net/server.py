@@ -31,13 +31,13 @@ from ..core.secrets import safe_path, scrub_secrets
 from ..core.trace import encode
 from ..core.writer import Clock, TraceWriter
 from .common import (
-    LOOPBACK,
     MAX_FRAME_BYTES,
     host_for_url,
     parse_duration,
     parse_latencies,
     trace_write_failed,
     until_stopped,
+    warn_unless_loopback,
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import Faults
@@ -418,12 +418,7 @@ def options_from_cli(
 
 def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
     """`rtrace serve`: print where to connect, then serve until Ctrl-C or SIGTERM."""
-    if options.host not in LOOPBACK:
-        print(
-            f"rtrace: warning: listening on {options.host}, not loopback: anyone who can reach this address can "
-            "connect (no authentication).",
-            file=err,
-        )
+    warn_unless_loopback(options.host, "connect (no authentication)", err)
 
     def announce(server: RealtimeServer) -> None:
         print(f"rtrace serve: listening on {server.url}", file=out)
