@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import connect
 
-from rtrace.net.server import parse_duration
+from rtrace.net.common import parse_duration
 
 
 async def client(url: str, k: int, rate: float, duration: float, start: float, out: dict[str, Any]) -> None:

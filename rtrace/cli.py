@@ -396,13 +396,17 @@ def sweep(
     """Run a command against a fresh `rtrace serve` at each latency; table of latency x rule. Exit 1 on errors."""
     from .net.server import options_from_cli
     from .net.sweep import sweep_main
+    from .report.sweep import progress, render
 
+    console = stdout_console()
     try:
         template = options_from_cli(drop_on=drop_on, close_after=close_after)
-        code = sweep_main(command, latency, runs, out, timeout, stdout_console(), template)
+        result = sweep_main(command, latency, runs, out, timeout, lambda r: progress(r, console), template)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    raise typer.Exit(code)
+    console.print()
+    render(result, console)
+    raise typer.Exit(1 if result.has_errors() else 0)
 
 
 @app.command()
@@ -460,10 +464,11 @@ def replay(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
-    from .net.replay import ReplayFailed, ReplayOptions, render
+    from .net.common import parse_latencies
+    from .net.replay import ReplayFailed, ReplayOptions
     from .net.replay import compare as compare_replays
     from .net.replay import replay as run_replay
-    from .net.server import parse_latencies
+    from .report.replay import render
 
     try:
         default, by_type = parse_latencies(latency or []) if latency else (None, {})

@@ -27,7 +27,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from rtrace.core.loader import TraceReader, TraceWriter
+from rtrace.core.loader import TraceReader
+from rtrace.core.writer import TraceWriter
+from rtrace.net.common import trace_write_failed
 from rtrace.net.proxy import RecordingProxy, RecordOptions, run_proxy
 from rtrace.net.server import ServerOptions, run_server
 
@@ -430,7 +432,7 @@ class FullDisk:
 def test_proxy_disk_full_keeps_forwarding_and_says_so(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "rec.jsonl"
     disk = FullDisk(path, room=1500)
-    writer = TraceWriter(disk, {"recorder": "test"})  # type: ignore[arg-type]
+    writer = TraceWriter(disk, {"recorder": "test"}, time.monotonic, trace_write_failed)  # type: ignore[arg-type]
     received: list[str] = []
 
     async def body() -> None:

@@ -20,7 +20,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset({"rtrace"}),
     "rules": frozenset({"rtrace", "core"}),
     "engine": frozenset({"rtrace", "core", "rules"}),
-    "report": frozenset({"rtrace", "core", "rules", "engine"}),
+    # `report.sweep` and `report.replay` render the results of `net.sweep` and `net.replay`.
+    "report": frozenset({"rtrace", "core", "rules", "engine", "net"}),
     "transform": frozenset({"rtrace", "core", "rules", "engine"}),
     "net": frozenset({"rtrace", "core", "rules", "engine"}),
     "integrations": frozenset({"rtrace", "core", "rules", "engine", "net", "report"}),

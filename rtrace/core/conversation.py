@@ -1,7 +1,18 @@
 """The conversation model: items in conversation order, linked by id, with call_id indexes.
 
 One model for both ends: the reducer keeps each connection's server conversation in it, and the fake server
-(`rtrace.net.endpoint`) keeps the conversation it serves in it. Pure data, no I/O.
+(`rtrace.net.endpoint`) keeps the conversation it serves in it. Ground rules, the same for both:
+
+* An id is in the conversation once. Inserting an id already there (the API accepts a duplicate id, protocol.md
+  2.3) adds no position: the item's `copies` count grows, and the copies stand where the first one does.
+* Removing an id takes it out with all its copies. One delete, one `conversation.item.deleted`, the id is gone: an
+  observer cannot tell a server that appended a duplicate from one that ignored it (their acks are the same), so
+  this is the only rule under which the analyzer, folding a server's events, holds what that server holds.
+* An item keeps a preview of its payload (`text`, cut `arguments`) and its audio length (`audio_bytes`). The full
+  wire payload (`wire`) is kept only by the fake server, which must answer a retrieve and generate from the items;
+  the analyzer leaves it None, so its memory follows the number of items, not their bytes.
+
+Pure data, no I/O.
 """
 
 from __future__ import annotations
@@ -46,6 +57,9 @@ class Item:
     done: bool = False
     #: How many times this id was added (the API accepts a duplicate id and appends a second copy).
     copies: int = 1
+    #: The full wire item (the fake server's; the analyzer keeps no payloads and leaves it None). For a duplicate
+    #: id, the first copy's payload stands for every copy.
+    wire: dict[str, Any] | None = None
 
     def label(self) -> str:
         """How people call this item: `function_call item_x (call_y)`, `user message item_z`."""
@@ -177,6 +191,7 @@ class Conversation:
         self.insert(item, self.tail)
 
     def remove(self, item_id: str) -> Item | None:
+        """Take `item_id` out, with all its copies (see the ground rules); the item, or None when it is not here."""
         item = self.items.pop(item_id, None)
         if item is None:
             return None

@@ -7,14 +7,12 @@ and reading goes on with the next line. Only a file that cannot be opened at all
 from __future__ import annotations
 
 import codecs
-import contextlib
 import datetime
 import io
 import os
 import sys
-import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 
 import orjson
 
@@ -463,70 +461,3 @@ def write(records: Iterable[Record | dict[str, Any]], fp: IO[bytes], header: dic
         fp.write(dumps_header(header))
     for rec in records:
         fp.write(dumps_record(rec))
-
-
-_W = TypeVar("_W", bound="TraceWriter")
-
-
-class TraceWriter:
-    """The one writer of a trace: each line written whole and flushed, so a killed recorder loses at most one."""
-
-    def __init__(self, fp: IO[bytes], header: dict[str, Any] | None, clock: Callable[[], float] = time.monotonic):
-        self._fp: IO[bytes] | None = fp
-        self._clock = clock
-        self._t0 = clock()
-        self.lines = 0
-        #: Why writing stopped (a full disk), or None while the trace is complete.
-        self.failed: str | None = None
-        self._good = 0
-        if header is not None:
-            self._put(dumps_header(header))
-
-    @classmethod
-    def open(
-        cls: type[_W],
-        path: str | os.PathLike[str],
-        header: dict[str, Any] | None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> _W:
-        return cls(open(path, "wb"), header, clock)
-
-    def _put(self, line: bytes) -> None:
-        if self._fp is None or self.failed is not None:
-            return
-        try:
-            self._fp.write(line)
-            self._fp.flush()
-        except OSError as e:
-            # A full disk or a vanished file must not cut the session: frames keep passing, the trace stops at
-            # its last whole line, and the user is told once.
-            self.failed = e.strerror or str(e)
-            with contextlib.suppress(OSError, AttributeError, ValueError):
-                self._fp.truncate(self._good)
-            print(
-                f"rtrace: cannot write the trace any more ({self.failed}); frames keep passing, "
-                f"the trace stops after line {self.lines}",
-                file=sys.stderr,
-                flush=True,
-            )
-            return
-        self.lines += 1
-        with contextlib.suppress(OSError, AttributeError, ValueError):
-            self._good = self._fp.tell()
-
-    def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
-        """One line for `event`, timed now (`raw`: the event's JSON, when the caller has it already)."""
-        t = round(max(0.0, self._clock() - self._t0), 6)
-        if raw is None:
-            self._put(dumps_record({"t": float(t), "dir": direction, "conn": conn, "event": event}))
-            return
-        head = b'{"t":' + orjson.dumps(float(t)) + b',"dir":' + orjson.dumps(direction) + b',"conn":'
-        self._put(head + str(int(conn)).encode() + b',"event":' + raw + b"}\n")
-
-    def close(self) -> None:
-        if self._fp is not None:
-            with contextlib.suppress(OSError):
-                self._fp.flush()
-                os.fsync(self._fp.fileno())
-            self._fp.close()
-            self._fp = None

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .audio import bytes_for_ms, delta_bytes, session_format
 from .conversation import ARGUMENTS_CHARS, Item, item_from_event, update_item
 from .describe import describe
 from .facts import (
@@ -297,34 +298,14 @@ def _s_error(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]
 
 def _s_session(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     session = rec.event.get("session")
-    if isinstance(session, dict):
-        _read_audio_format(conn, session)
+    fmt = session_format(session) if isinstance(session, dict) else None
+    if fmt is not None:
+        conn.audio_rate, conn.audio_sample_bytes = fmt
     if rec.type == "session.updated":
         change = _oldest(conn, "session.update") or _oldest(conn, "transcription_session.update")
         if change is not None:
             _answer(conn, change, rec, "confirmed", "order", facts)
         facts.append(SessionUpdated(rec, conn))
-
-
-_RATES = {"audio/pcmu": (8000, 1), "audio/pcma": (8000, 1), "g711_ulaw": (8000, 1), "g711_alaw": (8000, 1)}
-
-
-def _read_audio_format(conn: Connection, session: dict[str, Any]) -> None:
-    fmt: Any = None
-    audio = session.get("audio")
-    if isinstance(audio, dict) and isinstance(audio.get("output"), dict):
-        fmt = audio["output"].get("format")
-    if fmt is None:
-        fmt = session.get("output_audio_format")
-    if isinstance(fmt, dict):
-        rate = fmt.get("rate")
-        kind = fmt.get("type")
-        if isinstance(kind, str) and kind in _RATES:
-            conn.audio_rate, conn.audio_sample_bytes = _RATES[kind]
-        elif isinstance(rate, int) and rate > 0:
-            conn.audio_rate, conn.audio_sample_bytes = rate, 2
-    elif isinstance(fmt, str) and fmt in _RATES:
-        conn.audio_rate, conn.audio_sample_bytes = _RATES[fmt]
 
 
 def _s_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
@@ -411,7 +392,7 @@ def _s_item_truncated(state: TraceState, conn: Connection, rec: Record, facts: l
     end = end if isinstance(end, int) and not isinstance(end, bool) else None
     item = conn.conv.get(item_id)
     if item is not None and end is not None:
-        item.audio_bytes = min(item.audio_bytes, int(end * conn.audio_rate * conn.audio_sample_bytes / 1000))
+        item.audio_bytes = min(item.audio_bytes, bytes_for_ms(end, conn.audio_rate, conn.audio_sample_bytes))
         item.text = ""
     facts.append(ItemTruncated(rec, conn, item_id, end))
     change = _oldest(conn, "conversation.item.truncate", item_id)
@@ -569,18 +550,7 @@ def _s_audio_delta(state: TraceState, conn: Connection, rec: Record, facts: list
     item = conn.conv.items.get(item_id) if type(item_id) is str else None
     if item is None:
         return
-    counted = rec.event.get("rtrace_audio_bytes")
-    if type(counted) is int:
-        item.audio_bytes += counted
-    else:
-        delta = rec.event.get("delta")
-        if type(delta) is str:
-            item.audio_bytes += audio_bytes(delta)
-
-
-def audio_bytes(payload: str) -> int:
-    """The bytes of audio a base64 payload carries, without decoding it."""
-    return len(payload) * 3 // 4 - payload.count("=", -2)
+    item.audio_bytes += delta_bytes(rec.event)
 
 
 def _l_conversation(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

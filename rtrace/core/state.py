@@ -14,10 +14,11 @@ Ground rules of this module (the reducer relies on them):
   trusts its own sends believes), unless the trace carries `local.conversation` snapshots: then it is the
   latest snapshot. It is computed on demand, never maintained per event.
 * Payloads are not kept: an item keeps its ids, kind, status and a short text preview, so memory follows the
-  number of items, not the bytes of audio that crossed the wire.
+  number of items, not the bytes of audio that crossed the wire (`Item.wire` stays None here; see
+  `rtrace.core.conversation` for the model's own rules, duplicate ids included).
 
-No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.server`) keeps its conversations in this same
-model.
+No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.endpoint`) keeps its conversations in the same
+`Conversation` and each of its responses in a `Response`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import collections
 import dataclasses
 from typing import Any, Literal
 
+from .audio import DEFAULT_FORMAT, audio_ms
 from .conversation import Conversation, Item
 
 ChangeStatus = Literal["pending", "confirmed", "rejected", "indeterminate"]
@@ -124,8 +126,8 @@ class Connection:
     #: Item ids announced by `input_audio_buffer.committed` and not yet added.
     committed_audio: set[str] = dataclasses.field(default_factory=set)
     #: Output audio format from the session, for turning audio bytes into milliseconds.
-    audio_rate: int = 24000
-    audio_sample_bytes: int = 2
+    audio_rate: int = DEFAULT_FORMAT[0]
+    audio_sample_bytes: int = DEFAULT_FORMAT[1]
     #: Latest `local.conversation` snapshot: item dicts in the client's own order, and its line.
     local: list[Item] | None = None
     local_line: int | None = None
@@ -138,7 +140,7 @@ class Connection:
         return self.ended_by is None
 
     def audio_ms(self, item: Item) -> float:
-        return item.audio_bytes * 1000.0 / (self.audio_rate * self.audio_sample_bytes)
+        return audio_ms(item.audio_bytes, self.audio_rate, self.audio_sample_bytes)
 
     # -- the conversation the server will judge the next client event against ----------------------------
 

@@ -13,9 +13,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
+from ..core.audio import audio_bytes
 from ..core.facts import NO_FACTS, Fact
 from ..core.loader import Row, TraceReader
-from ..core.reducer import TRANSITIONS, audio_bytes, finish, step, tick
+from ..core.reducer import TRANSITIONS, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import TraceState
 from ..core.trace import DIRECTIONS, Header, Problem, Record

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from ..core.loader import TraceWriter
 from ..core.secrets import redact_event
+from ..core.writer import TraceWriter
+from ..net.common import trace_write_failed
 
 #: Seconds between checks of the agent's conversation for changes not tied to a wire event (a tool result).
 POLL_SECONDS = 0.1
@@ -95,7 +97,7 @@ class SessionRecorder:
         self._poll: asyncio.Task[None] | None = None
         self._restore: Callable[[], None] | None = None
         header = {"recorder": "rtrace.integrations.livekit", "version": __version__, "client": _livekit_version()}
-        self.writer: TraceWriter | None = TraceWriter.open(path, header)
+        self.writer: TraceWriter | None = TraceWriter.open(path, header, time.monotonic, trace_write_failed)
         self._write("meta", {"type": "connection.opened"})
         self._on("openai_client_event_queued", self._client_event)
         self._on("openai_server_event_received", self._server_event)

@@ -1,2 +1,4 @@
-"""The network floor: the fake realtime endpoint (sans I/O) and the asyncio layers that move its frames and time:
-`serve`, the recording proxy, replay and sweep. Renders nothing (tables live in `rtrace.report`)."""
+"""The network floor. The fake realtime endpoint, sans I/O: `endpoint` (one connection's protocol), `responses`,
+`playback` (recorded responses), `faults`, `wire` (frames and the API's objects). The asyncio layers that move its
+frames and time: `server` (`rtrace serve`), `proxy` (`rtrace record`), `replay`, `sweep`; what they share is `common`.
+Renders nothing (tables live in `rtrace.report`)."""

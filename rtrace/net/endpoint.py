@@ -1,58 +1,48 @@
 """The fake realtime endpoint, sans I/O: one `EndpointConnection` per websocket keeps the conversation the way the
 API does (protocol.md sections 2 and 3) and turns client frames into server events, their pacing as data.
 
-No sockets, no asyncio, no clocks here: `rtrace.net.server` moves the frames and the time. The conversation lives in
-`rtrace.core.state.Conversation`, the model the analyzer uses. Faults are decided here too (they are protocol answers);
-the server only executes the `Emission`s.
+No sockets, no asyncio, no clocks here: `rtrace.net.server` moves the frames and the time. The conversation is the
+analyzer's own model (`rtrace.core.conversation.Conversation`, each item's payload in `Item.wire`); responses are
+`rtrace.net.responses`, recorded ones `rtrace.net.playback`, faults (protocol answers too) `rtrace.net.faults`, the
+wire's shapes `rtrace.net.wire`. The server only executes the `Emission`s.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import dataclasses
-import math
-from collections.abc import Generator, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
-import orjson
+from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, session_format
+from ..core.catalog import CLIENT_EVENTS
+from ..core.conversation import Conversation, Item, item_from_event
+from .faults import ConnectionFaults, Faults, fault_note
+from .playback import ResponseSource, play
+from .responses import Responses, Run
+from .wire import (
+    DEFAULT_MAX_EVENT_BYTES,
+    RATE_LIMITS,
+    Emission,
+    FrameError,
+    committed_audio_message,
+    copy_json,
+    default_session,
+    error_event,
+    merge_session,
+)
 
-from ..core.catalog import CLIENT_EVENTS, normalize_type
-from ..core.conversation import Conversation, item_from_event, update_item
-
-_Steps = Generator[dict[str, Any] | float, None, None]
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
 CallDeleteMode = Literal["allow", "cascade", "reject"]
-
-#: Frames larger than this are answered with an error and not processed (the server reads up to its own limit).
-DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Emission:
-    """One thing the endpoint wants done, `delay` seconds after the previous emission of the same list.
-
-    Exactly one of `event` (send it), `wake` (call `EndpointConnection.wake(token)` now and carry on with its
-    emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason)
-    is usually set. A close with `flush=False` drops whatever is still queued (a network drop); with `flush=True`
-    it comes after everything queued before it.
-    """
-
-    event: dict[str, Any] | None = None
-    delay: float = 0.0
-    wake: Hashable | None = None
-    meta: dict[str, Any] | None = None
-    close: tuple[int, str] | None = None
-    flush: bool = True
 
 
 @dataclasses.dataclass
 class EndpointOptions:
     """How the fake endpoint behaves where the API leaves a choice (protocol.md sections 2.3 and 7) and its script."""
 
-    #: An item created with an id already present (2.3): appended again (gpt-realtime-1.5), ignored
-    #: (gpt-4o-realtime-preview), or rejected with an error.
+    #: An item created with an id already present (2.3): appended again (gpt-realtime-1.5; the conversation counts
+    #: a copy, see `rtrace.core.conversation`), ignored (gpt-4o-realtime-preview), or rejected with an error.
     duplicate_id: DuplicateMode = "append_duplicate"
     #: Deleting a `function_call` whose output is in the conversation (7.4): allowed, cascaded to the outputs, or
     #: rejected.
@@ -85,35 +75,12 @@ class EndpointOptions:
     max_session_seconds: float | None = 3600.0
 
 
-@dataclasses.dataclass
-class Faults:
-    """Injected faults. Each one that fires is also noted as a `fault.injected` meta emission."""
-
-    #: Close the connection once this many server events have been sent on it.
-    close_after: int | None = None
-    #: Close the connection (no close handshake wait, queued events dropped) when a client event matches one of
-    #: these: `TYPE` or `TYPE:ITEM_TYPE` (e.g. `conversation.item.create:function_call_output`), before answering it.
-    drop_on: list[str] = dataclasses.field(default_factory=list)
-    #: Answer these response.create ordinals (1-based, per connection) with `response.done` status `failed`.
-    fail_response: set[int] = dataclasses.field(default_factory=set)
-    #: Answer matching client events (`TYPE` or `TYPE:ITEM_TYPE`) with an `error` instead of processing them.
-    error_on: list[str] = dataclasses.field(default_factory=list)
-    #: Send `session_expired` and close 1001 this many seconds after the connection opened.
-    expire_after: float | None = None
-    #: Close code used by `close_after` and `drop_on`.
-    close_code: int = 1000
-    #: How many times each fault (each spec of it) fires in the life of a server; None: every time. The default 1
-    #: lets a client that reconnects and replays the event a drop matched get through the second time.
-    #: `expire_after` counts when a connection is armed with it.
-    times: int | None = 1
-
-
 class SharedCounters:
-    """Ids that are unique across the connections of one server (response ids)."""
+    """What the connections of one server share: response ids (unique across them) and how often each fault fired."""
 
     def __init__(self) -> None:
         self.responses = 0
-        #: How many times each fault fired, by `kind:spec`.
+        #: How many times each fault fired, by `kind:spec` (see `rtrace.net.faults.ConnectionFaults`).
         self.fired: dict[str, int] = {}
 
     def next_response(self) -> str:
@@ -121,158 +88,9 @@ class SharedCounters:
         return f"resp_fake{self.responses:04d}"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FrameError:
-    """Why a frame could not become a client event."""
-
-    code: str
-    message: str
-
-
-def decode_frame(data: str | bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> dict[str, Any] | FrameError:
-    """A client event from one websocket message, or the reason it is not one. Never raises."""
-    if isinstance(data, bytes | bytearray | memoryview):
-        return FrameError("invalid_event", "Binary frames are not supported; send events as JSON text frames.")
-    size = len(data.encode("utf-8", "surrogatepass")) if len(data) * 4 > max_bytes else len(data)
-    if size > max_bytes:
-        return FrameError("event_too_large", f"The event is {size} bytes; the maximum is {max_bytes} bytes.")
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        return FrameError("invalid_json", f"The event is not valid JSON: {e.args[0] if e.args else e}.")
-    if not isinstance(obj, dict):
-        return FrameError("invalid_event", "The event must be a JSON object.")
-    if not isinstance(obj.get("type"), str):
-        return FrameError("missing_required_parameter", "Missing required parameter: 'type'.")
-    return obj
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of a JSON value (an event is sent later than it is made; the conversation may change meanwhile)."""
-    try:
-        return orjson.loads(orjson.dumps(value))
-    except (orjson.JSONEncodeError, orjson.JSONDecodeError):
-        return copy.deepcopy(value)
-
-
-def _matches(spec: str, event: dict[str, Any]) -> bool:
-    etype, _, sub = spec.partition(":")
-    if event.get("type") != etype:
-        return False
-    if not sub:
-        return True
-    item = event.get("item")
-    return isinstance(item, dict) and sub in (item.get("type"), item.get("role"))
-
-
-def _chunks(text: str, n: int) -> list[str]:
-    if not text:
-        return [""]
-    size = max(1, math.ceil(len(text) / max(1, n)))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _merge(base: dict[str, Any], update: dict[str, Any]) -> None:
-    """`session.update`: only present fields change; nested objects merge, anything else is replaced."""
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = _copy(value)
-
-
-def _tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4)) if text else 0
-
-
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    return {
-        "total_tokens": input_tokens + output_tokens,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "input_token_details": {
-            "text_tokens": input_tokens,
-            "audio_tokens": 0,
-            "image_tokens": 0,
-            "cached_tokens": 0,
-            "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0, "image_tokens": 0},
-        },
-        "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
-    }
-
-
-def default_session(session_id: str, model: str) -> dict[str, Any]:
-    return {
-        "type": "realtime",
-        "object": "realtime.session",
-        "id": session_id,
-        "model": model,
-        "output_modalities": ["audio"],
-        "instructions": "",
-        "tools": [],
-        "tool_choice": "auto",
-        "max_output_tokens": "inf",
-        "tracing": None,
-        "truncation": "auto",
-        "prompt": None,
-        "audio": {
-            "input": {
-                "format": {"type": "audio/pcm", "rate": 24000},
-                "transcription": None,
-                "noise_reduction": None,
-                "turn_detection": {
-                    "type": "server_vad",
-                    "threshold": 0.5,
-                    "prefix_padding_ms": 300,
-                    "silence_duration_ms": 200,
-                    "create_response": True,
-                    "interrupt_response": True,
-                },
-            },
-            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "marin", "speed": 1.0},
-        },
-    }
-
-
-@dataclasses.dataclass
-class RecordedResponse:
-    """The server events of one response in a recorded trace, with the seconds between consecutive ones."""
-
-    events: list[tuple[float, dict[str, Any]]]
-
-
-class ResponseSource:
-    """Responses taken in order from a recording (`--from`), shared by the connections of one server."""
-
-    def __init__(self, responses: list[RecordedResponse]) -> None:
-        self.responses = responses
-        self.next = 0
-
-    def take(self) -> RecordedResponse | None:
-        if self.next >= len(self.responses):
-            return None
-        self.next += 1
-        return self.responses[self.next - 1]
-
-
-@dataclasses.dataclass(eq=False)
-class _Run:
-    """A response being generated."""
-
-    id: str
-    in_conversation: bool
-    metadata: Any
-    modalities: list[str]
-    event_id: str | None
-    gen: _Steps | None = None
-    output: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    #: The wire item being generated, its output index, and its text so far.
-    open_item: dict[str, Any] | None = None
-    open_index: int = 0
-    open_text: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    finished: bool = False
+#: The item types a client may create.
+_CREATABLE = "'message', 'function_call', 'function_call_output'"
+_ROLES = "'user', 'assistant', 'system'"
 
 
 class EndpointConnection:
@@ -293,23 +111,20 @@ class EndpointConnection:
     ) -> None:
         self.conn = conn
         self.options = options or EndpointOptions()
-        self.faults = faults or Faults()
         self.shared = shared or SharedCounters()
+        self.faults = ConnectionFaults(faults or Faults(), self.shared.fired)
         self.source = source
+        #: The conversation, each item's full payload in `Item.wire` (retrieve answers from it).
         self.conv = Conversation()
-        #: Full wire items by id (the conversation keeps previews only); retrieve answers from here.
-        self.wire: dict[str, dict[str, Any]] = {}
+        #: Changed in place by `session.update` (never replaced: `responses` reads it).
         self.session = default_session(f"sess_fake{conn:04d}", self.options.model)
         self.conversation_id = f"conv_fake{conn:04d}"
-        self.active: _Run | None = None
-        self.runs: dict[str, _Run] = {}
+        self.responses = Responses(conn, self.conv, self.session, self.conversation_id, self.options, self._new_item_id)
         self.audio_buffer_bytes = 0
         self.closed = False
-        self.events_sent = 0
         self.response_requests = 0
         self._event_n = 0
         self._item_n = 0
-        self._expire_armed = False
 
     # -- ids ----------------------------------------------------------------------------------------------
 
@@ -330,34 +145,17 @@ class EndpointConnection:
         etype: str = "invalid_request_error",
     ) -> Emission:
         event_id = client.get("event_id") if client is not None and self.options.echo_error_event_id else None
-        return self._event(
-            {
-                "type": "error",
-                "error": {
-                    "type": etype,
-                    "code": code,
-                    "message": message,
-                    "param": param,
-                    "event_id": event_id if isinstance(event_id, str) else None,
-                },
-            }
-        )
+        return self._event(error_event(code, message, param, event_id if isinstance(event_id, str) else None, etype))
 
     # -- public entry points ------------------------------------------------------------------------------
 
     def open(self) -> list[Emission]:
         """What the server sends when the websocket opens."""
-        out = [self._event({"type": "session.created", "session": _copy(self.session)})]
-        self._expire_armed = self.faults.expire_after is not None and self._may_fire("expire-after")
+        out = [self._event({"type": "session.created", "session": copy_json(self.session)})]
+        self.faults.arm_expiry()
         if self.options.conversation_created:
-            out.append(
-                self._event(
-                    {
-                        "type": "conversation.created",
-                        "conversation": {"id": self.conversation_id, "object": "realtime.conversation"},
-                    }
-                )
-            )
+            conversation = {"id": self.conversation_id, "object": "realtime.conversation"}
+            out.append(self._event({"type": "conversation.created", "conversation": conversation}))
         limit = self._session_limit()
         if limit is not None:
             out.append(Emission(wake=("expire",), delay=limit))
@@ -373,33 +171,22 @@ class EndpointConnection:
         """Answer one client event (already decoded)."""
         if self.closed:
             return []
-        for spec in self.faults.drop_on:
-            if _matches(spec, event) and self._may_fire(f"drop-on:{spec}"):
-                self.closed = True
-                note = self._fault("drop-on", spec, event)
-                return [Emission(meta=note), Emission(close=(self.faults.close_code, "fault: drop-on"), flush=False)]
-        for spec in self.faults.error_on:
-            if _matches(spec, event) and self._may_fire(f"error-on:{spec}"):
-                note = self._fault("error-on", spec, event)
-                err = self._error(
-                    "fault_injected", f"Injected fault: error on {spec}.", client=event, etype="server_error"
-                )
-                return self._limit([Emission(meta=note), err])
+        note = self.faults.drop_on(event)
+        if note is not None:
+            self.closed = True
+            return [Emission(meta=note), Emission(close=(self.faults.close_code, "fault: drop-on"), flush=False)]
+        note = self.faults.error_on(event)
+        if note is not None:
+            message = f"Injected fault: error on {note['spec']}."
+            return self._limit(
+                [Emission(meta=note), self._error("fault_injected", message, None, event, "server_error")]
+            )
         etype = event.get("type")
         handler = _HANDLERS.get(etype) if isinstance(etype, str) else None
         if handler is None:
-            return self._limit(
-                [
-                    self._error(
-                        "invalid_value",
-                        f"Invalid value: '{str(etype)[:100]}'. Supported values are: "
-                        + ", ".join(f"'{t}'" for t in sorted(_HANDLERS))
-                        + ".",
-                        "type",
-                        event,
-                    )
-                ]
-            )
+            supported = ", ".join(f"'{t}'" for t in sorted(_HANDLERS))
+            message = f"Invalid value: '{str(etype)[:100]}'. Supported values are: {supported}."
+            return self._limit([self._error("invalid_value", message, "type", event)])
         return self._limit(handler(self, event))
 
     def wake(self, token: Hashable) -> list[Emission]:
@@ -407,74 +194,38 @@ class EndpointConnection:
         if self.closed or not isinstance(token, tuple) or not token:
             return []
         if token[0] == "expire":
-            self.closed = True
-            minutes = (self._session_limit() or 0) / 60
-            notes = []
-            if self._expire_armed and self.faults.expire_after == self._session_limit():
-                notes.append(Emission(meta=self._fault("expire-after", str(self.faults.expire_after), None)))
-            return [
-                *notes,
-                self._error(
-                    "session_expired",
-                    f"Your session hit the maximum duration of {minutes:g} minutes.",
-                ),
-                Emission(close=(1001, "session expired")),
-            ]
+            return self._expire()
         if token[0] == "run":
-            run = self.runs.get(str(token[1]))
+            run = self.responses.runs.get(str(token[1]))
             if run is None or run.finished:
                 return []
             return self._limit(self._pump(run))
         return []
 
+    # -- session ------------------------------------------------------------------------------------------
+
     def _session_limit(self) -> float | None:
-        fault = self.faults.expire_after if self._expire_armed else None
-        limits = [x for x in (fault, self.options.max_session_seconds) if x is not None]
+        limits = [x for x in (self.faults.expiry(), self.options.max_session_seconds) if x is not None]
         return min(limits) if limits else None
 
-    def _may_fire(self, key: str) -> bool:
-        """Whether a fault whose condition holds fires now (see `Faults.times`); counts it when it does."""
-        times = self.faults.times
-        fired = self.shared.fired.get(key, 0)
-        if times is not None and fired >= times:
-            return False
-        self.shared.fired[key] = fired + 1
-        return True
-
-    # -- faults -------------------------------------------------------------------------------------------
-
-    def _fault(self, fault: str, spec: str, event: dict[str, Any] | None) -> dict[str, Any]:
-        note: dict[str, Any] = {"type": "fault.injected", "fault": fault, "spec": spec}
-        if event is not None:
-            note["client_event_type"] = event.get("type")
-            if isinstance(event.get("event_id"), str):
-                note["client_event_id"] = event["event_id"]
-        return note
+    def _expire(self) -> list[Emission]:
+        """The session limit is reached: `session_expired`, then close 1001."""
+        self.closed = True
+        limit = self._session_limit()
+        notes = []
+        expiry = self.faults.expiry()
+        if expiry is not None and expiry == limit:
+            notes.append(Emission(meta=fault_note("expire-after", str(expiry), None)))
+        minutes = (limit or 0) / 60
+        message = f"Your session hit the maximum duration of {minutes:g} minutes."
+        return [*notes, self._error("session_expired", message), Emission(close=(1001, "session expired"))]
 
     def _limit(self, out: list[Emission]) -> list[Emission]:
-        """Apply `close_after`: cut the list after the Nth server event of the connection and close."""
-        limit = self.faults.close_after
-        count = sum(1 for em in out if em.event is not None)
-        if limit is not None and self.events_sent + count >= limit and not self._may_fire("close-after"):
-            self.faults.close_after = limit = None  # spent on earlier connections
-        if limit is None or self.events_sent + count < limit:
-            self.events_sent += count
-            return out
-        kept: list[Emission] = []
-        for em in out:
-            if em.event is not None:
-                if self.events_sent >= limit:
-                    break
-                self.events_sent += 1
-            kept.append(em)
-            if self.events_sent >= limit and em.event is not None:
-                break
-        self.closed = True
-        kept.append(Emission(meta=self._fault("close-after", str(limit), None)))
-        kept.append(Emission(close=(self.faults.close_code, "fault: close-after")))
+        """Apply `close_after` (see `ConnectionFaults.cut`)."""
+        kept, closed = self.faults.cut(out)
+        if closed:
+            self.closed = True
         return kept
-
-    # -- session ------------------------------------------------------------------------------------------
 
     def _session_update(self, event: dict[str, Any]) -> list[Emission]:
         update = event.get("session")
@@ -482,111 +233,88 @@ class EndpointConnection:
             return [
                 self._error("missing_required_parameter", "Missing required parameter: 'session'.", "session", event)
             ]
-        update = {k: v for k, v in update.items() if k not in ("model", "id", "object")}
-        _merge(self.session, update)
-        return [self._event({"type": "session.updated", "session": _copy(self.session)})]
+        merge_session(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
+        return [self._event({"type": "session.updated", "session": copy_json(self.session)})]
+
+    def _transcription_update(self, event: dict[str, Any]) -> list[Emission]:
+        update = event.get("session")
+        if isinstance(update, dict):
+            merge_session(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
+        return [self._event({"type": "transcription_session.updated", "session": copy_json(self.session)})]
 
     # -- items --------------------------------------------------------------------------------------------
 
     def _ack_item(self, wire: dict[str, Any], previous: str | None) -> list[Emission]:
         return [
-            self._event({"type": "conversation.item.added", "previous_item_id": previous, "item": _copy(wire)}),
-            self._event({"type": "conversation.item.done", "previous_item_id": previous, "item": _copy(wire)}),
+            self._event({"type": "conversation.item.added", "previous_item_id": previous, "item": copy_json(wire)}),
+            self._event({"type": "conversation.item.done", "previous_item_id": previous, "item": copy_json(wire)}),
         ]
+
+    def _invalid_item(self, obj: dict[str, Any], event: dict[str, Any]) -> Emission | None:
+        """The error for an item a client may not create (its type, role or call_id), else None."""
+        itype = obj.get("type")
+        if itype not in ("message", "function_call", "function_call_output"):
+            message = f"Invalid value: '{str(itype)[:100]}'. Supported values are: {_CREATABLE}."
+            return self._error("invalid_value", message, "item.type", event)
+        if itype == "message" and obj.get("role") not in ("user", "assistant", "system"):
+            message = f"Invalid value: '{str(obj.get('role'))[:100]}'. Supported values are: {_ROLES}."
+            return self._error("invalid_value", message, "item.role", event)
+        if itype in ("function_call", "function_call_output") and not isinstance(obj.get("call_id"), str):
+            message = "Missing required parameter: 'item.call_id'."
+            return self._error("missing_required_parameter", message, "item.call_id", event)
+        return None
 
     def _item_create(self, event: dict[str, Any]) -> list[Emission]:
         obj = event.get("item")
         if not isinstance(obj, dict):
             return [self._error("missing_required_parameter", "Missing required parameter: 'item'.", "item", event)]
-        itype = obj.get("type")
-        if itype not in ("message", "function_call", "function_call_output"):
-            return [
-                self._error(
-                    "invalid_value",
-                    f"Invalid value: '{str(itype)[:100]}'. Supported values are: 'message', 'function_call', "
-                    "'function_call_output'.",
-                    "item.type",
-                    event,
-                )
-            ]
-        if itype == "message" and obj.get("role") not in ("user", "assistant", "system"):
-            return [
-                self._error(
-                    "invalid_value",
-                    f"Invalid value: '{str(obj.get('role'))[:100]}'. Supported values are: 'user', 'assistant', "
-                    "'system'.",
-                    "item.role",
-                    event,
-                )
-            ]
-        if itype in ("function_call", "function_call_output") and not isinstance(obj.get("call_id"), str):
-            return [
-                self._error(
-                    "missing_required_parameter", "Missing required parameter: 'item.call_id'.", "item.call_id", event
-                )
-            ]
+        invalid = self._invalid_item(obj, event)
+        if invalid is not None:
+            return [invalid]
         prev = event.get("previous_item_id")
-        if prev in ("", None):
-            after: str | None = self.conv.tail
-        elif prev == "root":
-            after = None
-        elif isinstance(prev, str) and prev in self.conv:
-            after = prev
-        else:
-            return [
-                self._error(
-                    self.options.previous_item_error_code,
-                    f"Previous item with id '{str(prev)[:100]}' does not exist.",
-                    "previous_item_id",
-                    event,
-                )
-            ]
-        if itype == "function_call_output" and obj["call_id"] not in self.conv.by_call:
-            return [
-                self._error(
-                    "invalid_tool_call_id",
-                    f"Tool call ID '{obj['call_id']}' not found in conversation.",
-                    "item.call_id",
-                    event,
-                )
-            ]
-        wire = {k: v for k, v in obj.items() if not k.startswith("_")}  # `_` keys are the endpoint's own
-        item_id = wire.get("id")
-        if not isinstance(item_id, str) or not item_id:
-            item_id = self._new_item_id()
-            wire["id"] = item_id
+        if prev not in ("", None, "root") and not (isinstance(prev, str) and prev in self.conv):
+            message = f"Previous item with id '{str(prev)[:100]}' does not exist."
+            return [self._error(self.options.previous_item_error_code, message, "previous_item_id", event)]
+        after: str | None = self.conv.tail if prev in ("", None) else None if prev == "root" else prev
+        if obj.get("type") == "function_call_output" and obj["call_id"] not in self.conv.by_call:
+            message = f"Tool call ID '{obj['call_id']}' not found in conversation."
+            return [self._error("invalid_tool_call_id", message, "item.call_id", event)]
+        wire = dict(obj)
+        if not isinstance(wire.get("id"), str) or not wire["id"]:
+            wire["id"] = self._new_item_id()
         wire.setdefault("object", "realtime.item")
         wire.setdefault("status", "completed")
-        if item_id in self.conv:
+        item = self._item(wire, "client")
+        if item.id in self.conv:
             mode = self.options.duplicate_id
             if mode == "reject":
-                return [self._error("duplicate_item_id", f"Item with id '{item_id}' already exists.", "item.id", event)]
+                message = f"Item with id '{item.id}' already exists."
+                return [self._error("duplicate_item_id", message, "item.id", event)]
             if mode == "append_duplicate":
-                existing = self.conv.items[item_id]
-                existing.copies += 1
+                self.conv.insert(item, after)  # counts a copy of the item already there
             # Observed on the real API: both acks report the item's own id as its predecessor.
-            return self._ack_item(wire, item_id)
-        item = item_from_event(wire)
-        assert item is not None
-        item.source = "client"
-        item.done = True
+            return self._ack_item(wire, item.id)
         self.conv.insert(item, after)
-        self.wire[item_id] = wire
-        return self._ack_item(wire, self.conv.previous_of(item_id))
+        return self._ack_item(wire, self.conv.previous_of(item.id))
+
+    @staticmethod
+    def _item(wire: dict[str, Any], source: Literal["client", "audio"]) -> Item:
+        """The conversation item a client create or committed audio adds, its payload with it."""
+        item = item_from_event(wire)
+        assert item is not None, "the item has an id"
+        item.wire = wire
+        item.source = source
+        item.done = True
+        return item
 
     def _unknown_item(self, action: str, item_id: object, event: dict[str, Any]) -> list[Emission]:
         """The API's answer to a delete, retrieve or truncate of an item the conversation does not hold."""
         verb = {"delete": "deleting", "retrieve": "retrieving", "truncate": "truncating"}[action]
-        return [
-            self._error(
-                f"item_{action}_invalid_item_id",
-                f"Error {verb} item: the item with id '{str(item_id)[:100]}' does not exist.",
-                "item_id",
-                event,
-            )
-        ]
+        message = f"Error {verb} item: the item with id '{str(item_id)[:100]}' does not exist."
+        return [self._error(f"item_{action}_invalid_item_id", message, "item_id", event)]
 
     def _item_delete(self, event: dict[str, Any]) -> list[Emission]:
+        """Delete the item (every copy of it: one rule with the analyzer, see `Conversation.remove`)."""
         item_id = event.get("item_id")
         item = self.conv.get(item_id) if isinstance(item_id, str) else None
         if item is None:
@@ -595,76 +323,46 @@ class EndpointConnection:
         if item.type == "function_call" and item.call_id and self.conv.outputs_by_call.get(item.call_id):
             mode = self.options.delete_call_with_output
             if mode == "reject":
-                return [
-                    self._error(
-                        "item_delete_has_output",
-                        f"Error deleting item: the function call '{item.id}' has an output in the conversation.",
-                        "item_id",
-                        event,
-                    )
-                ]
+                message = f"Error deleting item: the function call '{item.id}' has an output in the conversation."
+                return [self._error("item_delete_has_output", message, "item_id", event)]
             if mode == "cascade":
                 for out_id in sorted(self.conv.outputs_by_call[item.call_id]):
-                    self._remove(out_id)
+                    self.conv.remove(out_id)
                     out.append(self._event({"type": "conversation.item.deleted", "item_id": out_id}))
-        self._remove(item.id)
+        self.conv.remove(item.id)
         out.append(self._event({"type": "conversation.item.deleted", "item_id": item.id}))
         return out
 
-    def _remove(self, item_id: str) -> None:
-        item = self.conv.get(item_id)
-        if item is not None and item.copies > 1:
-            item.copies -= 1
-            return
-        self.conv.remove(item_id)
-        self.wire.pop(item_id, None)
-
     def _item_retrieve(self, event: dict[str, Any]) -> list[Emission]:
         item_id = event.get("item_id")
-        if not isinstance(item_id, str) or item_id not in self.conv:
+        item = self.conv.get(item_id) if isinstance(item_id, str) else None
+        if item is None:
             return self._unknown_item("retrieve", item_id, event)
-        return [self._event({"type": "conversation.item.retrieved", "item": _public(self.wire[item_id])})]
+        return [self._event({"type": "conversation.item.retrieved", "item": copy_json(item.wire)})]
 
     def _item_truncate(self, event: dict[str, Any]) -> list[Emission]:
         item_id = event.get("item_id")
-        if not isinstance(item_id, str) or item_id not in self.conv:
+        item = self.conv.get(item_id) if isinstance(item_id, str) else None
+        if item is None or item.wire is None:
             return self._unknown_item("truncate", item_id, event)
-        wire = self.wire[item_id]
-        audio_ms = wire.get("_audio_ms")
-        if wire.get("role") != "assistant" or not isinstance(audio_ms, int):
-            return [
-                self._error(
-                    "unsupported_content_type", "Only model output audio messages can be truncated", "item_id", event
-                )
-            ]
+        if not _is_output_audio(item):
+            message = "Only model output audio messages can be truncated"
+            return [self._error("unsupported_content_type", message, "item_id", event)]
         end = event.get("audio_end_ms")
         if not isinstance(end, int) or end < 0:
             return [self._error("invalid_value", "Invalid value for 'audio_end_ms'.", "audio_end_ms", event)]
-        if end > audio_ms:
-            return [
-                self._error(
-                    "invalid_value",
-                    f"Audio content of {audio_ms}ms is already shorter than {end}ms",
-                    "audio_end_ms",
-                    event,
-                )
-            ]
-        wire["_audio_ms"] = end
-        for part in wire.get("content") or []:
+        rate, sample_bytes = session_format(self.session) or DEFAULT_FORMAT
+        length = audio_ms(item.audio_bytes, rate, sample_bytes)
+        if end > length:
+            message = f"Audio content of {length:.0f}ms is already shorter than {end}ms"
+            return [self._error("invalid_value", message, "audio_end_ms", event)]
+        item.audio_bytes = bytes_for_ms(end, rate, sample_bytes)
+        for part in item.wire.get("content") or []:
             if isinstance(part, dict) and "transcript" in part:
                 part["transcript"] = ""
-        self.conv.items[item_id].text = ""
-        content_index = event.get("content_index", 0)
-        return [
-            self._event(
-                {
-                    "type": "conversation.item.truncated",
-                    "item_id": item_id,
-                    "content_index": content_index,
-                    "audio_end_ms": end,
-                }
-            )
-        ]
+        item.text = ""
+        truncated = {"item_id": item.id, "content_index": event.get("content_index", 0), "audio_end_ms": end}
+        return [self._event({"type": "conversation.item.truncated", **truncated})]
 
     # -- input audio --------------------------------------------------------------------------------------
 
@@ -679,73 +377,32 @@ class EndpointConnection:
         return []
 
     def _audio_commit(self, event: dict[str, Any]) -> list[Emission]:
-        rate = 24000
-        ms = self.audio_buffer_bytes * 1000 / (rate * 2)
+        rate, sample_bytes = session_format(self.session, "input") or DEFAULT_FORMAT
+        ms = audio_ms(self.audio_buffer_bytes, rate, sample_bytes)
         if ms < 100:
-            return [
-                self._error(
-                    "input_audio_buffer_commit_empty",
-                    "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
-                    f"but buffer only has {ms:.2f}ms of audio.",
-                    None,
-                    event,
-                )
-            ]
+            message = (
+                "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
+                f"but buffer only has {ms:.2f}ms of audio."
+            )
+            return [self._error("input_audio_buffer_commit_empty", message, None, event)]
         self.audio_buffer_bytes = 0
-        item_id = self._new_item_id()
-        wire = {
-            "id": item_id,
-            "object": "realtime.item",
-            "type": "message",
-            "status": "completed",
-            "role": "user",
-            "content": [{"type": "input_audio", "transcript": None}],
-        }
+        wire = committed_audio_message(self._new_item_id())
         previous = self.conv.tail
-        item = item_from_event(wire)
-        assert item is not None
-        item.source = "audio"
-        item.done = True
+        item = self._item(wire, "audio")
         self.conv.insert(item, previous)
-        self.wire[item_id] = wire
-        committed = self._event(
-            {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
-        )
-        return [committed, *self._ack_item(wire, previous)]
+        committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item.id}
+        return [self._event(committed), *self._ack_item(wire, previous)]
 
     def _audio_clear(self, event: dict[str, Any]) -> list[Emission]:
         self.audio_buffer_bytes = 0
         return [self._event({"type": "input_audio_buffer.cleared"})]
 
     def _output_audio_clear(self, event: dict[str, Any]) -> list[Emission]:
-        rid = self.active.id if self.active is not None else None
+        active = self.responses.active
+        rid = active.response.id if active is not None else None
         return [self._event({"type": "output_audio_buffer.cleared", "response_id": rid})]
 
-    def _transcription_update(self, event: dict[str, Any]) -> list[Emission]:
-        update = event.get("session")
-        if isinstance(update, dict):
-            _merge(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
-        return [self._event({"type": "transcription_session.updated", "session": _copy(self.session)})]
-
     # -- responses ----------------------------------------------------------------------------------------
-
-    def _response_obj(self, run: _Run, status: str, details: Any = None, usage: Any = None) -> dict[str, Any]:
-        out_audio = (
-            self.session.get("audio", {}).get("output", {}) if isinstance(self.session.get("audio"), dict) else {}
-        )
-        return {
-            "object": "realtime.response",
-            "id": run.id,
-            "status": status,
-            "status_details": details,
-            "output": [_public(w) for w in run.output],
-            "conversation_id": self.conversation_id if run.in_conversation else None,
-            "output_modalities": list(run.modalities),
-            "max_output_tokens": self.session.get("max_output_tokens", "inf"),
-            "audio": {"output": {"format": out_audio.get("format"), "voice": out_audio.get("voice")}},
-            "usage": usage,
-            "metadata": run.metadata,
-        }
 
     def _response_create(self, event: dict[str, Any]) -> list[Emission]:
         params = event.get("response")
@@ -754,371 +411,70 @@ class EndpointConnection:
         if not isinstance(params, dict):
             return [self._error("invalid_type", "Invalid type for 'response': expected an object.", "response", event)]
         in_conversation = params.get("conversation", "auto") != "none"
-        if in_conversation and self.active is not None:
-            return [
-                self._error(
-                    "conversation_already_has_active_response",
-                    f"Conversation already has an active response in progress: {self.active.id}. Wait until the "
-                    "response is finished before creating a new one.",
-                    None,
-                    event,
-                )
-            ]
+        active = self.responses.active
+        if in_conversation and active is not None:
+            message = (
+                f"Conversation already has an active response in progress: {active.response.id}. Wait until the "
+                "response is finished before creating a new one."
+            )
+            return [self._error("conversation_already_has_active_response", message, None, event)]
         self.response_requests += 1
         modalities = (
             params.get("output_modalities") or params.get("modalities") or self.session.get("output_modalities")
         )
         if not isinstance(modalities, list):
             modalities = ["audio"]
-        metadata = params.get("metadata")
-        event_id = event.get("event_id")
-        run = _Run(
-            id=self.shared.next_response(),
-            in_conversation=in_conversation,
-            metadata=metadata if isinstance(metadata, dict) else None,
-            modalities=[str(m) for m in modalities],
-            event_id=event_id if isinstance(event_id, str) else None,
+        run = self.responses.new_run(
+            self.shared.next_response(), in_conversation, params.get("metadata"), [str(m) for m in modalities]
         )
-        self.runs[run.id] = run
-        out = [self._event({"type": "response.created", "response": self._response_obj(run, "in_progress")})]
+        out = [self._event({"type": "response.created", "response": self.responses.response_object(run)})]
         if self.options.rate_limits:
-            out.append(self._event({"type": "rate_limits.updated", "rate_limits": _RATE_LIMITS}))
-        if self.response_requests in self.faults.fail_response and self._may_fire(
-            f"fail-response:{self.response_requests}"
-        ):
-            out.insert(0, Emission(meta=self._fault("fail-response", str(self.response_requests), event)))
-            run.finished = True
-            details = {
-                "type": "failed",
-                "reason": None,
-                "error": {"type": "server_error", "code": "server_error"},
-            }
-            out.append(self._event({"type": "response.done", "response": self._response_obj(run, "failed", details)}))
-            return out
-        if in_conversation:
-            self.active = run
+            out.append(self._event({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS}))
+        note = self.faults.fail_response(self.response_requests, event)
+        if note is not None:
+            details = {"type": "failed", "reason": None, "error": {"type": "server_error", "code": "server_error"}}
+            return [Emission(meta=note), *out, self._event(self.responses.failed(run, details))]
         recorded = self.source.take() if self.source is not None else None
-        if recorded is not None:
-            run.gen = self._recorded(run, recorded)
-        else:
-            context = self._context(params)
-            run.input_tokens = sum(_tokens(str(w.get("output") or _wire_text(w))) for w in context) + 10
-            run.gen = self._scripted(run, context, params)
+        gen = play(self.responses, run, recorded) if recorded is not None else self.responses.scripted(run, params)
+        self.responses.begin(run, gen)
         out.extend(self._pump(run))
         return out
 
-    def _context(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        """The items a response sees: its `input` when given, else the conversation (copies counted)."""
-        given = params.get("input")
-        if isinstance(given, list):
-            items: list[dict[str, Any]] = []
-            for obj in given:
-                if isinstance(obj, dict) and obj.get("type") == "item_reference":
-                    ref = self.wire.get(str(obj.get("id")))
-                    if ref is not None:
-                        items.append(ref)
-                elif isinstance(obj, dict):
-                    items.append(obj)
-            return items
-        out: list[dict[str, Any]] = []
-        for item in self.conv:
-            wire = self.wire.get(item.id)
-            if wire is not None:
-                out.extend([wire] * item.copies)
+    def _pump(self, run: Run) -> list[Emission]:
+        """The response's events up to its next pause (then a wake) or its end."""
+        events, pause = self.responses.pump(run)
+        out = [self._event(e) for e in events]
+        if pause is not None:
+            out.append(Emission(wake=("run", run.response.id), delay=pause))
         return out
-
-    def _pump(self, run: _Run) -> list[Emission]:
-        """Run the response's generator up to its next pause (a wake) or its end."""
-        out: list[Emission] = []
-        assert run.gen is not None
-        for step in run.gen:
-            if isinstance(step, float | int):
-                if step > 0:
-                    out.append(Emission(wake=("run", run.id), delay=float(step)))
-                    return out
-                continue
-            out.append(self._event(step))
-        run.finished = True
-        return out
-
-    def _finish(self, run: _Run, status: str, details: Any = None) -> dict[str, Any]:
-        run.finished = True
-        if self.active is run:
-            self.active = None
-        usage = _usage(run.input_tokens, run.output_tokens)
-        return {"type": "response.done", "response": self._response_obj(run, status, details, usage)}
-
-    def _start_item(self, run: _Run, wire: dict[str, Any]) -> list[dict[str, Any]]:
-        """`response.output_item.added` (+ `conversation.item.added`): the item enters the conversation as it
-        starts, at the end."""
-        run.open_item = wire
-        run.open_index = len(run.output)
-        run.open_text = ""
-        run.output.append(wire)
-        events: list[dict[str, Any]] = [
-            {
-                "type": "response.output_item.added",
-                "response_id": run.id,
-                "output_index": run.open_index,
-                "item": _copy(wire),
-            }
-        ]
-        if run.in_conversation:
-            previous = self.conv.tail
-            item = item_from_event(wire)
-            assert item is not None
-            item.source = "response"
-            item.response_id = run.id
-            self.conv.insert(item, previous)
-            self.wire[wire["id"]] = wire
-            wire["_previous"] = previous
-        if run.in_conversation or self.options.out_of_band_item_events:
-            events.append(
-                {"type": "conversation.item.added", "previous_item_id": wire.get("_previous"), "item": _public(wire)}
-            )
-        events[0]["item"] = _public(wire)
-        return events
-
-    def _end_item(self, run: _Run, status: str) -> list[dict[str, Any]]:
-        wire = run.open_item
-        assert wire is not None
-        wire["status"] = status
-        run.open_item = None
-        run.output[run.open_index] = wire
-        if run.in_conversation and wire["id"] in self.conv:
-            update_item(self.conv.items[wire["id"]], wire)
-            self.conv.items[wire["id"]].done = True
-        events: list[dict[str, Any]] = [
-            {
-                "type": "response.output_item.done",
-                "response_id": run.id,
-                "output_index": run.open_index,
-                "item": _public(wire),
-            }
-        ]
-        if run.in_conversation or self.options.out_of_band_item_events:
-            previous = self.conv.previous_of(wire["id"]) if wire["id"] in self.conv else wire.get("_previous")
-            events.append({"type": "conversation.item.done", "previous_item_id": previous, "item": _public(wire)})
-        return events
-
-    def _text_parts(self, run: _Run) -> tuple[str, str, str, str, str]:
-        """(part type, item part type, delta event, done event, text key) for the response's modality."""
-        if "audio" in run.modalities:
-            return (
-                "audio",
-                "output_audio",
-                "response.output_audio_transcript.delta",
-                "response.output_audio_transcript.done",
-                "transcript",
-            )
-        return "text", "output_text", "response.output_text.delta", "response.output_text.done", "text"
-
-    def _message(self, run: _Run, text: str, chunks: int, delay: float) -> _Steps:
-        part_type, _, delta_type, _, key = self._text_parts(run)
-        wire: dict[str, Any] = {
-            "id": self._new_item_id(),
-            "object": "realtime.item",
-            "type": "message",
-            "status": "in_progress",
-            "role": "assistant",
-            "content": [],
-        }
-        yield from self._start_item(run, wire)
-        ids = {"response_id": run.id, "item_id": wire["id"], "output_index": run.open_index, "content_index": 0}
-        yield {"type": "response.content_part.added", **ids, "part": {"type": part_type, key: ""}}
-        for chunk in _chunks(text, chunks):
-            if delay > 0:
-                yield delay
-            run.open_text += chunk
-            run.output_tokens += _tokens(chunk)
-            yield {"type": delta_type, **ids, "delta": chunk}
-        yield from self._close_message(run)
-
-    def _close_message(self, run: _Run, status: str = "completed") -> Iterator[dict[str, Any]]:
-        part_type, item_part, _, done_type, key = self._text_parts(run)
-        wire = run.open_item
-        assert wire is not None
-        ids = {"response_id": run.id, "item_id": wire["id"], "output_index": run.open_index, "content_index": 0}
-        text = run.open_text
-        if part_type == "audio":
-            yield {"type": "response.output_audio.done", **ids}
-            # 60 ms of audio per character: what a truncate is checked against.
-            wire["_audio_ms"] = len(text) * 60
-        yield {"type": done_type, **ids, key: text}
-        yield {"type": "response.content_part.done", **ids, "part": {"type": part_type, key: text}}
-        wire["content"] = [{"type": item_part, key: text}]
-        yield from self._end_item(run, status)
-
-    def _function_call(self, run: _Run, name: str, arguments: str, index: int) -> _Steps:
-        item_id = self._new_item_id()
-        call_id = f"call_s{self.conn}_{item_id.rsplit('_', 1)[-1]}_{index}"
-        wire: dict[str, Any] = {
-            "id": item_id,
-            "object": "realtime.item",
-            "type": "function_call",
-            "status": "in_progress",
-            "name": name,
-            "call_id": call_id,
-            "arguments": "",
-        }
-        yield from self._start_item(run, wire)
-        ids = {"response_id": run.id, "item_id": item_id, "output_index": run.open_index, "call_id": call_id}
-        yield {"type": "response.function_call_arguments.delta", **ids, "delta": arguments}
-        yield {"type": "response.function_call_arguments.done", **ids, "name": name, "arguments": arguments}
-        wire["arguments"] = arguments
-        run.output_tokens += _tokens(arguments)
-        yield from self._end_item(run, "completed")
-
-    def _scripted(self, run: _Run, context: list[dict[str, Any]], params: dict[str, Any]) -> _Steps:
-        """The default script, decided on the items the response sees (see `choose_reply`)."""
-        o = self.options
-        kind, text = choose_reply(context, tools_allowed=params.get("tool_choice") != "none")
-        if kind == "call":
-            yield from self._function_call(run, o.tool_name, o.tool_arguments, 0)
-        elif kind == "story":
-            yield from self._message(run, o.story_text, o.story_chunks, o.story_chunk_delay)
-        else:
-            yield from self._message(run, text, o.text_chunks, 0.0)
-        yield self._finish(run, "completed")
-
-    def _recorded(self, run: _Run, recorded: RecordedResponse) -> _Steps:
-        """A recorded response, ids remapped: its items get this connection's ids, its predecessors are the
-        real ones here, and its metadata is this request's."""
-        ids: dict[str, str] = {}
-        first = True
-        for delay, original in recorded.events:
-            if not first and delay > 0:
-                yield delay
-            first = False
-            event = _remap(original, ids)
-            etype = normalize_type(str(event.get("type")))
-            if etype == "response.created":
-                ids.setdefault(str(original.get("response", {}).get("id")), run.id)
-                continue  # already sent when the request arrived
-            if etype == "response.output_item.added":
-                item = original.get("item")
-                if isinstance(item, dict):
-                    old = str(item.get("id"))
-                    new = self._new_item_id()
-                    ids[old] = new
-                    old_call = item.get("call_id")
-                    if isinstance(old_call, str):
-                        ids[old_call] = f"call_s{self.conn}_{new.rsplit('_', 1)[-1]}_0"
-                    yield from self._start_item(run, _remap(item, ids))
-                continue
-            if etype in ("conversation.item.added", "conversation.item.done"):
-                continue  # sent with the output item events, with this connection's predecessors
-            if etype == "response.output_item.done":
-                item = event.get("item")
-                if isinstance(item, dict) and run.open_item is not None:
-                    status = str(item.get("status") or "completed")
-                    keep = {k: v for k, v in run.open_item.items() if k.startswith("_")}
-                    run.open_item.clear()
-                    run.open_item.update(item)
-                    run.open_item.update(keep)
-                    run.output_tokens += _tokens(_wire_text(item) + str(item.get("arguments") or ""))
-                    yield from self._end_item(run, status)
-                continue
-            if etype == "response.done":
-                resp = event.get("response") if isinstance(event.get("response"), dict) else {}
-                done = self._finish(run, str(resp.get("status") or "completed"), resp.get("status_details"))
-                if isinstance(resp.get("usage"), dict):
-                    done["response"]["usage"] = resp["usage"]
-                yield done
-                return
-            if etype in ("response.output_text.delta", "response.output_audio_transcript.delta"):
-                run.open_text += str(event.get("delta") or "")
-            event.pop("event_id", None)
-            if "response_id" in event:
-                event["response_id"] = run.id
-            yield event
-        yield self._finish(run, "completed")
 
     def _response_cancel(self, event: dict[str, Any]) -> list[Emission]:
         wanted = event.get("response_id")
-        run: _Run | None
+        run: Run | None
         if isinstance(wanted, str) and wanted:
-            run = self.runs.get(wanted)
+            run = self.responses.runs.get(wanted)
             if run is not None and run.finished:
                 run = None
         else:
-            run = self.active
+            run = self.responses.active
         if run is None:
-            return [
-                self._error("response_cancel_not_active", "Cancellation failed: no active response found", None, event)
-            ]
-        if run.gen is not None:
-            run.gen.close()
-        events: list[dict[str, Any]] = []
-        wire = run.open_item
-        if wire is not None:
-            if wire.get("type") == "message":
-                events.extend(self._close_message(run, "incomplete"))
-            else:
-                events.extend(self._end_item(run, "incomplete"))
-        events.append(self._finish(run, "cancelled", {"type": "cancelled", "reason": "client_cancelled"}))
-        return [self._event(e) for e in events]
+            message = "Cancellation failed: no active response found"
+            return [self._error("response_cancel_not_active", message, None, event)]
+        return [self._event(e) for e in self.responses.cancel(run)]
 
 
-def _public(wire: dict[str, Any]) -> dict[str, Any]:
-    """The wire item without the endpoint's private keys (those starting with `_`)."""
-    return {k: _copy(v) for k, v in wire.items() if not k.startswith("_")}
+def _is_output_audio(item: Item) -> bool:
+    """Whether a truncate may cut `item`: a model output audio message (a response's assistant message with an
+    audio part), the only kind the API truncates."""
+    if item.source != "response" or item.role != "assistant" or item.wire is None:
+        return False
+    content = item.wire.get("content")
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") in ("output_audio", "audio") for part in content
+    )
 
 
-def _wire_text(wire: dict[str, Any]) -> str:
-    content = wire.get("content")
-    parts: list[str] = []
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, dict):
-                for key in ("text", "transcript"):
-                    value = part.get(key)
-                    if isinstance(value, str) and value:
-                        parts.append(value)
-                        break
-    return " ".join(parts)
-
-
-def choose_reply(context: list[dict[str, Any]], tools_allowed: bool = True) -> tuple[str, str]:
-    """The default script's decision: (`call` | `story` | `text`, text).
-
-    Right after a `function_call_output` -> `Tool result: <output>`. Else, on the last user text: mentioning the
-    weather (and not already answered by a call) -> a call; asking for a story (or something long) -> the story;
-    otherwise `You said: <text>`.
-    """
-    if context and context[-1].get("type") == "function_call_output":
-        return "text", f"Tool result: {context[-1].get('output') or ''}"
-    called = False
-    for wire in reversed(context):
-        if wire.get("type") == "function_call":
-            called = True
-        if wire.get("type") == "message" and wire.get("role") == "user":
-            text = _wire_text(wire)
-            lowered = text.lower()
-            if "weather" in lowered and tools_allowed and not called:
-                return "call", text
-            if "story" in lowered or "long" in lowered:
-                return "story", text
-            return "text", f"You said: {text}"
-    return "text", "Hello! How can I help?"
-
-
-def _remap(obj: Any, ids: dict[str, str]) -> Any:
-    if isinstance(obj, str):
-        return ids.get(obj, obj)
-    if isinstance(obj, dict):
-        return {k: _remap(v, ids) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_remap(v, ids) for v in obj]
-    return obj
-
-
-_RATE_LIMITS = [
-    {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 60.0},
-    {"name": "tokens", "limit": 50000, "remaining": 49000, "reset_seconds": 60.0},
-]
-
-_HANDLERS: dict[str, Any] = {
+_HANDLERS: dict[str, Callable[[EndpointConnection, dict[str, Any]], list[Emission]]] = {
     "session.update": EndpointConnection._session_update,
     "transcription_session.update": EndpointConnection._transcription_update,
     "conversation.item.create": EndpointConnection._item_create,
@@ -1133,45 +489,3 @@ _HANDLERS: dict[str, Any] = {
     "response.cancel": EndpointConnection._response_cancel,
 }
 assert set(_HANDLERS) == set(CLIENT_EVENTS)
-
-
-def recorded_responses(records: Iterable[Any]) -> list[RecordedResponse]:
-    """The server's responses of a trace, in order: from `response.created` to its `response.done`, the events
-    that belong to it (its own streaming events, the acks of its items), each with the seconds since the previous
-    one. Takes `rtrace.core.trace.Record`s."""
-    out: list[RecordedResponse] = []
-    open_: dict[tuple[int, str], tuple[RecordedResponse, set[str], float]] = {}
-    for rec in records:
-        if rec.dir != "server":
-            continue
-        ev = rec.event
-        etype = rec.type
-        if etype == "response.created":
-            created_id = str((ev.get("response") or {}).get("id"))
-            resp = RecordedResponse([(0.0, ev)])
-            open_[(rec.conn, created_id)] = (resp, set(), rec.t)
-            out.append(resp)
-            continue
-        rid: Any = ev.get("response_id")
-        if etype == "response.done":
-            rid = (ev.get("response") or {}).get("id")
-        key = (rec.conn, str(rid))
-        if rid is None and etype in ("conversation.item.added", "conversation.item.done"):
-            item_id = (ev.get("item") or {}).get("id")
-            for k, (_, items, _) in open_.items():
-                if k[0] == rec.conn and item_id in items:
-                    key = k
-                    break
-        entry = open_.get(key)
-        if entry is None:
-            continue
-        resp, items, last_t = entry
-        if etype == "response.output_item.added":
-            item_id = (ev.get("item") or {}).get("id")
-            if isinstance(item_id, str):
-                items.add(item_id)
-        resp.events.append((max(0.0, rec.t - last_t), ev))
-        open_[key] = (resp, items, rec.t)
-        if etype == "response.done":
-            del open_[key]
-    return out

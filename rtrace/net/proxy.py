@@ -1,8 +1,8 @@
 """`rtrace record`: a recording websocket proxy between a realtime client and its endpoint.
 
 Owns the proxy: one upstream connection per client connection, frames forwarded unchanged and in order, each one
-written as it passes (`loader.TraceWriter`) after `redact.redact_event` scrubbed secrets and audio payloads.
-Credentials are passed through to the upstream, never written or printed.
+written as it passes (`rtrace.core.writer.TraceWriter`) after `rtrace.core.secrets.redact_event` scrubbed secrets and
+audio payloads. Credentials are passed through to the upstream, never written or printed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import http
 import itertools
 import os
 import sys
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
@@ -25,10 +26,18 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.http11 import Request, Response
 
 from .. import __version__
-from ..core.loader import TraceWriter
 from ..core.secrets import redact_event, safe_path, scrub_text
+from ..core.writer import TraceWriter
+from .common import (
+    MAX_FRAME_BYTES,
+    host_for_url,
+    safe_url,
+    trace_write_failed,
+    until_stopped,
+    upstream_url,
+    warn_unless_loopback,
+)
 
-#: Event type -> the field holding a base64 audio payload.
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
 _HOP_HEADERS = frozenset(
     {
@@ -49,12 +58,6 @@ _HOP_HEADERS = frozenset(
         "origin",
     }
 )
-#: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
-_PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
-#: Frames up to this size are read and forwarded.
-MAX_FRAME_BYTES = 64 * 1024 * 1024
-#: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclasses.dataclass
@@ -70,22 +73,6 @@ class RecordOptions:
     header: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Seconds to wait for the upstream handshake.
     open_timeout: float = 10.0
-
-
-def upstream_url(upstream: str, client_path: str) -> str:
-    """Where a client request for `client_path` goes: the upstream's origin (and any prefix before `/v1/realtime`)
-    plus the client's path and query; query parameters of `upstream` the client did not set are added."""
-    up = urllib.parse.urlsplit(upstream)
-    prefix = up.path.rstrip("/")
-    for suffix in _PATH_SUFFIXES:
-        if prefix.endswith(suffix):
-            prefix = prefix[: -len(suffix)]
-            break
-    cp = urllib.parse.urlsplit(client_path)
-    query = urllib.parse.parse_qsl(cp.query, keep_blank_values=True)
-    have = {k for k, _ in query}
-    query += [(k, v) for k, v in urllib.parse.parse_qsl(up.query, keep_blank_values=True) if k not in have]
-    return urllib.parse.urlunsplit((up.scheme, up.netloc, prefix + cp.path, urllib.parse.urlencode(query), ""))
 
 
 @dataclasses.dataclass
@@ -122,8 +109,7 @@ class RecordingProxy:
 
     @property
     def url(self) -> str:
-        host = f"[{self.options.host}]" if ":" in self.options.host else self.options.host
-        return f"ws://{host}:{self.port}/v1"
+        return f"ws://{host_for_url(self.options.host)}:{self.port}/v1"
 
     @property
     def http_url(self) -> str:
@@ -309,7 +295,7 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
-        writer = TraceWriter.open(options.output, header)
+        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed)
     proxy = RecordingProxy(options, writer)
     try:
         await proxy.start()
@@ -329,8 +315,6 @@ def check_upstream(url: str) -> str:
 
 
 async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:
-    from .server import until_stopped
-
     async with run_proxy(options) as proxy:
         announce(proxy)
         await until_stopped()
@@ -339,12 +323,8 @@ async def _record_forever(options: RecordOptions, announce: Callable[[RecordingP
 def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
     """`rtrace record`: print where to point the client, then record until Ctrl-C or SIGTERM."""
     check_upstream(options.upstream)
-    if options.host not in LOOPBACK:
-        print(
-            f"rtrace: warning: listening on {options.host}, not loopback: anyone who can reach this address can use "
-            "the upstream through this proxy with their own credentials, and is recorded.",
-            file=err,
-        )
+    exposure = "use the upstream through this proxy with their own credentials, and is recorded"
+    warn_unless_loopback(options.host, exposure, err)
 
     def announce(proxy: RecordingProxy) -> None:
         print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
@@ -357,19 +337,10 @@ def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] 
         asyncio.run(_record_forever(options, announce))
 
 
-def safe_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
-
-
 __all__ = [
     "RecordOptions",
     "RecordingProxy",
     "check_upstream",
     "record_main",
     "run_proxy",
-    "upstream_url",
 ]

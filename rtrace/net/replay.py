@@ -2,7 +2,8 @@
 
 Owns pacing (reactive, recorded, asap), the mapping of server-assigned ids from the recording to the replay, the
 divergences between the recorded and the replayed answers, and the side-by-side findings. It does not judge the
-conversation itself (that is `analysis`), and a key for a real endpoint comes from the environment, never written.
+conversation itself (that is `rtrace.engine.fold`, run on both traces), and a key for a real endpoint comes from the
+environment, never written.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tempfile
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import IO, Any
 
 import orjson
@@ -24,12 +25,13 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from .. import __version__
 from ..core.escape import printable
-from ..core.loader import TraceReader, TraceWriter
+from ..core.loader import TraceReader
 from ..core.secrets import redact_event, safe_path
 from ..core.trace import Record
+from ..core.writer import TraceWriter
 from ..engine.fold import TraceReport, analyze_path
 from ..rules.base import Config
-from .proxy import LOOPBACK, safe_url, upstream_url
+from .common import LOOPBACK, safe_url, trace_write_failed, upstream_url
 
 PACES = ("reactive", "recorded", "asap")
 #: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming
@@ -415,7 +417,8 @@ async def replay_to(
 ) -> ReplayResult:
     """Replay against a websocket base URL, writing the replayed trace to `out`."""
     headers = _headers_for(target)
-    writer = TraceWriter(out, {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)})
+    header = {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)}
+    writer = TraceWriter(out, header, time.monotonic, trace_write_failed)
     ids: dict[str, str] = {}
     keep = client_ids([r for recs in by_conn.values() for r in recs])
     conns: list[ConnResult] = []
@@ -525,44 +528,6 @@ def compare(path: str, options: ReplayOptions, url: str) -> tuple[ReplayResult, 
     return fake, real, lines
 
 
-# -- text output ------------------------------------------------------------------------------------------------------
-
-
-def _finding_rows(report: TraceReport | None) -> dict[str, list[str]]:
-    rows: dict[str, list[str]] = {}
-    for f in report.findings if report else []:
-        key = f"{f.rule} {f.slug}"
-        lines = ",".join(str(n) for n in f.lines[:6])
-        rows.setdefault(key, []).append(lines)
-    return rows
-
-
-def render(result: ReplayResult, emit: Callable[[str], None]) -> None:
-    """The replay summary: connections, divergences (both lines), findings of the original next to the replay's."""
-    emit(f"replayed {printable(result.original)} against {printable(result.target)} -> {printable(result.replayed)}")
-    for c in result.conns:
-        emit(f"  conn {c.conn}: {c.sent} sent, {c.received} received, {c.timeouts} wait(s) timed out")
-    if result.divergences:
-        emit(f"{len(result.divergences)} divergence(s) from the recording:")
-        for d in result.divergences:
-            where = f"original line {d.original_line or '?'}, replay line {d.replay_line or '?'}"
-            emit(f"  conn {d.conn} {d.kind}: {d.message} ({where})")
-            if d.original_text:
-                emit(f"    original: {d.original_text}")
-            if d.replay_text:
-                emit(f"    replay:   {d.replay_text}")
-    else:
-        emit("the endpoint answered every acknowledgement the recording has")
-    before, after = _finding_rows(result.original_report), _finding_rows(result.replay_report)
-    emit("findings (original | replay):")
-    if not before and not after:
-        emit("  none in either")
-    for key in sorted(set(before) | set(after)):
-        a = "; ".join(f"lines {x}" for x in before.get(key, [])) or "-"
-        b = "; ".join(f"lines {x}" for x in after.get(key, [])) or "-"
-        emit(f"  {key}: {a} | {b}")
-
-
 __all__ = [
     "PACES",
     "Divergence",
@@ -572,7 +537,6 @@ __all__ = [
     "compare",
     "learn_ids",
     "plan",
-    "render",
     "replay",
     "rewrite_ids",
 ]

@@ -2,7 +2,8 @@
 
 Owns the websocket handshake (path, any API key, subprotocols), the per-connection send queue that applies latency
 without ever reordering events, the trace recorder, and task hygiene (a client that leaves takes its tasks with it).
-Protocol decisions belong to `rtrace.net.endpoint`; nothing here looks inside an event except its `type`.
+Protocol decisions belong to `rtrace.net.endpoint`; nothing here looks inside an event except its `type` (and the
+recorder, for secrets to scrub).
 """
 
 from __future__ import annotations
@@ -26,29 +27,26 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from .. import __version__
-from ..core.loader import TraceWriter
 from ..core.secrets import safe_path, scrub_secrets
 from ..core.trace import encode
-from .endpoint import (
-    Emission,
-    EndpointConnection,
-    EndpointOptions,
-    Faults,
-    ResponseSource,
-    SharedCounters,
-    decode_frame,
-    recorded_responses,
+from ..core.writer import Clock, TraceWriter
+from .common import (
+    MAX_FRAME_BYTES,
+    host_for_url,
+    parse_duration,
+    parse_latencies,
+    trace_write_failed,
+    until_stopped,
+    warn_unless_loopback,
 )
-from .proxy import LOOPBACK
+from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from .faults import Faults
+from .playback import ResponseSource, recorded_responses
+from .wire import Emission, decode_frame
 
 #: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
 PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
-#: Websocket frames up to this size are read (then answered with an error when above the event limit).
-DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
-#: Query parameters never written anywhere (any name containing one of these).
-SECRET_PARAMS = ("key", "token", "secret", "auth", "password", "signature")
 
-Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[Any]]
 
 
@@ -69,7 +67,7 @@ class ServerOptions:
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
-    # Faults (see `rtrace.net.endpoint.Faults`).
+    # Faults (see `rtrace.net.faults.Faults`).
     close_after: int | None = None
     drop_on: list[str] = dataclasses.field(default_factory=list)
     fail_response: set[int] = dataclasses.field(default_factory=set)
@@ -77,7 +75,7 @@ class ServerOptions:
     expire_after: float | None = None
     #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
     fault_times: int | None = 1
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_frame_bytes: int = MAX_FRAME_BYTES
     #: Injected for tests: a monotonic clock (seconds) and the matching sleep.
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
@@ -279,11 +277,11 @@ class RealtimeServer:
 
     @property
     def url(self) -> str:
-        return f"ws://{_host_for_url(self.host)}:{self.port}/v1"
+        return f"ws://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def http_url(self) -> str:
-        return f"http://{_host_for_url(self.host)}:{self.port}/v1"
+        return f"http://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def connections(self) -> int:
@@ -325,7 +323,7 @@ class RealtimeServer:
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
             }
-            self.recorder = Recorder.open(o.record, header, o.clock)
+            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed)
         self._server = await serve(
             self._handler,
             o.host,
@@ -348,10 +346,6 @@ class RealtimeServer:
             self.recorder.close()
 
 
-def _host_for_url(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
 @contextlib.asynccontextmanager
 async def run_server(options: ServerOptions | None = None) -> AsyncIterator[RealtimeServer]:
     """Run a fake endpoint for the duration of the block::
@@ -365,52 +359,6 @@ async def run_server(options: ServerOptions | None = None) -> AsyncIterator[Real
         yield server
     finally:
         await server.stop()
-
-
-def parse_duration(text: str) -> float:
-    """`50ms`, `0.2s`, `1m`, `2h` or a bare number of seconds -> seconds. Raises ValueError."""
-    s = text.strip().lower()
-    number, scale = s, 1.0
-    for suffix, unit in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if s.endswith(suffix):
-            number, scale = s[: -len(suffix)].strip(), unit
-            break
-    try:
-        value = float(number) * scale
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 50ms, 0.2s, 1m)") from None
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(f"not a duration: {text!r} (must be a finite, non-negative time)")
-    return value
-
-
-def parse_latencies(values: list[str]) -> tuple[float, dict[str, float]]:
-    """`--latency 50ms --latency conversation.item.added=120ms` -> (default, per type)."""
-    default = 0.0
-    by_type: dict[str, float] = {}
-    for value in values:
-        for part in value.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "=" in part:
-                etype, _, dur = part.partition("=")
-                by_type[etype.strip()] = parse_duration(dur)
-            else:
-                default = parse_duration(part)
-    return default, by_type
-
-
-async def until_stopped() -> None:
-    """Return on Ctrl-C or SIGTERM (or when cancelled): how `serve` and `record` run in the foreground."""
-    import signal
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
 
 
 async def serve_forever(options: ServerOptions, announce: Callable[[RealtimeServer], None]) -> None:
@@ -470,12 +418,7 @@ def options_from_cli(
 
 def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
     """`rtrace serve`: print where to connect, then serve until Ctrl-C or SIGTERM."""
-    if options.host not in LOOPBACK:
-        print(
-            f"rtrace: warning: listening on {options.host}, not loopback: anyone who can reach this address can "
-            "connect (no authentication).",
-            file=err,
-        )
+    warn_unless_loopback(options.host, "connect (no authentication)", err)
 
     def announce(server: RealtimeServer) -> None:
         print(f"rtrace serve: listening on {server.url}", file=out)
@@ -491,12 +434,9 @@ def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] =
 
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
     "RealtimeServer",
     "ServerOptions",
     "options_from_cli",
-    "parse_duration",
-    "parse_latencies",
     "run_server",
     "serve_forever",
     "serve_main",

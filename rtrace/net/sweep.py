@@ -1,8 +1,8 @@
 """`rtrace sweep`: run a user's command against a fresh fake endpoint at each latency, record and analyze each run.
 
 Owns the loop (latency x run), the environment handed to the command (`OPENAI_BASE_URL`, `RTRACE_URL`), and the
-latency x rule table. The server is `rtrace.net.server`, the analysis `rtrace.engine.fold`; this module prints only
-through the console it is given.
+results a latency x rule table is drawn from. The server is `rtrace.net.server`, the analysis `rtrace.engine.fold`, the
+table `rtrace.report.sweep`; this module prints nothing.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
-from ..core.escape import printable
 from ..engine.fold import analyze_path
 from ..rules.base import Finding
+from .common import parse_duration
 from .server import ServerOptions, run_server
 
 
@@ -125,48 +122,8 @@ def sweep(
     return asyncio.run(sweep_async(command, latencies, runs, out_dir, template, timeout, progress))
 
 
-def render(result: SweepResult, console: Console) -> None:
-    """The latency x rule table (runs that showed the rule, of all runs), then one trace per finding."""
-    table = Table(box=None, header_style="bold", title=None)
-    table.add_column("rule")
-    table.add_column("severity")
-    for latency in result.latencies:
-        table.add_column(label(latency), justify="right")
-    for rule_id, slug, severity in result.rules():
-        cells = [f"{result.count(lat, rule_id)}/{result.runs}" for lat in result.latencies]
-        table.add_row(f"{rule_id} {slug}", severity, *cells)
-    failed = [
-        f"{sum(1 for r in result.results if r.latency == lat and r.exit_code != 0)}/{result.runs}"
-        for lat in result.latencies
-    ]
-    table.add_row("(command failed)", "", *failed)
-    console.print(table)
-    if not result.rules():
-        console.print("no finding at any latency", markup=False)
-        return
-    console.print()
-    console.print("one trace per finding:", markup=False)
-    for rule_id, slug, _ in result.rules():
-        for latency in result.latencies:
-            for r in result.results:
-                if r.latency != latency:
-                    continue
-                hit = next((f for f in r.findings if f.rule == rule_id), None)
-                if hit is not None:
-                    lines = ",".join(str(n) for n in hit.lines[:6]) if hit.lines else ""
-                    where = f"{r.trace}:{hit.lines[0]}" if hit.lines else str(r.trace)
-                    console.print(
-                        printable(f"  {rule_id} {slug} at {label(latency)}: {where}  (lines {lines})", 4096),
-                        markup=False,
-                        soft_wrap=True,
-                    )
-                    break
-
-
 def parse_latency_list(text: str) -> list[float]:
     """`0,10,50,200ms` -> seconds. A unit on the last value applies to bare numbers before it (`ms` by default)."""
-    from .server import parse_duration
-
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise ValueError("--latency needs at least one value, e.g. 0,10,50,200ms")
@@ -188,23 +145,13 @@ def sweep_main(
     runs: int,
     out_dir: Path,
     timeout: float | None,
-    console: Console,
+    progress: Callable[[RunResult], None] | None = None,
     template: ServerOptions | None = None,
-) -> int:
-    """`rtrace sweep`: 1 when any run showed an error-severity finding, else 0. Raises ValueError on bad input."""
+) -> SweepResult:
+    """`rtrace sweep` from command-line values: `latency` as `0,10,50,200ms`. Raises ValueError on bad input; the
+    CLI renders the result (`rtrace.report.sweep`) and exits 1 when it has an error-severity finding."""
     if not command:
         raise ValueError("give the command to run after --, e.g. rtrace sweep --latency 0,50ms -- pytest tests/x.py")
     if runs < 1:
         raise ValueError("--runs must be at least 1")
-    latencies = parse_latency_list(latency)
-
-    def progress(r: RunResult) -> None:
-        status = "timeout" if r.exit_code is None else f"exit {r.exit_code}"
-        found = ", ".join(sorted({f.rule for f in r.findings})) or "no finding"
-        line = f"{label(r.latency)} run {r.run}: {status}, {found}  {r.trace}"
-        console.print(printable(line, 4096), markup=False, soft_wrap=True)
-
-    result = sweep(command, latencies, runs, out_dir, template, timeout, progress)
-    console.print()
-    render(result, console)
-    return 1 if result.has_errors() else 0
+    return sweep(command, parse_latency_list(latency), runs, out_dir, template, timeout, progress)

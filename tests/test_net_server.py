@@ -17,7 +17,7 @@ from rtrace.core.loader import TraceReader
 from rtrace.core.secrets import safe_path
 from rtrace.engine.fold import analyze_path
 from rtrace.net.endpoint import EndpointOptions
-from rtrace.net.server import RealtimeServer, ServerOptions, parse_duration, parse_latencies, run_server
+from rtrace.net.server import RealtimeServer, ServerOptions, run_server
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 
@@ -51,20 +51,6 @@ def user(text: str, item_id: str | None = None) -> str:
 
 def endpoint(srv: RealtimeServer) -> str:
     return f"{srv.url}/realtime?model=gpt-realtime"
-
-
-def test_parse_duration_and_latencies() -> None:
-    assert parse_duration("50ms") == pytest.approx(0.05)
-    assert parse_duration("0.2s") == pytest.approx(0.2)
-    assert parse_duration("1m") == 60.0
-    assert parse_duration("3") == 3.0
-    for bad in ("", "abc", "-1s", "infs", "5xs"):
-        with pytest.raises(ValueError):
-            parse_duration(bad)
-    assert parse_latencies(["50ms", "conversation.item.added=120ms"]) == (
-        pytest.approx(0.05),
-        {"conversation.item.added": pytest.approx(0.12)},
-    )
 
 
 def test_safe_path_removes_keys() -> None:

@@ -1,0 +1,131 @@
+"""What the network modules share: the loopback names, URLs shown without secrets and mapped to an upstream,
+durations as the command line writes them, running in the foreground until Ctrl-C or SIGTERM, and the message of
+a trace that cannot be written any more.
+
+Imports no other `rtrace.net` module, so `server`, `proxy`, `replay` and `sweep` never import each other for these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import urllib.parse
+from typing import IO
+
+from ..core.secrets import safe_path
+
+#: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: Websocket frames up to this size are read (`serve` answers an event above its own limit with an error; `record`
+#: forwards it).
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
+_PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
+
+
+def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
+    """Tell the user (on `err`) what anyone who can reach `host` can do, unless only this machine can."""
+    if host not in LOOPBACK:
+        print(
+            f"rtrace: warning: listening on {host}, not loopback: anyone who can reach this address can {exposure}.",
+            file=err,
+        )
+
+
+def host_for_url(host: str) -> str:
+    """`host` as it stands in a URL: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
+
+def safe_url(url: str) -> str:
+    """`url` fit to print: no user or password, and no secret query parameter (`safe_path`)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
+
+
+def upstream_url(upstream: str, client_path: str) -> str:
+    """Where a client request for `client_path` goes: the upstream's origin (and any prefix before `/v1/realtime`)
+    plus the client's path and query; query parameters of `upstream` the client did not set are added."""
+    up = urllib.parse.urlsplit(upstream)
+    prefix = up.path.rstrip("/")
+    for suffix in _PATH_SUFFIXES:
+        if prefix.endswith(suffix):
+            prefix = prefix[: -len(suffix)]
+            break
+    cp = urllib.parse.urlsplit(client_path)
+    query = urllib.parse.parse_qsl(cp.query, keep_blank_values=True)
+    have = {k for k, _ in query}
+    query += [(k, v) for k, v in urllib.parse.parse_qsl(up.query, keep_blank_values=True) if k not in have]
+    return urllib.parse.urlunsplit((up.scheme, up.netloc, prefix + cp.path, urllib.parse.urlencode(query), ""))
+
+
+def parse_duration(text: str) -> float:
+    """`50ms`, `0.2s`, `1m`, `2h` or a bare number of seconds -> seconds. Raises ValueError."""
+    s = text.strip().lower()
+    number, scale = s, 1.0
+    for suffix, unit in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if s.endswith(suffix):
+            number, scale = s[: -len(suffix)].strip(), unit
+            break
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 50ms, 0.2s, 1m)") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"not a duration: {text!r} (must be a finite, non-negative time)")
+    return value
+
+
+def parse_latencies(values: list[str]) -> tuple[float, dict[str, float]]:
+    """`--latency 50ms --latency conversation.item.added=120ms` -> (default, per type)."""
+    default = 0.0
+    by_type: dict[str, float] = {}
+    for value in values:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" in part:
+                etype, _, dur = part.partition("=")
+                by_type[etype.strip()] = parse_duration(dur)
+            else:
+                default = parse_duration(part)
+    return default, by_type
+
+
+def trace_write_failed(reason: str, lines: int) -> None:
+    """The recorders' `TraceWriter.on_failure`: the user is told once, on stderr, where the trace stops."""
+    print(
+        f"rtrace: cannot write the trace any more ({reason}); frames keep passing, the trace stops after line {lines}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+async def until_stopped() -> None:
+    """Return on Ctrl-C or SIGTERM (or when cancelled): how `serve` and `record` run in the foreground."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+__all__ = [
+    "LOOPBACK",
+    "MAX_FRAME_BYTES",
+    "host_for_url",
+    "parse_duration",
+    "parse_latencies",
+    "safe_url",
+    "trace_write_failed",
+    "until_stopped",
+    "upstream_url",
+    "warn_unless_loopback",
+]

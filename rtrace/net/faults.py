@@ -1,0 +1,135 @@
+"""Injected faults: what `rtrace serve` can be told to break (`Faults`), and per connection which fault fires when
+(`ConnectionFaults`): spec matching, the fire-once accounting shared by a server's connections, the
+`fault.injected` note of each, and `close_after` cutting a list of emissions.
+
+A fault is a protocol answer like any other, decided here without I/O; `rtrace.net.server` only executes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .wire import Emission
+
+
+@dataclasses.dataclass
+class Faults:
+    """Injected faults. Each one that fires is also noted as a `fault.injected` meta emission."""
+
+    #: Close the connection once this many server events have been sent on it.
+    close_after: int | None = None
+    #: Close the connection (no close handshake wait, queued events dropped) when a client event matches one of
+    #: these: `TYPE` or `TYPE:ITEM_TYPE` (e.g. `conversation.item.create:function_call_output`), before answering it.
+    drop_on: list[str] = dataclasses.field(default_factory=list)
+    #: Answer these response.create ordinals (1-based, per connection) with `response.done` status `failed`.
+    fail_response: set[int] = dataclasses.field(default_factory=set)
+    #: Answer matching client events (`TYPE` or `TYPE:ITEM_TYPE`) with an `error` instead of processing them.
+    error_on: list[str] = dataclasses.field(default_factory=list)
+    #: Send `session_expired` and close 1001 this many seconds after the connection opened.
+    expire_after: float | None = None
+    #: Close code used by `close_after` and `drop_on`.
+    close_code: int = 1000
+    #: How many times each fault (each spec of it) fires in the life of a server; None: every time. The default 1
+    #: lets a client that reconnects and replays the event a drop matched get through the second time.
+    #: `expire_after` counts when a connection is armed with it.
+    times: int | None = 1
+
+
+def matches(spec: str, event: dict[str, Any]) -> bool:
+    """`TYPE` matches the client event of that type; `TYPE:SUB` one whose item has that type or role."""
+    etype, _, sub = spec.partition(":")
+    if event.get("type") != etype:
+        return False
+    if not sub:
+        return True
+    item = event.get("item")
+    return isinstance(item, dict) and sub in (item.get("type"), item.get("role"))
+
+
+def fault_note(fault: str, spec: str, event: dict[str, Any] | None) -> dict[str, Any]:
+    """The `fault.injected` meta record of a fault that fired (on `event`, when a client event set it off)."""
+    note: dict[str, Any] = {"type": "fault.injected", "fault": fault, "spec": spec}
+    if event is not None:
+        note["client_event_type"] = event.get("type")
+        if isinstance(event.get("event_id"), str):
+            note["client_event_id"] = event["event_id"]
+    return note
+
+
+class ConnectionFaults:
+    """The faults of one connection. Each `kind:spec` fires at most `Faults.times` times in the life of a server:
+    `fired` counts them and is shared by the server's connections."""
+
+    def __init__(self, faults: Faults, fired: dict[str, int]) -> None:
+        self.faults = faults
+        self.fired = fired
+        #: Server events sent on this connection so far (what `close_after` counts).
+        self.events_sent = 0
+        #: Whether this connection got the `expire_after` fault (decided when it opens).
+        self.expiry_armed = False
+
+    @property
+    def close_code(self) -> int:
+        """The close code of `close_after` and `drop_on`."""
+        return self.faults.close_code
+
+    def may_fire(self, key: str) -> bool:
+        """Whether a fault whose condition holds fires now (see `Faults.times`); counts it when it does."""
+        times = self.faults.times
+        fired = self.fired.get(key, 0)
+        if times is not None and fired >= times:
+            return False
+        self.fired[key] = fired + 1
+        return True
+
+    def drop_on(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The note of a `drop_on` fault `event` sets off, or None."""
+        return self._first("drop-on", self.faults.drop_on, event)
+
+    def error_on(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The note of an `error_on` fault `event` sets off, or None."""
+        return self._first("error-on", self.faults.error_on, event)
+
+    def _first(self, fault: str, specs: list[str], event: dict[str, Any]) -> dict[str, Any] | None:
+        for spec in specs:
+            if matches(spec, event) and self.may_fire(f"{fault}:{spec}"):
+                return fault_note(fault, spec, event)
+        return None
+
+    def fail_response(self, ordinal: int, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The note of a `fail_response` fault for the connection's `ordinal`-th response.create, or None."""
+        if ordinal in self.faults.fail_response and self.may_fire(f"fail-response:{ordinal}"):
+            return fault_note("fail-response", str(ordinal), event)
+        return None
+
+    def arm_expiry(self) -> None:
+        """On open: whether this connection gets the `expire_after` fault (it counts as fired when it does)."""
+        self.expiry_armed = self.faults.expire_after is not None and self.may_fire("expire-after")
+
+    def expiry(self) -> float | None:
+        """The `expire_after` of this connection, when it was armed with it."""
+        return self.faults.expire_after if self.expiry_armed else None
+
+    def cut(self, out: list[Emission]) -> tuple[list[Emission], bool]:
+        """Apply `close_after` to emissions about to be carried out: (what is kept, whether the connection closes).
+        The list is cut after the connection's Nth server event and ends with the note and the close."""
+        limit = self.faults.close_after
+        count = sum(1 for em in out if em.event is not None)
+        if limit is not None and self.events_sent + count >= limit and not self.may_fire("close-after"):
+            self.faults.close_after = limit = None  # spent on earlier connections
+        if limit is None or self.events_sent + count < limit:
+            self.events_sent += count
+            return out, False
+        kept: list[Emission] = []
+        for em in out:
+            if em.event is not None:
+                if self.events_sent >= limit:
+                    break
+                self.events_sent += 1
+            kept.append(em)
+            if self.events_sent >= limit and em.event is not None:
+                break
+        kept.append(Emission(meta=fault_note("close-after", str(limit), None)))
+        kept.append(Emission(close=(self.close_code, "fault: close-after")))
+        return kept, True

@@ -1,0 +1,181 @@
+"""What the fake endpoint's frames look like: client frames decoded (never raising), and the API's objects as
+templates (the default session, items, usage, errors, rate limits), plus `Emission`, what the endpoint asks the
+server to do.
+
+Pure functions of their arguments: no connection state here (that is `rtrace.net.endpoint`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Hashable
+from typing import Any
+
+import orjson
+
+#: Frames larger than this are answered with an error and not processed (the server reads up to its own limit).
+DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Emission:
+    """One thing the endpoint wants done, `delay` seconds after the previous emission of the same list.
+
+    Exactly one of `event` (send it), `wake` (call `EndpointConnection.wake(token)` now and carry on with its
+    emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason)
+    is usually set. A close with `flush=False` drops whatever is still queued (a network drop); with `flush=True`
+    it comes after everything queued before it.
+    """
+
+    event: dict[str, Any] | None = None
+    delay: float = 0.0
+    wake: Hashable | None = None
+    meta: dict[str, Any] | None = None
+    close: tuple[int, str] | None = None
+    flush: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FrameError:
+    """Why a frame could not become a client event."""
+
+    code: str
+    message: str
+
+
+def decode_frame(data: str | bytes, max_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> dict[str, Any] | FrameError:
+    """A client event from one websocket message, or the reason it is not one. Never raises."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return FrameError("invalid_event", "Binary frames are not supported; send events as JSON text frames.")
+    size = len(data.encode("utf-8", "surrogatepass")) if len(data) * 4 > max_bytes else len(data)
+    if size > max_bytes:
+        return FrameError("event_too_large", f"The event is {size} bytes; the maximum is {max_bytes} bytes.")
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        return FrameError("invalid_json", f"The event is not valid JSON: {e.args[0] if e.args else e}.")
+    if not isinstance(obj, dict):
+        return FrameError("invalid_event", "The event must be a JSON object.")
+    if not isinstance(obj.get("type"), str):
+        return FrameError("missing_required_parameter", "Missing required parameter: 'type'.")
+    return obj
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (an event is sent later than it is made; the conversation may change meanwhile)."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (orjson.JSONEncodeError, orjson.JSONDecodeError):
+        return copy.deepcopy(value)
+
+
+def merge_session(base: dict[str, Any], update: dict[str, Any]) -> None:
+    """`session.update`: only present fields change; nested objects merge, anything else is replaced."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge_session(base[key], value)
+        else:
+            base[key] = copy_json(value)
+
+
+def item_text(item: dict[str, Any]) -> str:
+    """The text of a wire item's content parts (`text` or `transcript` of each), joined by spaces."""
+    content = item.get("content")
+    parts: list[str] = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict):
+                for key in ("text", "transcript"):
+                    value = part.get(key)
+                    if isinstance(value, str) and value:
+                        parts.append(value)
+                        break
+    return " ".join(parts)
+
+
+def error_event(
+    code: str | None, message: str, param: str | None, event_id: str | None, etype: str = "invalid_request_error"
+) -> dict[str, Any]:
+    """An `error` server event (protocol.md 1.7); `event_id` is the offending client event's, when echoed."""
+    return {
+        "type": "error",
+        "error": {"type": etype, "code": code, "message": message, "param": param, "event_id": event_id},
+    }
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+    """A response's `usage`, text tokens only."""
+    return {
+        "total_tokens": input_tokens + output_tokens,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "input_token_details": {
+            "text_tokens": input_tokens,
+            "audio_tokens": 0,
+            "image_tokens": 0,
+            "cached_tokens": 0,
+            "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0, "image_tokens": 0},
+        },
+        "output_token_details": {"text_tokens": output_tokens, "audio_tokens": 0},
+    }
+
+
+#: What `rate_limits.updated` says (protocol.md 7.1: whether the GA API still sends it is not known).
+RATE_LIMITS = [
+    {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 60.0},
+    {"name": "tokens", "limit": 50000, "remaining": 49000, "reset_seconds": 60.0},
+]
+
+
+def default_session(session_id: str, model: str) -> dict[str, Any]:
+    """The session a connection starts with: the GA defaults, 24 kHz PCM both ways, server VAD."""
+    return {
+        "type": "realtime",
+        "object": "realtime.session",
+        "id": session_id,
+        "model": model,
+        "output_modalities": ["audio"],
+        "instructions": "",
+        "tools": [],
+        "tool_choice": "auto",
+        "max_output_tokens": "inf",
+        "tracing": None,
+        "truncation": "auto",
+        "prompt": None,
+        "audio": {
+            "input": {
+                "format": {"type": "audio/pcm", "rate": 24000},
+                "transcription": None,
+                "noise_reduction": None,
+                "turn_detection": {
+                    "type": "server_vad",
+                    "threshold": 0.5,
+                    "prefix_padding_ms": 300,
+                    "silence_duration_ms": 200,
+                    "create_response": True,
+                    "interrupt_response": True,
+                },
+            },
+            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "marin", "speed": 1.0},
+        },
+    }
+
+
+def _item(item_id: str, itype: str, status: str, **fields: Any) -> dict[str, Any]:
+    return {"id": item_id, "object": "realtime.item", "type": itype, "status": status, **fields}
+
+
+def assistant_message(item_id: str) -> dict[str, Any]:
+    """A response's message item as `response.output_item.added` shows it (no content yet)."""
+    return _item(item_id, "message", "in_progress", role="assistant", content=[])
+
+
+def function_call(item_id: str, call_id: str, name: str) -> dict[str, Any]:
+    """A response's function call item as `response.output_item.added` shows it (no arguments yet)."""
+    return _item(item_id, "function_call", "in_progress", name=name, call_id=call_id, arguments="")
+
+
+def committed_audio_message(item_id: str) -> dict[str, Any]:
+    """The user message committed input audio becomes (no transcription: the fake transcribes nothing)."""
+    return _item(item_id, "message", "completed", role="user", content=[{"type": "input_audio", "transcript": None}])

@@ -1,0 +1,90 @@
+"""What the network modules share: URLs, durations, loopback names, running until a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+
+import pytest
+
+from rtrace.net.common import (
+    LOOPBACK,
+    host_for_url,
+    parse_duration,
+    parse_latencies,
+    safe_url,
+    trace_write_failed,
+    until_stopped,
+    upstream_url,
+    warn_unless_loopback,
+)
+
+KEY = "sk-proj-TESTKEY0123456789abcdefSECRET"
+
+
+def test_parse_duration_and_latencies() -> None:
+    assert parse_duration("50ms") == pytest.approx(0.05)
+    assert parse_duration("0.2s") == pytest.approx(0.2)
+    assert parse_duration("1m") == 60.0
+    assert parse_duration("3") == 3.0
+    for bad in ("", "abc", "-1s", "infs", "5xs"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert parse_latencies(["50ms", "conversation.item.added=120ms"]) == (
+        pytest.approx(0.05),
+        {"conversation.item.added": pytest.approx(0.12)},
+    )
+
+
+def test_upstream_url() -> None:
+    assert upstream_url("wss://api.openai.com/v1/realtime", "/v1/realtime?model=m") == (
+        "wss://api.openai.com/v1/realtime?model=m"
+    )
+    assert upstream_url("wss://api.openai.com/v1/realtime?model=a&x=1", "/v1/realtime?model=b") == (
+        "wss://api.openai.com/v1/realtime?model=b&x=1"
+    )
+    assert upstream_url("ws://127.0.0.1:9/v1", "/v1/realtime") == "ws://127.0.0.1:9/v1/realtime"
+    assert upstream_url("wss://h.example/proxy/v1/realtime", "/v1/realtime") == "wss://h.example/proxy/v1/realtime"
+
+
+def test_safe_url_keeps_no_credentials() -> None:
+    shown = safe_url(f"wss://user:{KEY}@api.example:8443/v1/realtime?model=m&api-key={KEY}")
+    assert shown == "wss://api.example:8443/v1/realtime?model=m"
+
+
+def test_hosts() -> None:
+    assert host_for_url("::1") == "[::1]" and host_for_url("127.0.0.1") == "127.0.0.1"
+    assert set(LOOPBACK) == {"127.0.0.1", "localhost", "::1"}
+
+
+def test_a_warning_unless_only_this_machine_can_connect() -> None:
+    err = io.StringIO()
+    for host in LOOPBACK:
+        warn_unless_loopback(host, "connect", err)
+    assert err.getvalue() == ""
+    warn_unless_loopback("0.0.0.0", "connect (no authentication)", err)
+    assert err.getvalue() == (
+        "rtrace: warning: listening on 0.0.0.0, not loopback: anyone who can reach this address can connect "
+        "(no authentication).\n"
+    )
+
+
+def test_a_trace_write_failure_is_told_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    trace_write_failed("No space left on device", 12)
+    assert capsys.readouterr().err == (
+        "rtrace: cannot write the trace any more (No space left on device); frames keep passing, "
+        "the trace stops after line 12\n"
+    )
+
+
+def test_until_stopped_returns_on_sigterm() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(until_stopped(), 5)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+    asyncio.run(main())

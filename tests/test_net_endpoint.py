@@ -1,0 +1,398 @@
+"""The fake endpoint's protocol behaviour, without sockets: events in, emissions out, pauses followed on a virtual
+clock. Sessions, items (create, delete, retrieve, truncate), input audio, errors; and the property that the
+endpoint's conversation is a plain list and the analyzer, folding its events, agrees."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtrace.core.catalog import normalize_type
+from rtrace.core.conversation import Conversation
+from rtrace.core.loader import TraceReader
+from rtrace.core.trace import Record
+from rtrace.engine.fold import fold_state as fold
+from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from rtrace.net.wire import FrameError, decode_frame
+
+from .netdriver import Driver, make, types, user, weather_call
+
+REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
+
+
+def test_open_sends_session_created_with_ids_of_the_connection() -> None:
+    d = Driver(EndpointConnection(3))
+    [ev] = d.open()
+    assert ev["type"] == "session.created"
+    assert ev["event_id"] == "event_s3_00001"
+    assert ev["session"]["id"] == "sess_fake0003"
+
+
+def test_conversation_created_is_an_option() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(conversation_created=True)))
+    assert types(d.open()) == ["session.created", "conversation.created"]
+
+
+def test_session_update_merges_nested_fields_and_keeps_the_model() -> None:
+    d = make()
+    [ev] = d.send(
+        {
+            "type": "session.update",
+            "session": {
+                "type": "realtime",
+                "model": "other",
+                "instructions": "hi",
+                "audio": {"output": {"voice": "x"}},
+            },
+        }
+    )
+    s = ev["session"]
+    assert ev["type"] == "session.updated"
+    assert (s["model"], s["instructions"], s["output_modalities"]) == ("gpt-realtime", "hi", ["text"])
+    assert s["audio"]["output"] == {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "x", "speed": 1.0}
+    assert s["audio"]["input"]["turn_detection"]["type"] == "server_vad"
+
+
+def test_previous_item_id_absent_null_empty_append_root_first_and_after_an_id() -> None:
+    d = make()
+    acks = d.send(user("a", "A"))
+    assert types(acks) == ["conversation.item.added", "conversation.item.done"]
+    assert acks[0]["previous_item_id"] is None and acks[0]["item"]["status"] == "completed"
+    assert d.send(user("b", "B", None))[0]["previous_item_id"] == "A"
+    assert d.send(user("c", "C", ""))[0]["previous_item_id"] == "B"
+    assert d.send(user("r", "R", "root"))[1]["previous_item_id"] is None
+    assert d.send(user("x", "X", "A"))[0]["previous_item_id"] == "A"
+    assert d.conn.conv.ids() == ["R", "A", "X", "B", "C"]
+
+
+def test_unknown_previous_item_id_is_an_error_and_the_item_is_not_added() -> None:
+    d = make()
+    [err] = d.send(user("a", "A", "nope"))
+    assert err["type"] == "error"
+    assert err["error"]["event_id"] == "ev_A" and "'nope'" in err["error"]["message"]
+    assert err["error"]["code"] == "invalid_previous_item_id"
+    assert "A" not in d.conn.conv
+
+
+def test_server_assigns_an_id_when_the_client_gives_none() -> None:
+    d = make()
+    acks = d.send(user("a"))
+    assert acks[0]["item"]["id"] == "item_s1_0001"
+
+
+@pytest.mark.parametrize(
+    ("mode", "expect_types", "copies"),
+    [
+        ("append_duplicate", ["conversation.item.added", "conversation.item.done"], 2),
+        ("ignore", ["conversation.item.added", "conversation.item.done"], 1),
+        ("reject", ["error"], 1),
+    ],
+)
+def test_duplicate_item_id_modes(mode: str, expect_types: list[str], copies: int) -> None:
+    d = make(duplicate_id=mode)
+    d.send(user("a", "A"))
+    out = d.send(user("a", "A"))
+    assert types(out) == expect_types
+    if mode != "reject":
+        assert out[0]["previous_item_id"] == "A"  # observed: the item's own id
+    assert d.conn.conv.items["A"].copies == copies
+
+
+def test_delete_and_delete_again() -> None:
+    d = make()
+    d.send(user("a", "A"))
+    assert d.send({"type": "conversation.item.delete", "item_id": "A"}) == [
+        {"event_id": "event_s1_00005", "type": "conversation.item.deleted", "item_id": "A"}
+    ]
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "del2"})
+    assert err["error"]["code"] == "item_delete_invalid_item_id"
+    assert err["error"]["message"] == "Error deleting item: the item with id 'A' does not exist."
+    assert err["error"]["event_id"] == "del2"
+
+
+def test_error_event_id_echo_is_an_option() -> None:
+    d = make(echo_error_event_id=False)
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "del"})
+    assert err["error"]["event_id"] is None
+
+
+def test_retrieve_returns_the_full_item_or_the_real_error() -> None:
+    d = make()
+    d.send(user("hello", "A"))
+    [ev] = d.send({"type": "conversation.item.retrieve", "item_id": "A"})
+    assert ev["type"] == "conversation.item.retrieved" and ev["item"]["content"][0]["text"] == "hello"
+    [err] = d.send({"type": "conversation.item.retrieve", "item_id": "B"})
+    assert err["error"]["code"] == "item_retrieve_invalid_item_id"
+    assert err["error"]["message"] == "Error retrieving item: the item with id 'B' does not exist."
+
+
+def test_truncate_of_an_unknown_item_is_the_real_error() -> None:
+    d = make()
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": "C", "content_index": 0, "audio_end_ms": 10})
+    assert err["error"]["code"] == "item_truncate_invalid_item_id"
+    assert err["error"]["message"] == "Error truncating item: the item with id 'C' does not exist."
+    assert err["error"]["param"] == "item_id"
+
+
+def test_truncate_of_a_text_item_is_rejected_like_the_api() -> None:
+    d = make()
+    d.send(user("hello", "A"))
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": "A", "content_index": 0, "audio_end_ms": 10})
+    assert err["error"]["code"] == "unsupported_content_type"
+
+
+def test_truncate_of_an_audio_answer() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()  # default session: audio output
+    d.send(user("hi", "A"))
+    out = d.send({"type": "response.create"})
+    item_id = out[-1]["response"]["output"][0]["id"]
+    assert "response.output_audio_transcript.delta" in types(out)
+    [ok] = d.send({"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0, "audio_end_ms": 100})
+    assert ok["type"] == "conversation.item.truncated" and ok["audio_end_ms"] == 100
+    [err] = d.send(
+        {"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0, "audio_end_ms": 10**6}
+    )
+    assert "is already shorter than" in err["error"]["message"]
+
+
+def test_delete_takes_every_copy_of_a_duplicate_id() -> None:
+    d = make()
+    d.send(user("a", "A"))
+    d.send(user("a", "A"))
+    assert d.conn.conv.items["A"].copies == 2
+    assert types(d.send({"type": "conversation.item.delete", "item_id": "A"})) == ["conversation.item.deleted"]
+    assert "A" not in d.conn.conv
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A"})
+    assert err["error"]["code"] == "item_delete_invalid_item_id"
+
+
+def test_the_conversation_holds_each_payload_and_no_private_key() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()
+    d.send(user("hello", "A"))
+    assert d.conn.conv.items["A"].wire == {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "hello"}],
+        "id": "A",
+        "object": "realtime.item",
+        "status": "completed",
+    }
+    out = d.send({"type": "response.create"})
+    answer = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    text = answer.wire["content"][0]["transcript"]
+    assert answer.audio_bytes == len(text) * 60 * 48  # 60 ms a character, 24 kHz 16-bit
+    d.send({"type": "conversation.item.truncate", "item_id": answer.id, "content_index": 0, "audio_end_ms": 120})
+    assert answer.audio_bytes == 120 * 48 and answer.wire["content"][0]["transcript"] == ""
+    events = [e for _, e in d.sent]
+    assert not any(k.startswith("_") for e in events for k in (e.get("item") or {}))
+    assert not any(k.startswith("_") for item in d.conn.conv for k in item.wire or {})
+
+
+def test_audio_lengths_follow_the_session_formats() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()
+    formats = {"input": {"format": {"type": "audio/pcmu"}}, "output": {"format": {"type": "audio/pcmu"}}}
+    d.send({"type": "session.update", "session": {"type": "realtime", "audio": formats}})
+    # 800 bytes of G.711 are 100 ms (at 24 kHz 16-bit PCM they would be 16.67 ms: too short).
+    d.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(bytes(800)).decode()})
+    assert types(d.send({"type": "input_audio_buffer.commit"}))[0] == "input_audio_buffer.committed"
+    out = d.send({"type": "response.create"})
+    answer = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    ms = len(answer.wire["content"][0]["transcript"]) * 60
+    assert answer.audio_bytes == ms * 8
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": answer.id, "audio_end_ms": ms + 1})
+    assert err["error"]["message"] == f"Audio content of {ms}ms is already shorter than {ms + 1}ms"
+    [ok] = d.send({"type": "conversation.item.truncate", "item_id": answer.id, "audio_end_ms": ms})
+    assert ok["type"] == "conversation.item.truncated"
+
+
+def test_event_shapes_match_the_server_of_the_real_traces() -> None:
+    """Field by field against the server lines of the 1.8.9 trace, replaying its client events."""
+    d = Driver(EndpointConnection(1))
+    expected: list[dict[str, Any]] = []
+    got: list[dict[str, Any]] = []
+    with TraceReader.open(REAL / "tool-output-race.livekit-1.8.9.jsonl") as reader:
+        for rec in reader:
+            if rec.dir == "server":
+                expected.append(rec.event)
+            elif rec.dir == "client":
+                got.extend(d.send(rec.event))
+            elif rec.type == "connection.opened":
+                got.extend(d.open())
+    assert len(got) == len(expected)
+    for mine, theirs in zip(got, expected, strict=True):
+        if mine["type"] == "response.done":
+            # Token counts are the model's business: same shape, any numbers.
+            assert mine["response"]["usage"].keys() == theirs["response"]["usage"].keys()
+            mine["response"]["usage"] = theirs["response"]["usage"] = None
+        assert mine == theirs
+
+
+def test_function_call_output_for_an_unknown_call_is_rejected() -> None:
+    d = make()
+    [err] = d.send(
+        {
+            "type": "conversation.item.create",
+            "event_id": "fco",
+            "item": {"type": "function_call_output", "call_id": "call_x", "output": "1"},
+        }
+    )
+    assert err["error"]["code"] == "invalid_tool_call_id"
+    assert err["error"]["message"] == "Tool call ID 'call_x' not found in conversation."
+    assert err["error"]["event_id"] == "fco"
+    assert len(d.conn.conv) == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "deleted"),
+    [("allow", ["item_s1_0001"]), ("cascade", ["O", "item_s1_0001"]), ("reject", [])],
+)
+def test_delete_of_a_call_with_an_output(mode: str, deleted: list[str]) -> None:
+    d = make(delete_call_with_output=mode)
+    weather_call(d)
+    d.send({"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "call_s1_0001_0",
+                                                          "output": "x", "id": "O"}})  # fmt: skip
+    out = d.send({"type": "conversation.item.delete", "item_id": "item_s1_0001"})
+    assert [e["item_id"] for e in out if e["type"] == "conversation.item.deleted"] == deleted
+
+
+def test_input_audio_buffer() -> None:
+    d = make()
+    [err] = d.send({"type": "input_audio_buffer.commit"})
+    assert err["error"]["code"] == "input_audio_buffer_commit_empty"
+    assert d.send({"type": "input_audio_buffer.append", "audio": "AAAA" * 2000}) == []
+    out = d.send({"type": "input_audio_buffer.commit"})
+    assert types(out) == ["input_audio_buffer.committed", "conversation.item.added", "conversation.item.done"]
+    assert out[0]["previous_item_id"] is None and out[0]["item_id"] == out[1]["item"]["id"]
+    assert types(d.send({"type": "input_audio_buffer.clear"})) == ["input_audio_buffer.cleared"]
+    [bad] = d.send({"type": "input_audio_buffer.append", "audio": "!!"})
+    assert bad["error"]["param"] == "audio"
+
+
+def test_unknown_event_type_and_bad_frames_are_errors() -> None:
+    d = make()
+    [err] = d.send({"type": "no.such", "event_id": "e1"})
+    assert err["error"]["type"] == "invalid_request_error" and err["error"]["param"] == "type"
+    assert err["error"]["event_id"] == "e1"
+    for frame in (b"\x00\x01", "{not json", "[1,2]", '{"x": 1}', "x" * 200):
+        decoded = decode_frame(frame, max_bytes=100)
+        assert isinstance(decoded, FrameError)
+        [ev] = d.run(d.conn.frame_error(decoded))
+        assert ev["type"] == "error" and ev["error"]["type"] == "invalid_request_error"
+    assert decode_frame('{"type": "response.cancel"}') == {"type": "response.cancel"}
+
+
+def test_response_ids_are_shared_across_connections() -> None:
+    shared = SharedCounters()
+    a = Driver(EndpointConnection(1, shared=shared))
+    b = Driver(EndpointConnection(2, shared=shared))
+    a.send(user("x"))
+    b.send(user("y"))
+    assert a.send({"type": "response.create"})[0]["response"]["id"] == "resp_fake0001"
+    assert b.send({"type": "response.create"})[0]["response"]["id"] == "resp_fake0002"
+
+
+def test_session_update_without_session_is_an_error() -> None:
+    d = make()
+    [err] = d.send({"type": "session.update"})
+    assert err["error"]["code"] == "missing_required_parameter"
+
+
+def test_other_client_events_are_answered() -> None:
+    d = make()
+    assert types(d.send({"type": "transcription_session.update", "session": {}})) == ["transcription_session.updated"]
+    [ev] = d.send({"type": "output_audio_buffer.clear"})
+    assert ev["type"] == "output_audio_buffer.cleared" and ev["response_id"] is None
+    [err] = d.send({"type": "conversation.item.create", "item": {"type": "nope"}})
+    assert err["error"]["param"] == "item.type"
+    [err] = d.send({"type": "conversation.item.create", "item": {"type": "function_call_output", "output": "x"}})
+    assert err["error"]["param"] == "item.call_id"
+
+
+# -- properties ---------------------------------------------------------------------------------------------
+
+_IDS = ["A", "B", "C", "D", "E"]
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("create"), st.sampled_from(_IDS), st.sampled_from([None, "", "root", "absent", *_IDS, "Z"])),
+        st.tuples(st.just("delete"), st.sampled_from([*_IDS, "Z"]), st.none()),
+        st.tuples(st.just("respond"), st.none(), st.none()),
+    ),
+    max_size=25,
+)
+
+
+def copies(conv: Conversation) -> list[str]:
+    """The conversation as a plain list: an id once for each copy, in conversation order."""
+    return [item.id for item in conv for _ in range(item.copies)]
+
+
+def add_copy(model: list[str], item_id: str) -> None:
+    """A copy stands next to the copies already there."""
+    model.insert(max(k for k, x in enumerate(model) if x == item_id) + 1, item_id)
+
+
+@pytest.mark.parametrize("mode", ["append_duplicate", "ignore", "reject"])
+@settings(max_examples=150, deadline=None)
+@given(ops=_ops)
+def test_conversation_matches_a_plain_list_and_the_analyzer_agrees(mode: str, ops: list[tuple[str, Any, Any]]) -> None:
+    """In every duplicate-id mode the endpoint holds a plain list with these rules: an item goes where
+    `previous_item_id` says (after every copy of that id); a create of an id already there adds a copy next to it
+    (`append_duplicate`), nothing (`ignore`) or an error (`reject`); a delete takes the id out with all its copies.
+
+    The analyzer, folding the endpoint's events, holds the list the acks describe: the same one, except that under
+    `ignore` an ack announces a copy the server does not keep (the API's acks do not tell the modes apart)."""
+    d = Driver(EndpointConnection(1, EndpointOptions(duplicate_id=mode)))  # type: ignore[arg-type]
+    d.open()
+    model: list[str] = []
+    acked: list[str] = []
+    for kind, item_id, prev in ops:
+        if kind == "create":
+            out = d.send(user("hi", item_id, prev))
+            if prev == "Z" or (prev not in (None, "", "root", "absent") and prev not in model):
+                assert types(out) == ["error"] and out[0]["error"]["param"] == "previous_item_id"
+                continue
+            if item_id in model:
+                if mode == "reject":
+                    assert types(out) == ["error"] and out[0]["error"]["code"] == "duplicate_item_id"
+                    continue
+                assert types(out) == ["conversation.item.added", "conversation.item.done"]
+                assert out[0]["previous_item_id"] == item_id
+                if mode == "append_duplicate":
+                    add_copy(model, item_id)
+                add_copy(acked, item_id)
+                continue
+            for ids in (acked, model):
+                after = 0 if prev == "root" else len(ids) if prev in (None, "", "absent") else None
+                pos = after if after is not None else max(k for k, x in enumerate(ids) if x == prev) + 1
+                ids.insert(pos, item_id)
+            assert out[0]["previous_item_id"] == (model[pos - 1] if pos else None)  # `pos` is the model's
+        elif kind == "delete":
+            out = d.send({"type": "conversation.item.delete", "item_id": item_id})
+            if item_id in model:
+                model[:] = [x for x in model if x != item_id]
+                acked[:] = [x for x in acked if x != item_id]
+                assert types(out) == ["conversation.item.deleted"]
+            else:
+                assert out[0]["error"]["code"] == "item_delete_invalid_item_id"
+        else:
+            out = d.send({"type": "response.create"})
+            added = [e["item"]["id"] for e in out if e["type"] == "response.output_item.added"]
+            model.extend(added)
+            acked.extend(added)
+        assert copies(d.conn.conv) == model
+    if mode != "ignore":
+        assert acked == model
+    recs = [
+        Record(k, k + 1, t, "server", 1, ev, normalize_type(ev["type"]), ev["type"]) for k, (t, ev) in enumerate(d.sent)
+    ]
+    state = fold(recs)
+    assert copies(state.conns[1].conv) == acked
+    assert state.conns[1].conv.ids() == d.conn.conv.ids()

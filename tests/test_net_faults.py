@@ -1,0 +1,123 @@
+"""Injected faults: which fires when (once per server by default), the note each leaves, and what the client sees.
+Unit tests of the spec matching and close-after cutting, then faults pushed through an endpoint."""
+
+from __future__ import annotations
+
+from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from rtrace.net.faults import ConnectionFaults, Faults, matches
+from rtrace.net.wire import Emission
+
+from .netdriver import Driver, make, types, user, weather_call
+
+
+def test_a_spec_matches_a_type_and_an_item_type_or_role() -> None:
+    create = {"type": "conversation.item.create", "item": {"type": "message", "role": "user"}}
+    assert matches("conversation.item.create", create)
+    assert matches("conversation.item.create:message", create) and matches("conversation.item.create:user", create)
+    assert not matches("conversation.item.create:function_call_output", create)
+    assert not matches("conversation.item.create:user", {"type": "conversation.item.create", "item": "x"})
+    assert not matches("response.create", create)
+
+
+def test_close_after_cuts_after_the_nth_event_and_closes() -> None:
+    faults = ConnectionFaults(Faults(close_after=3), {})
+    events = [Emission({"type": f"e{k}"}) for k in range(2)]
+    assert faults.cut(events) == (events, False)
+    kept, closed = faults.cut([Emission(meta={"type": "note"}), *events])
+    assert closed and [em.event["type"] for em in kept if em.event] == ["e0"]
+    assert kept[-2].meta == {"type": "fault.injected", "fault": "close-after", "spec": "3"}
+    assert kept[-1].close == (1000, "fault: close-after")
+
+
+def test_fault_drop_on_closes_before_answering() -> None:
+    d = make(faults=Faults(drop_on=["conversation.item.create:function_call_output"]))
+    weather_call(d)
+    n = len(d.sent)
+    out = d.send({"type": "conversation.item.create", "event_id": "f",
+                  "item": {"type": "function_call_output", "call_id": "call_s1_0001_0", "output": "x"}})  # fmt: skip
+    assert out == [] and len(d.sent) == n
+    assert d.meta[-1]["fault"] == "drop-on" and d.meta[-1]["client_event_id"] == "f"
+    assert d.closes == [(1000, "fault: drop-on", False)]
+    assert d.conn.closed and d.send(user("x")) == []
+
+
+def test_fault_close_after_n_events() -> None:
+    d = Driver(EndpointConnection(1, faults=Faults(close_after=3)))
+    d.open()
+    d.send(user("a", "A"))
+    assert len(d.sent) == 3
+    assert d.closes == [(1000, "fault: close-after", True)]
+    assert d.send(user("b", "B")) == []
+
+
+def test_fault_fail_response() -> None:
+    d = make(faults=Faults(fail_response={2}))
+    d.send(user("hi", "A"))
+    assert d.send({"type": "response.create"})[-1]["response"]["status"] == "completed"
+    out = d.send({"type": "response.create"})
+    assert types(out) == ["response.created", "response.done"]
+    assert out[-1]["response"]["status"] == "failed" and out[-1]["response"]["output"] == []
+    assert d.meta[-1]["fault"] == "fail-response"
+    assert d.conn.responses.active is None
+
+
+def test_fault_error_on() -> None:
+    d = make(faults=Faults(error_on=["conversation.item.delete"]))
+    d.send(user("hi", "A"))
+    [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "d"})
+    assert err["error"]["code"] == "fault_injected" and err["error"]["event_id"] == "d"
+    assert d.meta[-1]["fault"] == "error-on"
+    assert "A" in d.conn.conv
+
+
+def test_fault_expiry() -> None:
+    d = Driver(EndpointConnection(1, faults=Faults(expire_after=60.0)))
+    d.run(d.conn.open(), follow=False)
+    out = d.run(d.conn.wake(("expire",)))
+    assert out[0]["error"]["code"] == "session_expired"
+    assert "maximum duration of 1 minutes" in out[0]["error"]["message"]
+    assert d.closes == [(1001, "session expired", True)]
+    assert d.meta[-1]["fault"] == "expire-after"
+
+
+def test_expiry_is_scheduled_on_open() -> None:
+    conn = EndpointConnection(1, faults=Faults(expire_after=5.0))
+    ems = conn.open()
+    assert ems[-1].wake == ("expire",) and ems[-1].delay == 5.0
+    # The API's own limit: 60 minutes, not a fault.
+    d = Driver(EndpointConnection(1))
+    ems = d.conn.open()
+    assert ems[-1].wake == ("expire",) and ems[-1].delay == 3600.0
+    out = d.run(d.conn.wake(("expire",)))
+    assert out[0]["error"]["message"] == "Your session hit the maximum duration of 60 minutes."
+    assert d.meta == [] and d.closes == [(1001, "session expired", True)]
+    assert EndpointConnection(1, EndpointOptions(max_session_seconds=None)).open()[-1].wake is None
+
+
+def test_each_fault_fires_once_per_server_by_default() -> None:
+    shared = SharedCounters()
+    faults = Faults(drop_on=["conversation.item.create"], close_after=None)
+    first = Driver(EndpointConnection(1, faults=faults, shared=shared))
+    first.open()
+    assert first.send(user("a", "A")) == [] and first.closes
+    second = Driver(EndpointConnection(2, faults=faults, shared=shared))
+    second.open()
+    assert types(second.send(user("a", "A"))) == ["conversation.item.added", "conversation.item.done"]
+    # times=None: every time.
+    every = Faults(drop_on=["conversation.item.create"], times=None)
+    for n in (3, 4):
+        d = Driver(EndpointConnection(n, faults=every, shared=shared))
+        d.open()
+        assert d.send(user("a", "A")) == [] and d.closes
+
+
+def test_close_after_and_expiry_arm_only_the_first_connection_by_default() -> None:
+    shared = SharedCounters()
+    a = EndpointConnection(1, faults=Faults(close_after=1), shared=shared)
+    assert a.open()[-1].close is not None and a.closed
+    b = EndpointConnection(2, faults=Faults(close_after=1), shared=shared)
+    assert b.open()[-1].close is None and not b.closed
+    c = EndpointConnection(3, faults=Faults(expire_after=1.0), shared=shared)
+    assert c.open()[-1].delay == 1.0
+    d = EndpointConnection(4, faults=Faults(expire_after=1.0), shared=shared)
+    assert d.open()[-1].delay == 3600.0
