@@ -173,3 +173,22 @@ def test_the_checks_catch_a_cycle_and_a_floor_violation() -> None:
         "rtrace.rules.tools (rules) imports rtrace.net.server (net)"
     ]
     assert violations({"rtrace.core.loader": {"rtrace.report.terminal"}}) != []
+
+
+#: Source modules whose tests live under another name (with the reason).
+TESTED_ELSEWHERE: dict[str, str] = {
+    "rtrace.__main__": "tests/test_cli.py",
+}
+
+
+def test_every_source_module_has_its_test_module() -> None:
+    """`rtrace/a/b.py` is tested in `tests/test_a_b.py` (`rtrace/cli.py` in `tests/test_cli.py`)."""
+    tests = PACKAGE.parent / "tests"
+    missing = []
+    for name, path in modules().items():
+        if path.name == "__init__.py" or name in TESTED_ELSEWHERE:
+            continue
+        expected = tests / ("test_" + "_".join(name.split(".")[1:]) + ".py")
+        if not expected.exists():
+            missing.append(f"{path.relative_to(PACKAGE.parent)} -> {expected.relative_to(PACKAGE.parent)}")
+    assert missing == []

@@ -126,9 +126,10 @@ def _content_text(content: list[Any]) -> str:
 
 
 class Conversation:
-    """Ordered items, linked by id. Insert-after and delete are O(1); iteration is in conversation order."""
+    """Ordered items, linked by id. Insert-after, delete and the call_id lookups are O(1) whatever the length of the
+    conversation; iteration is in conversation order."""
 
-    __slots__ = ("_next", "_prev", "by_call", "head", "items", "outputs_by_call", "tail")
+    __slots__ = ("_calls", "_next", "_prev", "by_call", "head", "items", "outputs_by_call", "tail")
 
     def __init__(self) -> None:
         self.items: dict[str, Item] = {}
@@ -136,8 +137,11 @@ class Conversation:
         self._prev: dict[str, str | None] = {}
         self.head: str | None = None
         self.tail: str | None = None
-        #: call_id -> id of the `function_call` item that carries it.
+        #: call_id -> id of the `function_call` item that carries it (the latest indexed, when several do).
         self.by_call: dict[str, str] = {}
+        #: call_id -> ids of every `function_call` item that carries it, in the order they were indexed (a replay or
+        #: a duplicate may carry a call_id twice): who takes over in `by_call` when one goes.
+        self._calls: dict[str, dict[str, None]] = {}
         #: call_id -> ids of `function_call_output` items that answer it.
         self.outputs_by_call: dict[str, set[str]] = {}
 
@@ -221,6 +225,9 @@ class Conversation:
         if item.call_id is None:
             return
         if item.type == "function_call":
+            calls = self._calls.setdefault(item.call_id, {})
+            calls.pop(item.id, None)
+            calls[item.id] = None
             self.by_call[item.call_id] = item.id
         elif item.type == "function_call_output":
             self.outputs_by_call.setdefault(item.call_id, set()).add(item.id)
@@ -229,12 +236,16 @@ class Conversation:
         if item.call_id is None:
             return
         if item.type == "function_call":
+            calls = self._calls.get(item.call_id, {})
+            calls.pop(item.id, None)
             if self.by_call.get(item.call_id) == item.id:
-                del self.by_call[item.call_id]
-                # Another function_call may carry the same call_id (a replay, a duplicate): it takes over.
-                for other in self.items.values():
-                    if other.id != item.id and other.type == "function_call" and other.call_id == item.call_id:
-                        self.by_call[item.call_id] = other.id
+                # Another function_call may carry the same call_id (a replay, a duplicate): the latest takes over.
+                if calls:
+                    self.by_call[item.call_id] = next(reversed(calls))
+                else:
+                    del self.by_call[item.call_id]
+            if not calls:
+                self._calls.pop(item.call_id, None)
         elif item.type == "function_call_output":
             outs = self.outputs_by_call.get(item.call_id)
             if outs is not None:

@@ -1,12 +1,12 @@
-"""The conversation model of one trace: connections, their server conversation, pending client changes, responses.
+"""The state of one trace: connections, their server conversation, pending client changes, responses.
 
 Ground rules of this module (the reducer relies on them):
 
 * Everything is keyed by connection. A websocket connection is a new, empty server conversation; no id
   carries over to the next connection unless the client creates it again (protocol.md section 3).
 * The server conversation is what the server's own events say, in order. `previous_item_id` on a server event
-  is the id of the item now before the new one (`None`: it is first). The conversation is a doubly linked list
-  over ids, so inserting after an id and deleting are O(1) whatever the length of an hour-long call.
+  is the id of the item now before the new one (`None`: it is first). It is a `core.conversation.Conversation`:
+  linked by id, so inserting, deleting and finding a call are O(1) whatever the length of an hour-long call.
 * A client change (create, delete, truncate, retrieve, response.create, session.update, ...) is *pending* from
   the moment it is sent until the server answers it: then it is *confirmed* or *rejected* (an `error`). A change
   still pending when its connection closes is *indeterminate*: the client cannot know whether it happened.
