@@ -449,6 +449,42 @@ def _() -> TraceBuilder:
     return b
 
 
+def output_then_expiry(b: TraceBuilder) -> None:
+    """A tool turn whose output create is still pending when the session expires (error with a null event_id)."""
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.error("session_expired", "Your session hit the maximum duration of 60 minutes.", None, dt=0.02)
+    b.close(1001, dt=0.001)
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-session-expired-output")
+def _() -> TraceBuilder:
+    """`session_expired` answers no client event: the pending output is not taken as answered, and the replay
+    (message and call, no output) loses it."""
+    b = TraceBuilder()
+    b.open()
+    output_then_expiry(b)
+    reconnect_replay(b, 2, with_call=True)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/negative-session-expired-output-resent")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    output_then_expiry(b)
+    reconnect_replay(b, 2, with_call=True)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.01)
+    b.added(out, "item_fc1")
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
 @scenario("unconfirmed-item-lost-on-reconnect/negative-resent")
 def _() -> TraceBuilder:
     b = TraceBuilder()
@@ -600,6 +636,36 @@ def _() -> TraceBuilder:
     b.create(user_msg("item_u1", "hello"), prev="root")
     b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=3.0)
     b.close(dt=4.0)
+    return b
+
+
+@scenario("ack-timeout/positive-cancel-error-is-not-the-delete")
+def _() -> TraceBuilder:
+    """`response_cancel_not_active` (event_id null) answers the cancel, not the older pending delete."""
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hello")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.delete("item_u1", dt=0.5)
+    b.client({"type": "response.cancel"}, dt=0.001)
+    b.error("response_cancel_not_active", "Cancellation failed: no active response found", None)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=6.0)
+    b.close(dt=0.5)
+    return b
+
+
+@scenario("ack-timeout/negative-delete-error-answers-the-delete")
+def _() -> TraceBuilder:
+    """`item_delete_invalid_item_id` (event_id null) answers the pending delete: it was answered in time."""
+    b = TraceBuilder()
+    b.open()
+    b.client({"type": "response.cancel"}, dt=0.5)
+    b.delete("item_gone", dt=0.001)
+    b.error("item_delete_invalid_item_id", "Error deleting item: the item with id 'item_gone' does not exist.", None)
+    b.error("response_cancel_not_active", "Cancellation failed: no active response found", None, dt=0.001)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=6.0)
+    b.close(dt=0.5)
     return b
 
 

@@ -255,6 +255,68 @@ def test_error_joined_by_order_last() -> None:
     assert fact.cause is not None and (fact.cause.line, fact.how) == (c1, "order")
 
 
+def test_error_joined_by_order_only_to_an_event_its_code_can_answer() -> None:
+    """response_cancel_not_active answers only a response.cancel: the older pending delete stays pending."""
+    t = Trace()
+    t.added("a", None)
+    d = t.c("conversation.item.delete", item_id="a")
+    cancel = t.c("response.cancel")
+    line = t.s("error", error=_err("Cancellation failed: no active response found", code="response_cancel_not_active"))
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (cancel, "order")
+    assert fact.answers == {"response.cancel"}
+    assert [c.line for c in t.conn().pending.values()] == [d]
+
+
+def test_session_level_error_answers_no_pending_change() -> None:
+    t = Trace()
+    c = t.create("o", type="function_call_output", call_id="k")
+    line = t.s("error", error=_err("Your session hit the maximum duration of 60 minutes.", code="session_expired"))
+    fact = t.fact(line, ServerError)
+    assert fact.cause is None and fact.how is None and fact.answers == frozenset()
+    assert [ch.line for ch in t.conn().pending.values()] == [c]
+    assert not [f for f in t.facts[line] if isinstance(f, ChangeAnswered)]
+
+
+def test_error_whose_code_answers_nothing_pending_joins_nothing() -> None:
+    t = Trace()
+    t.create("a")
+    line = t.s(
+        "error",
+        error=_err("Conversation already has an active response", code="conversation_already_has_active_response"),
+    )
+    fact = t.fact(line, ServerError)
+    assert fact.cause is None and len(t.conn().pending) == 1
+
+
+def test_error_param_narrows_a_generic_code() -> None:
+    t = Trace()
+    t.c("session.update")
+    t.added("x", None, role="assistant")
+    tr = t.c("conversation.item.truncate", item_id="x", content_index=0, audio_end_ms=900)
+    line = t.s("error", error={**_err("Audio content of 0ms is already shorter than 900ms", code="invalid_value"),
+                               "param": "audio_end_ms"})  # fmt: skip
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (tr, "order")
+
+
+def test_quoted_id_join_is_restricted_to_what_the_code_answers() -> None:
+    """A delete quoting the same id is not the cause of an invalid_tool_call_id."""
+    t = Trace()
+    t.c("conversation.item.delete", item_id="k9")
+    c = t.create("o", type="function_call_output", call_id="k9")
+    line = t.s("error", error=_err("Tool call ID 'k9' not found in conversation.", code="invalid_tool_call_id"))
+    assert (t.fact(line, ServerError).cause.line, t.fact(line, ServerError).how) == (c, "quoted-id")
+
+
+def test_event_id_decides_whatever_the_code() -> None:
+    t = Trace()
+    t.create("a")
+    d = t.c("conversation.item.delete", item_id="a", event_id="del_1")
+    line = t.s("error", error=_err("odd", event_id="del_1", code="invalid_tool_call_id"))
+    assert (t.fact(line, ServerError).cause.line, t.fact(line, ServerError).how) == (d, "event-id")
+
+
 def test_error_with_nothing_pending() -> None:
     t = Trace()
     line = t.s("error", error="boom")

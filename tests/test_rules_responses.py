@@ -53,3 +53,29 @@ def test_concurrent_create_rejected_with_event_id() -> None:
 def test_server_error_joined_by_event_id() -> None:
     [text] = findings("server-error/positive-cancel-not-active.jsonl", "server-error")
     assert "It answers line 3 (response.cancel)" in text and "joined by error.event_id" in text
+
+
+def test_server_error_says_the_order_join_was_restricted_to_what_the_code_answers() -> None:
+    [text] = findings("ack-timeout/positive-cancel-error-is-not-the-delete.jsonl", "server-error")
+    assert "It answers line 7 (response.cancel)" in text
+    assert "by order, as the oldest pending response.cancel (response_cancel_not_active answers no other event)" in text
+
+
+def test_server_error_session_level_is_joined_to_nothing() -> None:
+    [text] = findings("unconfirmed-item-lost-on-reconnect/positive-session-expired-output.jsonl", "server-error")
+    assert "A session-level error: it answers no client event." in text
+
+
+def test_server_error_whose_kind_is_not_pending(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tests.tracebuilder import TraceBuilder, user_msg
+
+    b = TraceBuilder()
+    b.open()
+    b.create(user_msg("item_u1", "hi"), prev="root")
+    b.error("response_cancel_not_active", "Cancellation failed: no active response found", None, dt=0.01)
+    path = b.write(Path(str(tmp_path)) / "t.jsonl")
+    [finding] = [f for f in analyze_path(path).findings if f.slug == "server-error"]
+    assert "response_cancel_not_active answers only response.cancel, and none is pending" in finding.explanation
+    assert finding.lines == (4,)  # the create (line 3) is not its cause

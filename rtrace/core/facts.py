@@ -119,6 +119,9 @@ class ServerError(Fact):
     #: The client change it answers, when one could be joined.
     cause: Change | None
     how: str | None
+    #: The client event types the error's code (and param) can answer (`catalog.error_answers`): None for any,
+    #: empty for a session-level error.
+    answers: frozenset[str] | None = None
 
 
 @dataclasses.dataclass(slots=True, eq=False)

@@ -8,7 +8,8 @@ Ground rules:
   left open). Rules (`rtrace.rules`) read facts; they never re-derive state from raw events.
 * Answers are joined to the client change they answer in this order (protocol.md 2.1, 1.7): by item id; for
   errors by `error.event_id`, then by ids quoted in the error message, then by arrival order (the server handles
-  a connection's events first come, first served).
+  a connection's events first come, first served). Quoted ids and order only consider the event types the
+  error's code can answer (`catalog.error_answers`): a session-level error (`session_expired`) answers none.
 * The state is updated in place and returned (an hour-long call is a million steps); `step` does no I/O, reads
   no clock and holds nothing outside `state`. Every consumer folds through `rtrace.engine.fold.Fold`.
 """
@@ -19,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .catalog import error_answers
 from .conversation import ARGUMENTS_CHARS, Item, item_from_event, update_item
 from .describe import describe
 from .facts import (
@@ -261,38 +263,44 @@ def _oldest(conn: Connection, kind: str, item_id: str | None = None) -> Change |
 _QUOTED = re.compile(r"'([^']{1,200})'")
 
 
-def _join_error(conn: Connection, error: dict[str, Any]) -> tuple[Change | None, str | None]:
-    if not conn.pending:
-        return None, None
+def _join_error(
+    conn: Connection, error: dict[str, Any], answers: frozenset[str] | None
+) -> tuple[Change | None, str | None]:
+    """The pending change an `error` answers, and how it was joined. `answers` is what the error's code can
+    answer (`catalog.error_answers`; None: anything): quoted ids and arrival order only look at those."""
+    if not conn.pending or (answers is not None and not answers):
+        return None, None  # nothing waits, or a session-level error that answers no client event
     event_id = error.get("event_id")
     if isinstance(event_id, str) and event_id:
         for change in conn.pending.values():
             if change.event_id == event_id:
                 return change, "event-id"
+    candidates = [c for c in conn.pending.values() if answers is None or c.kind in answers]
     message = error.get("message")
     if isinstance(message, str):
         quoted = set(_QUOTED.findall(message))
         if quoted:
-            for change in conn.pending.values():
+            for change in candidates:
                 item = change.item
                 keys = {change.item_id, change.previous_item_id}
                 if item is not None:
                     keys.add(item.call_id)
                 if quoted & keys:
                     return change, "quoted-id"
-    # Ack-less events (append) never wait; take the oldest change that is waiting.
-    return next(iter(conn.pending.values())), "order"
+    # Ack-less events (append) never wait; take the oldest change that is waiting and that the code can answer.
+    return (candidates[0], "order") if candidates else (None, None)
 
 
 def _s_error(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     error = rec.event.get("error")
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    cause, how = _join_error(conn, error)
+    answers = error_answers(error.get("code"), error.get("param"))
+    cause, how = _join_error(conn, error, answers)
     if cause is not None and how is not None:
         cause.error = error
         _answer(conn, cause, rec, "rejected", how, facts)
-    facts.append(ServerError(rec, conn, error, cause, how))
+    facts.append(ServerError(rec, conn, error, cause, how, answers))
 
 
 def _s_session(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

@@ -331,9 +331,21 @@ class ConcurrentResponseCreate(Rule[Config]):
 class ServerErrorRule(Rule[Config]):
     """Every server `error` event, joined to the client event that caused it.
 
-    The join uses `error.event_id` when the server filled it, else ids quoted in the error message (an item id,
-    a call id), else arrival order (the server answers a connection's events in order). `info` severity: most
-    errors are recoverable, and the other rules say which ones matter.
+    **How it is joined.** By `error.event_id` when the server filled it; else by an id quoted in the error
+    message (an item id, a call id); else by arrival order (the server answers a connection's events in order).
+    Quoted ids and order only consider the client events the error's code can answer, from the catalogue's
+    table: `response_cancel_not_active` answers only a `response.cancel`, `invalid_tool_call_id` only a
+    `conversation.item.create`, a generic code such as `invalid_value` the event its `param` names
+    (`item.call_id`: a create), and a session-level error (`session_expired`, `insufficient_quota`) answers
+    none. A code rtrace does not know may answer any event. The explanation says which way the join was made.
+
+    **Minimal example.**
+
+        C> conversation.item.delete item_x
+        C> response.cancel
+        S> error response_cancel_not_active (event_id null)   <- answers the cancel, not the older delete
+
+    `info` severity: most errors are recoverable, and the other rules say which ones matter.
     """
 
     id = "RT112"
@@ -341,22 +353,33 @@ class ServerErrorRule(Rule[Config]):
     severity = "info"
     title = "the server sent an error"
     fix = "Handle the error where the client sends the event it answers; see the other findings for its cause."
+
     @on(ServerError)
     def server_error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
         err = fact.error
         code = err.get("code") or err.get("type") or "error"
         message = str(err.get("message") or "")
-        cause = fact.cause
-        joined = {
-            "event-id": "by error.event_id",
-            "quoted-id": "by an id quoted in the message",
-            "order": "by order (error.event_id was not set)",
-        }
+        cause, answers = fact.cause, fact.answers
+        kinds = " or ".join(sorted(answers)) if answers else ""
         if cause is not None:
-            how = joined.get(fact.how or "", "")
+            if fact.how == "event-id":
+                how = "by error.event_id"
+            elif fact.how == "quoted-id":
+                how = "by an id quoted in the message"
+            elif answers is None:
+                how = "by order (error.event_id was not set)"
+            else:
+                how = f"by order, as the oldest pending {kinds} ({code} answers no other event)"
             text = (
                 f"Line {fact.rec.line}: {code}: {message!r}. "
                 f"It answers line {cause.line} ({cause.summary}), joined {how}."
+            )
+        elif answers is not None and not answers:
+            text = f"Line {fact.rec.line}: {code}: {message!r}. A session-level error: it answers no client event."
+        elif answers is not None and fact.conn.pending:
+            text = (
+                f"Line {fact.rec.line}: {code}: {message!r}. {code} answers only {kinds}, and none is pending: "
+                "the pending client events stay pending."
             )
         else:
             text = f"Line {fact.rec.line}: {code}: {message!r}. No pending client event to join it to."
