@@ -396,6 +396,50 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("function-call-lost-on-reconnect/positive-opened-before-close")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+    b.open(2, dt=0.1)
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root", dt=0.0001)  # the replay starts before the old socket's close is noted
+    b.close(1006, dt=0.00015, conn=1)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("function-call-lost-on-reconnect/negative-opened-before-close-full-replay")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+    b.open(2, dt=0.1)
+    b.close(1006, dt=0.00025, conn=1)
+    msg, call = user_msg("item_u1", "What's the weather in Paris?"), fc("item_fc1", "call_1")
+    b.create(msg, prev="root", dt=0.001)
+    b.create(call, prev="item_u1", dt=0.0001)
+    b.create(out, prev="item_fc1", dt=0.0001)
+    b.added(msg, None)
+    b.added(call, "item_u1", dt=0.0001)
+    b.added(out, "item_fc1", dt=0.0001)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
 @scenario("function-call-lost-on-reconnect/negative-replay-with-call")
 def _() -> TraceBuilder:
     b = TraceBuilder()
@@ -481,6 +525,42 @@ def _() -> TraceBuilder:
     rc = b.response_create()
     b.response_created("resp_2", b.event_id(rc))
     b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/negative-resent-before-old-close")
+def _() -> TraceBuilder:
+    """The new socket is open and re-sends the unconfirmed create before the old socket's close is noted."""
+    b = TraceBuilder()
+    b.open()
+    msg, later = user_msg("item_u1", "What's the weather in Paris?"), user_msg("item_u2", "and tomorrow?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(later, prev="item_u1", dt=0.5)
+    b.open(2, dt=0.01)
+    b.create(msg, prev="root")
+    b.create(later, prev="item_u1", dt=0.0001)
+    b.close(1006, dt=0.0002, conn=1)
+    b.added(msg, None)
+    b.added(later, "item_u1", dt=0.0001)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-opened-before-close")
+def _() -> TraceBuilder:
+    """agents-js: the new socket opens before the old close is noted, and replays without the unconfirmed create."""
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(user_msg("item_u2", "and tomorrow?"), prev="item_u1", dt=0.5)
+    b.open(2, dt=0.01)
+    b.close(1006, dt=0.00025, conn=1)
+    b.create(msg, prev="root")
+    b.added(msg, None)
     b.close(dt=1.0)
     return b
 

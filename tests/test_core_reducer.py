@@ -19,6 +19,7 @@ from rtrace.core.facts import (
     ItemTruncated,
     LocalGeneration,
     LocalSnapshot,
+    Reconnected,
     ResponseCreated,
     ResponseDone,
     ServerError,
@@ -467,6 +468,83 @@ def test_implicit_connections_are_superseded_explicit_ones_are_not() -> None:
     assert t2.conn(1).open and t2.conn(2).open
     assert [f.conn.n for f in finish(t2.state) if isinstance(f, ConnClosed)] == [1, 2]
     assert t2.conn(1).ended_by == "trace-end"
+
+
+def test_a_new_connection_replaces_the_one_that_closed_before_it() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t("meta", "connection.closed")
+    line = t("meta", "connection.opened", conn=2)
+    fact = t.fact(line, Reconnected)
+    assert (fact.previous.n, fact.conn.n, fact.early) == (1, 2, [])
+    assert (t.conn(1).replaced_by, t.conn(2).replaces) == (2, 1) and t.state.last_ended is None
+
+
+def test_a_new_connection_opened_before_the_old_close_is_paired_at_the_close() -> None:
+    """agents-js: conn 2's `connection.opened` is written 0.25 ms before conn 1's `connection.closed`."""
+    t = Trace()
+    t("meta", "connection.opened")
+    opened = t("meta", "connection.opened", conn=2)
+    assert not [f for f in t.facts[opened] if isinstance(f, Reconnected)] and 2 in t.state.awaiting
+    c = t.create("a", conn=2)  # the replay starts before the old close is noted
+    closed = t("meta", "connection.closed")
+    assert isinstance(t.fact(closed, ConnClosed), ConnClosed)
+    fact = t.fact(closed, Reconnected)
+    assert (fact.previous.n, fact.conn.n, [ch.line for ch in fact.early]) == (1, 2, [c])
+    assert t.conn(2).early is None and not t.state.awaiting
+    assert [type(f) for f in t.facts[closed]] == [ConnClosed, Reconnected]
+
+
+def test_an_old_connection_that_ends_after_the_window_is_not_the_one_replaced() -> None:
+    t = Trace()  # Trace puts record k at t = k / 100
+    t("meta", "connection.opened")
+    t("meta", "connection.closed")
+    t("meta", "connection.opened", conn=2)  # replaces conn 1
+    t("meta", "connection.opened", conn=3)  # line 4: conn 2 is open; conn 3 waits for it to end
+    for _ in range(110):
+        t.s("session.updated", conn=3)
+    # settled once the window passed: conn 1 is taken, nothing else ended before conn 3 opened
+    assert 3 not in t.state.awaiting and t.conn(3).replaces is None
+    line = t("meta", "connection.closed", conn=2)  # 1.1 s after conn 3 opened: a concurrent session's end
+    assert not [f for f in t.facts[line] if isinstance(f, Reconnected)] and t.state.last_ended is t.conn(2)
+    t("meta", "connection.closed", conn=3)
+    line = t("meta", "connection.opened", conn=4)
+    assert t.fact(line, Reconnected).previous.n == 3  # the latest that ended
+
+
+def test_a_waiting_connection_falls_back_to_the_latest_one_ended_before_it() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t("meta", "connection.opened", conn=2)  # concurrent with conn 1, which never closes in time
+    t("meta", "connection.closed", conn=2)  # line 3 (conn 2 never paired: nothing had ended)
+    t("meta", "connection.opened", conn=3)  # conn 1 still open: waits, with conn 2 to fall back on
+    for _ in range(110):
+        t.s("session.updated", conn=3)
+    [settled] = [line for line, facts in t.facts.items() if any(isinstance(f, Reconnected) for f in facts)]
+    assert t.fact(settled, Reconnected).previous.n == 2 and t.records[settled - 1].t - t.conn(3).opened_t > 1.0
+
+
+def test_concurrent_connections_without_a_close_are_not_paired() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t("meta", "connection.opened", conn=2)
+    facts = finish(t.state)
+    assert not [f for f in facts if isinstance(f, Reconnected)]
+    assert t.conn(2).replaces is None and t.conn(1).replaced_by is None
+
+
+def test_superseded_implicit_connection_is_replaced_by_the_next() -> None:
+    t = Trace()
+    t.s("session.created")
+    line = t.s("session.created", conn=2)
+    assert [type(f) for f in t.facts[line]] == [ConnClosed, ConnOpened, Reconnected]
+
+
+def test_connection_opened_may_say_the_replay_is_not_visible() -> None:
+    t = Trace()
+    t("meta", "connection.opened", replay_visible=False)
+    t("meta", "connection.opened", conn=2, path="/v1/realtime")
+    assert not t.conn(1).replay_visible and t.conn(2).replay_visible
 
 
 def test_reused_ordinal_after_close_starts_afresh() -> None:

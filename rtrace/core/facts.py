@@ -38,6 +38,17 @@ class ConnClosed(Fact):
 
 
 @dataclasses.dataclass(slots=True, eq=False)
+class Reconnected(Fact):
+    """`conn` replaces `previous`, which ended: a reconnect. `rec` is the record at which the pairing became
+    known: `conn`'s first record, or `previous`'s close when the client opened the new socket first (then
+    `early` holds the changes `conn` sent before that close, oldest first; else it is empty)."""
+
+    previous: Connection
+    conn: Connection
+    early: list[Change]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
 class ChangeSent(Fact):
     change: Change
 
@@ -149,6 +160,7 @@ NO_FACTS: tuple[Fact, ...] = ()
 FACTS: tuple[type[Fact], ...] = (
     ConnOpened,
     ConnClosed,
+    Reconnected,
     ChangeSent,
     ChangeAnswered,
     ItemAdded,

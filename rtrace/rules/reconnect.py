@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..core.conversation import Item
-from ..core.facts import ChangeSent, ConnClosed, ConnOpened
+from ..core.facts import ChangeSent, ConnClosed, Reconnected
 from ..core.state import Change, Connection, TraceState
 from .base import Config, Finding, Rule, Witness, on
 
@@ -13,7 +13,7 @@ _FUNCTION_ITEMS = ("function_call", "function_call_output")
 
 
 class _Replay:
-    """What a connection re-created of the connection before it."""
+    """What a connection re-created of the connection it replaced."""
 
     def __init__(self, previous: Connection, lost: list[Item]) -> None:
         self.previous = previous
@@ -22,20 +22,21 @@ class _Replay:
         self.recreated: list[Change] = []
         self.created_ids: set[str] = set()
         self.created_calls: set[str] = set()
-        self.done = False
 
 
 class FunctionCallLostOnReconnect(Rule[Config]):
-    """A connection closed holding `function_call` / `function_call_output` items, and the next connection's
-    replay re-created other items but not these.
+    """A connection closed holding `function_call` / `function_call_output` items, and the connection that
+    replaced it re-created other items but not these.
 
     **What it means.** The model on the new connection no longer knows the tool was called: an output sent
     afterwards is rejected (`invalid_tool_call_id`, see `output-for-unknown-call`), and the model may call the
     tool again or answer without it.
 
-    **How it is judged.** The replay is the set of client creates on the next connection that re-create ids of
+    **How it is judged.** The replay is the set of client creates on the new connection that re-create ids of
     the closed one. It is judged at the first `response.create` or `function_call_output` of the new connection,
-    or when it ends: if it re-created at least one old item but not the function items, they were lost.
+    or when it ends: if it re-created at least one old item but not the function items, they were lost. The new
+    connection is paired with the one it replaces whatever the order of their `connection.opened` and
+    `connection.closed` lines.
 
     **Minimal example.**
 
@@ -58,39 +59,40 @@ class FunctionCallLostOnReconnect(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        self.closed: Connection | None = None
         self.replays: dict[int, _Replay] = {}
 
     @on(ConnClosed)
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
-        conn = fact.conn
-        replay = self.replays.pop(conn.n, None)
-        out = self._judge(replay, fact.rec.line, None) if replay else None
-        if conn.ended_by != "trace-end":
-            self.closed = conn
-        return out
+        replay = self.replays.pop(fact.conn.n, None)
+        return self._judge(replay, fact.rec.line, None) if replay else None
 
-    @on(ConnOpened)
-    def conn_opened(self, fact: ConnOpened, state: TraceState) -> None:
-        prev = self.closed
-        if prev is not None and prev.n < fact.conn.n:
-            lost = [i for i in prev.conv if i.type in _FUNCTION_ITEMS]
-            if lost:
-                self.replays[fact.conn.n] = _Replay(prev, lost)
-        self.closed = None
+    @on(Reconnected)
+    def reconnected(self, fact: Reconnected, state: TraceState) -> list[Finding] | None:
+        lost = [i for i in fact.previous.conv if i.type in _FUNCTION_ITEMS]
+        if not lost:
+            return None
+        replay = self.replays[fact.conn.n] = _Replay(fact.previous, lost)
+        for change in fact.early:
+            out = self._sent(replay, change, fact.rec.line)
+            if fact.conn.n not in self.replays:
+                return out  # judged already: the pairing became known after the trigger
+        return None
 
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         replay = self.replays.get(change.conn)
-        if replay is None:
-            return None
+        return self._sent(replay, change, change.line) if replay is not None else None
+
+    def _sent(self, replay: _Replay, change: Change, at: int) -> list[Finding] | None:
+        """Take in one change of the new connection; the findings when it is the moment to judge (`at`: the line
+        where the judgment is certain)."""
         item = change.item
         if change.kind == "conversation.item.create" and item is not None:
             if item.type == "function_call_output" and item.call_id in {i.call_id for i in replay.lost}:
                 if item.call_id not in replay.created_calls:
                     del self.replays[change.conn]
-                    return self._judge(replay, change.line, change)
+                    return self._judge(replay, at, change)
             if change.item_id:
                 replay.created_ids.add(change.item_id)
                 if change.item_id in replay.previous_ids:
@@ -100,7 +102,7 @@ class FunctionCallLostOnReconnect(Rule[Config]):
             return None
         if change.kind == "response.create":
             del self.replays[change.conn]
-            return self._judge(replay, change.line, change)
+            return self._judge(replay, at, change)
         return None
 
     def _judge(self, replay: _Replay, at: int, trigger: Change | None) -> list[Finding] | None:
@@ -148,7 +150,8 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
     Replays built from a mirror of *confirmed* items have exactly this blind spot (protocol.md 4.3).
 
     **How it is judged.** Needs the end of the trace. A lost create: no later connection creates the same item id
-    (for a `function_call_output`, the same call id). A lost delete: the next connection re-creates the item and
+    (for a `function_call_output`, the same call id). A lost delete: the next connection (the one that replaced
+    it, whatever the order of their `connection.opened` and `connection.closed` lines) re-creates the item and
     never deletes it.
 
     **Fix.** Keep unacknowledged changes in a queue that survives the socket, and re-send them after the replay
@@ -174,9 +177,20 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
             if change.kind in ("conversation.item.create", "conversation.item.delete"):
                 self.lost.append(_Unanswered(change, Witness.answer(change)))
 
+    @on(Reconnected)
+    def reconnected(self, fact: Reconnected, state: TraceState) -> None:
+        for entry in self.lost:
+            if entry.change.conn == fact.previous.n and entry.next_conn is None:
+                entry.next_conn = fact.conn.n
+        for change in fact.early:
+            self._resent(change)
+
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
-        change = fact.change
+        self._resent(fact.change)
+
+    def _resent(self, change: Change) -> None:
+        """What a change of a later connection does to each lost one."""
         if not self.lost or change.kind not in ("conversation.item.create", "conversation.item.delete"):
             return
         sent = change.item
@@ -243,7 +257,7 @@ class _Unanswered:
     def __init__(self, change: Change, ended: Witness | None) -> None:
         self.change = change
         self.ended = ended
-        #: The first connection after it that sent a change.
+        #: The connection that replaced it (else the first connection after it that sent a change).
         self.next_conn: int | None = None
         #: A later connection created the same item id (or, for a tool output, the same call id).
         self.resent = False
