@@ -440,6 +440,54 @@ def _() -> TraceBuilder:
     return b
 
 
+def replay_under_new_ids(b: TraceBuilder, with_output: bool) -> None:
+    """Conn 2 replays the message, then the call and (maybe) its output under new item ids, same call_id and
+    arguments, all acknowledged."""
+    b.open(2, dt=0.1)
+    msg, call, out = user_msg("item_u1", "What's the weather in Paris?"), fc("item_c2_fc", "call_1"), None
+    b.create(msg, prev="root", dt=0.001)
+    b.create(call, prev="item_u1", dt=0.0001)
+    if with_output:
+        out = fco("item_c2_out", "call_1")
+        b.create(out, prev="item_c2_fc", dt=0.0001)
+    b.added(msg, None)
+    b.added(call, "item_u1", dt=0.0001)
+    if out is not None:
+        b.added(out, "item_c2_fc", dt=0.0001)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+
+
+@scenario("function-call-lost-on-reconnect/negative-replay-under-new-ids")
+def _() -> TraceBuilder:
+    """A complete replay: the call and its output come back under new item ids, matched by call_id."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+    b.close(1006, dt=0.06)
+    replay_under_new_ids(b, with_output=True)
+    return b
+
+
+@scenario("function-call-lost-on-reconnect/positive-output-not-replayed-under-new-ids")
+def _() -> TraceBuilder:
+    """The call comes back under a new id, its output does not come back at all."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+    b.close(1006, dt=0.06)
+    replay_under_new_ids(b, with_output=False)
+    return b
+
+
 @scenario("function-call-lost-on-reconnect/negative-replay-with-call")
 def _() -> TraceBuilder:
     b = TraceBuilder()

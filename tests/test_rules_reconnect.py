@@ -33,3 +33,22 @@ def test_unconfirmed_delete_undone_by_replay() -> None:
     path = SAMPLES / "rules/unconfirmed-item-lost-on-reconnect/positive-delete-undone.jsonl"
     [finding] = [f for f in analyze_path(path).findings if f.slug == "unconfirmed-item-lost-on-reconnect"]
     assert "re-created the item and never deleted it" in finding.explanation
+
+
+def test_replay_under_new_item_ids_is_matched_by_call_id() -> None:
+    rules = SAMPLES / "rules/function-call-lost-on-reconnect"
+    assert not [f for f in analyze_path(rules / "negative-replay-under-new-ids.jsonl").findings if f.severity == "error"]
+    [finding] = [
+        f
+        for f in analyze_path(rules / "positive-output-not-replayed-under-new-ids.jsonl").findings
+        if f.slug == "function-call-lost-on-reconnect"
+    ]
+    assert finding.ids["items"] == ("item_out1",)  # the call came back as item_c2_fc: only the output is lost
+    assert "re-created 2 of its items (lines 21-22)" in finding.explanation
+
+
+def test_overlapping_connections_are_paired() -> None:
+    path = SAMPLES / "rules/function-call-lost-on-reconnect/positive-opened-before-close.jsonl"
+    [finding] = [f for f in analyze_path(path).findings if f.slug == "function-call-lost-on-reconnect"]
+    assert finding.conn == 2 and finding.at_line == 24
+    assert "Connection 1 ended at line 21" in finding.explanation

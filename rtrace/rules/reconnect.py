@@ -19,9 +19,12 @@ class _Replay:
         self.previous = previous
         self.lost = lost
         self.previous_ids = set(previous.conv.items)
+        self.previous_calls = {i.call_id for i in previous.conv if i.call_id}
         self.recreated: list[Change] = []
         self.created_ids: set[str] = set()
+        #: call_ids re-created, as a `function_call` and as a `function_call_output` (under any item id).
         self.created_calls: set[str] = set()
+        self.created_outputs: set[str] = set()
 
 
 class FunctionCallLostOnReconnect(Rule[Config]):
@@ -32,11 +35,12 @@ class FunctionCallLostOnReconnect(Rule[Config]):
     afterwards is rejected (`invalid_tool_call_id`, see `output-for-unknown-call`), and the model may call the
     tool again or answer without it.
 
-    **How it is judged.** The replay is the set of client creates on the new connection that re-create ids of
-    the closed one. It is judged at the first `response.create` or `function_call_output` of the new connection,
-    or when it ends: if it re-created at least one old item but not the function items, they were lost. The new
-    connection is paired with the one it replaces whatever the order of their `connection.opened` and
-    `connection.closed` lines.
+    **How it is judged.** The replay is the set of client creates on the new connection that re-create items of
+    the closed one: the same item ids, or a call or an output with the same `call_id` (a replay may give them new
+    item ids). It is judged at the first `response.create` or `function_call_output` of the new connection, or
+    when it ends: if it re-created at least one old item but not the function items (matched by `call_id`), they
+    were lost. The new connection is paired with the one it replaces whatever the order of their
+    `connection.opened` and `connection.closed` lines.
 
     **Minimal example.**
 
@@ -95,10 +99,14 @@ class FunctionCallLostOnReconnect(Rule[Config]):
                     return self._judge(replay, at, change)
             if change.item_id:
                 replay.created_ids.add(change.item_id)
-                if change.item_id in replay.previous_ids:
-                    replay.recreated.append(change)
-            if item.type == "function_call" and item.call_id:
+            old_id = bool(change.item_id) and change.item_id in replay.previous_ids
+            old_call = item.type in _FUNCTION_ITEMS and item.call_id in replay.previous_calls
+            if old_id or old_call:
+                replay.recreated.append(change)
+            if item.call_id and item.type == "function_call":
                 replay.created_calls.add(item.call_id)
+            elif item.call_id and item.type == "function_call_output":
+                replay.created_outputs.add(item.call_id)
             return None
         if change.kind == "response.create":
             del self.replays[change.conn]
@@ -111,7 +119,9 @@ class FunctionCallLostOnReconnect(Rule[Config]):
         missing = [
             i
             for i in replay.lost
-            if i.id not in replay.created_ids and not (i.type == "function_call" and i.call_id in replay.created_calls)
+            if i.id not in replay.created_ids
+            and not (i.type == "function_call" and i.call_id in replay.created_calls)
+            and not (i.type == "function_call_output" and i.call_id in replay.created_outputs)
         ]
         if not missing:
             return None
