@@ -4,7 +4,8 @@
     python -m tests.make_samples --expected # only refresh X.expected.json (also for sample_traces/real/)
 
 Each rule has positive traces (the rule must fire) and near-miss negatives (it must not); the file name says
-which (`positive-*`, `negative-*`). X.expected.json holds only the stable facts: rule, slug and witness lines.
+which (`positive-*`, `negative-*`). X.expected.json holds only the stable facts: rule, slug and witness lines (and
+the severity of a finding whose severity is not its rule's).
 Review a regenerated expected file before committing it: it is the specification of the rule on that trace.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import orjson
 
 from rtrace.engine.fold import analyze_path
+from rtrace.rules import find_rule
 
 from .tracebuilder import TraceBuilder, assistant_msg, fc, fco, user_msg
 
@@ -297,6 +299,48 @@ def _() -> TraceBuilder:
     b.create(out, prev="item_fc1", dt=0.3)
     b.added(out, "item_fc1")
     b.close()
+    return b
+
+
+def call_cut_mid_arguments(b: TraceBuilder) -> None:
+    """The model starts a function call and the server closes the socket before its arguments are done."""
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    start = {"id": "item_fc1", "type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": ""}
+    start = {**start, "status": "in_progress"}
+    b.server({"type": "response.output_item.added", "response_id": "resp_1", "output_index": 0, "item": start})
+    b.server({"type": "conversation.item.added", "previous_item_id": "item_u1", "item": start})
+    base = {"response_id": "resp_1", "item_id": "item_fc1", "output_index": 0, "call_id": "call_1"}
+    b.server({"type": "response.function_call_arguments.delta", **base, "delta": '{"ci'})
+    b.meta({"type": "fault.injected", "fault": "close-after", "spec": "9"})
+    b.close(1011)
+
+
+@scenario("unanswered-function-call/negative-arguments-never-finished")
+def _() -> TraceBuilder:
+    """A call cut before response.function_call_arguments.done is no call: nothing to answer or to replay."""
+    b = TraceBuilder()
+    b.open()
+    call_cut_mid_arguments(b)
+    b.open(2, dt=0.1)
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    call = fc("item_fc2", "call_2")
+    b.output_item("resp_2", call, prev="item_u1")
+    b.response_done("resp_2", output=[call])
+    out = fco("item_out2", "call_2")
+    b.create(out, prev="item_fc2", dt=0.3)
+    b.added(out, "item_fc2")
+    rc = b.response_create()
+    b.response_created("resp_3", b.event_id(rc))
+    b.response_done("resp_3", output=[])
+    b.close(dt=1.0)
     return b
 
 
@@ -664,6 +708,57 @@ def _() -> TraceBuilder:
     b.local({"type": "local.generation.opened", "response_id": "resp_1"})
     b.local({"type": "local.generation.opened", "response_id": "resp_2"}, dt=0.3)
     b.local({"type": "local.generation.closed", "response_id": "resp_2"}, dt=0.3)
+    b.close(dt=1.0)
+    return b
+
+
+def streaming_answer_cut(b: TraceBuilder, fault: bool = True) -> None:
+    """A text answer streaming when the server closes the socket (rtrace serve --close-after: a fault note)."""
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    start = {"id": "item_a1", "type": "message", "role": "assistant", "content": [], "status": "in_progress"}
+    b.server({"type": "response.output_item.added", "response_id": "resp_1", "output_index": 0, "item": start})
+    b.server({"type": "conversation.item.added", "previous_item_id": None, "item": start})
+    for chunk in ("Once ", "upon "):
+        base = {"response_id": "resp_1", "item_id": "item_a1", "output_index": 0, "content_index": 0}
+        b.server({"type": "response.output_text.delta", **base, "delta": chunk}, 0.06)
+    if fault:
+        b.meta({"type": "fault.injected", "fault": "close-after", "spec": "12"})
+
+
+@scenario("orphaned-generation/positive-cut-by-server-fault")
+def _() -> TraceBuilder:
+    """A mid-response fault: the wire cannot say whether the client closed its generation, so a warning."""
+    b = TraceBuilder()
+    b.open()
+    streaming_answer_cut(b)
+    b.close(1011)
+    return b
+
+
+@scenario("orphaned-generation/positive-cut-generation-left-open")
+def _() -> TraceBuilder:
+    """The client's own annotations show its generation left open after the cut: an error."""
+    b = TraceBuilder()
+    b.open()
+    b.local({"type": "local.generation.opened", "response_id": "resp_1"})
+    streaming_answer_cut(b)
+    b.close(1011)
+    b.open(2, dt=0.5)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("orphaned-generation/negative-cut-client-closed-generation")
+def _() -> TraceBuilder:
+    """The annotations show the client closed its generation once the socket ended: nothing hangs."""
+    b = TraceBuilder()
+    b.open()
+    b.local({"type": "local.generation.opened", "response_id": "resp_1"})
+    streaming_answer_cut(b)
+    b.close(1011)
+    b.local({"type": "local.generation.closed", "response_id": "resp_1"}, dt=0.002)
+    b.open(2, dt=0.5)
     b.close(dt=1.0)
     return b
 
@@ -1113,12 +1208,16 @@ def _() -> TraceBuilder:
 
 
 def expected_of(path: Path) -> dict[str, object]:
+    """The stable facts of a trace's report: per finding its rule, slug and witness lines, and its severity when
+    it is not the rule's own (a rule whose evidence decides, e.g. `orphaned-generation`)."""
     report = analyze_path(path)
-    return {
-        "trace": path.name,
-        "problems": report.problem_count,
-        "findings": [{"rule": f.rule, "slug": f.slug, "lines": list(f.lines)} for f in report.findings],
-    }
+    findings: list[dict[str, object]] = []
+    for f in report.findings:
+        entry: dict[str, object] = {"rule": f.rule, "slug": f.slug, "lines": list(f.lines)}
+        if f.severity != find_rule(f.rule).severity:
+            entry["severity"] = f.severity
+        findings.append(entry)
+    return {"trace": path.name, "problems": report.problem_count, "findings": findings}
 
 
 def expected_path(trace: Path) -> Path:

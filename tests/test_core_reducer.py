@@ -26,7 +26,7 @@ from rtrace.core.facts import (
     SessionUpdated,
 )
 from rtrace.core.reducer import finish, step
-from rtrace.core.state import Connection, TraceState, client_view
+from rtrace.core.state import Connection, TraceState, client_view, unfinished_call
 from rtrace.core.trace import Record
 
 from .strategies import BOUNDED, check_invariants, envelopes, to_records
@@ -432,6 +432,25 @@ def test_arguments_done_and_output_item_done_fill_the_call() -> None:
     assert item.arguments == '{"city": "Paris"}' and item.arguments_len == 17
     t.s("response.output_item.done", response_id="r1", item={"id": "f", "type": "function_call", "call_id": "k"})
     assert t.conn().conv.by_call == {"k": "f"}
+
+
+def test_arguments_done_marks_a_function_call_finished() -> None:
+    t = Trace()
+    t.s("response.created", response=_resp("r1"))
+    start = {"id": "f", "type": "function_call", "call_id": "k", "arguments": "", "status": "in_progress"}
+    t.s("conversation.item.added", previous_item_id=None, item=start)
+    item = t.conn().conv.items["f"]
+    assert unfinished_call(item)
+    t.s("response.function_call_arguments.done", item_id="f", call_id="k", arguments="{}")
+    assert not unfinished_call(item)
+    # a completed item is finished too, and so is any item the client created
+    t.s("conversation.item.added", previous_item_id="f", item={**start, "id": "g", "call_id": "k2"})
+    t.s("response.output_item.done", response_id="r1", item={**start, "id": "g", "status": "completed"})
+    assert not unfinished_call(t.conn().conv.items["g"])
+    c = t.create("h", type="function_call", call_id="k3")
+    assert not unfinished_call(t.fact(c, ChangeSent).change.item)
+    line = t.s("conversation.item.added", previous_item_id=None, item={"id": "h", "type": "function_call"})
+    assert not unfinished_call(t.fact(line, ItemAdded).item)
 
 
 # -- connections --------------------------------------------------------------------------------------------

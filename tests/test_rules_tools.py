@@ -71,3 +71,9 @@ def test_arguments_lost_in_replay() -> None:
     [finding] = by_slug(path, "arguments-lost-in-replay")
     assert finding.conn == 2
     assert '{"city": "Paris"}' in finding.explanation
+
+
+def test_a_call_whose_arguments_never_finished_is_no_call() -> None:
+    path = SAMPLES / "rules/unanswered-function-call/negative-arguments-never-finished.jsonl"
+    report = analyze_path(path)
+    assert {f.slug for f in report.findings} == {"orphaned-generation"}  # neither RT103 nor RT105

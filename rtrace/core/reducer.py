@@ -265,6 +265,7 @@ def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list
         item.source = "client"
         item.created_line = rec.line
         item.created_t = rec.t
+        item.arguments_done = True
     prev = ev.get("previous_item_id")
     _send(
         conn,
@@ -431,6 +432,7 @@ def _s_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[
         item.source = "client"
         item.created_line = change.line
         item.created_t = change.t
+    item.arguments_done = item.source != "response" or item.status == "completed"
     duplicate = item.id in conn.conv
     known = conn.conv.insert(item, prev)
     if rec.raw_type == "conversation.item.created" and item.source != "response":
@@ -456,6 +458,7 @@ def _s_item_done(state: TraceState, conn: Connection, rec: Record, facts: list[F
     update_item(item, raw)
     conn.conv.reindex(item, old_call)
     item.done = True
+    item.arguments_done = item.arguments_done or item.status == "completed"
     facts.append(ItemDone(rec, conn, item))
 
 
@@ -617,6 +620,7 @@ def _s_output_item_done(state: TraceState, conn: Connection, rec: Record, facts:
         old_call = item.call_id
         update_item(item, raw)
         conn.conv.reindex(item, old_call)
+        item.arguments_done = item.arguments_done or item.status == "completed"
         facts.append(ItemUpdated(rec, conn, item))
 
 
@@ -628,6 +632,7 @@ def _s_arguments_done(state: TraceState, conn: Connection, rec: Record, facts: l
         if isinstance(args, str):
             item.arguments = args[:ARGUMENTS_CHARS]
             item.arguments_len = len(args)
+            item.arguments_done = True
             facts.append(ItemUpdated(rec, conn, item))
 
 

@@ -250,6 +250,12 @@ class TraceState:
         return self.conns[max(earlier)] if earlier else None
 
 
+def unfinished_call(item: Item) -> bool:
+    """A `function_call` a response began and never finished (no `response.function_call_arguments.done`, no
+    completed item): the response was cut mid-arguments. It is not a call the client can answer."""
+    return item.type == "function_call" and not item.arguments_done
+
+
 def client_view(conn: Connection) -> list[str]:
     """Item ids in the order the client believes them: its latest local snapshot, else the expected ids."""
     if conn.local is not None:

@@ -207,8 +207,11 @@ class Rule(Generic[ConfigT]):
         explanation: str,
         witness: Sequence[Witness | None],
         at_line: int,
+        severity: Severity | None = None,
         **ids: Iterable[str | None],
     ) -> Finding:
+        """A finding of this rule; `severity` overrides the rule's own for this one (a rule whose evidence can be
+        weaker or stronger, e.g. `orphaned-generation` with or without the client's own annotations)."""
         seen: dict[int, Witness] = {}
         for w in witness:
             if w is not None and w.line not in seen:
@@ -216,7 +219,7 @@ class Rule(Generic[ConfigT]):
         return Finding(
             rule=self.id,
             slug=self.slug,
-            severity=self.severity,
+            severity=severity or self.severity,
             conn=conn,
             message=message,
             explanation=explanation,

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..core.conversation import Item
 from ..core.facts import ChangeSent, ConnClosed, Reconnected
-from ..core.state import Change, Connection, TraceState
+from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Config, Finding, Rule, Witness, on
 
 _FUNCTION_ITEMS = ("function_call", "function_call_output")
@@ -40,7 +40,8 @@ class FunctionCallLostOnReconnect(Rule[Config]):
     item ids). It is judged at the first `response.create` or `function_call_output` of the new connection, or
     when it ends: if it re-created at least one old item but not the function items (matched by `call_id`), they
     were lost. The new connection is paired with the one it replaces whatever the order of their
-    `connection.opened` and `connection.closed` lines.
+    `connection.opened` and `connection.closed` lines. A `function_call` whose arguments never finished (the
+    response was cut before `response.function_call_arguments.done`) is no call to replay.
 
     **Minimal example.**
 
@@ -72,7 +73,7 @@ class FunctionCallLostOnReconnect(Rule[Config]):
 
     @on(Reconnected)
     def reconnected(self, fact: Reconnected, state: TraceState) -> list[Finding] | None:
-        lost = [i for i in fact.previous.conv if i.type in _FUNCTION_ITEMS]
+        lost = [i for i in fact.previous.conv if i.type in _FUNCTION_ITEMS and not unfinished_call(i)]
         if not lost:
             return None
         replay = self.replays[fact.conn.n] = _Replay(fact.previous, lost)

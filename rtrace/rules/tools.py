@@ -15,7 +15,7 @@ from ..core.facts import (
     ResponseCreated,
     ServerError,
 )
-from ..core.state import Change, Connection, TraceState
+from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Bursts, Config, Finding, Rule, Witness, ms, on
 
 
@@ -144,7 +144,9 @@ class UnansweredFunctionCall(Rule[Config]):
         S> conversation.item.added  function_call item_fc (call_1)
         C> response.create                                 <- no function_call_output for call_1
 
-    A connection that ends with the call unanswered is reported only when no later connection answers it.
+    A connection that ends with the call unanswered is reported only when no later connection answers it. A
+    `function_call` whose arguments never finished (its response was cut before
+    `response.function_call_arguments.done`) is not a call the client could answer and is not reported.
 
     **Usual cause.** The output was never sent, was deleted (`deleted-function-call-output`), or the client asks
     for a reply before the tool returns. Pipelined output-then-`response.create` is fine: pending creates count.
@@ -204,7 +206,7 @@ class UnansweredFunctionCall(Rule[Config]):
             if self.reported.pop((n, call_id), False):
                 continue
             item_id = conn.conv.by_call.get(call_id)
-            if item_id is not None:
+            if item_id is not None and not unfinished_call(conn.conv.items[item_id]):
                 self.at_close.append((conn, conn.conv.items[item_id], why, Witness.closed(conn)))
 
     @on(ResponseCreated)
@@ -229,7 +231,7 @@ class UnansweredFunctionCall(Rule[Config]):
             if n != conn.n or self.reported.get((n, call_id)):
                 continue
             pending_call = conn.expected_call(call_id)
-            if pending_call is None or conn.expected_outputs(call_id):
+            if pending_call is None or conn.expected_outputs(call_id) or unfinished_call(pending_call):
                 continue
             rid = pending_call.response_id
             if rid and (resp := conn.responses.get(rid)) is not None and resp.open:
