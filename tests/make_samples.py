@@ -271,6 +271,48 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("unanswered-function-call/positive-output-rejected")
+def _() -> TraceBuilder:
+    """The output was sent but rejected: the finding names it, not "no function_call_output"."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    c = b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.error("server_error", "The server had an error while processing your request.", b.event_id(c))
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/positive-output-unconfirmed-at-close")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.close(1006, dt=0.01)
+    return b
+
+
+@scenario("unanswered-function-call/negative-output-resent-after-rejection")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    c = b.create(out, prev="item_fc1", dt=0.3)
+    b.error("server_error", "The server had an error while processing your request.", b.event_id(c))
+    b.create(out, prev="item_fc1", dt=0.2)
+    b.added(out, "item_fc1")
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
 @scenario("unanswered-function-call/negative-pipelined-output")
 def _() -> TraceBuilder:
     """Output create and response.create sent back to back: the pending output counts."""

@@ -77,3 +77,33 @@ def test_a_call_whose_arguments_never_finished_is_no_call() -> None:
     path = SAMPLES / "rules/unanswered-function-call/negative-arguments-never-finished.jsonl"
     report = analyze_path(path)
     assert {f.slug for f in report.findings} == {"orphaned-generation"}  # neither RT103 nor RT105
+
+
+def test_unanswered_call_names_the_rejected_output() -> None:
+    path = SAMPLES / "rules/unanswered-function-call/positive-output-rejected.jsonl"
+    [finding] = by_slug(path, "unanswered-function-call")
+    assert finding.lines == (9, 15, 16, 17)
+    assert (
+        "has no confirmed function_call_output (the one sent at line 15 was rejected at line 16 with server_error)"
+        in (finding.explanation)
+    )
+    assert "had no function_call_output" not in finding.explanation
+
+
+def test_unanswered_call_names_the_output_unconfirmed_at_the_close() -> None:
+    path = SAMPLES / "rules/unanswered-function-call/positive-output-unconfirmed-at-close.jsonl"
+    [finding] = by_slug(path, "unanswered-function-call")
+    assert finding.lines == (9, 15, 16)
+    assert "(the one sent at line 15 was still unconfirmed) when connection 1 ended at line 16" in finding.explanation
+
+
+def test_unanswered_call_mentions_an_output_a_later_connection_had_rejected() -> None:
+    [finding] = [
+        f
+        for f in by_slug(REAL / "reconnect-during-tool.livekit-1.8.4.jsonl", "unanswered-function-call")
+        if f.conn == 1
+    ]
+    assert finding.lines == (15, 21)  # the later connection's lines are named, not witnesses of this one
+    assert "connection 2 sent one at line 31 and the server rejected it at line 32 with invalid_tool_call_id" in (
+        finding.explanation
+    )

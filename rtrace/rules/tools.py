@@ -144,7 +144,9 @@ class UnansweredFunctionCall(Rule[Config]):
         S> conversation.item.added  function_call item_fc (call_1)
         C> response.create                                 <- no function_call_output for call_1
 
-    A connection that ends with the call unanswered is reported only when no later connection answers it. A
+    When an output for the call was sent but rejected, or was still unconfirmed when its connection ended, the
+    finding says so and names that line. A connection that ends with the call unanswered is reported only when
+    no later connection answers it. A
     `function_call` whose arguments never finished (its response was cut before
     `response.function_call_arguments.done`) is not a call the client could answer and is not reported.
 
@@ -171,6 +173,9 @@ class UnansweredFunctionCall(Rule[Config]):
         #: (conn, call_id) -> True once its current unanswered stretch was reported (reported once per stretch).
         self.reported: dict[tuple[int, str], bool] = {}
         self.answered_calls: set[str] = set()
+        #: (conn, call_id) -> the latest output sent for it that the server rejected, or that was unconfirmed when
+        #: the connection ended: its create and its answer (the error, or the close).
+        self.failed: dict[tuple[int, str], tuple[Change, Witness | None]] = {}
         self.at_close: list[tuple[Connection, Item, list[Witness], Witness | None]] = []
 
     @on(ItemAdded, ItemDone)
@@ -181,7 +186,14 @@ class UnansweredFunctionCall(Rule[Config]):
         elif item.type == "function_call_output" and item.call_id:
             self.unanswered.pop((conn.n, item.call_id), None)
             self.reported.pop((conn.n, item.call_id), None)
+            self.failed.pop((conn.n, item.call_id), None)
             self.answered_calls.add(item.call_id)
+
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
+        change = fact.change
+        if change.status == "rejected" and (call_id := _output_call(change)) is not None:
+            self.failed[(change.conn, call_id)] = (change, Witness.answer(change))
 
     @on(ItemDeleted)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
@@ -199,6 +211,9 @@ class UnansweredFunctionCall(Rule[Config]):
     @on(ConnClosed)
     def closed(self, fact: ConnClosed, state: TraceState) -> None:
         conn = fact.conn
+        for change in fact.indeterminate:
+            if (call_id := _output_call(change)) is not None:
+                self.failed[(conn.n, call_id)] = (change, Witness.answer(change))
         for (n, call_id), why in list(self.unanswered.items()):
             if n != conn.n:
                 continue
@@ -237,15 +252,18 @@ class UnansweredFunctionCall(Rule[Config]):
             if rid and (resp := conn.responses.get(rid)) is not None and resp.open:
                 continue  # the call is still being generated; `concurrent-response-create` covers this
             self.reported[(n, call_id)] = True
-            cause = " after its output was deleted" if len(why) > 1 else ""
+            failed = self.failed.get((n, call_id))
+            if failed is not None:
+                cause = f" confirmed function_call_output ({_failure(*failed, at_close=False)})"
+            else:
+                cause = f" function_call_output{' after its output was deleted' if len(why) > 1 else ''}"
             out.append(
                 self.finding(
                     conn.n,
                     f"{trigger.type} at line {trigger.line} while {pending_call.label()} has no output",
                     f"Line {trigger.line} {what} while {pending_call.label()} "
-                    f"(line {pending_call.added_line}) has no "
-                    f"function_call_output{cause}: the model answers without the tool result.",
-                    [*why, trigger],
+                    f"(line {pending_call.added_line}) has no{cause}: the model answers without the tool result.",
+                    [*why, *_failure_witness(failed), trigger],
                     trigger.line,
                     items=[pending_call.id],
                     call_ids=[call_id],
@@ -257,22 +275,66 @@ class UnansweredFunctionCall(Rule[Config]):
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
         for conn, call, why, closed in self.at_close:
-            if call.call_id in self.answered_calls:
+            if call.call_id in self.answered_calls or call.call_id is None:
                 continue
             end = closed.line if closed else state.last_line
+            failed = self.failed.get((conn.n, call.call_id))
+            what = "no function_call_output"
+            if failed is not None:
+                what = f"no confirmed function_call_output ({_failure(*failed, at_close=True)})"
+            later = [
+                f"connection {n} sent one at line {change.line} and {_outcome(change, answer)}"
+                for (n, call_id), (change, answer) in sorted(self.failed.items())
+                if call_id == call.call_id and n > conn.n
+            ]
+            tail = f" ({'; '.join(later)})" if later else ""
             out.append(
                 self.finding(
                     conn.n,
                     f"connection {conn.n} ended with {call.label()} unanswered",
-                    f"{call.label()} (line {call.added_line}) had no function_call_output when connection {conn.n} "
-                    f"ended at line {end}, and no later connection answered call {call.call_id}.",
-                    [*why, closed],
+                    f"{call.label()} (line {call.added_line}) had {what} when connection {conn.n} "
+                    f"ended at line {end}, and no later connection answered call {call.call_id}{tail}.",
+                    [*why, *_failure_witness(failed), closed],
                     end,
                     items=[call.id],
                     call_ids=[call.call_id],
                 )
             )
         return out
+
+
+def _output_call(change: Change) -> str | None:
+    """The call_id a change answers, when it creates a `function_call_output`."""
+    item = change.item
+    if change.kind == "conversation.item.create" and item is not None and item.type == "function_call_output":
+        return item.call_id
+    return None
+
+
+def _code(change: Change) -> str:
+    return str((change.error or {}).get("code") or (change.error or {}).get("type") or "error")
+
+
+def _outcome(change: Change, answer: Witness | None) -> str:
+    """What happened to an output a later connection sent: `the server rejected it at line 32 with CODE`."""
+    at = answer.line if answer else "?"
+    if change.status == "rejected":
+        return f"the server rejected it at line {at} with {_code(change)}"
+    return f"it was still unconfirmed when that connection ended at line {at}"
+
+
+def _failure(change: Change, answer: Witness | None, at_close: bool) -> str:
+    """What happened to the output sent for the call: `the one sent at line 15 was rejected at line 16 with CODE`."""
+    at = answer.line if answer else "?"
+    if change.status == "rejected":
+        return f"the one sent at line {change.line} was rejected at line {at} with {_code(change)}"
+    if at_close:
+        return f"the one sent at line {change.line} was still unconfirmed"
+    return f"the one sent at line {change.line} was unconfirmed when its connection ended at line {at}"
+
+
+def _failure_witness(failed: tuple[Change, Witness | None] | None) -> list[Witness | None]:
+    return [Witness.sent(failed[0]), failed[1]] if failed is not None else []
 
 
 class OutputForUnknownCall(Rule[Config]):
