@@ -1246,6 +1246,164 @@ def _() -> TraceBuilder:
     return b
 
 
+# -- RT122-RT124: losses at a close and on a reconnect ------------------------------------------------------
+
+
+def output_and_message_pending(b: TraceBuilder) -> None:
+    """A tool turn; the tool output and the user's next message are sent and the socket dies before any ack."""
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.create(user_msg("item_u2", "Thanks! And tomorrow?"), prev="item_out1", dt=0.2)
+    b.close(1006, dt=0.01)
+
+
+@scenario("changes-lost-at-final-close/positive-never-reconnected")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    output_and_message_pending(b)
+    return b
+
+
+@scenario("changes-lost-at-final-close/negative-reconnected-and-resent")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    output_and_message_pending(b)
+    reconnect_replay(b, 2, with_call=True)
+    out, msg = fco("item_out1", "call_1"), user_msg("item_u2", "Thanks! And tomorrow?")
+    b.create(out, prev="item_fc1", dt=0.01)
+    b.create(msg, prev="item_out1", dt=0.0001)
+    b.added(out, "item_fc1")
+    b.added(msg, "item_out1", dt=0.0001)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("changes-lost-at-final-close/negative-trace-ends")
+def _() -> TraceBuilder:
+    """The recording stops with the changes in flight: nothing says the session was lost."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.create(user_msg("item_u2", "Thanks! And tomorrow?"), prev="item_out1", dt=0.2)
+    return b
+
+
+def first_session(b: TraceBuilder) -> None:
+    """A configured session with one exchange, then a dropped socket."""
+    b.client({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief."}})
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    msg = user_msg("item_u1", "My name is Ada.")
+    b.create(msg, prev="root", dt=0.5)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    answer = assistant_msg("item_a1", "Hello Ada.")
+    b.output_item("resp_1", answer, prev="item_u1", text_chunks=["Hello Ada."])
+    b.response_done("resp_1", output=[answer])
+    b.close(1006, dt=2.0)
+
+
+@scenario("reconnect-restores-nothing/positive-new-socket-only")
+def _() -> TraceBuilder:
+    """The openai SDK's opt-in reconnect: a new socket, no session.update, no replay, then the next turn."""
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.open(2, dt=0.2)
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, dt=1.0)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    answer = assistant_msg("item_a2", "I don't know your name.")
+    b.output_item("resp_2", answer, prev="item_u2", text_chunks=["I don't know your name."])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/negative-session-and-replay")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.open(2, dt=0.2)
+    b.client({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief."}})
+    first = user_msg("item_u1", "My name is Ada.")
+    b.create(first, prev="root", dt=0.0001)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(first, None, dt=0.0001)
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, prev="item_u1", dt=1.0)
+    b.added(msg, "item_u1")
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/negative-replay-not-visible")
+def _() -> TraceBuilder:
+    """A trace converted from a log that omits the reconnect replay says so: the replay cannot be judged."""
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.meta({"type": "connection.opened", "path": "/v1/realtime?model=gpt-realtime", "replay_visible": False}, 0.2, 2)
+    b.conn = 2
+    b.server({"type": "session.created", "session": {"id": "sess_2", "type": "realtime"}})
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, dt=1.0)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+def reply_dropped(b: TraceBuilder) -> None:
+    """livekit-agents under `rtrace serve --drop-on response.create`: the socket closes on the reply's request."""
+    b.client({"type": "session.update", "session": {"type": "realtime"}})
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root", dt=0.0001)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(msg, None, dt=0.0001)
+    rc = b.response_create(dt=0.01)
+    b.meta({"type": "fault.injected", "fault": "drop-on", "spec": "response.create", "client_event_id": b.event_id(rc)})
+    b.close(1000, dt=0.003)
+    reconnect_replay(b, 2, with_call=False)
+
+
+@scenario("response-create-lost-on-reconnect/positive-pending-reply-discarded")
+def _() -> TraceBuilder:
+    """livekit-agents 1.8.9: the replay comes, the pending reply does not ("pending response discarded")."""
+    b = TraceBuilder()
+    b.open()
+    reply_dropped(b)
+    b.close(dt=29.3)
+    return b
+
+
+@scenario("response-create-lost-on-reconnect/negative-asked-again-on-next-connection")
+def _() -> TraceBuilder:
+    """livekit-agents 2.0.0b1 re-sends the pending response.create after the replay."""
+    b = TraceBuilder()
+    b.open()
+    reply_dropped(b)
+    rc = b.response_create(dt=0.0001)
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", output=[])
+    b.close(dt=1.0)
+    return b
+
+
 # -- writing ----------------------------------------------------------------------------------------------
 
 

@@ -26,7 +26,12 @@ from . import make_samples
 TRACES = make_samples.all_sample_traces()
 RULE_SAMPLES = [p for p in TRACES if p.parent.parent == make_samples.RULES_DIR]
 #: Rules whose findings may be decided only when a connection or the trace ends.
-NEEDS_END = {"unconfirmed-item-lost-on-reconnect", "failed-response-not-retried"}
+NEEDS_END = {
+    "unconfirmed-item-lost-on-reconnect",
+    "failed-response-not-retried",
+    "changes-lost-at-final-close",
+    "response-create-lost-on-reconnect",
+}
 
 
 def ids(paths: list[Path]) -> list[str]:

@@ -14,7 +14,13 @@ from .protocol import (
     UnknownPreviousItem,
 )
 from .pushes import AckTimeout, LocalServerDivergence, StaleSnapshotDelete, TruncateBeyondAudio
-from .reconnect import FunctionCallLostOnReconnect, UnconfirmedItemLostOnReconnect
+from .reconnect import (
+    ChangesLostAtFinalClose,
+    FunctionCallLostOnReconnect,
+    ReconnectRestoresNothing,
+    ResponseCreateLostOnReconnect,
+    UnconfirmedItemLostOnReconnect,
+)
 from .responses import (
     ConcurrentResponseCreate,
     FailedResponseNotRetried,
@@ -51,6 +57,9 @@ RULES: tuple[type[Rule], ...] = (
     SessionExpired,
     ReconnectLoopOnFatalError,
     DuplicateResponseDone,
+    ChangesLostAtFinalClose,
+    ReconnectRestoresNothing,
+    ResponseCreateLostOnReconnect,
 )
 
 
