@@ -1246,7 +1246,7 @@ def _() -> TraceBuilder:
     return b
 
 
-# -- RT122-RT124: losses at a close and on a reconnect ------------------------------------------------------
+# -- RT122-RT125: losses at a close, on a reconnect, and after a tool output ---------------------------------
 
 
 def output_and_message_pending(b: TraceBuilder) -> None:
@@ -1401,6 +1401,49 @@ def _() -> TraceBuilder:
     b.response_created("resp_1", b.event_id(rc))
     b.response_done("resp_1", output=[])
     b.close(dt=1.0)
+    return b
+
+
+def tool_output_confirmed(b: TraceBuilder) -> None:
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+
+
+@scenario("no-response-after-tool-output/positive-silent-after-output")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("no-response-after-tool-output/negative-out-of-band-response")
+def _() -> TraceBuilder:
+    """The agent speaks about the result in an out-of-band response: it did not go silent."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    rc = b.response_create(dt=0.01, conversation="none")
+    resp = {"object": "realtime.response", "id": "resp_oob", "status": "in_progress", "conversation_id": None}
+    resp["metadata"] = {"client_event_id": b.event_id(rc)}
+    b.server({"type": "response.created", "response": resp}, b.latency)
+    b.response_done("resp_oob", dt=0.2)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("no-response-after-tool-output/negative-trace-ends")
+def _() -> TraceBuilder:
+    """The recording stops 2 s after the output: too soon to say the agent stayed silent."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=2.0)
     return b
 
 

@@ -31,6 +31,7 @@ from .responses import (
 from .tools import (
     ArgumentsLostInReplay,
     DeletedFunctionCallOutput,
+    NoResponseAfterToolOutput,
     OutputForUnknownCall,
     UnansweredFunctionCall,
 )
@@ -60,6 +61,7 @@ RULES: tuple[type[Rule], ...] = (
     ChangesLostAtFinalClose,
     ReconnectRestoresNothing,
     ResponseCreateLostOnReconnect,
+    NoResponseAfterToolOutput,
 )
 
 

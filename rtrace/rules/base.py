@@ -133,6 +133,9 @@ class Config:
     ack_timeout: float = 5.0
     #: Client events closer than this (seconds) belong to one burst (one push computed from one snapshot).
     burst_window: float = 0.010
+    #: Seconds after a `function_call_output` within which the client must ask for a response (LiveKit waits
+    #: 10 s for a requested response to start).
+    reply_timeout: float = 10.0
 
 
 ConfigT = TypeVar("ConfigT", bound=Config)

@@ -9,11 +9,14 @@ from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
+    Fact,
     ItemAdded,
     ItemDeleted,
     ItemDone,
     ResponseCreated,
+    ResponseDone,
     ServerError,
+    SessionUpdated,
 )
 from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Bursts, Config, Finding, Rule, Witness, ms, on
@@ -335,6 +338,104 @@ def _failure(change: Change, answer: Witness | None, at_close: bool) -> str:
 
 def _failure_witness(failed: tuple[Change, Witness | None] | None) -> list[Witness | None]:
     return [Witness.sent(failed[0]), failed[1]] if failed is not None else []
+
+
+class NoResponseAfterToolOutput(Rule[Config]):
+    """A `function_call_output` was sent and no response was asked for within `--reply-timeout` (default 10 s),
+    while the trace went on.
+
+    **What it means.** The model does not answer a tool output on its own: the client must send
+    `response.create` (protocol.md 2.6). Without it the agent goes silent after its tool answered, and the user
+    waits for an answer that never comes.
+
+    **How it is judged.** From the output's create, on its connection: a `response.create` (in the conversation
+    or out of band) or a response the server starts on its own (the user spoke) ends the wait. The finding is
+    made at the first event after the timeout, or when the connection or the trace ends after it. A connection
+    or a trace that ends within the timeout is not reported (nothing says the agent stayed silent), nor is an
+    output the server rejected.
+
+    **Minimal example.**
+
+        C> conversation.item.create function_call_output item_out (call_1)
+        S> conversation.item.added  item_out
+        ...                                      <- 10 s, no response.create
+
+    **Usual cause.** A tool path that forgets to ask for the reply (it only does so for some tools, or only
+    after all of several parallel calls returned and one never did), or a reply request dropped by a race.
+
+    **Fix.** Send `response.create` after the last `function_call_output` of a turn, every time; if the tool
+    is meant to be silent, say so in the tool's contract.
+    """
+
+    id = "RT125"
+    slug = "no-response-after-tool-output"
+    severity = "warning"
+    title = "no response was asked for after a tool output"
+    fix = "Send response.create after the function_call_output(s) of a turn, every time."
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        #: conn -> outputs sent since the last response asked for on it, oldest first.
+        self.waiting: dict[int, list[Change]] = {}
+
+    @on(ChangeSent, ChangeAnswered, ItemAdded, ResponseCreated, ResponseDone, ServerError, SessionUpdated, ConnClosed)
+    def clock(
+        self,
+        fact: ChangeSent
+        | ChangeAnswered
+        | ItemAdded
+        | ResponseCreated
+        | ResponseDone
+        | ServerError
+        | SessionUpdated
+        | ConnClosed,
+        state: TraceState,
+    ) -> list[Finding] | None:
+        out = self._overdue(fact) if self.waiting else None
+        if isinstance(fact, ChangeSent):
+            change = fact.change
+            if change.kind == "conversation.item.create" and change.item and change.item.type == "function_call_output":
+                self.waiting.setdefault(change.conn, []).append(change)
+            elif change.kind == "response.create":
+                self.waiting.pop(change.conn, None)
+        elif isinstance(fact, ChangeAnswered) and fact.change.status == "rejected":
+            outputs = self.waiting.get(fact.change.conn)
+            if outputs is not None and fact.change in outputs:
+                outputs.remove(fact.change)
+        elif isinstance(fact, ResponseCreated) and fact.response.request is None:
+            self.waiting.pop(fact.conn.n, None)
+        elif isinstance(fact, ConnClosed):
+            self.waiting.pop(fact.conn.n, None)
+        return out
+
+    def _overdue(self, fact: Fact) -> list[Finding] | None:
+        t, limit = fact.rec.t, self.config.reply_timeout
+        out = []
+        for n, outputs in list(self.waiting.items()):
+            if not outputs:
+                del self.waiting[n]
+                continue
+            if t - outputs[0].t <= limit:
+                continue
+            del self.waiting[n]
+            first, last = outputs[0], outputs[-1]
+            labels = ", ".join(f"{c.item.label() if c.item else c.summary} (line {c.line})" for c in outputs[:3])
+            answered = Witness.answer(last) if last.status == "confirmed" else None
+            out.append(
+                self.finding(
+                    n,
+                    f"no response asked for within {ms(limit)} of the tool output at line {first.line}",
+                    f"Connection {n} sent {labels} and asked for no response in the {ms(limit)} that followed "
+                    f"(line {fact.rec.line} is {ms(t - first.t)} later): the agent went silent after its tool "
+                    "answered.",
+                    [*(Witness.sent(c) for c in outputs[:3]), answered, Witness.of(fact.rec)],
+                    fact.rec.line,
+                    items=[c.item_id for c in outputs],
+                    call_ids=[c.item.call_id if c.item else None for c in outputs],
+                    event_ids=[c.event_id for c in outputs],
+                )
+            )
+        return out
 
 
 class OutputForUnknownCall(Rule[Config]):
