@@ -60,6 +60,14 @@ def tool_turn(
     b.response_done(rid, output=[call])
 
 
+def tool_output_confirmed(b: TraceBuilder) -> None:
+    """A tool turn, then its output created and confirmed (item_out1 for call_1)."""
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
+
+
 def stale_push(b: TraceBuilder, prev_of_output: str = "item_fc1") -> None:
     """The tool result is pushed; a second push computed before its ack deletes it and adds a user turn."""
     out = fco("item_out1", "call_1")
@@ -486,10 +494,7 @@ def _() -> TraceBuilder:
 def _() -> TraceBuilder:
     b = TraceBuilder()
     b.open()
-    tool_turn(b)
-    out = fco("item_out1", "call_1")
-    b.create(out, prev="item_fc1", dt=0.3)
-    b.added(out, "item_fc1")
+    tool_output_confirmed(b)
     b.open(2, dt=0.1)
     msg = user_msg("item_u1", "What's the weather in Paris?")
     b.create(msg, prev="root", dt=0.0001)  # the replay starts before the old socket's close is noted
@@ -506,10 +511,8 @@ def _() -> TraceBuilder:
 def _() -> TraceBuilder:
     b = TraceBuilder()
     b.open()
-    tool_turn(b)
+    tool_output_confirmed(b)
     out = fco("item_out1", "call_1")
-    b.create(out, prev="item_fc1", dt=0.3)
-    b.added(out, "item_fc1")
     b.open(2, dt=0.1)
     b.close(1006, dt=0.00025, conn=1)
     msg, call = user_msg("item_u1", "What's the weather in Paris?"), fc("item_fc1", "call_1")
@@ -526,9 +529,13 @@ def _() -> TraceBuilder:
     return b
 
 
-def replay_under_new_ids(b: TraceBuilder, with_output: bool) -> None:
-    """Conn 2 replays the message, then the call and (maybe) its output under new item ids, same call_id and
-    arguments, all acknowledged."""
+def replay_under_new_ids(with_output: bool) -> TraceBuilder:
+    """A tool turn and its output on conn 1; conn 2 replays the message, then the call and (maybe) its output
+    under new item ids, same call_id and arguments, all acknowledged."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    b.close(1006, dt=0.06)
     b.open(2, dt=0.1)
     msg, call, out = user_msg("item_u1", "What's the weather in Paris?"), fc("item_c2_fc", "call_1"), None
     b.create(msg, prev="root", dt=0.001)
@@ -544,34 +551,19 @@ def replay_under_new_ids(b: TraceBuilder, with_output: bool) -> None:
     b.response_created("resp_2", b.event_id(rc))
     b.response_done("resp_2", output=[])
     b.close(dt=1.0)
+    return b
 
 
 @scenario("function-call-lost-on-reconnect/negative-replay-under-new-ids")
 def _() -> TraceBuilder:
     """A complete replay: the call and its output come back under new item ids, matched by call_id."""
-    b = TraceBuilder()
-    b.open()
-    tool_turn(b)
-    out = fco("item_out1", "call_1")
-    b.create(out, prev="item_fc1", dt=0.3)
-    b.added(out, "item_fc1")
-    b.close(1006, dt=0.06)
-    replay_under_new_ids(b, with_output=True)
-    return b
+    return replay_under_new_ids(with_output=True)
 
 
 @scenario("function-call-lost-on-reconnect/positive-output-not-replayed-under-new-ids")
 def _() -> TraceBuilder:
     """The call comes back under a new id, its output does not come back at all."""
-    b = TraceBuilder()
-    b.open()
-    tool_turn(b)
-    out = fco("item_out1", "call_1")
-    b.create(out, prev="item_fc1", dt=0.3)
-    b.added(out, "item_fc1")
-    b.close(1006, dt=0.06)
-    replay_under_new_ids(b, with_output=False)
-    return b
+    return replay_under_new_ids(with_output=False)
 
 
 @scenario("function-call-lost-on-reconnect/negative-replay-with-call")
@@ -1402,13 +1394,6 @@ def _() -> TraceBuilder:
     b.response_done("resp_1", output=[])
     b.close(dt=1.0)
     return b
-
-
-def tool_output_confirmed(b: TraceBuilder) -> None:
-    tool_turn(b)
-    out = fco("item_out1", "call_1")
-    b.create(out, prev="item_fc1", dt=0.3)
-    b.added(out, "item_fc1")
 
 
 @scenario("no-response-after-tool-output/positive-silent-after-output")

@@ -130,16 +130,13 @@ def test_the_reply_timeout_is_an_option() -> None:
 
 def test_a_response_asked_for_after_the_timeout_is_late(tmp_path: Path) -> None:
     """The agent was silent past the timeout even if it speaks later: reported at the first event after it."""
-    from tests.tracebuilder import TraceBuilder, fco
+    from tests.tracebuilder import TraceBuilder
 
-    from .make_samples import tool_turn
+    from .make_samples import tool_output_confirmed
 
     b = TraceBuilder()
     b.open()
-    tool_turn(b)
-    out = fco("item_out1", "call_1")
-    b.create(out, prev="item_fc1", dt=0.3)
-    b.added(out, "item_fc1")
+    tool_output_confirmed(b)
     late = b.response_create(dt=12.0)
     b.close(dt=1.0)
     [finding] = by_slug(b.write(tmp_path / "late.jsonl"), "no-response-after-tool-output")
