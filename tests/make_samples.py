@@ -1422,6 +1422,25 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("no-response-after-tool-output/negative-replayed-output")
+def _() -> TraceBuilder:
+    """A reconnect replays the old call and its output: no tool answered, nothing to reply to."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(1000, dt=1.0)
+    reconnect_replay(b, 2, with_call=True)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.0001)
+    b.added(out, "item_fc1")
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
 @scenario("no-response-after-tool-output/negative-trace-ends")
 def _() -> TraceBuilder:
     """The recording stops 2 s after the output: too soon to say the agent stayed silent."""

@@ -352,7 +352,8 @@ class NoResponseAfterToolOutput(Rule[Config]):
     or out of band) or a response the server starts on its own (the user spoke) ends the wait. The finding is
     made at the first event after the timeout, or when the connection or the trace ends after it. A connection
     or a trace that ends within the timeout is not reported (nothing says the agent stayed silent), nor is an
-    output the server rejected.
+    output the server rejected, nor one for a call whose output the server had already confirmed (a reconnect
+    replay re-creating the conversation).
 
     **Minimal example.**
 
@@ -377,6 +378,8 @@ class NoResponseAfterToolOutput(Rule[Config]):
         super().__init__(config)
         #: conn -> outputs sent since the last response asked for on it, oldest first.
         self.waiting: dict[int, list[Change]] = {}
+        #: call_ids whose output the server confirmed: a later create of an output for them is a replay.
+        self.answered: set[str] = set()
 
     @on(ChangeSent, ChangeAnswered, ItemAdded, ResponseCreated, ResponseDone, ServerError, SessionUpdated, ConnClosed)
     def clock(
@@ -394,13 +397,16 @@ class NoResponseAfterToolOutput(Rule[Config]):
         out = self._overdue(fact) if self.waiting else None
         if isinstance(fact, ChangeSent):
             change = fact.change
-            if change.kind == "conversation.item.create" and change.item and change.item.type == "function_call_output":
+            call_id = _output_call(change)
+            if call_id is not None and call_id not in self.answered:
                 self.waiting.setdefault(change.conn, []).append(change)
             elif change.kind == "response.create":
                 self.waiting.pop(change.conn, None)
-        elif isinstance(fact, ChangeAnswered) and fact.change.status == "rejected":
+        elif isinstance(fact, ChangeAnswered) and (call_id := _output_call(fact.change)) is not None:
+            if fact.change.status == "confirmed":
+                self.answered.add(call_id)
             outputs = self.waiting.get(fact.change.conn)
-            if outputs is not None and fact.change in outputs:
+            if fact.change.status == "rejected" and outputs is not None and fact.change in outputs:
                 outputs.remove(fact.change)
         elif isinstance(fact, ResponseCreated) and fact.response.request is None:
             self.waiting.pop(fact.conn.n, None)
