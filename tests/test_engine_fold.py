@@ -286,9 +286,54 @@ def test_opening_the_new_connection_before_the_old_close_changes_only_line_numbe
     pairs the two connections either way, so every finding is the same but for the two lines swapped."""
     lines, k = drawn
     swapped = [*lines[:k], lines[k + 1], lines[k], *lines[k + 2 :]]
-    config = Config(ack_timeout=0.2)
+    config = RECONNECT_CONFIG
     original, _ = analyze_records(to_records(lines), config)
     again, state = analyze_records(to_records(swapped), config)
     check_invariants(state)
     mapping = {k + 1: k + 2, k + 2: k + 1}
     assert sorted(_shape(f, mapping) for f in again) == sorted(_shape(f, {}) for f in original)
+
+
+#: Thresholds small enough for the random reconnects to reach them (RT110, RT125).
+RECONNECT_CONFIG = Config(ack_timeout=0.2, reply_timeout=0.5)
+
+
+@BOUNDED
+@given(reconnect())
+def test_a_finding_on_a_random_reconnect_is_certain_at_its_line(drawn: tuple[list[dict[str, Any]], int]) -> None:
+    """The prefix property of tests/test_samples.py on random reconnects, where the reconnect rules (RT105,
+    RT106, RT122-RT125) fire: the trace cut at a finding's `at_line` gives that finding too (except for the rules
+    that need the end of the trace)."""
+    from .test_samples import NEEDS_END
+
+    records = to_records(drawn[0])
+    findings, _ = analyze_records(records, RECONNECT_CONFIG)
+    for f in findings:
+        assert max(f.lines) <= f.at_line
+        if f.slug in NEEDS_END:
+            continue
+        again, _ = analyze_records([r for r in records if r.line <= f.at_line], RECONNECT_CONFIG)
+        assert (f.rule, f.conn, f.lines, f.message) in {(g.rule, g.conn, g.lines, g.message) for g in again}
+
+
+@BOUNDED
+@given(reconnect(), st.integers(2, 4))
+def test_unknown_events_in_a_random_reconnect_change_only_line_numbers(
+    drawn: tuple[list[dict[str, Any]], int], every: int
+) -> None:
+    """The inserted-unknown-events property of tests/test_samples.py on random reconnects: an unknown event on the
+    connection of the line before (its first record would begin a connection that has not begun yet)."""
+    lines = drawn[0]
+    mutated: list[dict[str, Any]] = []
+    mapping: dict[int, int] = {}
+    for k, line in enumerate(lines, start=1):
+        if k % every == 0:
+            conn = lines[k - 2]["conn"]
+            mutated.append({"t": line["t"], "dir": "server", "conn": conn, "event": {"type": "x.unknown"}})
+        mutated.append(line)
+        mapping[k] = len(mutated)
+    original, _ = analyze_records(to_records(lines), RECONNECT_CONFIG)
+    again, _ = analyze_records(to_records(mutated), RECONNECT_CONFIG)
+    assert [(f.rule, f.conn, [mapping[n] for n in f.lines]) for f in original] == [
+        (f.rule, f.conn, list(f.lines)) for f in again
+    ]
