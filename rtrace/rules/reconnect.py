@@ -318,11 +318,10 @@ class ChangesLostAtFinalClose(Rule[Config]):
     message, the tool's result, the reply the agent asked for are lost with the session. The client believes
     they were sent.
 
-    **How it is judged.** Needs the end of the trace. The connection ended with a recorded close (or a later
-    connection that replaced nothing of it), the changes were pending at that close, and no connection replaced
-    it. A trace that simply ends while the connection is open is not reported (the recording stopped, not the
-    session); a reconnect that loses them is `unconfirmed-item-lost-on-reconnect` or
-    `response-create-lost-on-reconnect`.
+    **How it is judged.** Needs the end of the trace. The changes were pending when the connection closed, and no
+    later connection exists (none replaced it, none opened after it). A trace that simply ends while the
+    connection is open is not reported (the recording stopped, not the session); a reconnect that loses them is
+    `unconfirmed-item-lost-on-reconnect` or `response-create-lost-on-reconnect`.
 
     **Minimal example.**
 
@@ -358,8 +357,8 @@ class ChangesLostAtFinalClose(Rule[Config]):
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
         for conn, lost, closed in self.closed:
-            if conn.replaced_by is not None:
-                continue
+            if conn.replaced_by is not None or any(n > conn.n for n in state.conns):
+                continue  # a later connection: unconfirmed-item-lost-on-reconnect's or RT124's to judge
             end = closed.line if closed else state.last_line
             listed = ", ".join(_what_is_lost(c) for c in lost[:4])
             if len(lost) > 4:
@@ -369,7 +368,7 @@ class ChangesLostAtFinalClose(Rule[Config]):
                     conn.n,
                     f"connection {conn.n} closed at line {end} with {_changes(len(lost))} unanswered, never sent again",
                     f"Connection {conn.n} closed at line {end} while the server had not answered {listed}; no "
-                    f"connection replaced it, so the user lost {'it' if len(lost) == 1 else 'them'} with the session.",
+                    f"connection followed it, so the user lost {'it' if len(lost) == 1 else 'them'} with the session.",
                     [*(Witness.sent(c) for c in lost[:4]), closed],
                     state.last_line,
                     items=[c.item_id for c in lost],
