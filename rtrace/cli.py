@@ -140,6 +140,9 @@ def analyze(
     strict: Annotated[bool, typer.Option(help="Treat input problems as errors (exit 3).")] = False,
     ack_timeout: Annotated[float, typer.Option(help="Seconds a create/delete/truncate may wait for its answer.")] = 5.0,
     burst_window: Annotated[float, typer.Option(help="Seconds between client changes of one burst.")] = 0.010,
+    reply_timeout: Annotated[
+        float, typer.Option(help="Seconds after a function_call_output within which a response must be asked for.")
+    ] = 10.0,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the JSON report here.")] = None,
     sarif_path: Annotated[Path | None, typer.Option("--sarif", help="Also write a SARIF 2.1.0 report here.")] = None,
@@ -163,7 +166,7 @@ def analyze(
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
     rules = tuple(select_rules(_split(select), _split(ignore)))
-    config = Config(ack_timeout=ack_timeout, burst_window=burst_window)
+    config = Config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
     if engine is Engine.local and jobs == 1:
         from .engine.parallel import analyze_file
 

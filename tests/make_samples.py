@@ -4,7 +4,8 @@
     python -m tests.make_samples --expected # only refresh X.expected.json (also for sample_traces/real/)
 
 Each rule has positive traces (the rule must fire) and near-miss negatives (it must not); the file name says
-which (`positive-*`, `negative-*`). X.expected.json holds only the stable facts: rule, slug and witness lines.
+which (`positive-*`, `negative-*`). X.expected.json holds only the stable facts: rule, slug and witness lines (and
+the severity of a finding whose severity is not its rule's).
 Review a regenerated expected file before committing it: it is the specification of the rule on that trace.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import orjson
 
 from rtrace.engine.fold import analyze_path
+from rtrace.rules import find_rule
 
 from .tracebuilder import TraceBuilder, assistant_msg, fc, fco, user_msg
 
@@ -56,6 +58,14 @@ def tool_turn(
     call = fc(call_item, call_id)
     b.output_item(rid, call, prev=user)
     b.response_done(rid, output=[call])
+
+
+def tool_output_confirmed(b: TraceBuilder) -> None:
+    """A tool turn, then its output created and confirmed (item_out1 for call_1)."""
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    b.added(out, "item_fc1")
 
 
 def stale_push(b: TraceBuilder, prev_of_output: str = "item_fc1") -> None:
@@ -269,6 +279,48 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("unanswered-function-call/positive-output-rejected")
+def _() -> TraceBuilder:
+    """The output was sent but rejected: the finding names it, not "no function_call_output"."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    c = b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.error("server_error", "The server had an error while processing your request.", b.event_id(c))
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/positive-output-unconfirmed-at-close")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.close(1006, dt=0.01)
+    return b
+
+
+@scenario("unanswered-function-call/negative-output-resent-after-rejection")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    c = b.create(out, prev="item_fc1", dt=0.3)
+    b.error("server_error", "The server had an error while processing your request.", b.event_id(c))
+    b.create(out, prev="item_fc1", dt=0.2)
+    b.added(out, "item_fc1")
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
 @scenario("unanswered-function-call/negative-pipelined-output")
 def _() -> TraceBuilder:
     """Output create and response.create sent back to back: the pending output counts."""
@@ -297,6 +349,48 @@ def _() -> TraceBuilder:
     b.create(out, prev="item_fc1", dt=0.3)
     b.added(out, "item_fc1")
     b.close()
+    return b
+
+
+def call_cut_mid_arguments(b: TraceBuilder) -> None:
+    """The model starts a function call and the server closes the socket before its arguments are done."""
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    start = {"id": "item_fc1", "type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": ""}
+    start = {**start, "status": "in_progress"}
+    b.server({"type": "response.output_item.added", "response_id": "resp_1", "output_index": 0, "item": start})
+    b.server({"type": "conversation.item.added", "previous_item_id": "item_u1", "item": start})
+    base = {"response_id": "resp_1", "item_id": "item_fc1", "output_index": 0, "call_id": "call_1"}
+    b.server({"type": "response.function_call_arguments.delta", **base, "delta": '{"ci'})
+    b.meta({"type": "fault.injected", "fault": "close-after", "spec": "9"})
+    b.close(1011)
+
+
+@scenario("unanswered-function-call/negative-arguments-never-finished")
+def _() -> TraceBuilder:
+    """A call cut before response.function_call_arguments.done is no call: nothing to answer or to replay."""
+    b = TraceBuilder()
+    b.open()
+    call_cut_mid_arguments(b)
+    b.open(2, dt=0.1)
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    call = fc("item_fc2", "call_2")
+    b.output_item("resp_2", call, prev="item_u1")
+    b.response_done("resp_2", output=[call])
+    out = fco("item_out2", "call_2")
+    b.create(out, prev="item_fc2", dt=0.3)
+    b.added(out, "item_fc2")
+    rc = b.response_create()
+    b.response_created("resp_3", b.event_id(rc))
+    b.response_done("resp_3", output=[])
+    b.close(dt=1.0)
     return b
 
 
@@ -396,6 +490,82 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("function-call-lost-on-reconnect/positive-opened-before-close")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    b.open(2, dt=0.1)
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root", dt=0.0001)  # the replay starts before the old socket's close is noted
+    b.close(1006, dt=0.00015, conn=1)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("function-call-lost-on-reconnect/negative-opened-before-close-full-replay")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    out = fco("item_out1", "call_1")
+    b.open(2, dt=0.1)
+    b.close(1006, dt=0.00025, conn=1)
+    msg, call = user_msg("item_u1", "What's the weather in Paris?"), fc("item_fc1", "call_1")
+    b.create(msg, prev="root", dt=0.001)
+    b.create(call, prev="item_u1", dt=0.0001)
+    b.create(out, prev="item_fc1", dt=0.0001)
+    b.added(msg, None)
+    b.added(call, "item_u1", dt=0.0001)
+    b.added(out, "item_fc1", dt=0.0001)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+def replay_under_new_ids(with_output: bool) -> TraceBuilder:
+    """A tool turn and its output on conn 1; conn 2 replays the message, then the call and (maybe) its output
+    under new item ids, same call_id and arguments, all acknowledged."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    b.close(1006, dt=0.06)
+    b.open(2, dt=0.1)
+    msg, call, out = user_msg("item_u1", "What's the weather in Paris?"), fc("item_c2_fc", "call_1"), None
+    b.create(msg, prev="root", dt=0.001)
+    b.create(call, prev="item_u1", dt=0.0001)
+    if with_output:
+        out = fco("item_c2_out", "call_1")
+        b.create(out, prev="item_c2_fc", dt=0.0001)
+    b.added(msg, None)
+    b.added(call, "item_u1", dt=0.0001)
+    if out is not None:
+        b.added(out, "item_c2_fc", dt=0.0001)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("function-call-lost-on-reconnect/negative-replay-under-new-ids")
+def _() -> TraceBuilder:
+    """A complete replay: the call and its output come back under new item ids, matched by call_id."""
+    return replay_under_new_ids(with_output=True)
+
+
+@scenario("function-call-lost-on-reconnect/positive-output-not-replayed-under-new-ids")
+def _() -> TraceBuilder:
+    """The call comes back under a new id, its output does not come back at all."""
+    return replay_under_new_ids(with_output=False)
+
+
 @scenario("function-call-lost-on-reconnect/negative-replay-with-call")
 def _() -> TraceBuilder:
     b = TraceBuilder()
@@ -445,6 +615,78 @@ def _() -> TraceBuilder:
     b.create(m2, prev="item_u1", dt=0.0001)
     b.added(m1, None)
     b.added(m2, "item_u1", dt=0.0001)
+    b.close(dt=1.0)
+    return b
+
+
+def output_then_expiry(b: TraceBuilder) -> None:
+    """A tool turn whose output create is still pending when the session expires (error with a null event_id)."""
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.error("session_expired", "Your session hit the maximum duration of 60 minutes.", None, dt=0.02)
+    b.close(1001, dt=0.001)
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-session-expired-output")
+def _() -> TraceBuilder:
+    """`session_expired` answers no client event: the pending output is not taken as answered, and the replay
+    (message and call, no output) loses it."""
+    b = TraceBuilder()
+    b.open()
+    output_then_expiry(b)
+    reconnect_replay(b, 2, with_call=True)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/negative-session-expired-output-resent")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    output_then_expiry(b)
+    reconnect_replay(b, 2, with_call=True)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.01)
+    b.added(out, "item_fc1")
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/negative-resent-before-old-close")
+def _() -> TraceBuilder:
+    """The new socket is open and re-sends the unconfirmed create before the old socket's close is noted."""
+    b = TraceBuilder()
+    b.open()
+    msg, later = user_msg("item_u1", "What's the weather in Paris?"), user_msg("item_u2", "and tomorrow?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(later, prev="item_u1", dt=0.5)
+    b.open(2, dt=0.01)
+    b.create(msg, prev="root")
+    b.create(later, prev="item_u1", dt=0.0001)
+    b.close(1006, dt=0.0002, conn=1)
+    b.added(msg, None)
+    b.added(later, "item_u1", dt=0.0001)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-opened-before-close")
+def _() -> TraceBuilder:
+    """agents-js: the new socket opens before the old close is noted, and replays without the unconfirmed create."""
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.create(user_msg("item_u2", "and tomorrow?"), prev="item_u1", dt=0.5)
+    b.open(2, dt=0.01)
+    b.close(1006, dt=0.00025, conn=1)
+    b.create(msg, prev="root")
+    b.added(msg, None)
     b.close(dt=1.0)
     return b
 
@@ -500,6 +742,57 @@ def _() -> TraceBuilder:
     b.local({"type": "local.generation.opened", "response_id": "resp_1"})
     b.local({"type": "local.generation.opened", "response_id": "resp_2"}, dt=0.3)
     b.local({"type": "local.generation.closed", "response_id": "resp_2"}, dt=0.3)
+    b.close(dt=1.0)
+    return b
+
+
+def streaming_answer_cut(b: TraceBuilder, fault: bool = True) -> None:
+    """A text answer streaming when the server closes the socket (rtrace serve --close-after: a fault note)."""
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    start = {"id": "item_a1", "type": "message", "role": "assistant", "content": [], "status": "in_progress"}
+    b.server({"type": "response.output_item.added", "response_id": "resp_1", "output_index": 0, "item": start})
+    b.server({"type": "conversation.item.added", "previous_item_id": None, "item": start})
+    for chunk in ("Once ", "upon "):
+        base = {"response_id": "resp_1", "item_id": "item_a1", "output_index": 0, "content_index": 0}
+        b.server({"type": "response.output_text.delta", **base, "delta": chunk}, 0.06)
+    if fault:
+        b.meta({"type": "fault.injected", "fault": "close-after", "spec": "12"})
+
+
+@scenario("orphaned-generation/positive-cut-by-server-fault")
+def _() -> TraceBuilder:
+    """A mid-response fault: the wire cannot say whether the client closed its generation, so a warning."""
+    b = TraceBuilder()
+    b.open()
+    streaming_answer_cut(b)
+    b.close(1011)
+    return b
+
+
+@scenario("orphaned-generation/positive-cut-generation-left-open")
+def _() -> TraceBuilder:
+    """The client's own annotations show its generation left open after the cut: an error."""
+    b = TraceBuilder()
+    b.open()
+    b.local({"type": "local.generation.opened", "response_id": "resp_1"})
+    streaming_answer_cut(b)
+    b.close(1011)
+    b.open(2, dt=0.5)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("orphaned-generation/negative-cut-client-closed-generation")
+def _() -> TraceBuilder:
+    """The annotations show the client closed its generation once the socket ended: nothing hangs."""
+    b = TraceBuilder()
+    b.open()
+    b.local({"type": "local.generation.opened", "response_id": "resp_1"})
+    streaming_answer_cut(b)
+    b.close(1011)
+    b.local({"type": "local.generation.closed", "response_id": "resp_1"}, dt=0.002)
+    b.open(2, dt=0.5)
     b.close(dt=1.0)
     return b
 
@@ -600,6 +893,36 @@ def _() -> TraceBuilder:
     b.create(user_msg("item_u1", "hello"), prev="root")
     b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=3.0)
     b.close(dt=4.0)
+    return b
+
+
+@scenario("ack-timeout/positive-cancel-error-is-not-the-delete")
+def _() -> TraceBuilder:
+    """`response_cancel_not_active` (event_id null) answers the cancel, not the older pending delete."""
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hello")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.delete("item_u1", dt=0.5)
+    b.client({"type": "response.cancel"}, dt=0.001)
+    b.error("response_cancel_not_active", "Cancellation failed: no active response found", None)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=6.0)
+    b.close(dt=0.5)
+    return b
+
+
+@scenario("ack-timeout/negative-delete-error-answers-the-delete")
+def _() -> TraceBuilder:
+    """`item_delete_invalid_item_id` (event_id null) answers the pending delete: it was answered in time."""
+    b = TraceBuilder()
+    b.open()
+    b.client({"type": "response.cancel"}, dt=0.5)
+    b.delete("item_gone", dt=0.001)
+    b.error("item_delete_invalid_item_id", "Error deleting item: the item with id 'item_gone' does not exist.", None)
+    b.error("response_cancel_not_active", "Cancellation failed: no active response found", None, dt=0.001)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=6.0)
+    b.close(dt=0.5)
     return b
 
 
@@ -915,16 +1238,233 @@ def _() -> TraceBuilder:
     return b
 
 
+# -- RT122-RT125: losses at a close, on a reconnect, and after a tool output ---------------------------------
+
+
+def output_and_message_pending(b: TraceBuilder) -> None:
+    """A tool turn; the tool output and the user's next message are sent and the socket dies before any ack."""
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.create(user_msg("item_u2", "Thanks! And tomorrow?"), prev="item_out1", dt=0.2)
+    b.close(1006, dt=0.01)
+
+
+@scenario("changes-lost-at-final-close/positive-never-reconnected")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    output_and_message_pending(b)
+    return b
+
+
+@scenario("changes-lost-at-final-close/negative-reconnected-and-resent")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    output_and_message_pending(b)
+    reconnect_replay(b, 2, with_call=True)
+    out, msg = fco("item_out1", "call_1"), user_msg("item_u2", "Thanks! And tomorrow?")
+    b.create(out, prev="item_fc1", dt=0.01)
+    b.create(msg, prev="item_out1", dt=0.0001)
+    b.added(out, "item_fc1")
+    b.added(msg, "item_out1", dt=0.0001)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("changes-lost-at-final-close/negative-trace-ends")
+def _() -> TraceBuilder:
+    """The recording stops with the changes in flight: nothing says the session was lost."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    b.create(user_msg("item_u2", "Thanks! And tomorrow?"), prev="item_out1", dt=0.2)
+    return b
+
+
+def first_session(b: TraceBuilder) -> None:
+    """A configured session with one exchange, then a dropped socket."""
+    b.client({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief."}})
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    msg = user_msg("item_u1", "My name is Ada.")
+    b.create(msg, prev="root", dt=0.5)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    answer = assistant_msg("item_a1", "Hello Ada.")
+    b.output_item("resp_1", answer, prev="item_u1", text_chunks=["Hello Ada."])
+    b.response_done("resp_1", output=[answer])
+    b.close(1006, dt=2.0)
+
+
+@scenario("reconnect-restores-nothing/positive-new-socket-only")
+def _() -> TraceBuilder:
+    """The openai SDK's opt-in reconnect: a new socket, no session.update, no replay, then the next turn."""
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.open(2, dt=0.2)
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, dt=1.0)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    answer = assistant_msg("item_a2", "I don't know your name.")
+    b.output_item("resp_2", answer, prev="item_u2", text_chunks=["I don't know your name."])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/negative-session-and-replay")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.open(2, dt=0.2)
+    b.client({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief."}})
+    first = user_msg("item_u1", "My name is Ada.")
+    b.create(first, prev="root", dt=0.0001)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(first, None, dt=0.0001)
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, prev="item_u1", dt=1.0)
+    b.added(msg, "item_u1")
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/negative-replay-not-visible")
+def _() -> TraceBuilder:
+    """A trace converted from a log that omits the reconnect replay says so: the replay cannot be judged."""
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.meta({"type": "connection.opened", "path": "/v1/realtime?model=gpt-realtime", "replay_visible": False}, 0.2, 2)
+    b.conn = 2
+    b.server({"type": "session.created", "session": {"id": "sess_2", "type": "realtime"}})
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, dt=1.0)
+    b.added(msg, None)
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+def reply_dropped(b: TraceBuilder) -> None:
+    """livekit-agents under `rtrace serve --drop-on response.create`: the socket closes on the reply's request."""
+    b.client({"type": "session.update", "session": {"type": "realtime"}})
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root", dt=0.0001)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(msg, None, dt=0.0001)
+    rc = b.response_create(dt=0.01)
+    b.meta({"type": "fault.injected", "fault": "drop-on", "spec": "response.create", "client_event_id": b.event_id(rc)})
+    b.close(1000, dt=0.003)
+    reconnect_replay(b, 2, with_call=False)
+
+
+@scenario("response-create-lost-on-reconnect/positive-pending-reply-discarded")
+def _() -> TraceBuilder:
+    """livekit-agents 1.8.9: the replay comes, the pending reply does not ("pending response discarded")."""
+    b = TraceBuilder()
+    b.open()
+    reply_dropped(b)
+    b.close(dt=29.3)
+    return b
+
+
+@scenario("response-create-lost-on-reconnect/negative-asked-again-on-next-connection")
+def _() -> TraceBuilder:
+    """livekit-agents 2.0.0b1 re-sends the pending response.create after the replay."""
+    b = TraceBuilder()
+    b.open()
+    reply_dropped(b)
+    rc = b.response_create(dt=0.0001)
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", output=[])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("no-response-after-tool-output/positive-silent-after-output")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("no-response-after-tool-output/negative-out-of-band-response")
+def _() -> TraceBuilder:
+    """The agent speaks about the result in an out-of-band response: it did not go silent."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    rc = b.response_create(dt=0.01, conversation="none")
+    resp = {"object": "realtime.response", "id": "resp_oob", "status": "in_progress", "conversation_id": None}
+    resp["metadata"] = {"client_event_id": b.event_id(rc)}
+    b.server({"type": "response.created", "response": resp}, b.latency)
+    b.response_done("resp_oob", dt=0.2)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("no-response-after-tool-output/negative-replayed-output")
+def _() -> TraceBuilder:
+    """A reconnect replays the old call and its output: no tool answered, nothing to reply to."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[])
+    b.close(1000, dt=1.0)
+    reconnect_replay(b, 2, with_call=True)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.0001)
+    b.added(out, "item_fc1")
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("no-response-after-tool-output/negative-trace-ends")
+def _() -> TraceBuilder:
+    """The recording stops 2 s after the output: too soon to say the agent stayed silent."""
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=2.0)
+    return b
+
+
 # -- writing ----------------------------------------------------------------------------------------------
 
 
 def expected_of(path: Path) -> dict[str, object]:
+    """The stable facts of a trace's report: per finding its rule, slug and witness lines, and its severity when
+    it is not the rule's own (a rule whose evidence decides, e.g. `orphaned-generation`)."""
     report = analyze_path(path)
-    return {
-        "trace": path.name,
-        "problems": report.problem_count,
-        "findings": [{"rule": f.rule, "slug": f.slug, "lines": list(f.lines)} for f in report.findings],
-    }
+    findings: list[dict[str, object]] = []
+    for f in report.findings:
+        entry: dict[str, object] = {"rule": f.rule, "slug": f.slug, "lines": list(f.lines)}
+        if f.severity != find_rule(f.rule).severity:
+            entry["severity"] = f.severity
+        findings.append(entry)
+    return {"trace": path.name, "problems": report.problem_count, "findings": findings}
 
 
 def expected_path(trace: Path) -> Path:

@@ -101,3 +101,26 @@ def test_rules_list_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules", "stale-snapshot-delete"]) == 0
     assert "snapshot" in capsys.readouterr().out
     assert main(["rules", "nope"]) == 2
+
+
+def test_reply_timeout_option(tmp_path: Path) -> None:
+    from .conftest import SAMPLES
+
+    trace = SAMPLES / "rules/no-response-after-tool-output/positive-silent-after-output.jsonl"
+    for option, expected in ((["--reply-timeout", "20"], []), ([], ["RT125"])):
+        out = tmp_path / "report.json"
+        assert main(["analyze", str(trace), "--format", "json", "-o", str(out), *option]) == 0  # a warning
+        data = json.loads(out.read_text())
+        assert [f["rule"] for f in data["traces"][0]["findings"]] == expected
+        assert data["config"]["reply_timeout"] == (20.0 if option else 10.0)
+
+
+def test_rules_documents_the_new_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules"]) == 0
+    listing = capsys.readouterr().out
+    for rule in ("RT122", "RT123", "RT124", "RT125"):
+        assert rule in listing
+    assert main(["rules", "no-response-after-tool-output"]) == 0
+    assert "--reply-timeout" in capsys.readouterr().out
+    assert main(["rules", "reconnect-restores-nothing"]) == 0
+    assert "replay_visible" in capsys.readouterr().out

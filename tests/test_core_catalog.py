@@ -1,4 +1,4 @@
-"""The event catalogue: sides, beta -> GA renames (protocol.md 1.2-1.4)."""
+"""The event catalogue: sides, beta -> GA renames (protocol.md 1.2-1.4), which events an error can answer (1.7)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ import pytest
 from rtrace.core.catalog import (
     BETA_TO_GA,
     CLIENT_EVENTS,
+    ERROR_ANSWERS,
+    ERROR_PARAMS,
+    FATAL_ERROR_CODES,
+    GENERIC_ERROR_CODES,
     LOCAL_EVENTS,
     META_EVENTS,
     SERVER_EVENTS,
+    error_answers,
     is_known,
     normalize_type,
     side_of,
@@ -68,3 +73,54 @@ def test_beta_renames() -> None:
         assert normalize_type(beta) == ga and side_of(ga) == "server"
     assert normalize_type("conversation.item.added") == "conversation.item.added"
     assert normalize_type("anything") == "anything"
+
+
+# -- which client events an error can answer (protocol.md 1.7, 3) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "param", "answers"),
+    [
+        ("invalid_tool_call_id", "item.call_id", {"conversation.item.create"}),
+        ("item_delete_invalid_item_id", "item_id", {"conversation.item.delete"}),
+        ("item_retrieve_invalid_item_id", None, {"conversation.item.retrieve"}),
+        ("conversation_already_has_active_response", None, {"response.create"}),
+        ("response_cancel_not_active", None, {"response.cancel"}),
+        ("input_audio_buffer_commit_empty", None, {"input_audio_buffer.commit"}),
+        ("rate_limit_exceeded", None, {"response.create"}),
+        # session-level: answers no client event
+        ("session_expired", None, set()),
+        ("insufficient_quota", None, set()),
+        ("invalid_api_key", "session", set()),  # the code decides before the param
+        # generic codes: the param names the event
+        ("invalid_value", "audio_end_ms", {"conversation.item.truncate"}),
+        ("invalid_value", "item.role", {"conversation.item.create"}),
+        ("unknown_parameter", "session.foo", {"session.update", "transcription_session.update"}),
+        ("missing_required_parameter", "response", {"response.create"}),
+        ("invalid_value", "audio", {"input_audio_buffer.append"}),
+        (None, "item_id", {"conversation.item.delete", "conversation.item.truncate", "conversation.item.retrieve"}),
+    ],
+)
+def test_error_answers(code: object, param: object, answers: set[str]) -> None:
+    assert error_answers(code, param) == answers
+
+
+@pytest.mark.parametrize(
+    ("code", "param"),
+    [
+        ("server_error", None),  # unknown to the table: may answer anything, as before
+        ("no_such_code", "item.call_id"),  # an unknown code keeps today's behaviour even with a param
+        ("invalid_value", None),  # a generic code without a param
+        ("invalid_value", "type"),  # a param the table cannot place
+        (None, None),
+        (7, []),  # junk
+    ],
+)
+def test_error_answers_anything(code: object, param: object) -> None:
+    assert error_answers(code, param) is None
+
+
+def test_every_answer_of_the_tables_is_a_client_event() -> None:
+    for kinds in [*ERROR_ANSWERS.values(), *ERROR_PARAMS.values()]:
+        assert kinds <= CLIENT_EVENTS
+    assert FATAL_ERROR_CODES <= ERROR_ANSWERS.keys() and not GENERIC_ERROR_CODES & ERROR_ANSWERS.keys()

@@ -19,13 +19,14 @@ from rtrace.core.facts import (
     ItemTruncated,
     LocalGeneration,
     LocalSnapshot,
+    Reconnected,
     ResponseCreated,
     ResponseDone,
     ServerError,
     SessionUpdated,
 )
 from rtrace.core.reducer import finish, step
-from rtrace.core.state import Connection, TraceState, client_view
+from rtrace.core.state import Connection, TraceState, client_view, unfinished_call
 from rtrace.core.trace import Record
 
 from .strategies import BOUNDED, check_invariants, envelopes, to_records
@@ -255,6 +256,68 @@ def test_error_joined_by_order_last() -> None:
     assert fact.cause is not None and (fact.cause.line, fact.how) == (c1, "order")
 
 
+def test_error_joined_by_order_only_to_an_event_its_code_can_answer() -> None:
+    """response_cancel_not_active answers only a response.cancel: the older pending delete stays pending."""
+    t = Trace()
+    t.added("a", None)
+    d = t.c("conversation.item.delete", item_id="a")
+    cancel = t.c("response.cancel")
+    line = t.s("error", error=_err("Cancellation failed: no active response found", code="response_cancel_not_active"))
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (cancel, "order")
+    assert fact.answers == {"response.cancel"}
+    assert [c.line for c in t.conn().pending.values()] == [d]
+
+
+def test_session_level_error_answers_no_pending_change() -> None:
+    t = Trace()
+    c = t.create("o", type="function_call_output", call_id="k")
+    line = t.s("error", error=_err("Your session hit the maximum duration of 60 minutes.", code="session_expired"))
+    fact = t.fact(line, ServerError)
+    assert fact.cause is None and fact.how is None and fact.answers == frozenset()
+    assert [ch.line for ch in t.conn().pending.values()] == [c]
+    assert not [f for f in t.facts[line] if isinstance(f, ChangeAnswered)]
+
+
+def test_error_whose_code_answers_nothing_pending_joins_nothing() -> None:
+    t = Trace()
+    t.create("a")
+    line = t.s(
+        "error",
+        error=_err("Conversation already has an active response", code="conversation_already_has_active_response"),
+    )
+    fact = t.fact(line, ServerError)
+    assert fact.cause is None and len(t.conn().pending) == 1
+
+
+def test_error_param_narrows_a_generic_code() -> None:
+    t = Trace()
+    t.c("session.update")
+    t.added("x", None, role="assistant")
+    tr = t.c("conversation.item.truncate", item_id="x", content_index=0, audio_end_ms=900)
+    line = t.s("error", error={**_err("Audio content of 0ms is already shorter than 900ms", code="invalid_value"),
+                               "param": "audio_end_ms"})  # fmt: skip
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (tr, "order")
+
+
+def test_quoted_id_join_is_restricted_to_what_the_code_answers() -> None:
+    """A delete quoting the same id is not the cause of an invalid_tool_call_id."""
+    t = Trace()
+    t.c("conversation.item.delete", item_id="k9")
+    c = t.create("o", type="function_call_output", call_id="k9")
+    line = t.s("error", error=_err("Tool call ID 'k9' not found in conversation.", code="invalid_tool_call_id"))
+    assert (t.fact(line, ServerError).cause.line, t.fact(line, ServerError).how) == (c, "quoted-id")
+
+
+def test_event_id_decides_whatever_the_code() -> None:
+    t = Trace()
+    t.create("a")
+    d = t.c("conversation.item.delete", item_id="a", event_id="del_1")
+    line = t.s("error", error=_err("odd", event_id="del_1", code="invalid_tool_call_id"))
+    assert (t.fact(line, ServerError).cause.line, t.fact(line, ServerError).how) == (d, "event-id")
+
+
 def test_error_with_nothing_pending() -> None:
     t = Trace()
     line = t.s("error", error="boom")
@@ -371,6 +434,25 @@ def test_arguments_done_and_output_item_done_fill_the_call() -> None:
     assert t.conn().conv.by_call == {"k": "f"}
 
 
+def test_arguments_done_marks_a_function_call_finished() -> None:
+    t = Trace()
+    t.s("response.created", response=_resp("r1"))
+    start = {"id": "f", "type": "function_call", "call_id": "k", "arguments": "", "status": "in_progress"}
+    t.s("conversation.item.added", previous_item_id=None, item=start)
+    item = t.conn().conv.items["f"]
+    assert unfinished_call(item)
+    t.s("response.function_call_arguments.done", item_id="f", call_id="k", arguments="{}")
+    assert not unfinished_call(item)
+    # a completed item is finished too, and so is any item the client created
+    t.s("conversation.item.added", previous_item_id="f", item={**start, "id": "g", "call_id": "k2"})
+    t.s("response.output_item.done", response_id="r1", item={**start, "id": "g", "status": "completed"})
+    assert not unfinished_call(t.conn().conv.items["g"])
+    c = t.create("h", type="function_call", call_id="k3")
+    assert not unfinished_call(t.fact(c, ChangeSent).change.item)
+    line = t.s("conversation.item.added", previous_item_id=None, item={"id": "h", "type": "function_call"})
+    assert not unfinished_call(t.fact(line, ItemAdded).item)
+
+
 # -- connections --------------------------------------------------------------------------------------------
 
 
@@ -405,6 +487,83 @@ def test_implicit_connections_are_superseded_explicit_ones_are_not() -> None:
     assert t2.conn(1).open and t2.conn(2).open
     assert [f.conn.n for f in finish(t2.state) if isinstance(f, ConnClosed)] == [1, 2]
     assert t2.conn(1).ended_by == "trace-end"
+
+
+def test_a_new_connection_replaces_the_one_that_closed_before_it() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t("meta", "connection.closed")
+    line = t("meta", "connection.opened", conn=2)
+    fact = t.fact(line, Reconnected)
+    assert (fact.previous.n, fact.conn.n, fact.early) == (1, 2, [])
+    assert (t.conn(1).replaced_by, t.conn(2).replaces) == (2, 1) and t.state.last_ended is None
+
+
+def test_a_new_connection_opened_before_the_old_close_is_paired_at_the_close() -> None:
+    """agents-js: conn 2's `connection.opened` is written 0.25 ms before conn 1's `connection.closed`."""
+    t = Trace()
+    t("meta", "connection.opened")
+    opened = t("meta", "connection.opened", conn=2)
+    assert not [f for f in t.facts[opened] if isinstance(f, Reconnected)] and 2 in t.state.awaiting
+    c = t.create("a", conn=2)  # the replay starts before the old close is noted
+    closed = t("meta", "connection.closed")
+    assert isinstance(t.fact(closed, ConnClosed), ConnClosed)
+    fact = t.fact(closed, Reconnected)
+    assert (fact.previous.n, fact.conn.n, [ch.line for ch in fact.early]) == (1, 2, [c])
+    assert t.conn(2).early is None and not t.state.awaiting
+    assert [type(f) for f in t.facts[closed]] == [ConnClosed, Reconnected]
+
+
+def test_an_old_connection_that_ends_after_the_window_is_not_the_one_replaced() -> None:
+    t = Trace()  # Trace puts record k at t = k / 100
+    t("meta", "connection.opened")
+    t("meta", "connection.closed")
+    t("meta", "connection.opened", conn=2)  # replaces conn 1
+    t("meta", "connection.opened", conn=3)  # line 4: conn 2 is open; conn 3 waits for it to end
+    for _ in range(110):
+        t.s("session.updated", conn=3)
+    # settled once the window passed: conn 1 is taken, nothing else ended before conn 3 opened
+    assert 3 not in t.state.awaiting and t.conn(3).replaces is None
+    line = t("meta", "connection.closed", conn=2)  # 1.1 s after conn 3 opened: a concurrent session's end
+    assert not [f for f in t.facts[line] if isinstance(f, Reconnected)] and t.state.last_ended is t.conn(2)
+    t("meta", "connection.closed", conn=3)
+    line = t("meta", "connection.opened", conn=4)
+    assert t.fact(line, Reconnected).previous.n == 3  # the latest that ended
+
+
+def test_a_waiting_connection_falls_back_to_the_latest_one_ended_before_it() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t("meta", "connection.opened", conn=2)  # concurrent with conn 1, which never closes in time
+    t("meta", "connection.closed", conn=2)  # line 3 (conn 2 never paired: nothing had ended)
+    t("meta", "connection.opened", conn=3)  # conn 1 still open: waits, with conn 2 to fall back on
+    for _ in range(110):
+        t.s("session.updated", conn=3)
+    [settled] = [line for line, facts in t.facts.items() if any(isinstance(f, Reconnected) for f in facts)]
+    assert t.fact(settled, Reconnected).previous.n == 2 and t.records[settled - 1].t - t.conn(3).opened_t > 1.0
+
+
+def test_concurrent_connections_without_a_close_are_not_paired() -> None:
+    t = Trace()
+    t("meta", "connection.opened")
+    t("meta", "connection.opened", conn=2)
+    facts = finish(t.state)
+    assert not [f for f in facts if isinstance(f, Reconnected)]
+    assert t.conn(2).replaces is None and t.conn(1).replaced_by is None
+
+
+def test_superseded_implicit_connection_is_replaced_by_the_next() -> None:
+    t = Trace()
+    t.s("session.created")
+    line = t.s("session.created", conn=2)
+    assert [type(f) for f in t.facts[line]] == [ConnClosed, ConnOpened, Reconnected]
+
+
+def test_connection_opened_may_say_the_replay_is_not_visible() -> None:
+    t = Trace()
+    t("meta", "connection.opened", replay_visible=False)
+    t("meta", "connection.opened", conn=2, path="/v1/realtime")
+    assert not t.conn(1).replay_visible and t.conn(2).replay_visible
 
 
 def test_reused_ordinal_after_close_starts_afresh() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from rtrace.rules import RULES
 from rtrace.rules.base import Config, Finding
 
 from .conftest import REAL, SAMPLES
-from .strategies import BOUNDED, check_invariants, envelopes, to_records
+from .strategies import BOUNDED, check_invariants, envelopes, event, to_records
 
 RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
 RACE_189 = REAL / "tool-output-race.livekit-1.8.9.jsonl"
@@ -227,3 +228,112 @@ def test_an_observer_sees_every_record_once_with_its_facts_and_the_rules_still_r
     assert sum(n for _, n in seen) > 0
     plain, _ = analyze_records(records, Config())
     assert fold.findings() == plain
+
+
+_IN_CONNECTION = event().filter(lambda e: e[1]["type"] not in ("connection.opened", "connection.closed"))
+_MSG = {"id": "a", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+_CALL = {"id": "b", "type": "function_call", "call_id": "k1", "arguments": "{}", "status": "completed"}
+_REPLAY = [
+    ("client", {"type": "conversation.item.create", "event_id": "e1", "item": _MSG}),
+    ("client", {"type": "conversation.item.create", "event_id": "e2", "item": _CALL}),
+    ("client", {"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "k1"}}),
+    ("client", {"type": "response.create", "event_id": "e3", "response": {}}),
+    ("client", {"type": "session.update", "session": {}}),
+]
+
+
+@st.composite
+def reconnect(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int]:
+    """Two connections with notes, random events on each; and the 0-based index of connection 1's close."""
+    lines: list[dict[str, Any]] = []
+    t = 0.0
+
+    def add(direction: str, conn: int, ev: dict[str, Any]) -> None:
+        nonlocal t
+        t = round(t + draw(st.floats(0, 0.5)), 6)
+        lines.append({"t": t, "dir": direction, "conn": conn, "event": ev})
+
+    add("meta", 1, {"type": "connection.opened", "path": "/v1/realtime"})
+    held = [  # what the old connection holds, so that a replay has something to lose
+        ("server", {"type": "conversation.item.added", "previous_item_id": None, "item": _MSG}),
+        ("server", {"type": "conversation.item.added", "previous_item_id": "a", "item": _CALL}),
+        ("server", {"type": "response.function_call_arguments.done", "item_id": "b", "arguments": "{}"}),
+    ]
+    for direction, ev in draw(st.permutations([*held, *draw(st.lists(_IN_CONNECTION, max_size=16))])):
+        add(direction, 1, ev)
+    add("meta", 1, {"type": "connection.closed", "code": 1006})
+    close = len(lines) - 1
+    add("meta", 2, {"type": "connection.opened", "path": "/v1/realtime"})
+    replay = draw(st.lists(st.sampled_from(_REPLAY), max_size=4))
+    for direction, ev in draw(st.permutations([*replay, *draw(st.lists(_IN_CONNECTION, max_size=16))])):
+        add(direction, 2, ev)
+    if draw(st.booleans()):
+        add("meta", 2, {"type": "connection.closed", "code": 1000})
+    return lines, close
+
+
+def _shape(f: Finding, mapping: dict[int, int]) -> tuple[Any, ...]:
+    lines = sorted(mapping.get(n, n) for n in f.lines)
+    return (f.rule, f.conn, f.severity, lines, f.ids, re.sub(r"\d+", "#", f.explanation))
+
+
+@BOUNDED
+@given(reconnect())
+def test_opening_the_new_connection_before_the_old_close_changes_only_line_numbers(
+    drawn: tuple[list[dict[str, Any]], int],
+) -> None:
+    """A client may open its new socket before the recorder notes the old one's close (agents-js): the reducer
+    pairs the two connections either way, so every finding is the same but for the two lines swapped."""
+    lines, k = drawn
+    swapped = [*lines[:k], lines[k + 1], lines[k], *lines[k + 2 :]]
+    config = RECONNECT_CONFIG
+    original, _ = analyze_records(to_records(lines), config)
+    again, state = analyze_records(to_records(swapped), config)
+    check_invariants(state)
+    mapping = {k + 1: k + 2, k + 2: k + 1}
+    assert sorted(_shape(f, mapping) for f in again) == sorted(_shape(f, {}) for f in original)
+
+
+#: Thresholds small enough for the random reconnects to reach them (RT110, RT125).
+RECONNECT_CONFIG = Config(ack_timeout=0.2, reply_timeout=0.5)
+
+
+@BOUNDED
+@given(reconnect())
+def test_a_finding_on_a_random_reconnect_is_certain_at_its_line(drawn: tuple[list[dict[str, Any]], int]) -> None:
+    """The prefix property of tests/test_samples.py on random reconnects, where the reconnect rules (RT105,
+    RT106, RT122-RT125) fire: the trace cut at a finding's `at_line` gives that finding too (except for the rules
+    that need the end of the trace)."""
+    from .test_samples import NEEDS_END
+
+    records = to_records(drawn[0])
+    findings, _ = analyze_records(records, RECONNECT_CONFIG)
+    for f in findings:
+        assert max(f.lines) <= f.at_line
+        if f.slug in NEEDS_END:
+            continue
+        again, _ = analyze_records([r for r in records if r.line <= f.at_line], RECONNECT_CONFIG)
+        assert (f.rule, f.conn, f.lines, f.message) in {(g.rule, g.conn, g.lines, g.message) for g in again}
+
+
+@BOUNDED
+@given(reconnect(), st.integers(2, 4))
+def test_unknown_events_in_a_random_reconnect_change_only_line_numbers(
+    drawn: tuple[list[dict[str, Any]], int], every: int
+) -> None:
+    """The inserted-unknown-events property of tests/test_samples.py on random reconnects: an unknown event on the
+    connection of the line before (its first record would begin a connection that has not begun yet)."""
+    lines = drawn[0]
+    mutated: list[dict[str, Any]] = []
+    mapping: dict[int, int] = {}
+    for k, line in enumerate(lines, start=1):
+        if k % every == 0:
+            conn = lines[k - 2]["conn"]
+            mutated.append({"t": line["t"], "dir": "server", "conn": conn, "event": {"type": "x.unknown"}})
+        mutated.append(line)
+        mapping[k] = len(mutated)
+    original, _ = analyze_records(to_records(lines), RECONNECT_CONFIG)
+    again, _ = analyze_records(to_records(mutated), RECONNECT_CONFIG)
+    assert [(f.rule, f.conn, [mapping[n] for n in f.lines]) for f in original] == [
+        (f.rule, f.conn, list(f.lines)) for f in again
+    ]

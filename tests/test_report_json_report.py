@@ -25,7 +25,7 @@ def report_of(*paths: Path) -> Report:
 def test_schema_and_top_level() -> None:
     data = orjson.loads(json_report.render(report_of(RACE_188, RACE_189)))
     assert data["schema"] == "rtrace.report/1" == json_report.SCHEMA
-    assert data["config"] == {"ack_timeout": 5.0, "burst_window": 0.01}
+    assert data["config"] == {"ack_timeout": 5.0, "burst_window": 0.01, "reply_timeout": 10.0}
     assert data["rules"] == [r.id for r in RULES]
     assert [t["path"] for t in data["traces"]] == [str(RACE_188), str(RACE_189)]
 

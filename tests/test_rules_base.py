@@ -34,6 +34,12 @@ def test_finding_witness_sorted_and_unique() -> None:
     assert data["lines"] == [2, 5] and data["rule"] == "RT999" and data["ids"] == {"items": ["a", "b"]}
 
 
+def test_a_finding_may_carry_a_severity_of_its_own() -> None:
+    rule = Dummy(Config())
+    assert rule.finding(1, "m", "e", [], 1).severity == "warning"
+    assert rule.finding(1, "m", "e", [], 1, severity="error", items=["a"]).severity == "error"
+
+
 def test_ms() -> None:
     assert ms(0.0017) == "1.7 ms"
     assert ms(0.0504) == "50 ms"

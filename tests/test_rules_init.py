@@ -37,6 +37,15 @@ def test_public_slugs_are_stable() -> None:
     ]
 
 
+def test_the_rules_of_issue_13_follow() -> None:
+    assert [(r.id, r.slug, r.severity) for r in RULES][21:] == [
+        ("RT122", "changes-lost-at-final-close", "warning"),
+        ("RT123", "reconnect-restores-nothing", "warning"),
+        ("RT124", "response-create-lost-on-reconnect", "warning"),
+        ("RT125", "no-response-after-tool-output", "warning"),
+    ]
+
+
 def test_select_and_ignore() -> None:
     assert find_rule("rt101") is find_rule("deleted-function-call-output")
     assert [r.id for r in select_rules(["RT102", "server-error"])] == ["RT102", "RT112"]

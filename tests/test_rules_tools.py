@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rtrace.engine.fold import analyze_path
-from rtrace.rules.base import Finding
+from rtrace.rules.base import Config, Finding
 
 from .conftest import REAL, SAMPLES
 
@@ -71,3 +73,71 @@ def test_arguments_lost_in_replay() -> None:
     [finding] = by_slug(path, "arguments-lost-in-replay")
     assert finding.conn == 2
     assert '{"city": "Paris"}' in finding.explanation
+
+
+def test_a_call_whose_arguments_never_finished_is_no_call() -> None:
+    path = SAMPLES / "rules/unanswered-function-call/negative-arguments-never-finished.jsonl"
+    report = analyze_path(path)
+    assert {f.slug for f in report.findings} == {"orphaned-generation"}  # neither RT103 nor RT105
+
+
+def test_unanswered_call_names_the_rejected_output() -> None:
+    path = SAMPLES / "rules/unanswered-function-call/positive-output-rejected.jsonl"
+    [finding] = by_slug(path, "unanswered-function-call")
+    assert finding.lines == (9, 15, 16, 17)
+    assert (
+        "has no confirmed function_call_output (the one sent at line 15 was rejected at line 16 with server_error)"
+        in (finding.explanation)
+    )
+    assert "had no function_call_output" not in finding.explanation
+
+
+def test_unanswered_call_names_the_output_unconfirmed_at_the_close() -> None:
+    path = SAMPLES / "rules/unanswered-function-call/positive-output-unconfirmed-at-close.jsonl"
+    [finding] = by_slug(path, "unanswered-function-call")
+    assert finding.lines == (9, 15, 16)
+    assert "(the one sent at line 15 was still unconfirmed) when connection 1 ended at line 16" in finding.explanation
+
+
+def test_unanswered_call_mentions_an_output_a_later_connection_had_rejected() -> None:
+    [finding] = [
+        f
+        for f in by_slug(REAL / "reconnect-during-tool.livekit-1.8.4.jsonl", "unanswered-function-call")
+        if f.conn == 1
+    ]
+    assert finding.lines == (15, 21)  # the later connection's lines are named, not witnesses of this one
+    assert "connection 2 sent one at line 31 and the server rejected it at line 32 with invalid_tool_call_id" in (
+        finding.explanation
+    )
+
+
+def test_no_response_after_a_tool_output() -> None:
+    path = SAMPLES / "rules/no-response-after-tool-output/positive-silent-after-output.jsonl"
+    [finding] = by_slug(path, "no-response-after-tool-output")
+    assert (finding.rule, finding.severity, finding.lines, finding.at_line) == ("RT125", "warning", (15, 16, 19), 19)
+    assert "asked for no response in the 10.00 s that followed" in finding.explanation
+    rules = SAMPLES / "rules/no-response-after-tool-output"
+    for near_miss in ("negative-out-of-band-response.jsonl", "negative-trace-ends.jsonl"):
+        assert not by_slug(rules / near_miss, "no-response-after-tool-output")
+
+
+def test_the_reply_timeout_is_an_option() -> None:
+    path = SAMPLES / "rules/no-response-after-tool-output/positive-silent-after-output.jsonl"
+    assert not [f for f in analyze_path(path, Config(reply_timeout=20.0)).findings if f.rule == "RT125"]
+    [finding] = [f for f in analyze_path(path, Config(reply_timeout=2.0)).findings if f.rule == "RT125"]
+    assert "within 2.00 s" in finding.message
+
+
+def test_a_response_asked_for_after_the_timeout_is_late(tmp_path: Path) -> None:
+    """The agent was silent past the timeout even if it speaks later: reported at the first event after it."""
+    from tests.tracebuilder import TraceBuilder
+
+    from .make_samples import tool_output_confirmed
+
+    b = TraceBuilder()
+    b.open()
+    tool_output_confirmed(b)
+    late = b.response_create(dt=12.0)
+    b.close(dt=1.0)
+    [finding] = by_slug(b.write(tmp_path / "late.jsonl"), "no-response-after-tool-output")
+    assert finding.at_line == late and late in finding.lines

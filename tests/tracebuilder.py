@@ -57,8 +57,8 @@ class TraceBuilder:
         event.setdefault("event_id", f"event_s{next(self._ids):05d}")
         return self.add("server", event, dt)
 
-    def meta(self, event: dict[str, Any], dt: float = 0.001) -> int:
-        return self.add("meta", event, dt)
+    def meta(self, event: dict[str, Any], dt: float = 0.001, conn: int | None = None) -> int:
+        return self.add("meta", event, dt, conn)
 
     def local(self, event: dict[str, Any], dt: float = 0.0005) -> int:
         return self.add("local", event, dt)
@@ -72,11 +72,12 @@ class TraceBuilder:
         self.server({"type": "session.created", "session": {"id": f"sess_{self.conn}", "type": "realtime"}})
         return line
 
-    def close(self, code: int | None = 1000, dt: float = 0.001) -> int:
+    def close(self, code: int | None = 1000, dt: float = 0.001, conn: int | None = None) -> int:
+        """Close the current connection (or `conn`, e.g. one the client replaced before its close was noted)."""
         event: dict[str, Any] = {"type": "connection.closed"}
         if code is not None:
             event["code"] = code
-        return self.meta(event, dt)
+        return self.meta(event, dt, conn)
 
     # -- items -----------------------------------------------------------------------------------
 

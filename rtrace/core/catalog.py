@@ -105,6 +105,49 @@ FATAL_ERROR_CODES: Final = frozenset(
     {"insufficient_quota", "invalid_api_key", "account_deactivated", "billing_hard_limit_reached"}
 )
 
+_ITEM_REFS: Final = frozenset({"conversation.item.delete", "conversation.item.truncate", "conversation.item.retrieve"})
+_SESSION_UPDATES: Final = frozenset({"session.update", "transcription_session.update"})
+
+#: Which client event types an `error` with this code can answer (protocol.md 1.7 and 3, and the fake server's
+#: own codes). An empty set: a session-level error, which answers no client event (expiry, fatal account
+#: errors). A code not listed (`server_error`, one rtrace has not seen) may answer any client event. Codes that
+#: only say a field was wrong (`GENERIC_ERROR_CODES`) are narrowed by the error's `param` (`ERROR_PARAMS`).
+ERROR_ANSWERS: Final[dict[str, frozenset[str]]] = {
+    "invalid_tool_call_id": frozenset({"conversation.item.create"}),
+    "invalid_previous_item_id": frozenset({"conversation.item.create"}),
+    "duplicate_item_id": frozenset({"conversation.item.create"}),
+    "item_delete_invalid_item_id": frozenset({"conversation.item.delete"}),
+    "item_delete_has_output": frozenset({"conversation.item.delete"}),
+    "item_truncate_invalid_item_id": frozenset({"conversation.item.truncate"}),
+    "item_retrieve_invalid_item_id": frozenset({"conversation.item.retrieve"}),
+    "unsupported_content_type": frozenset({"conversation.item.truncate"}),
+    "conversation_already_has_active_response": frozenset({"response.create"}),
+    "response_cancel_not_active": frozenset({"response.cancel"}),
+    "input_audio_buffer_commit_empty": frozenset({"input_audio_buffer.commit"}),
+    "rate_limit_exceeded": frozenset({"response.create"}),  # a limit on generation [I]
+    "session_expired": frozenset(),
+    **{code: frozenset() for code in FATAL_ERROR_CODES},
+}
+
+#: Codes that say a field of the event was wrong, not which event: the error's `param` tells (`ERROR_PARAMS`).
+GENERIC_ERROR_CODES: Final = frozenset(
+    {"invalid_value", "unknown_parameter", "missing_required_parameter", "invalid_type"}
+)
+
+#: The client event types whose field an error's `param` names, by the param's first segment (`item.call_id`
+#: -> `item`). `audio` is a field of `input_audio_buffer.append` only, which no answer ever follows.
+ERROR_PARAMS: Final[dict[str, frozenset[str]]] = {
+    "session": _SESSION_UPDATES,
+    "item": frozenset({"conversation.item.create"}),
+    "previous_item_id": frozenset({"conversation.item.create"}),
+    "item_id": _ITEM_REFS,
+    "content_index": frozenset({"conversation.item.truncate"}),
+    "audio_end_ms": frozenset({"conversation.item.truncate"}),
+    "audio": frozenset({"input_audio_buffer.append"}),
+    "response": frozenset({"response.create"}),
+    "response_id": frozenset({"response.cancel"}),
+}
+
 
 def normalize_type(event_type: str) -> str:
     """The GA name of an event type (beta names renamed, others unchanged)."""
@@ -126,3 +169,14 @@ def side_of(event_type: str) -> Side | None:
 
 def is_known(event_type: str) -> bool:
     return side_of(event_type) is not None
+
+
+def error_answers(code: object, param: object) -> frozenset[str] | None:
+    """The client event types an `error` with this `code` and `param` can answer, or None: any of them (an
+    unknown code, or a generic one whose param rtrace cannot place). Empty: none (a session-level error)."""
+    if isinstance(code, str) and code in ERROR_ANSWERS:
+        return ERROR_ANSWERS[code]
+    if code is None or (isinstance(code, str) and code in GENERIC_ERROR_CODES):
+        if isinstance(param, str) and param:
+            return ERROR_PARAMS.get(param.split(".", 1)[0].split("[", 1)[0])
+    return None

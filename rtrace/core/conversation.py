@@ -41,6 +41,8 @@ class Item:
     #: Function call arguments (cut to ARGUMENTS_CHARS); `arguments_len` is the full length.
     arguments: str = ""
     arguments_len: int = 0
+    #: The arguments are final: `response.function_call_arguments.done`, a completed item, or a client's item.
+    arguments_done: bool = False
     #: A short preview of the text, transcript or tool output.
     text: str = ""
     #: Bytes of output audio the item received (from deltas, or from a recorder's byte counts).

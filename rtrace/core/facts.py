@@ -38,6 +38,17 @@ class ConnClosed(Fact):
 
 
 @dataclasses.dataclass(slots=True, eq=False)
+class Reconnected(Fact):
+    """`conn` replaces `previous`, which ended: a reconnect. `rec` is the record at which the pairing became
+    known: `conn`'s first record, or `previous`'s close when the client opened the new socket first (then
+    `early` holds the changes `conn` sent before that close, oldest first; else it is empty)."""
+
+    previous: Connection
+    conn: Connection
+    early: list[Change]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
 class ChangeSent(Fact):
     change: Change
 
@@ -119,6 +130,9 @@ class ServerError(Fact):
     #: The client change it answers, when one could be joined.
     cause: Change | None
     how: str | None
+    #: The client event types the error's code (and param) can answer (`catalog.error_answers`): None for any,
+    #: empty for a session-level error.
+    answers: frozenset[str] | None = None
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -146,6 +160,7 @@ NO_FACTS: tuple[Fact, ...] = ()
 FACTS: tuple[type[Fact], ...] = (
     ConnOpened,
     ConnClosed,
+    Reconnected,
     ChangeSent,
     ChangeAnswered,
     ItemAdded,

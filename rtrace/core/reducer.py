@@ -8,7 +8,8 @@ Ground rules:
   left open). Rules (`rtrace.rules`) read facts; they never re-derive state from raw events.
 * Answers are joined to the client change they answer in this order (protocol.md 2.1, 1.7): by item id; for
   errors by `error.event_id`, then by ids quoted in the error message, then by arrival order (the server handles
-  a connection's events first come, first served).
+  a connection's events first come, first served). Quoted ids and order only consider the event types the
+  error's code can answer (`catalog.error_answers`): a session-level error (`session_expired`) answers none.
 * The state is updated in place and returned (an hour-long call is a million steps); `step` does no I/O, reads
   no clock and holds nothing outside `state`. Every consumer folds through `rtrace.engine.fold.Fold`.
 """
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .audio import bytes_for_ms, delta_bytes, session_format
+from .catalog import error_answers
 from .conversation import ARGUMENTS_CHARS, Item, item_from_event, update_item
 from .describe import describe
 from .facts import (
@@ -36,6 +38,7 @@ from .facts import (
     ItemUpdated,
     LocalGeneration,
     LocalSnapshot,
+    Reconnected,
     ResponseCreated,
     ResponseDone,
     ServerError,
@@ -54,16 +57,19 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
     if state.first_t is None:
         state.first_t = rec.t
     conn = state.conns.get(rec.conn)
-    facts: list[Fact] | None = None
-    if conn is None or (not conn.open and rec.type == "connection.opened" and rec.dir == "meta"):
-        facts = []
+    handler = _TABLE.get((rec.dir, rec.type))
+    opens = conn is None or (not conn.open and rec.type == "connection.opened" and rec.dir == "meta")
+    if conn is not None and not opens and handler is None:
+        tick(state, conn, rec.t, rec.line)
+        return state, NO_FACTS
+    facts: list[Fact] = []
+    if state.awaiting:
+        _overdue(state, rec, facts)
+    if conn is None or opens:
         conn = _open(state, rec, facts)
     tick(state, conn, rec.t, rec.line)
-    handler = _TABLE.get((rec.dir, rec.type))
     if handler is None:
         return state, facts if facts else NO_FACTS
-    if facts is None:
-        facts = []
     handler(state, conn, rec, facts)
     if conn.ended_by is not None:
         _after_close(conn, rec)
@@ -106,34 +112,80 @@ def finish(state: TraceState) -> list[Fact]:
     last = Record(
         state.records, state.last_line, state.last_t, "meta", 0, {"type": "trace.end"}, "trace.end", "trace.end"
     )
+    for n in list(state.awaiting):
+        _settle(state, n, last, facts)
     for conn in list(state.conns.values()):
         if conn.open:
-            _close(conn, last, "trace-end", facts)
+            _close(state, conn, last, "trace-end", facts)
     return facts
 
 
 # -- connections ------------------------------------------------------------------------------------------
+
+#: A connection that ends at most this many seconds after a new one opened is the one the new one replaces:
+#: a client may open its new socket before the recorder notes the close of the old one (agents-js, 0.25 ms), or
+#: hold both for a moment. Past it, the new connection replaces the latest one that ended before it opened.
+OVERLAP_WINDOW = 1.0
 
 
 def _open(state: TraceState, rec: Record, facts: list[Fact]) -> Connection:
     n = rec.conn
     # A connection opened without a `connection.opened` note ends the implicit ones before it: a client-side
     # recording has one socket at a time. Connections opened by a note end only with their close note.
-    for other in state.conns.values():
+    for other in list(state.conns.values()):
         if other.open and not other.explicit and other.n < n:
-            _close(other, rec, "superseded", facts)
+            _close(state, other, rec, "superseded", facts)
     conn = Connection(n=n, opened_line=rec.line, opened_t=rec.t)
     if rec.dir == "meta" and rec.type == "connection.opened":
-        conn.explicit = True
-        path = rec.event.get("path")
-        conn.path = path if isinstance(path, str) else None
+        _read_opened(conn, rec)
     # The same ordinal opened again after its close (a recorder that reuses ordinals) starts afresh.
     state.conns[n] = conn
     facts.append(ConnOpened(rec, conn))
+    if any(other.open and other.n < n for other in state.conns.values() if other is not conn):
+        # An older connection is still open: it may be the one this replaces, if it ends soon.
+        conn.early = []
+        state.awaiting[n] = (conn, state.last_ended)
+    else:
+        _pair(state, state.last_ended, conn, rec, facts)
     return conn
 
 
-def _close(conn: Connection, rec: Record, how: str, facts: list[Fact]) -> None:
+def _read_opened(conn: Connection, rec: Record) -> None:
+    conn.explicit = True
+    path = rec.event.get("path")
+    conn.path = path if isinstance(path, str) else None
+    conn.replay_visible = rec.event.get("replay_visible") is not False
+
+
+def _pair(state: TraceState, previous: Connection | None, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    """`conn` replaces `previous` (when there is one that no connection replaced yet)."""
+    early = conn.early or []
+    conn.early = None
+    if previous is None or previous.replaced_by is not None or previous.n >= conn.n or previous.open:
+        return
+    previous.replaced_by = conn.n
+    conn.replaces = previous.n
+    if state.last_ended is previous:
+        state.last_ended = None
+    facts.append(Reconnected(rec, previous, conn, early))
+
+
+def _overdue(state: TraceState, rec: Record, facts: list[Fact]) -> None:
+    """Settle the waiting connections whose window has passed at `rec`."""
+    for n, (conn, _) in list(state.awaiting.items()):
+        if rec.t - conn.opened_t > OVERLAP_WINDOW:
+            _settle(state, n, rec, facts)
+
+
+def _settle(state: TraceState, n: int, rec: Record, facts: list[Fact]) -> None:
+    """No older connection ended in time: connection `n` replaces the latest one that ended before it opened."""
+    conn, fallback = state.awaiting.pop(n)
+    _pair(state, fallback, conn, rec, facts)
+
+
+def _close(state: TraceState, conn: Connection, rec: Record, how: str, facts: list[Fact]) -> None:
+    if conn.n in state.awaiting and state.awaiting[conn.n][0] is conn:
+        _settle(state, conn.n, rec, facts)
     conn.ended_by = how
     conn.closed_line = rec.line
     conn.closed_t = rec.t
@@ -155,13 +207,20 @@ def _close(conn: Connection, rec: Record, how: str, facts: list[Fact]) -> None:
     # Nothing can answer or continue a response of a closed connection: keep only the orphaned ones.
     conn.responses = {rid: r for rid, r in conn.responses.items() if r.orphaned}
     conn.done_responses.clear()
+    if how == "trace-end":
+        return
+    # The connection it ends is replaced by the oldest one opened while it was still open, if that was just now.
+    for n, (new, _) in list(state.awaiting.items()):
+        if new.n > conn.n and rec.t - new.opened_t <= OVERLAP_WINDOW:
+            del state.awaiting[n]
+            _pair(state, conn, new, rec, facts)
+            return
+    state.last_ended = conn
 
 
 def _meta_opened(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     if not conn.explicit:
-        conn.explicit = True
-        path = rec.event.get("path")
-        conn.path = path if isinstance(path, str) else None
+        _read_opened(conn, rec)
 
 
 def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
@@ -169,7 +228,7 @@ def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[F
     reason = rec.event.get("reason")
     conn.close_code = code if isinstance(code, int) else None
     conn.close_reason = reason if isinstance(reason, str) else None
-    _close(conn, rec, "closed", facts)
+    _close(state, conn, rec, "closed", facts)
 
 
 # -- client events ----------------------------------------------------------------------------------------
@@ -189,6 +248,8 @@ def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change
         **kw,
     )
     conn.pending[rec.seq] = change
+    if conn.early is not None:
+        conn.early.append(change)
     facts.append(ChangeSent(rec, change))
     return change
 
@@ -205,6 +266,7 @@ def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list
         item.source = "client"
         item.created_line = rec.line
         item.created_t = rec.t
+        item.arguments_done = True
     prev = ev.get("previous_item_id")
     _send(
         conn,
@@ -262,38 +324,44 @@ def _oldest(conn: Connection, kind: str, item_id: str | None = None) -> Change |
 _QUOTED = re.compile(r"'([^']{1,200})'")
 
 
-def _join_error(conn: Connection, error: dict[str, Any]) -> tuple[Change | None, str | None]:
-    if not conn.pending:
-        return None, None
+def _join_error(
+    conn: Connection, error: dict[str, Any], answers: frozenset[str] | None
+) -> tuple[Change | None, str | None]:
+    """The pending change an `error` answers, and how it was joined. `answers` is what the error's code can
+    answer (`catalog.error_answers`; None: anything): quoted ids and arrival order only look at those."""
+    if not conn.pending or (answers is not None and not answers):
+        return None, None  # nothing waits, or a session-level error that answers no client event
     event_id = error.get("event_id")
     if isinstance(event_id, str) and event_id:
         for change in conn.pending.values():
             if change.event_id == event_id:
                 return change, "event-id"
+    candidates = [c for c in conn.pending.values() if answers is None or c.kind in answers]
     message = error.get("message")
     if isinstance(message, str):
         quoted = set(_QUOTED.findall(message))
         if quoted:
-            for change in conn.pending.values():
+            for change in candidates:
                 item = change.item
                 keys = {change.item_id, change.previous_item_id}
                 if item is not None:
                     keys.add(item.call_id)
                 if quoted & keys:
                     return change, "quoted-id"
-    # Ack-less events (append) never wait; take the oldest change that is waiting.
-    return next(iter(conn.pending.values())), "order"
+    # Ack-less events (append) never wait; take the oldest change that is waiting and that the code can answer.
+    return (candidates[0], "order") if candidates else (None, None)
 
 
 def _s_error(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     error = rec.event.get("error")
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    cause, how = _join_error(conn, error)
+    answers = error_answers(error.get("code"), error.get("param"))
+    cause, how = _join_error(conn, error, answers)
     if cause is not None and how is not None:
         cause.error = error
         _answer(conn, cause, rec, "rejected", how, facts)
-    facts.append(ServerError(rec, conn, error, cause, how))
+    facts.append(ServerError(rec, conn, error, cause, how, answers))
 
 
 def _s_session(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
@@ -345,6 +413,7 @@ def _s_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[
         item.source = "client"
         item.created_line = change.line
         item.created_t = change.t
+    item.arguments_done = item.source != "response" or item.status == "completed"
     duplicate = item.id in conn.conv
     known = conn.conv.insert(item, prev)
     if rec.raw_type == "conversation.item.created" and item.source != "response":
@@ -370,6 +439,7 @@ def _s_item_done(state: TraceState, conn: Connection, rec: Record, facts: list[F
     update_item(item, raw)
     conn.conv.reindex(item, old_call)
     item.done = True
+    item.arguments_done = item.arguments_done or item.status == "completed"
     facts.append(ItemDone(rec, conn, item))
 
 
@@ -531,6 +601,7 @@ def _s_output_item_done(state: TraceState, conn: Connection, rec: Record, facts:
         old_call = item.call_id
         update_item(item, raw)
         conn.conv.reindex(item, old_call)
+        item.arguments_done = item.arguments_done or item.status == "completed"
         facts.append(ItemUpdated(rec, conn, item))
 
 
@@ -542,6 +613,7 @@ def _s_arguments_done(state: TraceState, conn: Connection, rec: Record, facts: l
         if isinstance(args, str):
             item.arguments = args[:ARGUMENTS_CHARS]
             item.arguments_len = len(args)
+            item.arguments_done = True
             facts.append(ItemUpdated(rec, conn, item))
 
 

@@ -3,7 +3,9 @@
 Ground rules of this module (the reducer relies on them):
 
 * Everything is keyed by connection. A websocket connection is a new, empty server conversation; no id
-  carries over to the next connection unless the client creates it again (protocol.md section 3).
+  carries over to the next connection unless the client creates it again (protocol.md section 3). A new
+  connection *replaces* the latest one that ended before it opened, or shortly after (a client may open the
+  new socket before the old one's close is recorded): the reducer pairs them whatever the order of the lines.
 * The server conversation is what the server's own events say, in order. `previous_item_id` on a server event
   is the id of the item now before the new one (`None`: it is first). It is a `core.conversation.Conversation`:
   linked by id, so inserting, deleting and finding a call are O(1) whatever the length of an hour-long call.
@@ -115,6 +117,15 @@ class Connection:
     #: Why it ended: `closed` (recorded), `superseded` (a later connection began, no close recorded),
     #: `trace-end` (the trace stops while it is open).
     ended_by: str | None = None
+    #: The connection this one replaced (a reconnect), and the one that replaced this one: ordinals, set when the
+    #: reducer pairs them (`reducer.OVERLAP_WINDOW`).
+    replaces: int | None = None
+    replaced_by: int | None = None
+    #: False when the recorder says it could not see the client's events on reconnect (`connection.opened` with
+    #: `"replay_visible": false`, e.g. a trace converted from a log that omits the replay).
+    replay_visible: bool = True
+    #: Changes sent while the connection this one replaces may still be open: kept until the pairing is known.
+    early: list[Change] | None = None
     conv: Conversation = dataclasses.field(default_factory=Conversation)
     #: Every change still awaiting an answer, oldest first, keyed by seq.
     pending: dict[int, Change] = dataclasses.field(default_factory=dict)
@@ -218,6 +229,11 @@ class TraceState:
     conns: dict[int, Connection] = dataclasses.field(default_factory=dict)
     #: The connection of the latest record.
     current: int | None = None
+    #: The latest connection that ended (closed or superseded) and that no connection replaced yet.
+    last_ended: Connection | None = None
+    #: Connections opened while an older one was still open, by ordinal: each waits for the older one to end
+    #: within `reducer.OVERLAP_WINDOW`, with the connection it replaces otherwise (the latest ended before it).
+    awaiting: dict[int, tuple[Connection, Connection | None]] = dataclasses.field(default_factory=dict)
     records: int = 0
     first_t: float | None = None
     last_t: float = 0.0
@@ -234,6 +250,12 @@ class TraceState:
     def previous_conn(self, n: int) -> Connection | None:
         earlier = [c for c in self.conns if c < n]
         return self.conns[max(earlier)] if earlier else None
+
+
+def unfinished_call(item: Item) -> bool:
+    """A `function_call` a response began and never finished (no `response.function_call_arguments.done`, no
+    completed item): the response was cut mid-arguments. It is not a call the client can answer."""
+    return item.type == "function_call" and not item.arguments_done
 
 
 def client_view(conn: Connection) -> list[str]:

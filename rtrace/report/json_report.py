@@ -3,7 +3,7 @@
 Stable and deterministic: keys sorted, findings in trace order, no wall-clock time, so two runs diff cleanly.
 
     {"schema": "rtrace.report/1",
-     "config": {"ack_timeout": 5.0, "burst_window": 0.01},
+     "config": {"ack_timeout": 5.0, "burst_window": 0.01, "reply_timeout": 10.0},
      "rules": ["RT101", ...],
      "traces": [{"path", "events", "connections", "duration", "header", "problem_count",
                  "problems": [{"line", "col", "message"}],

@@ -14,7 +14,13 @@ from .protocol import (
     UnknownPreviousItem,
 )
 from .pushes import AckTimeout, LocalServerDivergence, StaleSnapshotDelete, TruncateBeyondAudio
-from .reconnect import FunctionCallLostOnReconnect, UnconfirmedItemLostOnReconnect
+from .reconnect import (
+    ChangesLostAtFinalClose,
+    FunctionCallLostOnReconnect,
+    ReconnectRestoresNothing,
+    ResponseCreateLostOnReconnect,
+    UnconfirmedItemLostOnReconnect,
+)
 from .responses import (
     ConcurrentResponseCreate,
     FailedResponseNotRetried,
@@ -25,6 +31,7 @@ from .responses import (
 from .tools import (
     ArgumentsLostInReplay,
     DeletedFunctionCallOutput,
+    NoResponseAfterToolOutput,
     OutputForUnknownCall,
     UnansweredFunctionCall,
 )
@@ -51,6 +58,10 @@ RULES: tuple[type[Rule], ...] = (
     SessionExpired,
     ReconnectLoopOnFatalError,
     DuplicateResponseDone,
+    ChangesLostAtFinalClose,
+    ReconnectRestoresNothing,
+    ResponseCreateLostOnReconnect,
+    NoResponseAfterToolOutput,
 )
 
 

@@ -133,6 +133,9 @@ class Config:
     ack_timeout: float = 5.0
     #: Client events closer than this (seconds) belong to one burst (one push computed from one snapshot).
     burst_window: float = 0.010
+    #: Seconds after a `function_call_output` within which the client must ask for a response (LiveKit waits
+    #: 10 s for a requested response to start).
+    reply_timeout: float = 10.0
 
 
 ConfigT = TypeVar("ConfigT", bound=Config)
@@ -207,8 +210,11 @@ class Rule(Generic[ConfigT]):
         explanation: str,
         witness: Sequence[Witness | None],
         at_line: int,
+        severity: Severity | None = None,
         **ids: Iterable[str | None],
     ) -> Finding:
+        """A finding of this rule; `severity` overrides the rule's own for this one (a rule whose evidence can be
+        weaker or stronger, e.g. `orphaned-generation` with or without the client's own annotations)."""
         seen: dict[int, Witness] = {}
         for w in witness:
             if w is not None and w.line not in seen:
@@ -216,7 +222,7 @@ class Rule(Generic[ConfigT]):
         return Finding(
             rule=self.id,
             slug=self.slug,
-            severity=self.severity,
+            severity=severity or self.severity,
             conn=conn,
             message=message,
             explanation=explanation,

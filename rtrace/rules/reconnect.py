@@ -5,37 +5,43 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..core.conversation import Item
-from ..core.facts import ChangeSent, ConnClosed, ConnOpened
-from ..core.state import Change, Connection, TraceState
+from ..core.facts import ChangeSent, ConnClosed, Reconnected, ResponseCreated
+from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Config, Finding, Rule, Witness, on
 
 _FUNCTION_ITEMS = ("function_call", "function_call_output")
 
 
 class _Replay:
-    """What a connection re-created of the connection before it."""
+    """What a connection re-created of the connection it replaced."""
 
     def __init__(self, previous: Connection, lost: list[Item]) -> None:
         self.previous = previous
         self.lost = lost
         self.previous_ids = set(previous.conv.items)
+        self.previous_calls = {i.call_id for i in previous.conv if i.call_id}
         self.recreated: list[Change] = []
         self.created_ids: set[str] = set()
+        #: call_ids re-created, as a `function_call` and as a `function_call_output` (under any item id).
         self.created_calls: set[str] = set()
-        self.done = False
+        self.created_outputs: set[str] = set()
 
 
 class FunctionCallLostOnReconnect(Rule[Config]):
-    """A connection closed holding `function_call` / `function_call_output` items, and the next connection's
-    replay re-created other items but not these.
+    """A connection closed holding `function_call` / `function_call_output` items, and the connection that
+    replaced it re-created other items but not these.
 
     **What it means.** The model on the new connection no longer knows the tool was called: an output sent
     afterwards is rejected (`invalid_tool_call_id`, see `output-for-unknown-call`), and the model may call the
     tool again or answer without it.
 
-    **How it is judged.** The replay is the set of client creates on the next connection that re-create ids of
-    the closed one. It is judged at the first `response.create` or `function_call_output` of the new connection,
-    or when it ends: if it re-created at least one old item but not the function items, they were lost.
+    **How it is judged.** The replay is the set of client creates on the new connection that re-create items of
+    the closed one: the same item ids, or a call or an output with the same `call_id` (a replay may give them new
+    item ids). It is judged at the first `response.create` or `function_call_output` of the new connection, or
+    when it ends: if it re-created at least one old item but not the function items (matched by `call_id`), they
+    were lost. The new connection is paired with the one it replaces whatever the order of their
+    `connection.opened` and `connection.closed` lines. A `function_call` whose arguments never finished (the
+    response was cut before `response.function_call_arguments.done`) is no call to replay.
 
     **Minimal example.**
 
@@ -58,49 +64,54 @@ class FunctionCallLostOnReconnect(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        self.closed: Connection | None = None
         self.replays: dict[int, _Replay] = {}
 
     @on(ConnClosed)
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
-        conn = fact.conn
-        replay = self.replays.pop(conn.n, None)
-        out = self._judge(replay, fact.rec.line, None) if replay else None
-        if conn.ended_by != "trace-end":
-            self.closed = conn
-        return out
+        replay = self.replays.pop(fact.conn.n, None)
+        return self._judge(replay, fact.rec.line, None) if replay else None
 
-    @on(ConnOpened)
-    def conn_opened(self, fact: ConnOpened, state: TraceState) -> None:
-        prev = self.closed
-        if prev is not None and prev.n < fact.conn.n:
-            lost = [i for i in prev.conv if i.type in _FUNCTION_ITEMS]
-            if lost:
-                self.replays[fact.conn.n] = _Replay(prev, lost)
-        self.closed = None
+    @on(Reconnected)
+    def reconnected(self, fact: Reconnected, state: TraceState) -> list[Finding] | None:
+        lost = [i for i in fact.previous.conv if i.type in _FUNCTION_ITEMS and not unfinished_call(i)]
+        if not lost:
+            return None
+        replay = self.replays[fact.conn.n] = _Replay(fact.previous, lost)
+        for change in fact.early:
+            out = self._sent(replay, change, fact.rec.line)
+            if fact.conn.n not in self.replays:
+                return out  # judged already: the pairing became known after the trigger
+        return None
 
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         replay = self.replays.get(change.conn)
-        if replay is None:
-            return None
+        return self._sent(replay, change, change.line) if replay is not None else None
+
+    def _sent(self, replay: _Replay, change: Change, at: int) -> list[Finding] | None:
+        """Take in one change of the new connection; the findings when it is the moment to judge (`at`: the line
+        where the judgment is certain)."""
         item = change.item
         if change.kind == "conversation.item.create" and item is not None:
             if item.type == "function_call_output" and item.call_id in {i.call_id for i in replay.lost}:
                 if item.call_id not in replay.created_calls:
                     del self.replays[change.conn]
-                    return self._judge(replay, change.line, change)
+                    return self._judge(replay, at, change)
             if change.item_id:
                 replay.created_ids.add(change.item_id)
-                if change.item_id in replay.previous_ids:
-                    replay.recreated.append(change)
-            if item.type == "function_call" and item.call_id:
+            old_id = bool(change.item_id) and change.item_id in replay.previous_ids
+            old_call = item.type in _FUNCTION_ITEMS and item.call_id in replay.previous_calls
+            if old_id or old_call:
+                replay.recreated.append(change)
+            if item.call_id and item.type == "function_call":
                 replay.created_calls.add(item.call_id)
+            elif item.call_id and item.type == "function_call_output":
+                replay.created_outputs.add(item.call_id)
             return None
         if change.kind == "response.create":
             del self.replays[change.conn]
-            return self._judge(replay, change.line, change)
+            return self._judge(replay, at, change)
         return None
 
     def _judge(self, replay: _Replay, at: int, trigger: Change | None) -> list[Finding] | None:
@@ -109,7 +120,9 @@ class FunctionCallLostOnReconnect(Rule[Config]):
         missing = [
             i
             for i in replay.lost
-            if i.id not in replay.created_ids and not (i.type == "function_call" and i.call_id in replay.created_calls)
+            if i.id not in replay.created_ids
+            and not (i.type == "function_call" and i.call_id in replay.created_calls)
+            and not (i.type == "function_call_output" and i.call_id in replay.created_outputs)
         ]
         if not missing:
             return None
@@ -148,7 +161,8 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
     Replays built from a mirror of *confirmed* items have exactly this blind spot (protocol.md 4.3).
 
     **How it is judged.** Needs the end of the trace. A lost create: no later connection creates the same item id
-    (for a `function_call_output`, the same call id). A lost delete: the next connection re-creates the item and
+    (for a `function_call_output`, the same call id). A lost delete: the next connection (the one that replaced
+    it, whatever the order of their `connection.opened` and `connection.closed` lines) re-creates the item and
     never deletes it.
 
     **Fix.** Keep unacknowledged changes in a queue that survives the socket, and re-send them after the replay
@@ -174,9 +188,20 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
             if change.kind in ("conversation.item.create", "conversation.item.delete"):
                 self.lost.append(_Unanswered(change, Witness.answer(change)))
 
+    @on(Reconnected)
+    def reconnected(self, fact: Reconnected, state: TraceState) -> None:
+        for entry in self.lost:
+            if entry.change.conn == fact.previous.n and entry.next_conn is None:
+                entry.next_conn = fact.conn.n
+        for change in fact.early:
+            self._resent(change)
+
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
-        change = fact.change
+        self._resent(fact.change)
+
+    def _resent(self, change: Change) -> None:
+        """What a change of a later connection does to each lost one."""
         if not self.lost or change.kind not in ("conversation.item.create", "conversation.item.delete"):
             return
         sent = change.item
@@ -243,7 +268,7 @@ class _Unanswered:
     def __init__(self, change: Change, ended: Witness | None) -> None:
         self.change = change
         self.ended = ended
-        #: The first connection after it that sent a change.
+        #: The connection that replaced it (else the first connection after it that sent a change).
         self.next_conn: int | None = None
         #: A later connection created the same item id (or, for a tool output, the same call id).
         self.resent = False
@@ -251,3 +276,307 @@ class _Unanswered:
         self.recreated_next = False
         #: A later connection deleted the item.
         self.deleted_later = False
+
+
+#: The changes whose loss at a final close RT122 reports, and what the user loses with each.
+_LOSABLE = (
+    "conversation.item.create",
+    "conversation.item.delete",
+    "session.update",
+    "transcription_session.update",
+    "response.create",
+)
+
+
+def _what_is_lost(change: Change) -> str:
+    """`a tool output (item_out for call_1, line 15)`, `a user message (item_u, line 3)`, `a reply (line 9)`."""
+    item = change.item
+    if change.kind == "conversation.item.create":
+        if item is None:
+            what = "an item"
+        elif item.type == "function_call_output":
+            what = "a tool output"
+        elif item.type == "message":
+            what = f"a {item.role or 'new'} message"
+        else:
+            what = f"a {item.type}"
+        named = [item.id, f"for {item.call_id}" if item.call_id else ""] if item is not None else []
+        ids = " ".join(x for x in named if x)
+        return f"{what} ({ids + ', ' if ids else ''}line {change.line})"
+    if change.kind == "conversation.item.delete":
+        return f"a delete of {change.item_id} (line {change.line})"
+    if change.kind == "response.create":
+        return f"a reply (response.create, line {change.line})"
+    return f"session settings ({change.kind}, line {change.line})"
+
+
+class ChangesLostAtFinalClose(Rule[Config]):
+    """A connection closed with client changes still unanswered, and the client never reconnected.
+
+    **What it means.** The creates, deletes, `session.update`s or `response.create`s the server had not answered
+    when the socket closed may never have happened, and no later connection sends them again: the user's last
+    message, the tool's result, the reply the agent asked for are lost with the session. The client believes
+    they were sent.
+
+    **How it is judged.** Needs the end of the trace. The changes were pending when the connection closed, and no
+    later connection exists (none replaced it, none opened after it). A trace that simply ends while the
+    connection is open is not reported (the recording stopped, not the session); a reconnect that loses them is
+    `unconfirmed-item-lost-on-reconnect` or `response-create-lost-on-reconnect`.
+
+    **Minimal example.**
+
+        C> conversation.item.create function_call_output item_out (call_1)
+        -- connection closed (1006) --        <- no conversation.item.added for item_out, no reconnect
+
+    **Usual cause.** A socket that died during a turn and a client that gives up (no reconnect logic, a
+    reconnect disabled by default, a fatal error), or a client that closes the socket without waiting for its
+    last acknowledgements.
+
+    **Fix.** Reconnect and re-send what was unanswered (or tell the user the turn was lost); wait for the
+    acknowledgements of the last changes before closing on purpose.
+    """
+
+    id = "RT122"
+    slug = "changes-lost-at-final-close"
+    severity = "warning"
+    title = "a connection closed with changes unanswered and the client never reconnected"
+    fix = "Reconnect and re-send unanswered changes (or surface the lost turn); await the last acks before closing."
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.closed: list[tuple[Connection, list[Change], Witness | None]] = []
+
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+        if fact.conn.ended_by == "trace-end":
+            return
+        lost = [c for c in fact.indeterminate if c.kind in _LOSABLE]
+        if lost:
+            self.closed.append((fact.conn, lost, Witness.closed(fact.conn)))
+
+    def finish(self, state: TraceState) -> Iterable[Finding] | None:
+        out = []
+        for conn, lost, closed in self.closed:
+            if conn.replaced_by is not None or any(n > conn.n for n in state.conns):
+                continue  # a later connection: unconfirmed-item-lost-on-reconnect's or RT124's to judge
+            end = closed.line if closed else state.last_line
+            listed = ", ".join(_what_is_lost(c) for c in lost[:4])
+            if len(lost) > 4:
+                listed += f" and {len(lost) - 4} more"
+            out.append(
+                self.finding(
+                    conn.n,
+                    f"connection {conn.n} closed at line {end} with {_changes(len(lost))} unanswered, never sent again",
+                    f"Connection {conn.n} closed at line {end} while the server had not answered {listed}; no "
+                    f"connection followed it, so the user lost {'it' if len(lost) == 1 else 'them'} with the session.",
+                    [*(Witness.sent(c) for c in lost[:4]), closed],
+                    state.last_line,
+                    items=[c.item_id for c in lost],
+                    call_ids=[c.item.call_id if c.item else None for c in lost],
+                    event_ids=[c.event_id for c in lost],
+                )
+            )
+        return out
+
+
+def _changes(n: int) -> str:
+    return "1 change" if n == 1 else f"{n} changes"
+
+
+#: Client events that restore the old session's settings on a new connection.
+_SETTINGS = ("session.update", "transcription_session.update")
+
+
+class ReconnectRestoresNothing(Rule[Config]):
+    """A connection replaced one that held a conversation, and asked for a response without restoring anything:
+    no `session.update` and no replay of the old items.
+
+    **What it means.** A new connection is a new, empty session with default settings (protocol.md section 3):
+    the model answers with no memory of the conversation, the default instructions, voice and tools. The user
+    hears an agent that forgot everything, and a tool output sent later is rejected (`invalid_tool_call_id`).
+
+    **How it is judged.** At the first response of the new connection (a `response.create`, or a response the
+    server starts on its own): before it, the new connection sent no `session.update` and re-created none of the
+    old connection's items (by item id, by `call_id`, or a message with the same role and text). Only when the
+    old connection held at least one item. A new connection with no response yet (a trace that ends) is not
+    judged. A recorder that cannot see the client's reconnect events (a log that omits the replay) says so with
+    `"replay_visible": false` on the new connection's `connection.opened` note: then it is not judged.
+
+    **Minimal example.**
+
+        [conn 1] S> conversation.item.added user message item_u
+        [conn 1] -- closed --
+        [conn 2] C> response.create            <- no session.update, no create of item_u
+
+    **Usual cause.** A reconnect that only reopens the socket (the openai SDK's opt-in reconnect), or a replay
+    that runs after the first `response.create` instead of before it.
+
+    **Fix.** On reconnect, send the session configuration (`session.update`) and replay the conversation, with
+    its function calls and outputs, before asking for any response.
+    """
+
+    id = "RT123"
+    slug = "reconnect-restores-nothing"
+    severity = "warning"
+    title = "a reconnect asked for a response without restoring the session or the conversation"
+    fix = "On reconnect, send session.update and replay the conversation before the first response.create."
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        #: new conn -> (the connection it replaced, itself), while it has restored nothing and asked for nothing.
+        self.watch: dict[int, tuple[Connection, Connection]] = {}
+
+    @on(Reconnected)
+    def reconnected(self, fact: Reconnected, state: TraceState) -> list[Finding] | None:
+        if not len(fact.previous.conv) or not fact.conn.replay_visible:
+            return None
+        self.watch[fact.conn.n] = (fact.previous, fact.conn)
+        for change in fact.early:
+            out = self._change(change, fact.rec.line)
+            if fact.conn.n not in self.watch:
+                return out
+        return None
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
+        return self._change(fact.change, fact.rec.line) if fact.change.conn in self.watch else None
+
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
+        n = fact.conn.n
+        if n not in self.watch or fact.response.request is not None:
+            return None
+        previous, conn = self.watch.pop(n)
+        return [self._finding(previous, conn, Witness.of(fact.rec), "the server starts a response", fact.rec.line)]
+
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+        self.watch.pop(fact.conn.n, None)
+
+    def _change(self, change: Change, at: int) -> list[Finding] | None:
+        previous, conn = self.watch[change.conn]
+        if change.kind in _SETTINGS or (change.kind == "conversation.item.create" and _restores(change, previous)):
+            del self.watch[change.conn]
+            return None
+        if change.kind != "response.create":
+            return None
+        del self.watch[change.conn]
+        return [self._finding(previous, conn, Witness.sent(change), "asks for a response", at)]
+
+    def _finding(self, previous: Connection, conn: Connection, trigger: Witness, what: str, at: int) -> Finding:
+        held = list(previous.conv)
+        kinds = ", ".join(dict.fromkeys(f"{i.role} message" if i.type == "message" else i.type for i in held))
+        opened = Witness(conn.opened_line, conn.opened_t, "meta", conn.n, "connection.opened", "connection opened")
+        return self.finding(
+            conn.n,
+            f"connection {conn.n}: a response at line {trigger.line} from an empty session",
+            f"Connection {previous.n} held {len(held)} item{'' if len(held) == 1 else 's'} ({kinds}) when it ended "
+            f"at line {previous.closed_line}. Connection {conn.n} (opened at line {conn.opened_line}) sent no "
+            f"session.update and re-created none of them before line {trigger.line}, where it {what}: the model "
+            "answers from an empty session with default settings.",
+            [Witness.closed(previous), opened, trigger],
+            at,
+            items=[i.id for i in held[:8]],
+        )
+
+
+def _restores(change: Change, previous: Connection) -> bool:
+    """Whether a create re-creates an item `previous` held: the same id, the same call_id, or a message with the
+    same role and text (a replay under new ids)."""
+    item = change.item
+    if item is None:
+        return False
+    if item.id and item.id in previous.conv:
+        return True
+    if item.call_id and (item.call_id in previous.conv.by_call or item.call_id in previous.conv.outputs_by_call):
+        return True
+    return item.type == "message" and bool(item.text) and any(
+        old.type == "message" and old.role == item.role and old.text == item.text for old in previous.conv
+    )
+
+
+class ResponseCreateLostOnReconnect(Rule[Config]):
+    """A `response.create` had no answer when its connection closed, the client reconnected, and no later
+    connection asked for a response again.
+
+    **What it means.** The reply the agent asked for is lost: the user's turn gets no answer, and a client
+    waiting for that response's `response.created` times out (livekit-agents 1.8.9: "pending response discarded
+    due to session reconnection"; 2.0.0b1 re-sends it on the new connection).
+
+    **How it is judged.** Needs the end of the trace. The connection that closed was replaced by a reconnect
+    (whatever the order of the `connection.opened` / `connection.closed` lines), and no later connection sent a
+    `response.create` (in the conversation or out of band) or got a response the server started on its own. A
+    trace that simply ends while the connection is open is not reported; a close with no reconnect is
+    `changes-lost-at-final-close`.
+
+    **Minimal example.**
+
+        [conn 1] C> response.create
+        [conn 1] -- closed --                   <- no response.created
+        [conn 2] C> session.update, conversation.item.create ...   (replay, no response.create)
+
+    **Usual cause.** A reconnect that drops pending `generate_reply` requests instead of re-queueing them.
+
+    **Fix.** Keep unanswered `response.create`s across the reconnect and send them again after the replay (or
+    fail the turn visibly).
+    """
+
+    id = "RT124"
+    slug = "response-create-lost-on-reconnect"
+    severity = "warning"
+    title = "a response.create unanswered at a close was never sent again after the reconnect"
+    fix = "Re-send unanswered response.create events after the reconnect replay, or fail the turn visibly."
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        #: response.creates unanswered at a close, each with its close and the connection that replaced it.
+        self.lost: list[tuple[Change, Witness | None, list[int]]] = []
+
+    @on(ConnClosed)
+    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+        if fact.conn.ended_by == "trace-end":
+            return
+        for change in fact.indeterminate:
+            if change.kind == "response.create":
+                self.lost.append((change, Witness.answer(change), []))
+
+    @on(Reconnected)
+    def reconnected(self, fact: Reconnected, state: TraceState) -> None:
+        for change, _, replaced_by in self.lost:
+            if change.conn == fact.previous.n and not replaced_by:
+                replaced_by.append(fact.conn.n)
+        for change in fact.early:
+            self._asked(change.conn, change.kind)
+
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> None:
+        self._asked(fact.change.conn, fact.change.kind)
+
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> None:
+        if fact.response.request is None:
+            self._asked(fact.conn.n, "response.create")
+
+    def _asked(self, conn: int, kind: str) -> None:
+        if kind == "response.create" and self.lost:
+            self.lost = [entry for entry in self.lost if not (entry[2] and conn > entry[0].conn)]
+
+    def finish(self, state: TraceState) -> Iterable[Finding] | None:
+        out = []
+        for change, closed, replaced_by in self.lost:
+            if not replaced_by:
+                continue
+            end = f" at line {closed.line}" if closed else ""
+            out.append(
+                self.finding(
+                    change.conn,
+                    f"response.create at line {change.line} lost on reconnect",
+                    f"Line {change.line} ({change.summary}) had no answer when connection {change.conn} ended{end}; "
+                    f"connection {replaced_by[0]} replaced it, and no connection after it asked for a response "
+                    f"again until the trace ends at line {state.last_line}: the reply is lost.",
+                    [Witness.sent(change), closed],
+                    state.last_line,
+                    event_ids=[change.event_id],
+                )
+            )
+        return out

@@ -19,21 +19,37 @@ from .base import Config, Finding, Rule, Witness, on
 
 
 class OrphanedGeneration(Rule[Config]):
-    """A response never reached its terminal `response.done`: its connection closed while it generated, or a
-    new `response.created` on the same connection took over while it was open.
+    """A response never reached its terminal `response.done`: a new `response.created` on the same connection
+    took over while it was open, or its connection ended while it generated.
 
     **What it means.** Whatever waits for that response (a turn, a speech handle, a `generate_reply` future)
     waits forever unless the client closes it itself: the agent hangs mid-turn.
 
-    **With `local` annotations** (`local.generation.opened` / `.closed`), a client generation opened and never
-    closed, or opened again while the previous one is open, is reported too: that is the client-side form
-    (LiveKit overwrote `_current_generation` without closing it, livekit/agents #5276, #5566).
+    **Replaced** (another `response.created` while it is open): an error, the server's event stream itself
+    left it open.
+
+    **Cut by the connection** (the socket closed mid-response: a server fault, a network drop, the client's own
+    close). A wire trace cannot show whether the client then closed its own generation, so without `local`
+    annotations this is a warning: the client must close the generation when the socket ends, fail what waits
+    for it, and ask for the response again on the next connection. With `local.generation.opened` / `.closed`
+    annotations the client's side decides: a generation the client never closes (neither before the close nor
+    after it, until the trace ends) is an error; one it closed is not reported.
+
+    **Minimal example.**
+
+        S> response.created resp_1
+        S> response.output_text.delta resp_1 ...
+        -- connection closed (1011) --           <- no response.done for resp_1
+
+    **With `local` annotations**, a client generation still open when its connection ended and never closed, or
+    opened again while the previous one is open, is reported too (an error): LiveKit overwrote
+    `_current_generation` without closing it (livekit/agents #5276, #5566).
 
     A trace that simply stops while a response generates is not reported (the recording ended, not the
     response).
 
     **Fix.** Close every open generation on `response.created` of another response, on reconnect and on close;
-    resolve its waiters with an error rather than leaving them pending.
+    resolve its waiters with an error rather than leaving them pending, and ask again on the new connection.
     """
 
     id = "RT107"
@@ -45,7 +61,13 @@ class OrphanedGeneration(Rule[Config]):
     def __init__(self, config: Config) -> None:
         super().__init__(config)
         self.replaced: dict[str, tuple[Response, Witness]] = {}
+        #: conn -> the client generation it opened and has not closed (from `local.generation.*`).
         self.local_open: dict[int, Witness] = {}
+        #: Connections with `local.generation.*` annotations: the client's side is known there.
+        self.local_seen: set[int] = set()
+        #: Client generations still open when their connection ended, with the response cut (if any) and the
+        #: close: reported at the end unless the client closes them (it may, once it sees the socket closed).
+        self.left_open: list[tuple[int, Response | None, Witness, Witness | None]] = []
 
     @on(ResponseCreated)
     def response_created(self, fact: ResponseCreated, state: TraceState) -> None:
@@ -75,38 +97,47 @@ class OrphanedGeneration(Rule[Config]):
                     responses=[rid],
                 )
             )
-        if fact.orphaned is not None and conn.ended_by != "trace-end":
-            resp = fact.orphaned
-            out.append(
-                self.finding(
-                    conn.n,
-                    f"response {resp.id} open when connection {conn.n} ended (line {fact.rec.line})",
-                    f"Response {resp.id} (created at line {resp.created_line}) had no response.done "
-                    f"when the connection ended at line {fact.rec.line}: anything waiting for it waits forever.",
-                    [Witness.response_created(resp), Witness.closed(conn)],
-                    fact.rec.line,
-                    responses=[resp.id],
-                )
-            )
-        if conn.n in self.local_open and conn.ended_by != "trace-end":
-            opened = self.local_open.pop(conn.n)
-            out.append(
-                self.finding(
-                    conn.n,
-                    f"client generation opened at line {opened.line} never closed",
-                    f"The client opened a generation at line {opened.line} and had not closed it when connection "
-                    f"{conn.n} ended at line {fact.rec.line}.",
-                    [opened, Witness.closed(conn)],
-                    fact.rec.line,
-                )
-            )
+        seen = conn.n in self.local_seen
+        self.local_seen.discard(conn.n)
+        opened = self.local_open.pop(conn.n, None)
+        if conn.ended_by == "trace-end":
+            return out  # the recording stopped, not the response
+        if opened is not None:
+            self.left_open.append((conn.n, fact.orphaned, opened, Witness.closed(conn)))
+        elif fact.orphaned is not None and not seen:
+            out.append(self._cut(fact, fact.orphaned))
         return out
+
+    def _cut(self, fact: ConnClosed, resp: Response) -> Finding:
+        conn = fact.conn
+        code = f" (code {conn.close_code})" if conn.close_code is not None else ""
+        by = fact.rec.event.get("by")
+        who = f"; the recorder says the {by} closed it" if isinstance(by, str) and by else ""
+        return self.finding(
+            conn.n,
+            f"response {resp.id} cut when connection {conn.n} ended (line {fact.rec.line})",
+            f"Response {resp.id} (created at line {resp.created_line}) had no response.done when connection "
+            f"{conn.n} ended at line {fact.rec.line}{code}{who}: the connection (server, network or client) cut it "
+            "mid-response. The trace cannot show whether the client closed its own generation: it must close it "
+            "when the socket ends, fail whatever waits for it, and ask for the response again on the next "
+            "connection (local.generation.* annotations would show it).",
+            [Witness.response_created(resp), Witness.closed(conn)],
+            fact.rec.line,
+            severity="warning",
+            responses=[resp.id],
+        )
 
     @on(LocalGeneration)
     def generation(self, fact: LocalGeneration, state: TraceState) -> list[Finding] | None:
         n = fact.conn.n
+        self.local_seen.add(n)
         if not fact.opened:
-            self.local_open.pop(n, None)
+            if self.local_open.pop(n, None) is None:
+                # The client closes a generation it left open at a close (it saw the socket end).
+                for k, entry in enumerate(self.left_open):
+                    if entry[0] <= n:
+                        del self.left_open[k]
+                        break
             return None
         previous = self.local_open.get(n)
         self.local_open[n] = Witness.of(fact.rec)
@@ -122,6 +153,31 @@ class OrphanedGeneration(Rule[Config]):
                 fact.rec.line,
             )
         ]
+
+    def finish(self, state: TraceState) -> Iterable[Finding] | None:
+        out = []
+        for n, resp, opened, closed in self.left_open:
+            end = closed.line if closed else state.last_line
+            if resp is not None:
+                message = (
+                    f"response {resp.id} cut when connection {n} ended (line {end}), client generation never closed"
+                )
+                text = (
+                    f"Response {resp.id} (created at line {resp.created_line}) had no response.done when connection "
+                    f"{n} ended at line {end}, and the client never closed its generation opened at line "
+                    f"{opened.line}: anything waiting for it waits forever."
+                )
+            else:
+                message = f"client generation opened at line {opened.line} never closed"
+                text = (
+                    f"The client opened a generation at line {opened.line} and had not closed it when connection {n} "
+                    f"ended at line {end}, nor later."
+                )
+            witness = [Witness.response_created(resp) if resp else None, opened, closed]
+            out.append(
+                self.finding(n, message, text, witness, state.last_line, responses=[resp.id if resp else None])
+            )
+        return out
 
 
 class FailedResponseNotRetried(Rule[Config]):
@@ -331,9 +387,21 @@ class ConcurrentResponseCreate(Rule[Config]):
 class ServerErrorRule(Rule[Config]):
     """Every server `error` event, joined to the client event that caused it.
 
-    The join uses `error.event_id` when the server filled it, else ids quoted in the error message (an item id,
-    a call id), else arrival order (the server answers a connection's events in order). `info` severity: most
-    errors are recoverable, and the other rules say which ones matter.
+    **How it is joined.** By `error.event_id` when the server filled it; else by an id quoted in the error
+    message (an item id, a call id); else by arrival order (the server answers a connection's events in order).
+    Quoted ids and order only consider the client events the error's code can answer, from the catalogue's
+    table: `response_cancel_not_active` answers only a `response.cancel`, `invalid_tool_call_id` only a
+    `conversation.item.create`, a generic code such as `invalid_value` the event its `param` names
+    (`item.call_id`: a create), and a session-level error (`session_expired`, `insufficient_quota`) answers
+    none. A code rtrace does not know may answer any event. The explanation says which way the join was made.
+
+    **Minimal example.**
+
+        C> conversation.item.delete item_x
+        C> response.cancel
+        S> error response_cancel_not_active (event_id null)   <- answers the cancel, not the older delete
+
+    `info` severity: most errors are recoverable, and the other rules say which ones matter.
     """
 
     id = "RT112"
@@ -341,22 +409,33 @@ class ServerErrorRule(Rule[Config]):
     severity = "info"
     title = "the server sent an error"
     fix = "Handle the error where the client sends the event it answers; see the other findings for its cause."
+
     @on(ServerError)
     def server_error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
         err = fact.error
         code = err.get("code") or err.get("type") or "error"
         message = str(err.get("message") or "")
-        cause = fact.cause
-        joined = {
-            "event-id": "by error.event_id",
-            "quoted-id": "by an id quoted in the message",
-            "order": "by order (error.event_id was not set)",
-        }
+        cause, answers = fact.cause, fact.answers
+        kinds = " or ".join(sorted(answers)) if answers else ""
         if cause is not None:
-            how = joined.get(fact.how or "", "")
+            if fact.how == "event-id":
+                how = "by error.event_id"
+            elif fact.how == "quoted-id":
+                how = "by an id quoted in the message"
+            elif answers is None:
+                how = "by order (error.event_id was not set)"
+            else:
+                how = f"by order, as the oldest pending {kinds} ({code} answers no other event)"
             text = (
                 f"Line {fact.rec.line}: {code}: {message!r}. "
                 f"It answers line {cause.line} ({cause.summary}), joined {how}."
+            )
+        elif answers is not None and not answers:
+            text = f"Line {fact.rec.line}: {code}: {message!r}. A session-level error: it answers no client event."
+        elif answers is not None and fact.conn.pending:
+            text = (
+                f"Line {fact.rec.line}: {code}: {message!r}. {code} answers only {kinds}, and none is pending: "
+                "the pending client events stay pending."
             )
         else:
             text = f"Line {fact.rec.line}: {code}: {message!r}. No pending client event to join it to."

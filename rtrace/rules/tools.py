@@ -9,13 +9,16 @@ from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
     ConnClosed,
+    Fact,
     ItemAdded,
     ItemDeleted,
     ItemDone,
     ResponseCreated,
+    ResponseDone,
     ServerError,
+    SessionUpdated,
 )
-from ..core.state import Change, Connection, TraceState
+from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Bursts, Config, Finding, Rule, Witness, ms, on
 
 
@@ -144,7 +147,11 @@ class UnansweredFunctionCall(Rule[Config]):
         S> conversation.item.added  function_call item_fc (call_1)
         C> response.create                                 <- no function_call_output for call_1
 
-    A connection that ends with the call unanswered is reported only when no later connection answers it.
+    When an output for the call was sent but rejected, or was still unconfirmed when its connection ended, the
+    finding says so and names that line. A connection that ends with the call unanswered is reported only when
+    no later connection answers it. A
+    `function_call` whose arguments never finished (its response was cut before
+    `response.function_call_arguments.done`) is not a call the client could answer and is not reported.
 
     **Usual cause.** The output was never sent, was deleted (`deleted-function-call-output`), or the client asks
     for a reply before the tool returns. Pipelined output-then-`response.create` is fine: pending creates count.
@@ -169,6 +176,9 @@ class UnansweredFunctionCall(Rule[Config]):
         #: (conn, call_id) -> True once its current unanswered stretch was reported (reported once per stretch).
         self.reported: dict[tuple[int, str], bool] = {}
         self.answered_calls: set[str] = set()
+        #: (conn, call_id) -> the latest output sent for it that the server rejected, or that was unconfirmed when
+        #: the connection ended: its create and its answer (the error, or the close).
+        self.failed: dict[tuple[int, str], tuple[Change, Witness | None]] = {}
         self.at_close: list[tuple[Connection, Item, list[Witness], Witness | None]] = []
 
     @on(ItemAdded, ItemDone)
@@ -179,7 +189,14 @@ class UnansweredFunctionCall(Rule[Config]):
         elif item.type == "function_call_output" and item.call_id:
             self.unanswered.pop((conn.n, item.call_id), None)
             self.reported.pop((conn.n, item.call_id), None)
+            self.failed.pop((conn.n, item.call_id), None)
             self.answered_calls.add(item.call_id)
+
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
+        change = fact.change
+        if change.status == "rejected" and (call_id := _output_call(change)) is not None:
+            self.failed[(change.conn, call_id)] = (change, Witness.answer(change))
 
     @on(ItemDeleted)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
@@ -197,6 +214,9 @@ class UnansweredFunctionCall(Rule[Config]):
     @on(ConnClosed)
     def closed(self, fact: ConnClosed, state: TraceState) -> None:
         conn = fact.conn
+        for change in fact.indeterminate:
+            if (call_id := _output_call(change)) is not None:
+                self.failed[(conn.n, call_id)] = (change, Witness.answer(change))
         for (n, call_id), why in list(self.unanswered.items()):
             if n != conn.n:
                 continue
@@ -204,7 +224,7 @@ class UnansweredFunctionCall(Rule[Config]):
             if self.reported.pop((n, call_id), False):
                 continue
             item_id = conn.conv.by_call.get(call_id)
-            if item_id is not None:
+            if item_id is not None and not unfinished_call(conn.conv.items[item_id]):
                 self.at_close.append((conn, conn.conv.items[item_id], why, Witness.closed(conn)))
 
     @on(ResponseCreated)
@@ -229,21 +249,24 @@ class UnansweredFunctionCall(Rule[Config]):
             if n != conn.n or self.reported.get((n, call_id)):
                 continue
             pending_call = conn.expected_call(call_id)
-            if pending_call is None or conn.expected_outputs(call_id):
+            if pending_call is None or conn.expected_outputs(call_id) or unfinished_call(pending_call):
                 continue
             rid = pending_call.response_id
             if rid and (resp := conn.responses.get(rid)) is not None and resp.open:
                 continue  # the call is still being generated; `concurrent-response-create` covers this
             self.reported[(n, call_id)] = True
-            cause = " after its output was deleted" if len(why) > 1 else ""
+            failed = self.failed.get((n, call_id))
+            if failed is not None:
+                cause = f" confirmed function_call_output ({_failure(*failed, at_close=False)})"
+            else:
+                cause = f" function_call_output{' after its output was deleted' if len(why) > 1 else ''}"
             out.append(
                 self.finding(
                     conn.n,
                     f"{trigger.type} at line {trigger.line} while {pending_call.label()} has no output",
                     f"Line {trigger.line} {what} while {pending_call.label()} "
-                    f"(line {pending_call.added_line}) has no "
-                    f"function_call_output{cause}: the model answers without the tool result.",
-                    [*why, trigger],
+                    f"(line {pending_call.added_line}) has no{cause}: the model answers without the tool result.",
+                    [*why, *_failure_witness(failed), trigger],
                     trigger.line,
                     items=[pending_call.id],
                     call_ids=[call_id],
@@ -255,19 +278,167 @@ class UnansweredFunctionCall(Rule[Config]):
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
         for conn, call, why, closed in self.at_close:
-            if call.call_id in self.answered_calls:
+            if call.call_id in self.answered_calls or call.call_id is None:
                 continue
             end = closed.line if closed else state.last_line
+            failed = self.failed.get((conn.n, call.call_id))
+            what = "no function_call_output"
+            if failed is not None:
+                what = f"no confirmed function_call_output ({_failure(*failed, at_close=True)})"
+            later = [
+                f"connection {n} sent one at line {change.line} and {_outcome(change, answer)}"
+                for (n, call_id), (change, answer) in sorted(self.failed.items())
+                if call_id == call.call_id and n > conn.n
+            ]
+            tail = f" ({'; '.join(later)})" if later else ""
             out.append(
                 self.finding(
                     conn.n,
                     f"connection {conn.n} ended with {call.label()} unanswered",
-                    f"{call.label()} (line {call.added_line}) had no function_call_output when connection {conn.n} "
-                    f"ended at line {end}, and no later connection answered call {call.call_id}.",
-                    [*why, closed],
+                    f"{call.label()} (line {call.added_line}) had {what} when connection {conn.n} "
+                    f"ended at line {end}, and no later connection answered call {call.call_id}{tail}.",
+                    [*why, *_failure_witness(failed), closed],
                     end,
                     items=[call.id],
                     call_ids=[call.call_id],
+                )
+            )
+        return out
+
+
+def _output_call(change: Change) -> str | None:
+    """The call_id a change answers, when it creates a `function_call_output`."""
+    item = change.item
+    if change.kind == "conversation.item.create" and item is not None and item.type == "function_call_output":
+        return item.call_id
+    return None
+
+
+def _code(change: Change) -> str:
+    return str((change.error or {}).get("code") or (change.error or {}).get("type") or "error")
+
+
+def _outcome(change: Change, answer: Witness | None) -> str:
+    """What happened to an output a later connection sent: `the server rejected it at line 32 with CODE`."""
+    at = answer.line if answer else "?"
+    if change.status == "rejected":
+        return f"the server rejected it at line {at} with {_code(change)}"
+    return f"it was still unconfirmed when that connection ended at line {at}"
+
+
+def _failure(change: Change, answer: Witness | None, at_close: bool) -> str:
+    """What happened to the output sent for the call: `the one sent at line 15 was rejected at line 16 with CODE`."""
+    at = answer.line if answer else "?"
+    if change.status == "rejected":
+        return f"the one sent at line {change.line} was rejected at line {at} with {_code(change)}"
+    if at_close:
+        return f"the one sent at line {change.line} was still unconfirmed"
+    return f"the one sent at line {change.line} was unconfirmed when its connection ended at line {at}"
+
+
+def _failure_witness(failed: tuple[Change, Witness | None] | None) -> list[Witness | None]:
+    return [Witness.sent(failed[0]), failed[1]] if failed is not None else []
+
+
+class NoResponseAfterToolOutput(Rule[Config]):
+    """A `function_call_output` was sent and no response was asked for within `--reply-timeout` (default 10 s),
+    while the trace went on.
+
+    **What it means.** The model does not answer a tool output on its own: the client must send
+    `response.create` (protocol.md 2.6). Without it the agent goes silent after its tool answered, and the user
+    waits for an answer that never comes.
+
+    **How it is judged.** From the output's create, on its connection: a `response.create` (in the conversation
+    or out of band) or a response the server starts on its own (the user spoke) ends the wait. The finding is
+    made at the first event after the timeout, or when the connection or the trace ends after it. A connection
+    or a trace that ends within the timeout is not reported (nothing says the agent stayed silent), nor is an
+    output the server rejected, nor one for a call whose output the server had already confirmed (a reconnect
+    replay re-creating the conversation).
+
+    **Minimal example.**
+
+        C> conversation.item.create function_call_output item_out (call_1)
+        S> conversation.item.added  item_out
+        ...                                      <- 10 s, no response.create
+
+    **Usual cause.** A tool path that forgets to ask for the reply (it only does so for some tools, or only
+    after all of several parallel calls returned and one never did), or a reply request dropped by a race.
+
+    **Fix.** Send `response.create` after the last `function_call_output` of a turn, every time; if the tool
+    is meant to be silent, say so in the tool's contract.
+    """
+
+    id = "RT125"
+    slug = "no-response-after-tool-output"
+    severity = "warning"
+    title = "no response was asked for after a tool output"
+    fix = "Send response.create after the function_call_output(s) of a turn, every time."
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        #: conn -> outputs sent since the last response asked for on it, oldest first.
+        self.waiting: dict[int, list[Change]] = {}
+        #: call_ids whose output the server confirmed: a later create of an output for them is a replay.
+        self.answered: set[str] = set()
+
+    @on(ChangeSent, ChangeAnswered, ItemAdded, ResponseCreated, ResponseDone, ServerError, SessionUpdated, ConnClosed)
+    def clock(
+        self,
+        fact: ChangeSent
+        | ChangeAnswered
+        | ItemAdded
+        | ResponseCreated
+        | ResponseDone
+        | ServerError
+        | SessionUpdated
+        | ConnClosed,
+        state: TraceState,
+    ) -> list[Finding] | None:
+        out = self._overdue(fact) if self.waiting else None
+        if isinstance(fact, ChangeSent):
+            change = fact.change
+            call_id = _output_call(change)
+            if call_id is not None and call_id not in self.answered:
+                self.waiting.setdefault(change.conn, []).append(change)
+            elif change.kind == "response.create":
+                self.waiting.pop(change.conn, None)
+        elif isinstance(fact, ChangeAnswered) and (call_id := _output_call(fact.change)) is not None:
+            if fact.change.status == "confirmed":
+                self.answered.add(call_id)
+            outputs = self.waiting.get(fact.change.conn)
+            if fact.change.status == "rejected" and outputs is not None and fact.change in outputs:
+                outputs.remove(fact.change)
+        elif isinstance(fact, ResponseCreated) and fact.response.request is None:
+            self.waiting.pop(fact.conn.n, None)
+        elif isinstance(fact, ConnClosed):
+            self.waiting.pop(fact.conn.n, None)
+        return out
+
+    def _overdue(self, fact: Fact) -> list[Finding] | None:
+        t, limit = fact.rec.t, self.config.reply_timeout
+        out = []
+        for n, outputs in list(self.waiting.items()):
+            if not outputs:
+                del self.waiting[n]
+                continue
+            if t - outputs[0].t <= limit:
+                continue
+            del self.waiting[n]
+            first, last = outputs[0], outputs[-1]
+            labels = ", ".join(f"{c.item.label() if c.item else c.summary} (line {c.line})" for c in outputs[:3])
+            answered = Witness.answer(last) if last.status == "confirmed" else None
+            out.append(
+                self.finding(
+                    n,
+                    f"no response asked for within {ms(limit)} of the tool output at line {first.line}",
+                    f"Connection {n} sent {labels} and asked for no response in the {ms(limit)} that followed "
+                    f"(line {fact.rec.line} is {ms(t - first.t)} later): the agent went silent after its tool "
+                    "answered.",
+                    [*(Witness.sent(c) for c in outputs[:3]), answered, Witness.of(fact.rec)],
+                    fact.rec.line,
+                    items=[c.item_id for c in outputs],
+                    call_ids=[c.item.call_id if c.item else None for c in outputs],
+                    event_ids=[c.event_id for c in outputs],
                 )
             )
         return out
