@@ -108,6 +108,18 @@ def tick(state: TraceState, conn: Connection, t: float, line: int, count: int = 
     conn.last_t = t
 
 
+def audio_run(state: TraceState, conn: Connection, t: float, line: int, count: int, item_id: str, n_bytes: int) -> None:
+    """`step` for `count` audio deltas in a row (`AUDIO_DELTAS`) on `conn`, a connection `state` already holds, for
+    item `item_id`, `n_bytes` of audio in all, the last at `t` and `line`, when no connection awaits its pairing
+    (`state.awaiting` is empty; else each must go through `step`, which may settle one): the clocks move and the
+    item's audio grows, exactly as `step` would do them (they yield no fact, and a connection that ended keeps
+    nothing pending and no response open between records, so `_after_close` has nothing to do)."""
+    tick(state, conn, t, line, count)
+    item = conn.conv.items.get(item_id)
+    if item is not None:
+        item.audio_bytes += n_bytes
+
+
 def finish(state: TraceState) -> list[Fact]:
     """End of trace: every connection still open ends here (`trace-end`)."""
     facts: list[Fact] = []
@@ -698,3 +710,5 @@ _TABLE: dict[tuple[str, str], Handler] = {
 
 #: The (direction, type) pairs that change the model; any other record only moves the clocks (see `tick`).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(_TABLE)
+#: The pairs whose only change is an item's audio length (see `audio_run`).
+AUDIO_DELTAS: frozenset[tuple[str, str]] = frozenset(k for k, handler in _TABLE.items() if handler is _s_audio_delta)
