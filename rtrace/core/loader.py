@@ -45,7 +45,7 @@ Region = tuple[bytes, int, int, int]
 try:  # the fast path's scanner, when it was built (setup.py); without it every line takes the pure path
     from . import _scan as _scanner
 except ImportError:  # pragma: no cover - a machine without a C compiler
-    _scanner = None
+    _scanner = None  # type: ignore[assignment]
 
 
 class Rows:
@@ -319,20 +319,20 @@ class TraceReader:
         native = 0
         try:
             for start, lines, complete in self._blocks(regions=scan is not None):
-                if type(lines) is tuple:  # whole lines in place, for the scanner
+                if isinstance(lines, tuple):  # whole lines in place, for the scanner
                     block, a, b, n = lines
                     if until_line is not None and start + n > until_line:
                         b = a
                         for _ in range(max(0, until_line - start + 1)):
                             b = block.index(b"\n", b) + 1
                         n = until_line - start + 1
-                    plan: list[Any] = scan(block, a, b, table, seen)  # type: ignore[misc]
+                    plan: list[Any] = scan(block, a, b, table, seen)  # type: ignore[arg-type,misc]
                     final = start + n - 1
                 else:
                     if until_line is not None and start + len(lines) > until_line:
                         lines = lines[: max(0, until_line - start + 1)]
                         complete = True  # the line after the last kept one is known to exist
-                    plan = lines  # type: ignore[assignment]
+                    plan = lines
                     final = start + len(lines) - 1
                 nxt = start
                 for raw in plan:
@@ -352,7 +352,7 @@ class TraceReader:
                     lineno = nxt
                     nxt += 1
                     try:
-                        obj = loads(raw)  # type: ignore[arg-type]
+                        obj = loads(raw)
                     except decode_error as e:
                         obj = self._unparsed(lineno, raw, complete or lineno != final, e)
                         if obj is None:

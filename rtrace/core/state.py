@@ -108,7 +108,8 @@ class Pending:
     kind about one item id, the oldest id-less create of an item type, the oldest `response.create` in or out of
     the conversation, and the changes that carry an event id, a call_id, or quote an id. Adding and removing a
     change is O(1) as well: a pipeline of 200,000 creates acknowledged in order costs what one create costs, 200,000
-    times. A change's fields must not change while it waits (they are its keys).
+    times. A change's fields must not change while it waits (they are its keys), and only a create carries an item
+    and a `previous_item_id` (as the reducer makes them).
     """
 
     __slots__ = ("_calls", "_events", "_idless", "_items", "_kinds", "_prevs", "_removed", "_replies", "_seqs")
@@ -235,7 +236,7 @@ class Pending:
     def _first(self, index: dict[Any, _Bucket] | None, key: Any) -> Change | None:
         held = index.get(key) if index else None
         if held is None or type(held) is not _Queue:
-            return held
+            return held  # type: ignore[return-value]
         changes, k, seqs = held.changes, held.head, self._seqs
         while seqs.get(changes[k].seq) is not changes[k]:
             k += 1
@@ -419,14 +420,14 @@ class Connection:
         if not self.pending:
             return self.conv.ids()
         order = self.conv.ids()
-        nxt: dict[str, str | None] = dict(zip(order, [*order[1:], None]))
-        prv: dict[str, str | None] = dict(zip(order, [None, *order[:-1]]))
+        nxt: dict[str, str | None] = dict(zip(order, [*order[1:], None], strict=False))
+        prv: dict[str, str | None] = dict(zip(order, [None, *order[:-1]], strict=False))
         head = order[0] if order else None
         tail = order[-1] if order else None
         for change in self.pending.values():
             item_id = change.item_id
-            if change.kind == "conversation.item.delete" and item_id in nxt:
-                before, after = prv.pop(item_id), nxt.pop(item_id)  # type: ignore[arg-type]
+            if change.kind == "conversation.item.delete" and item_id is not None and item_id in nxt:
+                before, after = prv.pop(item_id), nxt.pop(item_id)
                 if before is None:
                     head = after
                 else:

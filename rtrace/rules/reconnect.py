@@ -265,7 +265,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
         change = entry.change
         del self.lost[change.seq]
         for index, key in ((self.by_item, change.item_id), (self.by_call, _output_call(change))):
-            held = index.get(key) if key else None  # type: ignore[call-overload]
+            held = index.get(key) if key else None
             if held is not None and entry in held:
                 held.remove(entry)
                 if not held:
