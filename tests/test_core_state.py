@@ -173,13 +173,15 @@ def _pending_ops(draw: st.DrawFn) -> list[tuple[str, Any]]:
 def test_pending_lookups_answer_what_a_walk_of_every_change_answers(ops: list[tuple[str, Any]], key: str) -> None:
     pending = Pending()
     model: dict[int, Change] = {}
-    for op, arg in ops:
+    for k, (op, arg) in enumerate(ops):
         if op == "add":
             pending.add(arg)
             model[arg.seq] = arg
         else:
             pending.remove(model.pop(arg))
         assert list(pending.values()) == list(model.values()) and len(pending) == len(model)
+        if k == len(ops) // 2:
+            pending.quoting({key}, None)  # the index of previous ids is built here, then kept up to date
     walk = list(model.values())
 
     def first(pred: Any) -> Change | None:

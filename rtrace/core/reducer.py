@@ -310,6 +310,14 @@ def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list
         item.created_t = rec.t
         item.arguments_done = True
     prev = ev.get("previous_item_id")
+    if isinstance(prev, str) and prev:
+        # Usually the id of an item held or being created: keep that string, not a copy per create.
+        held = conn.conv.items.get(prev)
+        if held is not None:
+            prev = held.id
+        else:
+            before = conn.pending.oldest("conversation.item.create", prev)
+            prev = before.item_id if before is not None and before.item_id is not None else prev
     _send(
         conn,
         rec,

@@ -98,6 +98,20 @@ class _Queue:
 #: One key's pending changes: the change itself when it is the only one (the usual case: no container), else a
 #: `_Queue`.
 _Bucket = Change | _Queue
+#: An index with nothing filed in it yet, shared (never written: `Pending._keys` makes a real one first).
+_NONE: dict[Any, Any] = {}
+
+
+def _file(index: dict[Any, _Bucket], key: Any, change: Change) -> None:
+    """File `change` (the newest) under `key` of `index`."""
+    held = index.get(key)
+    if held is None:
+        index[key] = change
+    elif type(held) is _Queue:
+        held.changes.append(change)
+        held.live += 1
+    else:
+        index[key] = _Queue(held, change)  # type: ignore[arg-type]
 
 
 class Pending:
@@ -117,19 +131,22 @@ class Pending:
     def __init__(self) -> None:
         #: Every pending change by seq, in seq order.
         self._seqs: dict[int, Change] = {}
+        # The indexes, each the shared empty `_NONE` until a change is filed in it (most connections, and every
+        # closed one, have nothing pending: they cost no dict).
         #: By kind (`conversation.item.create`, ...).
-        self._kinds: dict[str, _Bucket] = {}
+        self._kinds: dict[str, _Bucket] = _NONE
         #: kind -> item id -> changes about that id (`Change.item_id`).
-        self._items: dict[str, dict[str, _Bucket]] = {}
+        self._items: dict[str, dict[str, _Bucket]] = _NONE
         #: Creates without an item id, by the type of the item they carry (None: no item).
-        self._idless: dict[str | None, _Bucket] = {}
+        self._idless: dict[str | None, _Bucket] = _NONE
         #: By `event_id`, any kind.
-        self._events: dict[str, _Bucket] = {}
-        #: Creates by the call_id of their item, and by their `previous_item_id`.
-        self._calls: dict[str, _Bucket] = {}
-        self._prevs: dict[str, _Bucket] = {}
+        self._events: dict[str, _Bucket] = _NONE
+        #: Creates by the call_id of their item, and by their `previous_item_id` (that one only once an error quoted
+        #: an id: None until then, built from `_seqs` when first needed).
+        self._calls: dict[str, _Bucket] = _NONE
+        self._prevs: dict[str, _Bucket] | None = None
         #: `response.create`s by whether they are in the conversation (`conversation` is not "none").
-        self._replies: dict[bool, _Bucket] = {}
+        self._replies: dict[bool, _Bucket] = _NONE
         #: Removals since `_seqs` was last rebuilt (a dict keeps the slots of removed keys until it grows).
         self._removed = 0
 
@@ -174,15 +191,8 @@ class Pending:
         if change.seq in self._seqs:
             raise ValueError(f"a change of seq {change.seq} is pending already")
         self._seqs[change.seq] = change
-        for index, key in self._keys(change):
-            held = index.get(key)
-            if held is None:
-                index[key] = change
-            elif type(held) is _Queue:
-                held.changes.append(change)
-                held.live += 1
-            else:
-                index[key] = _Queue(held, change)  # type: ignore[arg-type]
+        for index, key in self._keys(change, file=True):
+            _file(index, key, change)
 
     def remove(self, change: Change) -> None:
         """Take an answered change out (KeyError when it is not pending)."""
@@ -209,27 +219,38 @@ class Pending:
             self._seqs = dict(seqs)  # a copy keeps no slot of the removed keys: walks stay O(pending)
             self._removed = 0
 
-    def _keys(self, change: Change) -> Iterator[tuple[dict[Any, _Bucket], Any]]:
-        """The (index, key) pairs `change` is filed under."""
+    def _keys(self, change: Change, file: bool = False) -> list[tuple[dict[Any, _Bucket], Any]]:
+        """The (index, key) pairs `change` is filed under (with `file`, each index made real first)."""
         kind = change.kind
-        yield self._kinds, kind
+        if file and self._kinds is _NONE:
+            self._kinds, self._items = {}, {}
+        keys: list[tuple[dict[Any, _Bucket], Any]] = [(self._kinds, kind)]
         if change.item_id is not None:
             by_id = self._items.get(kind)
             if by_id is None:
                 by_id = self._items[kind] = {}
-            yield by_id, change.item_id
+            keys.append((by_id, change.item_id))
         if change.event_id is not None:
-            yield self._events, change.event_id
+            if file and self._events is _NONE:
+                self._events = {}
+            keys.append((self._events, change.event_id))
         if kind == _CREATE:
             item = change.item
             if change.item_id is None:
-                yield self._idless, item.type if item is not None else None
+                if file and self._idless is _NONE:
+                    self._idless = {}
+                keys.append((self._idless, item.type if item is not None else None))
             if item is not None and item.call_id is not None:
-                yield self._calls, item.call_id
-            if change.previous_item_id is not None:
-                yield self._prevs, change.previous_item_id
+                if file and self._calls is _NONE:
+                    self._calls = {}
+                keys.append((self._calls, item.call_id))
+            if change.previous_item_id is not None and self._prevs is not None:
+                keys.append((self._prevs, change.previous_item_id))
         elif kind == "response.create":
-            yield self._replies, change.conversation != "none"
+            if file and self._replies is _NONE:
+                self._replies = {}
+            keys.append((self._replies, change.conversation != "none"))
+        return keys
 
     # -- lookups ----------------------------------------------------------------------------------------------
 
@@ -304,6 +325,11 @@ class Pending:
         is one of `quoted`."""
         found = None
         creates = kinds is None or _CREATE in kinds
+        if creates and self._prevs is None:
+            self._prevs = {}
+            for change in self._seqs.values():
+                if change.kind == _CREATE and change.previous_item_id is not None:
+                    _file(self._prevs, change.previous_item_id, change)
         for key in quoted:
             held = [self._first(by_id, key) for kind, by_id in self._items.items() if kinds is None or kind in kinds]
             if creates:

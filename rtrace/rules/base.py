@@ -315,6 +315,10 @@ class Bursts:
         self.ids = ids
         self._current: dict[int, Burst] = {}
 
+    def forget(self, conn: int) -> None:
+        """`conn` ended: its burst is over."""
+        self._current.pop(conn, None)
+
     def add(self, change: Change) -> Burst:
         """Record a sent change; return the burst it belongs to (live: later changes may join it)."""
         burst = self._current.get(change.conn)

@@ -48,6 +48,8 @@ class StaleSnapshotDelete(Rule[Config]):
     def __init__(self, config: Config) -> None:
         super().__init__(config)
         self.bursts = Bursts(self.config.burst_window, ids=True)
+        #: conn -> the latest ack delays of its creates. A connection's state goes when it ends: a change sent on
+        #: a connection that ended is no push the server applies (it is indeterminate at once), and is not judged.
         self.rtts: dict[int, list[float]] = {}
         #: conn -> the current burst and its deletes waiting for a create: (delete, item, create, reference rtt).
         self.waiting: dict[int, tuple[Burst, list[tuple[Change, Item, Witness | None, float]]]] = {}
@@ -69,6 +71,8 @@ class StaleSnapshotDelete(Rule[Config]):
         if change.kind not in ITEM_CHANGES:
             return None
         conn = state.conns[change.conn]
+        if not conn.open:
+            return None
         burst = self.bursts.add(change)
         held = self.waiting.get(conn.n)
         if held is not None and held[0] is not burst:
@@ -94,6 +98,13 @@ class StaleSnapshotDelete(Rule[Config]):
             return None
         self.waiting.setdefault(conn.n, (burst, []))[1].append((change, item, create, rtt))
         return self._judge_waiting(conn, burst)
+
+    @on(ConnClosed)
+    def closed(self, fact: ConnClosed, state: TraceState) -> None:
+        n = fact.conn.n
+        self.bursts.forget(n)
+        self.rtts.pop(n, None)
+        self.waiting.pop(n, None)
 
     def _judge_waiting(self, conn: Connection, burst: Burst) -> list[Finding] | None:
         held = self.waiting.get(conn.n)

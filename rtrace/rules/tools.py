@@ -69,7 +69,8 @@ class DeletedFunctionCallOutput(Rule[Config]):
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
-        if change.kind.startswith("conversation.item."):
+        if change.kind.startswith("conversation.item.") and state.conns[change.conn].open:
+            # (a change sent after its connection ended can have no answer: no delete of it is ever confirmed)
             burst = self.bursts.add(change)
             if change.kind == "conversation.item.delete":
                 self.burst_of[change.seq] = burst
@@ -82,6 +83,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
     def closed(self, fact: ConnClosed, state: TraceState) -> None:
         for change in fact.indeterminate:
             self.burst_of.pop(change.seq, None)
+        self.bursts.forget(fact.conn.n)
 
     @on(ItemDeleted)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> list[Finding] | None:
