@@ -69,7 +69,13 @@ ORDER_SCHEMA: dict[str, Any] = {
 EXIT_DONE, EXIT_TIMEOUT, EXIT_FAILED = 0, 3, 4
 
 
-def parse_args(description: str, url_help: str, argv: list[str]) -> argparse.Namespace:
+def parse_args(
+    description: str,
+    url_help: str,
+    argv: list[str],
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
+    """The drivers' command line (`--url` as `url_help` says), plus the arguments `extra` adds."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--url", required=True, help=url_help)
     p.add_argument("--tool-name", default=DEFAULT_TOOL, help=f"the session's tool (default {DEFAULT_TOOL})")
@@ -78,6 +84,8 @@ def parse_args(description: str, url_help: str, argv: list[str]) -> argparse.Nam
     p.add_argument("--user-text", default=DEFAULT_USER_TEXT)
     p.add_argument("--tool-seconds", type=float, default=TOOL_SECONDS)
     p.add_argument("--verbose", action="store_true", help="client library logs at DEBUG on stderr")
+    if extra is not None:
+        extra(p)
     return p.parse_args(argv)
 
 

@@ -19,6 +19,8 @@ export const ORDER_SCHEMA = {
   required: ['order_id'],
   additionalProperties: false,
 };
+// After the end condition, how long to keep listening for trailing events before closing (as SETTLE_SECONDS).
+const SETTLE_MS = 500;
 export const EXIT_DONE = 0;
 export const EXIT_BAD_ARGS = 2;
 export const EXIT_TIMEOUT = 3;
@@ -201,19 +203,26 @@ export class Run {
     }
   }
 
+  // The end: a run that reached its end keeps listening SETTLE_MS for trailing events (the answers to what the
+  // client sent last), then `beforeExit` (capped at 1 s), the summary line, and the exit.
   finish(code, reason) {
     if (this.finished) return;
     this.finished = true;
     this.summary.status = STATUS[code];
     this.summary.finish_reason = reason;
     this.mark('finished');
-    const capped = new Promise((resolve) => setTimeout(resolve, 1000));
-    void Promise.race([this.beforeExit().catch((err) => this.error('closing', err)), capped]).then(() => {
-      this.summary.elapsed = this.since();
-      this.writeLine(JSON.stringify(this.summary));
-      // Let a close handshake leave before the process does.
-      setTimeout(() => process.exit(code), 150);
-    });
+    setTimeout(
+      () => {
+        const capped = new Promise((resolve) => setTimeout(resolve, 1000));
+        void Promise.race([this.beforeExit().catch((err) => this.error('closing', err)), capped]).then(() => {
+          this.summary.elapsed = this.since();
+          this.writeLine(JSON.stringify(this.summary));
+          // Let a close handshake leave before the process does.
+          setTimeout(() => process.exit(code), 150);
+        });
+      },
+      code === EXIT_DONE ? SETTLE_MS : 0,
+    );
   }
 }
 
