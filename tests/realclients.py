@@ -98,6 +98,37 @@ class _Options(ServerOptions):
         return dataclasses.replace(super().faults(), close_code=self.close_code)
 
 
+def trace_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a native trace (not its header line), in order."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            record = json.loads(line) if line.strip() else None
+            if isinstance(record, dict) and "dir" in record:
+                yield record
+
+
+async def drive(name: str, argv: list[str], timeout: float) -> tuple[dict[str, Any], str]:
+    """Run a driver (`argv`) to its end: (its summary, the last JSON line on its stdout; its stderr). It ends by
+    itself within `timeout` (a watchdog 10 s later); at `timeout` + 15 s it is killed and the test fails."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "sk-rtrace-test"},
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout + 15)
+    except asyncio.TimeoutError:
+        proc.kill()
+        out, err = await proc.communicate()
+        pytest.fail(f"{name}: the driver did not exit by itself; stderr tail:\n{err.decode(errors='replace')[-3000:]}")
+    stderr = err.decode(errors="replace")
+    lines = [line for line in out.decode(errors="replace").splitlines() if line.startswith("{")]
+    if not lines:
+        pytest.fail(f"{name}: driver exited {proc.returncode} without a summary\nstderr tail:\n{stderr[-3000:]}")
+    return json.loads(lines[-1]), stderr
+
+
 @dataclasses.dataclass
 class Conn:
     """One connection of the recorded trace."""
@@ -150,11 +181,7 @@ class Run:
         return [f"{f.rule} {f.slug} lines {f.lines}" for f in self.report.findings if f.severity in WARNING_OR_ABOVE]
 
     def records(self) -> Iterator[dict[str, Any]]:
-        with self.trace.open(encoding="utf-8") as fh:
-            for line in fh:
-                record = json.loads(line) if line.strip() else None
-                if isinstance(record, dict) and "dir" in record:  # not the header line
-                    yield record
+        return trace_records(self.trace)
 
     def conns(self) -> list[Conn]:
         """The trace's connections, in the order they opened."""
@@ -228,31 +255,8 @@ async def _drive(
     url: Callable[[RealtimeServer], str],
 ) -> tuple[dict[str, Any], str]:
     async with run_server(options) as server:
-        proc = await asyncio.create_subprocess_exec(
-            *client.command,
-            "--url",
-            url(server),
-            "--tool-name",
-            TOOL,
-            "--timeout",
-            str(timeout),
-            *driver_args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "sk-rtrace-test"},
-        )
-        try:
-            # the driver ends by itself within its --timeout (a watchdog 10 s later); this is the last resort
-            out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout + 15)
-        except asyncio.TimeoutError:
-            proc.kill()
-            out, err = await proc.communicate()
-            pytest.fail(f"{client.name}: the driver did not exit by itself; stderr tail:\n{err.decode()[-3000:]}")
-    stderr = err.decode(errors="replace")
-    lines = [line for line in out.decode(errors="replace").splitlines() if line.startswith("{")]
-    if not lines:
-        pytest.fail(f"{client.name}: driver exited {proc.returncode} without a summary\nstderr tail:\n{stderr[-3000:]}")
-    return json.loads(lines[-1]), stderr
+        argv = [*client.command, "--url", url(server), "--tool-name", TOOL, "--timeout", str(timeout), *driver_args]
+        return await drive(client.name, argv, timeout)
 
 
 #: The close code of both faults: a server error (the openai SDK reconnects on it; 1000 it does not retry).
@@ -284,6 +288,27 @@ def scenario_fixtures(make_client: Callable[[], Client]) -> tuple[Any, Any, Any,
         return run(make_client(), tmp_path_factory.mktemp("drop"), drop_on=DROP_OUTPUT, close_code=FAULT_CLOSE_CODE)
 
     return healthy, healthy_audio, reconnect, drop
+
+
+def common_tests(make_client: Callable[[], Client]) -> tuple[Any, Any, Any]:
+    """The tests every client module has, on the fixtures of `scenario_fixtures`: the audio turn, its audio
+    (xfail until i14a), and serve choosing the session's tool by itself (xfail until i14a). Assign them at module
+    level: `test_healthy_audio_turn, test_audio_is_streamed, test_serve_calls_the_session_tool = common_tests(f)`.
+    """
+
+    def test_healthy_audio_turn(healthy_audio: Run) -> None:
+        assert_audio_turn(healthy_audio)
+
+    @pytest.mark.xfail(reason=I14A_AUDIO, strict=True)
+    def test_audio_is_streamed(healthy_audio: Run) -> None:
+        assert_audio_streamed(healthy_audio)
+
+    @pytest.mark.xfail(reason=I14A_TOOLS, strict=True)
+    def test_serve_calls_the_session_tool(tmp_path: Path) -> None:
+        text = ("--user-text", ORDER_ONLY_TEXT)
+        assert_calls_the_session_tool(run(make_client(), tmp_path, own_tool=False, driver_args=text))
+
+    return test_healthy_audio_turn, test_audio_is_streamed, test_serve_calls_the_session_tool
 
 
 def events_through_call(healthy: Run) -> int:

@@ -17,20 +17,15 @@ import pytest
 
 from .realclients import (
     FAULT_CLOSE_CODE,
-    I14A_AUDIO,
-    I14A_TOOLS,
-    ORDER_ONLY_TEXT,
     Client,
     Conn,
     Run,
-    assert_audio_streamed,
-    assert_audio_turn,
-    assert_calls_the_session_tool,
     assert_closed_while_the_tool_ran,
     assert_dropped_on_the_output,
     assert_healthy,
     assert_slugs,
     base_url,
+    common_tests,
     python_client,
     run,
     scenario_fixtures,
@@ -47,25 +42,12 @@ def client() -> Client:
 
 
 healthy, healthy_audio, reconnect, drop = scenario_fixtures(client)
+test_healthy_audio_turn, test_audio_is_streamed, test_serve_calls_the_session_tool = common_tests(client)
 
 
 def test_healthy_turn(healthy: Run) -> None:
     assert healthy.summary["client_version"] == "2.0.0b1", healthy.explain()
     assert_healthy(healthy)
-
-
-def test_healthy_audio_turn(healthy_audio: Run) -> None:
-    assert_audio_turn(healthy_audio)
-
-
-@pytest.mark.xfail(reason=I14A_AUDIO, strict=True)
-def test_audio_is_streamed(healthy_audio: Run) -> None:
-    assert_audio_streamed(healthy_audio)
-
-
-@pytest.mark.xfail(reason=I14A_TOOLS, strict=True)
-def test_serve_calls_the_session_tool(tmp_path: Path) -> None:
-    assert_calls_the_session_tool(run(client(), tmp_path, own_tool=False, driver_args=("--user-text", ORDER_ONLY_TEXT)))
 
 
 def test_the_race_deletes_the_tool_output(tmp_path: Path) -> None:

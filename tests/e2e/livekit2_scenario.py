@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import base64
 import json
-import sys
 from typing import Any
 
 from scenario_common import (
@@ -27,11 +26,10 @@ from scenario_common import (
     ORDER_SCHEMA,
     TOOL_DESCRIPTION,
     Progress,
-    main,
     message_text,
-    parse_args,
     run_tool,
     settle,
+    start,
 )
 
 #: The race's second turn (while the tool runs) and third (with the tool output's create).
@@ -115,14 +113,11 @@ def _scenario(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", choices=["turn", "race"], default="turn")
 
 
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("livekit-agents")
-
-
 if __name__ == "__main__":
-    _url_help = "the model's base_url, e.g. ws://127.0.0.1:PORT/v1 (it appends /realtime?model=...)"
-    _args = parse_args((__doc__ or "").splitlines()[0], _url_help, sys.argv[1:], _scenario)
-    _progress = Progress("livekit-agents", _version(), _args)
-    main(_progress, lambda: _run(_args, _progress))
+    start(
+        "livekit-agents",
+        __doc__,
+        "the model's base_url, e.g. ws://127.0.0.1:PORT/v1 (it appends /realtime?model=...)",
+        _run,
+        _scenario,
+    )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import sys
 from typing import Any
 
 from scenario_common import (
@@ -22,11 +21,10 @@ from scenario_common import (
     ORDER_SCHEMA,
     TOOL_DESCRIPTION,
     Progress,
-    main,
     message_text,
-    parse_args,
     run_tool,
     settle,
+    start,
 )
 
 MODEL = "gpt-realtime"
@@ -161,14 +159,10 @@ async def _run(args: Any, progress: Progress) -> None:
             pass
 
 
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("openai-agents")
-
-
 if __name__ == "__main__":
-    _url_help = "the realtime model's url, used as given: ws://127.0.0.1:PORT/v1/realtime?model=gpt-realtime"
-    _args = parse_args((__doc__ or "").splitlines()[0], _url_help, sys.argv[1:])
-    _progress = Progress("openai-agents", _version(), _args)
-    main(_progress, lambda: _run(_args, _progress))
+    start(
+        "openai-agents",
+        __doc__,
+        "the realtime model's url, used as given: ws://127.0.0.1:PORT/v1/realtime?model=gpt-realtime",
+        _run,
+    )

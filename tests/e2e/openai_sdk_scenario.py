@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import sys
 from typing import Any
 
 from scenario_common import (
@@ -23,11 +22,10 @@ from scenario_common import (
     ORDER_SCHEMA,
     TOOL_DESCRIPTION,
     Progress,
-    main,
     message_text,
-    parse_args,
     run_tool,
     settle,
+    start,
 )
 
 MODEL = "gpt-realtime"
@@ -160,14 +158,10 @@ async def _run(args: Any, progress: Progress) -> None:
             pass
 
 
-def _version() -> str:
-    import openai
-
-    return str(openai.__version__)
-
-
 if __name__ == "__main__":
-    _url_help = "the SDK's websocket_base_url, e.g. ws://127.0.0.1:PORT/v1 (it appends /realtime?model=...)"
-    _args = parse_args((__doc__ or "").splitlines()[0], _url_help, sys.argv[1:])
-    _progress = Progress("openai", _version(), _args)
-    main(_progress, lambda: _run(_args, _progress))
+    start(
+        "openai",
+        __doc__,
+        "the SDK's websocket_base_url, e.g. ws://127.0.0.1:PORT/v1 (it appends /realtime?model=...)",
+        _run,
+    )

@@ -23,10 +23,9 @@ from scenario_common import (
     ORDER_SCHEMA,
     TOOL_DESCRIPTION,
     Progress,
-    main,
-    parse_args,
     run_tool,
     settle,
+    start,
 )
 
 MODEL = "gpt-realtime"
@@ -188,14 +187,7 @@ async def _run(args: Any, progress: Progress) -> None:
             run_task.cancel()
 
 
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("pipecat-ai")
-
-
 if __name__ == "__main__":
-    _url_help = "the service's base_url, ws://127.0.0.1:PORT/v1/realtime (it appends ?model=...)"
-    _args = parse_args((__doc__ or "").splitlines()[0], _url_help, sys.argv[1:])
-    _progress = Progress("pipecat-ai", _version(), _args)
-    main(_progress, lambda: _run(_args, _progress))
+    start(
+        "pipecat-ai", __doc__, "the service's base_url, ws://127.0.0.1:PORT/v1/realtime (it appends ?model=...)", _run
+    )

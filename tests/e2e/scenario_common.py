@@ -259,6 +259,22 @@ async def settle(progress: Progress, quiet: float = SETTLE_SECONDS, idle: float 
     await asyncio.sleep(quiet)
 
 
+def start(
+    distribution: str,
+    doc: str | None,
+    url_help: str,
+    run: Callable[[argparse.Namespace, Progress], Awaitable[None]],
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> None:
+    """A driver's `__main__`: its arguments (`parse_args`: the description is the first line of `doc`), the run
+    of the client `distribution` (its installed version goes into the summary), then `main`."""
+    from importlib.metadata import version
+
+    args = parse_args((doc or "").splitlines()[0], url_help, sys.argv[1:], extra)
+    progress = Progress(distribution, version(distribution), args)
+    main(progress, lambda: run(args, progress))
+
+
 def main(progress: Progress, run: Callable[[], Awaitable[None]]) -> None:
     """Run the scenario under a hard limit; print the summary; exit 0/3/4 without waiting on stray threads."""
     args = progress.args
