@@ -29,7 +29,6 @@ E2E_STAMPS := $(foreach v,$(E2E_VERSIONS),.venv-e2e-$(v)/.installed)
 # (NAME.in holds the pin, NAME.txt what `make e2e-locks` compiled from it; the venv is remade when the lock changes).
 # uv's default pre-release rule lets only the explicitly pinned livekit-agents 2.0.0b1 be a pre-release.
 E2E_LOCKED := openai-agents pipecat openai livekit-2.0.0b1
-E2E_LOCKS := $(foreach c,$(E2E_LOCKED),tests/e2e/requirements/$(c).txt)
 E2E_LOCKED_STAMPS := $(foreach c,$(E2E_LOCKED),.venv-e2e-$(c)/.installed)
 
 $(E2E_LOCKED_STAMPS): .venv-e2e-%/.installed: tests/e2e/requirements/%.txt | $(STAMP)
@@ -38,7 +37,7 @@ $(E2E_LOCKED_STAMPS): .venv-e2e-%/.installed: tests/e2e/requirements/%.txt | $(S
 	$(BIN)/uv pip sync -q --compile-bytecode --python .venv-e2e-$*/bin/python $<
 	touch $@
 
-# Recompile the locks from their pins (not part of `make test`; commit the result).
+# Recompile the locks from their pins for Python 3.11, this machine's python3 (not part of `make test`; commit them).
 e2e-locks: $(STAMP)
 	for c in $(E2E_LOCKED); do \
 		$(BIN)/uv pip compile -q --python-version 3.11 --no-header tests/e2e/requirements/$$c.in \
