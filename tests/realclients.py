@@ -49,13 +49,6 @@ I14A_AUDIO = "i14a: audio responses stream response.output_audio.delta"
 I14A_DROP_1006 = "i14a: --drop-on ends the socket without a close frame by default (the client sees 1006)"
 I14A_FAULT_NOTE = "i14a: a fault is noted in the trace when it acts, after the last event it let through"
 I14A_PATHS = "i14a: serve accepts /v1 and / (with ?model=) besides /v1/realtime"
-#: A known defect of today's analyzer (issue 13, defect 2), for an imperative xfail (see `assert_slugs`).
-I13_OVERLAP = (
-    "i13: the reconnect rules pair a new connection with the one it replaces only when the old one's close is "
-    "written first; here the client's new connection was noted before it"
-)
-#: The rules that compare a reconnect with the connection it replaced (silent on overlapping connections today).
-RECONNECT_RULES = {"function-call-lost-on-reconnect", "unconfirmed-item-lost-on-reconnect", "arguments-lost-in-replay"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,19 +193,6 @@ class Run:
                 conn.close_code = event.get("code")
         return [by_n[n] for n in sorted(by_n)]
 
-    def overlapping(self) -> bool:
-        """Whether a connection opened before the close of the one ahead of it was written."""
-        open_conns: set[int] = set()
-        for rec in self.records():
-            kind = rec["event"].get("type") if rec["dir"] == "meta" else None
-            if kind == "connection.opened":
-                if open_conns:
-                    return True
-                open_conns.add(rec["conn"])
-            elif kind == "connection.closed":
-                open_conns.discard(rec["conn"])
-        return False
-
     def explain(self) -> str:
         found = [f"{f.rule} {f.slug} ({f.severity}) lines {f.lines}" for f in self.report.findings]
         wire = [(c.n, c.creates(), c.close_code, c.faults, c.errors()) for c in self.conns()]
@@ -344,12 +324,8 @@ def assert_healthy(run_: Run) -> None:
 
 
 def assert_slugs(run_: Run, expected: set[str]) -> None:
-    """`rtrace analyze` reports exactly the rules `expected` (slugs, every severity). A run whose connections
-    overlap in the trace and lacks only reconnect rules is today's analyzer defect: an xfail (`I13_OVERLAP`).
-    TODO(i13): remove the xfail branch once the reconnect rules pair overlapping connections."""
-    missing = expected - run_.slugs
-    if missing and missing <= RECONNECT_RULES and run_.slugs <= expected and run_.overlapping():
-        pytest.xfail(I13_OVERLAP)
+    """`rtrace analyze` reports exactly the rules `expected` (slugs, every severity), whatever the order in which
+    the trace noted a reconnect and the close of the connection it replaced."""
     assert run_.slugs == expected, run_.explain()
 
 
