@@ -345,7 +345,7 @@ def serve(
         list[str] | None, typer.Option(help="Delay of server events: 50ms, or TYPE=120ms for one event type.")
     ] = None,
     jitter: Annotated[str, typer.Option(help="Random +/- variation of each delay (order is kept).")] = "0",
-    seed: Annotated[int | None, typer.Option(help="Seed for the jitter.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for the jitter and the tool arguments.")] = None,
     record: Annotated[Path | None, typer.Option(help="Write every event received and sent to this trace.")] = None,
     from_trace: Annotated[
         Path | None, typer.Option("--from", help="Take the responses, in order and paced, from this trace.")
@@ -364,6 +364,9 @@ def serve(
     duplicate_id: Annotated[str, typer.Option(help="append_duplicate, ignore or reject.")] = "append_duplicate",
     story_chunk_delay: Annotated[str | None, typer.Option(help="Pause before each delta of a story.")] = None,
     fault_times: Annotated[int, typer.Option(help="Times each fault fires per server (0: every time).")] = 1,
+    tool: Annotated[
+        str | None, typer.Option(help="Call this tool on each user turn: NAME, or NAME='{\"k\": 1}' for its arguments.")
+    ] = None,
 ) -> None:
     """A fake realtime endpoint with injected latency and faults; prints ws://127.0.0.1:PORT/v1 and waits."""
     from .net.server import options_from_cli, serve_main
@@ -374,7 +377,7 @@ def serve(
             record=str(record) if record else None, from_trace=str(from_trace) if from_trace else None,
             close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
-            fault_times=fault_times or None,
+            fault_times=fault_times or None, tool=tool,
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtrace.net.responses import choose_reply, chunks, tokens
+from rtrace.net.responses import Reply, choose_reply, chunks, tokens
+from rtrace.net.tools import DEFAULT_TOOL, Tool
 
 from .netdriver import make, types, user, weather_call
 
@@ -107,12 +108,85 @@ def test_choose_reply_rules() -> None:
     def u(t: str) -> dict[str, Any]:
         return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
 
-    assert choose_reply([u("weather?")]) == ("call", "weather?")
-    assert choose_reply([u("weather?")], tools_allowed=False) == ("text", "You said: weather?")
-    assert choose_reply([u("weather?"), {"type": "function_call"}]) == ("text", "You said: weather?")
-    assert choose_reply([u("a story")])[0] == "story"
-    assert choose_reply([{"type": "function_call_output", "output": "9"}]) == ("text", "Tool result: 9")
-    assert choose_reply([])[0] == "text"
+    weather = choose_reply([u("weather?")])
+    assert (weather.kind, weather.text, weather.tool) == ("call", "weather?", DEFAULT_TOOL)
+    assert choose_reply([u("weather?")], choice="none") == Reply("text", "You said: weather?")
+    assert choose_reply([u("weather?"), {"type": "function_call"}]) == Reply("text", "You said: weather?")
+    assert choose_reply([u("hello")], choice="required").tool == DEFAULT_TOOL
+    assert choose_reply([u("hello")], forced="ping").tool == Tool("ping")
+    assert choose_reply([u("hello")], forced="ping", choice="none").kind == "text"
+    assert choose_reply([u("a story")]).kind == "story"
+    assert choose_reply([{"type": "function_call_output", "output": "9"}]) == Reply("text", "Tool result: 9")
+    assert choose_reply([]) == Reply("text", "Hello! How can I help?")
+    assert choose_reply([], choice="required").kind == "text"  # a call answers a user turn
+
+
+LOOKUP = {
+    "type": "function",
+    "name": "lookup_order",
+    "description": "Look up an order by its id",
+    "parameters": {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}},
+        "required": ["order_id"],
+        "additionalProperties": False,
+    },
+}
+
+
+def call_of(out: list[dict[str, Any]]) -> dict[str, Any]:
+    [item] = out[-1]["response"]["output"]
+    assert item["type"] == "function_call", out[-1]
+    return item
+
+
+def test_the_declared_tool_is_called_with_arguments_from_its_schema_and_the_text() -> None:
+    d = make()
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("Please look up order 42 and tell me the weather where it ships.", "U1"))
+    call = call_of(d.send({"type": "response.create"}))
+    assert (call["name"], call["arguments"]) == ("lookup_order", '{"order_id": "42"}')
+    # the output's answer mentions it
+    fco = {"type": "function_call_output", "call_id": call["call_id"], "output": '{"status": "shipped"}'}
+    d.send({"type": "conversation.item.create", "item": fco})
+    done = d.send({"type": "response.create"})[-1]
+    assert done["response"]["output"][0]["content"][0]["text"] == 'Tool result: {"status": "shipped"}'
+
+
+def test_a_text_that_names_no_tool_gets_text_unless_the_choice_requires_a_call() -> None:
+    d = make()
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("hello there", "U1"))
+    out = d.send({"type": "response.create"})
+    assert out[-1]["response"]["output"][0]["type"] == "message"
+    d.send(user("and again", "U2"))
+    call = call_of(d.send({"type": "response.create", "response": {"tool_choice": "required"}}))
+    assert call["name"] == "lookup_order" and call["arguments"].startswith('{"order_id": "order_id-')
+
+
+def test_response_tools_replace_the_session_tools_and_a_named_choice_wins() -> None:
+    d = make()
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("What's the weather in Rome?", "U1"))
+    ping = {"type": "function", "name": "ping", "parameters": {"type": "object", "properties": {}}}
+    params = {"tools": [ping, LOOKUP], "tool_choice": {"type": "function", "name": "ping"}}
+    call = call_of(d.send({"type": "response.create", "response": params}))
+    assert (call["name"], call["arguments"]) == ("ping", "{}")
+
+
+def test_a_forced_tool_is_called_on_each_user_turn_with_the_given_or_made_arguments() -> None:
+    d = make(tool="lookup_order", tool_arguments='{"order_id": "A-1"}')
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("hi", "U1"))
+    assert call_of(d.send({"type": "response.create"}))["arguments"] == '{"order_id": "A-1"}'
+    made = make(tool="lookup_order", seed=3)
+    made.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    made.send(user("hi", "U1"))
+    first = call_of(made.send({"type": "response.create"}))["arguments"]
+    again = make(tool="lookup_order", seed=3)
+    again.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    again.send(user("hi", "U1"))
+    assert call_of(again.send({"type": "response.create"}))["arguments"] == first
 
 
 def test_section_7_options_rate_limits_and_out_of_band_item_events() -> None:

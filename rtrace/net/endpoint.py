@@ -66,9 +66,13 @@ class EndpointOptions:
     story_text: str = "Once upon a time there was a very slow story."
     story_chunks: int = 8
     story_chunk_delay: float = 0.06
-    #: A user text mentioning the weather gets a call of this tool with these arguments.
-    tool_name: str = "get_weather"
-    tool_arguments: str = '{"city": "Paris"}'
+    #: Force a call of this tool on each user turn not yet answered by a call (`rtrace serve --tool NAME`), whatever
+    #: the text says, unless the tool choice is `none`. None: the tool is chosen as `rtrace.net.tools` says.
+    tool: str | None = None
+    #: The forced tool's arguments (a JSON object's text, `--tool NAME=JSON`); None: made from its schema.
+    tool_arguments: str | None = None
+    #: Seed of the values made for tool arguments (`rtrace serve --seed`): same seed, same arguments.
+    seed: int = 0
     model: str = "gpt-realtime"
     #: The API's session limit (60 minutes since GA, protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Generator, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any, Literal, Protocol
 
 from ..core.audio import DEFAULT_FORMAT, bytes_for_ms, session_format
 from ..core.conversation import Conversation, Item, item_from_event, update_item
 from ..core.state import Response
+from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
 from .wire import assistant_message, copy_json, function_call, item_text, usage
 
 #: What a response generator yields: a server event, or a pause of that many seconds before the next one.
@@ -34,8 +35,9 @@ class ScriptOptions(Protocol):
     story_text: str
     story_chunks: int
     story_chunk_delay: float
-    tool_name: str
-    tool_arguments: str
+    tool: str | None
+    tool_arguments: str | None
+    seed: int
 
 
 @dataclasses.dataclass(eq=False)
@@ -80,28 +82,52 @@ def tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
-def choose_reply(context: list[dict[str, Any]], tools_allowed: bool = True) -> tuple[str, str]:
-    """The default script's decision: (`call` | `story` | `text`, text).
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """What the default script answers: a `call` of `tool` (`text` is the user's), the `story`, or a `text`."""
 
-    Right after a `function_call_output` -> `Tool result: <output>`. Else, on the last user text: mentioning the
-    weather (and not already answered by a call) -> a call; asking for a story (or something long) -> the story;
-    otherwise `You said: <text>`.
-    """
-    if context and context[-1].get("type") == "function_call_output":
-        return "text", f"Tool result: {context[-1].get('output') or ''}"
+    kind: Literal["call", "story", "text"]
+    text: str
+    tool: Tool | None = None
+
+
+def last_user_text(context: list[dict[str, Any]]) -> tuple[str | None, bool]:
+    """The text of the last user message the response sees (None: there is none), and whether a
+    `function_call` already follows it (the turn was answered by a call)."""
     called = False
     for wire in reversed(context):
         if wire.get("type") == "function_call":
             called = True
         if wire.get("type") == "message" and wire.get("role") == "user":
-            text = item_text(wire)
-            lowered = text.lower()
-            if "weather" in lowered and tools_allowed and not called:
-                return "call", text
-            if "story" in lowered or "long" in lowered:
-                return "story", text
-            return "text", f"You said: {text}"
-    return "text", "Hello! How can I help?"
+            return item_text(wire), called
+    return None, called
+
+
+def choose_reply(
+    context: list[dict[str, Any]],
+    tools: Sequence[Tool] = (DEFAULT_TOOL,),
+    choice: str | Tool = "auto",
+    forced: str | None = None,
+) -> Reply:
+    """The default script's decision on the items a response sees.
+
+    Right after a `function_call_output` -> `Tool result: <output>`. Else, on the last user text: when no call
+    answers it yet, the tool `rtrace.net.tools.choose_tool` picks (by the tool choice, a forced tool, or the
+    words of the text) -> a call; asking for a story (or something long) -> the story; otherwise
+    `You said: <text>`. No user text: a greeting.
+    """
+    if context and context[-1].get("type") == "function_call_output":
+        return Reply("text", f"Tool result: {context[-1].get('output') or ''}")
+    text, called = last_user_text(context)
+    if text is None:
+        return Reply("text", "Hello! How can I help?")
+    tool = None if called else choose_tool(tools, text, choice, forced)
+    if tool is not None:
+        return Reply("call", text, tool)
+    lowered = text.lower()
+    if "story" in lowered or "long" in lowered:
+        return Reply("story", text)
+    return Reply("text", f"You said: {text}")
 
 
 @dataclasses.dataclass(eq=False)
@@ -346,11 +372,20 @@ class Responses:
 
     def _script(self, run: Run, context: list[dict[str, Any]], params: dict[str, Any]) -> Steps:
         o = self.options
-        kind, text = choose_reply(context, tools_allowed=params.get("tool_choice") != "none")
-        if kind == "call":
-            yield from self.function_call(run, o.tool_name, o.tool_arguments, 0)
-        elif kind == "story":
+        tools = declared_tools(self.session, params) or [DEFAULT_TOOL]
+        reply = choose_reply(context, tools, tool_choice(self.session, params), o.tool)
+        if reply.kind == "call" and reply.tool is not None:
+            yield from self.function_call(run, reply.tool.name, self.arguments(reply.tool, reply.text), 0)
+        elif reply.kind == "story":
             yield from self.message(run, o.story_text, o.story_chunks, o.story_chunk_delay)
         else:
-            yield from self.message(run, text, o.text_chunks, 0.0)
+            yield from self.message(run, reply.text, o.text_chunks, 0.0)
         yield self.finish(run, "completed")
+
+    def arguments(self, tool: Tool, text: str) -> str:
+        """The arguments of a call of `tool` answering `text`: the forced tool's given ones, else made from the
+        tool's schema (`rtrace.net.tools.arguments_json`)."""
+        o = self.options
+        if o.tool == tool.name and o.tool_arguments is not None:
+            return o.tool_arguments
+        return arguments_json(tool, text, o.seed)

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import http
 import itertools
+import json
 import os
 import random
 import sys
@@ -386,10 +387,13 @@ def options_from_cli(
     duplicate_id: str = "append_duplicate",
     story_chunk_delay: str | None = None,
     fault_times: int | None = 1,
+    tool: str | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings. Raises ValueError with a message for people."""
     default, by_type = parse_latencies(latency or [])
-    endpoint = EndpointOptions()
+    endpoint = EndpointOptions(seed=seed or 0)
+    if tool is not None:
+        endpoint.tool, endpoint.tool_arguments = parse_tool(tool)
     if duplicate_id not in ("append_duplicate", "ignore", "reject"):
         raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
     endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]
@@ -414,6 +418,23 @@ def options_from_cli(
         expire_after=parse_duration(expire_after) if expire_after is not None else None,
         fault_times=fault_times,
     )
+
+
+def parse_tool(text: str) -> tuple[str, str | None]:
+    """`--tool NAME` or `--tool NAME={"k": "v"}` -> (name, the arguments' JSON text or None). Raises ValueError."""
+    name, sep, arguments = text.partition("=")
+    name = name.strip()
+    if not name:
+        raise ValueError(f"--tool {text!r}: give a tool name, e.g. --tool lookup_order or --tool 'lookup_order={{}}'")
+    if not sep:
+        return name, None
+    try:
+        value = json.loads(arguments)
+    except ValueError as e:
+        raise ValueError(f"--tool {name}=...: the arguments are not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--tool {name}=...: the arguments must be a JSON object, e.g. {{\"order_id\": \"42\"}}")
+    return name, json.dumps(value, ensure_ascii=False)
 
 
 def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
