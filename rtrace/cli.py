@@ -354,7 +354,15 @@ def serve(
     port: Annotated[int, typer.Option(help="Port (0: a free one).")] = 0,
     close_after: Annotated[int | None, typer.Option(help="Fault: close after N server events.")] = None,
     drop_on: Annotated[
-        list[str] | None, typer.Option(help="Fault: close when a client event matches TYPE[:ITEM_TYPE].")
+        list[str] | None, typer.Option(help="Fault: drop the socket when a client event matches TYPE[:ITEM_TYPE].")
+    ] = None,
+    drop_after: Annotated[
+        list[str] | None,
+        typer.Option(help="Fault: drop the socket after a server event TYPE[:ITEM_TYPE] (response.done:function_call)"),
+    ] = None,
+    close_code: Annotated[
+        int | None,
+        typer.Option(help="Close code of the faults: 1006 no close frame (drops' default), 1000, 1001, 1011, ..."),
     ] = None,
     fail_response: Annotated[
         list[int] | None, typer.Option(help="Fault: the Nth response.create fails (status failed).")
@@ -377,7 +385,7 @@ def serve(
             record=str(record) if record else None, from_trace=str(from_trace) if from_trace else None,
             close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
-            fault_times=fault_times or None, tool=tool,
+            fault_times=fault_times or None, tool=tool, drop_after=drop_after, close_code=close_code,
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None

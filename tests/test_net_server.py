@@ -229,11 +229,14 @@ def test_client_leaving_mid_response_leaves_no_task() -> None:
     run(main)
 
 
-def test_fault_drop_on_closes_before_answering(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("close_code", "seen"), [(None, 1006), (1011, 1011), (1001, 1001), (1005, 1005)])
+def test_fault_drop_on_closes_before_answering(tmp_path: Path, close_code: int | None, seen: int) -> None:
     path = tmp_path / "drop.jsonl"
 
     async def main() -> None:
-        opts = ServerOptions(record=path, drop_on=["conversation.item.create:function_call_output"], latency=0.02)
+        opts = ServerOptions(
+            record=path, drop_on=["conversation.item.create:function_call_output"], latency=0.02, close_code=close_code
+        )
         async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             await ws.send(user("weather please", "A"))
@@ -244,15 +247,79 @@ def test_fault_drop_on_closes_before_answering(tmp_path: Path) -> None:
             await ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
             with pytest.raises(ConnectionClosed):
                 await recv(ws)
-            assert ws.close_code == 1000
+            assert ws.close_code == seen
+            assert (ws.protocol.close_rcvd is None) == (seen == 1006)  # 1006: no close frame came
 
     run(main)
     recs = list(TraceReader.open(path))
     faults = [r for r in recs if r.type == "fault.injected"]
     assert len(faults) == 1 and faults[0].event["fault"] == "drop-on"
-    assert recs[-1].type == "connection.closed" and recs[-1].event.get("code") == 1000
+    closed = recs[-1]
+    assert closed.type == "connection.closed" and closed.event["by"] == "server"
+    assert closed.event["code"] == (close_code or 1006)
     # Nothing answered the output's create.
     assert recs[-3].dir == "client" and recs[-2] is faults[0]
+
+
+def test_a_drop_is_in_the_trace_before_the_next_handshake_and_the_client_reconnects(tmp_path: Path) -> None:
+    path = tmp_path / "reconnect.jsonl"
+
+    async def main() -> None:
+        opts = ServerOptions(record=path, drop_after=["response.done:function_call"], latency=0.01)
+        async with run_server(opts) as srv:
+            async with connect(endpoint(srv)) as ws:
+                await recv(ws)
+                await ws.send(user("weather please", "A"))
+                await ws.send(json.dumps({"type": "response.create"}))
+                got = await until(ws, "response.done")
+                assert got[-1]["response"]["output"][0]["type"] == "function_call"
+                with pytest.raises(ConnectionClosed):
+                    await recv(ws)
+                assert ws.close_code == 1006
+            async with connect(endpoint(srv)) as ws:  # at once, as agents-js does
+                assert (await recv(ws))["type"] == "session.created"
+                await ws.send(user("weather please", "B"))
+                await ws.send(json.dumps({"type": "response.create"}))
+                done = (await until(ws, "response.done"))[-1]  # the fault fired once: no drop this time
+                assert done["response"]["output"][0]["type"] == "function_call"
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    kinds = [(r.conn, r.type) for r in recs if r.dir == "meta"]
+    assert kinds[:4] == [
+        (1, "connection.opened"), (1, "fault.injected"), (1, "connection.closed"), (2, "connection.opened"),
+    ]  # fmt: skip
+    conn1 = [r for r in recs if r.conn == 1]
+    assert [r.type for r in conn1[-3:]] == ["response.done", "fault.injected", "connection.closed"]
+    assert conn1[-2].event == {
+        "type": "fault.injected", "fault": "drop-after", "spec": "response.done:function_call",
+        "server_event_type": "response.done",
+    }  # fmt: skip
+    assert conn1[-1].event == {"type": "connection.closed", "by": "server", "code": 1006, "reason": "fault: drop-after"}
+
+
+def test_fault_notes_are_written_where_the_faults_act_not_when_decided(tmp_path: Path) -> None:
+    path = tmp_path / "notes.jsonl"
+
+    async def main() -> None:
+        opts = ServerOptions(record=path, latency=0.05, close_after=3, fail_response={1})
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(json.dumps({"type": "response.create"}))
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    await recv(ws)
+            assert ws.close_code == 1000
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    seq = [r.type for r in recs]
+    assert seq == [
+        "connection.opened", "session.created", "response.create", "response.created",
+        "fault.injected", "response.done", "fault.injected", "connection.closed",
+    ]  # fmt: skip
+    assert [r.event["fault"] for r in recs if r.type == "fault.injected"] == ["fail-response", "close-after"]
+    assert recs[4].t - recs[2].t >= 0.04  # noted when the failed response.done went out, not when decided
 
 
 def test_fault_close_after_expire_and_failed_response() -> None:
@@ -396,6 +463,13 @@ def test_options_from_cli() -> None:
     assert f.drop_on == ["conversation.item.create:function_call_output"] and f.fail_response == {1, 3}
     assert f.error_on == ["response.create", "conversation.item.delete"] and f.times is None
     assert o.endpoint.duplicate_id == "reject"
-    for bad in ({"duplicate_id": "x"}, {"latency": ["fast"]}, {"from_trace": "/nonexistent.jsonl"}):
+    o = options_from_cli(drop_after=["response.done:function_call"], close_code=1011, tool='lookup={"id": 4}', seed=3)
+    assert o.faults().drop_after == ["response.done:function_call"] and o.faults().close_code == 1011
+    assert (o.endpoint.tool, o.endpoint.tool_arguments, o.endpoint.seed) == ("lookup", '{"id": 4}', 3)
+    assert (options_from_cli(tool="ping").endpoint.tool_arguments, options_from_cli().endpoint.tool) == (None, None)
+    for bad in (
+        {"duplicate_id": "x"}, {"latency": ["fast"]}, {"from_trace": "/nonexistent.jsonl"}, {"close_code": 1015},
+        {"close_code": 2000}, {"tool": "=1"}, {"tool": "x={"}, {"tool": "x=[1]"},
+    ):  # fmt: skip
         with pytest.raises(ValueError):
             options_from_cli(**bad)  # type: ignore[arg-type]

@@ -178,7 +178,7 @@ class EndpointConnection:
         note = self.faults.drop_on(event)
         if note is not None:
             self.closed = True
-            return [Emission(meta=note), Emission(close=(self.faults.close_code, "fault: drop-on"), flush=False)]
+            return self.faults.closing(note, flush=False)
         note = self.faults.error_on(event)
         if note is not None:
             message = f"Injected fault: error on {note['spec']}."
@@ -437,7 +437,7 @@ class EndpointConnection:
         note = self.faults.fail_response(self.response_requests, event)
         if note is not None:
             details = {"type": "failed", "reason": None, "error": {"type": "server_error", "code": "server_error"}}
-            return [Emission(meta=note), *out, self._event(self.responses.failed(run, details))]
+            return [*out, Emission(meta=note), self._event(self.responses.failed(run, details))]
         recorded = self.source.take() if self.source is not None else None
         gen = play(self.responses, run, recorded) if recorded is not None else self.responses.scripted(run, params)
         self.responses.begin(run, gen)

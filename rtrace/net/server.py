@@ -26,6 +26,7 @@ import orjson
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from .. import __version__
 from ..core.secrets import safe_path, scrub_secrets
@@ -41,7 +42,7 @@ from .common import (
     warn_unless_loopback,
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from .faults import Faults
+from .faults import ABNORMAL, NO_STATUS, Faults, valid_close_code
 from .playback import ResponseSource, recorded_responses
 from .wire import Emission, decode_frame
 
@@ -74,6 +75,11 @@ class ServerOptions:
     fail_response: set[int] = dataclasses.field(default_factory=set)
     error_on: list[str] = dataclasses.field(default_factory=list)
     expire_after: float | None = None
+    #: Drop the connection right after the server sends a matching event (`TYPE[:ITEM_TYPE]`).
+    drop_after: list[str] = dataclasses.field(default_factory=list)
+    #: Close code of every closing fault; None: 1006 (no close frame) for drops, 1000 for `close_after`. See
+    #: `rtrace.net.faults`.
+    close_code: int | None = None
     #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
     fault_times: int | None = 1
     max_frame_bytes: int = MAX_FRAME_BYTES
@@ -88,6 +94,8 @@ class ServerOptions:
             fail_response=set(self.fail_response),
             error_on=list(self.error_on),
             expire_after=self.expire_after,
+            drop_after=list(self.drop_after),
+            close_code=self.close_code,
             times=self.fault_times,
         )
 
@@ -118,7 +126,8 @@ class Recorder(TraceWriter):
 
 class _Outbox:
     """One connection's send queue. Each event is due `latency(type) ± jitter` after it was produced, but never
-    before the event queued ahead of it: a websocket is ordered, so latency delays and never reorders."""
+    before the event queued ahead of it: a websocket is ordered, so latency delays and never reorders. Notes and
+    a close queued here are carried out in their turn (a fault's note is written where it acts)."""
 
     def __init__(
         self,
@@ -126,11 +135,15 @@ class _Outbox:
         opts: ServerOptions,
         rng: random.Random,
         on_sent: Callable[[dict[str, Any], bytes], None],
+        on_meta: Callable[[dict[str, Any]], None],
+        close: Callable[[int, str], Awaitable[None]],
     ) -> None:
         self.ws = ws
         self.opts = opts
         self.rng = rng
         self.on_sent = on_sent
+        self.on_meta = on_meta
+        self.close = close
         self.queue: asyncio.Queue[tuple[float, Emission]] = asyncio.Queue()
         self.last_due = 0.0
 
@@ -153,13 +166,15 @@ class _Outbox:
             wait = due - clock()
             if wait > 0:
                 await sleep(wait)
-            if em.close is not None:
-                await self.ws.close(*em.close)
-                return
+            if em.meta is not None:
+                self.on_meta(em.meta)
             if em.event is not None:
                 raw = orjson.dumps(em.event)
                 await self.ws.send(raw, text=True)
                 self.on_sent(em.event, raw)
+            if em.close is not None:
+                await self.close(*em.close)
+                return
 
 
 class _Session:
@@ -172,10 +187,20 @@ class _Session:
         opts = server.options
         self.endpoint = EndpointConnection(conn, opts.endpoint, opts.faults(), server.shared, server.source)
         rng = random.Random(f"{opts.seed}:{conn}") if opts.seed is not None else random.Random()
-        self.outbox = _Outbox(ws, opts, rng, lambda ev, raw: server.record("server", conn, ev, raw))
+        self.outbox = _Outbox(
+            ws,
+            opts,
+            rng,
+            lambda ev, raw: server.record("server", conn, ev, raw),
+            lambda note: server.record("meta", conn, note),
+            self.close,
+        )
         self.tasks: set[asyncio.Task[None]] = set()
         self.sender: asyncio.Task[None] | None = None
         self.closer: asyncio.Task[None] | None = None
+        #: Whether this connection's `connection.closed` is in the trace (written once, as soon as the close is
+        #: sent or seen: before the server can accept the client's next handshake).
+        self.close_noted = False
 
     def deliver(self, ems: list[Emission]) -> None:
         """Carry out emissions in order; from the first pause on, the rest waits in a task of its own."""
@@ -199,20 +224,53 @@ class _Session:
             self._do(em)
 
     def _do(self, em: Emission) -> None:
-        if em.meta is not None:
-            self.server.record("meta", self.conn, em.meta)
-        if em.event is not None:
-            self.outbox.put(em)
         if em.wake is not None:
             self.deliver(self.endpoint.wake(em.wake))
-        if em.close is not None:
-            if em.flush:
-                self.outbox.put(em)
-            elif self.closer is None:
-                # A network drop: what is still queued never leaves.
+        if not em.flush:
+            # A network drop: the note now, and what is still queued never leaves.
+            if em.meta is not None:
+                self.server.record("meta", self.conn, em.meta)
+            if em.close is not None and self.closer is None:
                 if self.sender is not None:
                     self.sender.cancel()
-                self.closer = asyncio.get_running_loop().create_task(self.ws.close(*em.close))
+                self.note_closed("server", em.close[0], em.close[1])
+                self.closer = asyncio.get_running_loop().create_task(self.close(*em.close))
+        elif em.event is not None or em.meta is not None or em.close is not None:
+            self.outbox.put(em)
+
+    def note_closed(self, by: str, code: int | None, reason: str | None) -> None:
+        """Write this connection's `connection.closed` (once)."""
+        if self.close_noted:
+            return
+        self.close_noted = True
+        note: dict[str, Any] = {"type": "connection.closed", "by": by}
+        if code is not None:
+            note["code"] = code
+        if reason:
+            note["reason"] = reason
+        self.server.record("meta", self.conn, note)
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the websocket as the endpoint asked: 1006 ends the TCP connection with no close frame, 1005 sends
+        a close frame without a code, any other code a close frame with it."""
+        self.note_closed("server", code, reason)
+        if code == ABNORMAL:
+            transport = self.ws.transport
+            if transport is not None:
+                transport.abort()
+            return
+        if code == NO_STATUS:
+            await self.ws.close(None)  # type: ignore[arg-type]
+            return
+        await self.ws.close(code, reason)
+
+    def note_peer_close(self) -> None:
+        """The connection ended without the endpoint closing it: say who closed it, with the code seen."""
+        proto = self.ws.protocol
+        if proto.close_sent is not None and proto.close_rcvd_then_sent is not True:
+            self.note_closed("server", proto.close_sent.code, proto.close_sent.reason)
+        else:
+            self.note_closed("client", self.ws.close_code, self.ws.close_reason)
 
     async def serve(self) -> None:
         sender = self.sender = asyncio.get_running_loop().create_task(self.outbox.run())
@@ -241,6 +299,8 @@ class _Session:
         except ConnectionClosed:
             pass
         finally:
+            if self.ws.protocol.close_rcvd is not None or self.ws.protocol.state is State.CLOSED:
+                self.note_peer_close()  # the client closed, or the network did: noted before anything waits
             for task in list(self.tasks):
                 task.cancel()
             if not sender.done():
@@ -248,12 +308,7 @@ class _Session:
             await asyncio.gather(sender, *self.tasks, *([self.closer] if self.closer else []), return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self.ws.close()
-            note: dict[str, Any] = {"type": "connection.closed"}
-            if self.ws.close_code is not None:
-                note["code"] = self.ws.close_code
-            if self.ws.close_reason:
-                note["reason"] = self.ws.close_reason
-            self.server.record("meta", self.conn, note)
+            self.note_peer_close()
 
 
 class RealtimeServer:
@@ -388,6 +443,8 @@ def options_from_cli(
     story_chunk_delay: str | None = None,
     fault_times: int | None = 1,
     tool: str | None = None,
+    drop_after: list[str] | None = None,
+    close_code: int | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings. Raises ValueError with a message for people."""
     default, by_type = parse_latencies(latency or [])
@@ -399,6 +456,11 @@ def options_from_cli(
     endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]
     if story_chunk_delay is not None:
         endpoint.story_chunk_delay = parse_duration(story_chunk_delay)
+    if close_code is not None and not valid_close_code(close_code):
+        raise ValueError(
+            f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
+            "1005 sends a close frame without a code, 1006 ends the connection without one"
+        )
     if from_trace is not None and not os.path.isfile(from_trace):
         raise ValueError(f"{from_trace}: no such trace file")
     return ServerOptions(
@@ -412,12 +474,19 @@ def options_from_cli(
         from_trace=from_trace,
         endpoint=endpoint,
         close_after=close_after,
-        drop_on=[v for value in drop_on or [] for v in value.split(",") if v],
+        drop_on=_specs(drop_on),
         fail_response=set(fail_response or []),
-        error_on=[v for value in error_on or [] for v in value.split(",") if v],
+        error_on=_specs(error_on),
         expire_after=parse_duration(expire_after) if expire_after is not None else None,
+        drop_after=_specs(drop_after),
+        close_code=close_code,
         fault_times=fault_times,
     )
+
+
+def _specs(values: list[str] | None) -> list[str]:
+    """Repeated and comma-separated `TYPE[:ITEM_TYPE]` specs."""
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def parse_tool(text: str) -> tuple[str, str | None]:

@@ -22,10 +22,11 @@ DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
 class Emission:
     """One thing the endpoint wants done, `delay` seconds after the previous emission of the same list.
 
-    Exactly one of `event` (send it), `wake` (call `EndpointConnection.wake(token)` now and carry on with its
-    emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason)
-    is usually set. A close with `flush=False` drops whatever is still queued (a network drop); with `flush=True`
-    it comes after everything queued before it.
+    One of `event` (send it), `wake` (call `EndpointConnection.wake(token)` now and carry on with its
+    emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason;
+    1006: end the connection without a close frame, 1005: a close frame without a code) is set. Events, notes
+    and closes go out in order, each after everything queued before it (`flush=True`); a note or a close with
+    `flush=False` acts at once and drops whatever is still queued (a network drop).
     """
 
     event: dict[str, Any] | None = None
