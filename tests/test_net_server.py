@@ -165,14 +165,49 @@ def test_record_is_a_trace_that_analyze_reads_and_holds_no_secret(tmp_path: Path
     assert not [f for f in report.findings if f.severity == "error"]
 
 
-def test_wrong_path_is_404() -> None:
+@pytest.mark.parametrize("path", ["/v1/realtime", "/v1/realtime/", "/realtime", "/v1", "/v1/", "/", ""])
+def test_the_base_and_the_full_urls_are_accepted_with_a_model(path: str) -> None:
     async def main() -> None:
-        async with run_server() as srv:
-            with pytest.raises(InvalidStatus):
-                async with connect(f"ws://127.0.0.1:{srv.port}/nope"):
-                    pass
+        async with run_server() as srv, connect(f"ws://127.0.0.1:{srv.port}{path}?model=gpt-realtime") as ws:
+            assert (await recv(ws))["type"] == "session.created"
 
     run(main)
+
+
+def test_a_refused_handshake_is_in_the_trace_and_logged_without_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "refused.jsonl"
+    logged: list[str] = []
+
+    async def main() -> None:
+        async with run_server(ServerOptions(record=path, log=logged.append)) as srv:
+            assert srv.realtime_url == f"ws://127.0.0.1:{srv.port}/v1/realtime?model=gpt-realtime"
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(f"ws://127.0.0.1:{srv.port}/v2/realtime?model=m&api_key=sk-secret123456"):
+                    pass
+            assert refused.value.response.status_code == 404
+            async with connect(srv.realtime_url) as ws:
+                await recv(ws)
+            # not a websocket upgrade at all
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(b"GET /v1/realtime HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await reader.readline()).startswith(b"HTTP/1.1 426")
+            writer.close()
+            await writer.wait_closed()
+
+    run(main)
+    assert len(logged) == 2 and "sk-secret" not in " ".join(logged)
+    assert logged[0].startswith("rtrace serve: refused a handshake: HTTP 404 Not Found for /v2/realtime?model=m")
+    assert "HTTP 426" in logged[1]
+    text = path.read_text()
+    assert "sk-secret" not in text
+    recs = list(TraceReader.open(path))
+    first = [r.event for r in recs if r.conn == 1]
+    assert [e["type"] for e in first] == ["connection.opened", "note", "connection.closed"]
+    assert first[1]["note"].startswith("handshake refused: HTTP 404 Not Found for /v2/realtime")
+    assert first[2] == {"type": "connection.closed", "by": "server", "status": 404}
+    assert [r.type for r in recs if r.conn == 2][:2] == ["connection.opened", "session.created"]
+    report = analyze_path(path)
+    assert report.findings == [] and report.problems == []
 
 
 def test_bad_frames_get_errors_and_everyone_keeps_being_served() -> None:
@@ -399,7 +434,9 @@ def test_rtrace_serve_prints_the_url_and_stops_cleanly_on_sigterm(tmp_path: Path
         assert first.startswith("rtrace serve: listening on ws://127.0.0.1:") and first.rstrip().endswith("/v1")
         base = proc.stdout.readline().strip()
         assert base.startswith("OPENAI_BASE_URL=http://127.0.0.1:") and base.endswith("/v1")
+        full = proc.stdout.readline().strip()
         url = first.split()[-1]
+        assert full == f"websocket URL: {url}/realtime?model=gpt-realtime"
 
         async def main() -> None:
             ws = await connect(f"{url}/realtime?model=gpt-realtime")

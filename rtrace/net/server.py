@@ -46,8 +46,9 @@ from .faults import ABNORMAL, NO_STATUS, Faults, valid_close_code
 from .playback import ResponseSource, recorded_responses
 from .wire import Emission, decode_frame
 
-#: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
-PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
+#: Paths that accept the realtime handshake, with or without a trailing slash (the query string, e.g.
+#: `?model=...`, is free): a client given the base URL (`/v1`, or the bare origin) and one given the full one.
+PATHS = ("/v1/realtime", "/realtime", "/v1", "/")
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -83,6 +84,9 @@ class ServerOptions:
     #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
     fault_times: int | None = 1
     max_frame_bytes: int = MAX_FRAME_BYTES
+    #: Where the server tells the user what it refused (a handshake on another path, a request that is not a
+    #: websocket upgrade), one line each; None: stderr.
+    log: Callable[[str], None] | None = None
     #: Injected for tests: a monotonic clock (seconds) and the matching sleep.
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
@@ -312,8 +316,9 @@ class _Session:
 
 
 class RealtimeServer:
-    """A running fake endpoint: `url` is the websocket base (`ws://127.0.0.1:PORT/v1`), `http_url` what
-    `OPENAI_BASE_URL` wants."""
+    """A running fake endpoint: `url` is the websocket base (`ws://127.0.0.1:PORT/v1`, for clients that add
+    `/realtime?model=...` themselves), `http_url` what `OPENAI_BASE_URL` wants, `realtime_url` the full websocket
+    URL (`ws://127.0.0.1:PORT/v1/realtime?model=gpt-realtime`, for clients that use the URL as given)."""
 
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
@@ -340,6 +345,11 @@ class RealtimeServer:
         return f"http://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
+    def realtime_url(self) -> str:
+        model = urllib.parse.quote(self.options.endpoint.model, safe="")
+        return f"{self.url}/realtime?model={model}"
+
+    @property
     def connections(self) -> int:
         """How many connections are open now."""
         return len(self.sessions)
@@ -350,9 +360,26 @@ class RealtimeServer:
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = urllib.parse.urlsplit(request.path).path
-        if path not in PATHS:
-            return ws.respond(http.HTTPStatus.NOT_FOUND, "rtrace serve: the realtime endpoint is /v1/realtime\n")
+        if (path.rstrip("/") or "/") not in PATHS:
+            accepted = ", ".join(PATHS)
+            return ws.respond(http.HTTPStatus.NOT_FOUND, f"rtrace serve: the realtime endpoint is one of {accepted}\n")
         return None
+
+    def _process_response(self, ws: ServerConnection, request: Request, response: Response) -> None:
+        """A refused handshake (another path, not a websocket upgrade) is a connection of the trace that opened
+        and was closed by the server with that HTTP status, and a line for the user (no key in either)."""
+        if response.status_code == http.HTTPStatus.SWITCHING_PROTOCOLS:
+            return
+        conn = next(self._conns)
+        path = safe_path(request.path)
+        why = response.reason_phrase or ""
+        body = response.body.decode("utf-8", "replace").strip() if response.body else ""
+        self.record("meta", conn, {"type": "connection.opened", "path": path})
+        note = f"handshake refused: HTTP {response.status_code} {why} for {path}" + (f": {body}" if body else "")
+        self.record("meta", conn, {"type": "note", "note": note})
+        self.record("meta", conn, {"type": "connection.closed", "by": "server", "status": response.status_code})
+        log = self.options.log or _stderr
+        log(f"rtrace serve: refused a handshake: HTTP {response.status_code} {why} for {path}")
 
     @staticmethod
     def _select_subprotocol(ws: ServerConnection, offered: Any) -> Any:
@@ -385,6 +412,7 @@ class RealtimeServer:
             o.host,
             o.port,
             process_request=self._process_request,
+            process_response=self._process_response,
             select_subprotocol=self._select_subprotocol,
             max_size=o.max_frame_bytes,
             ping_interval=None,
@@ -400,6 +428,10 @@ class RealtimeServer:
             self._server = None
         if self.recorder is not None:
             self.recorder.close()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 @contextlib.asynccontextmanager
@@ -513,6 +545,7 @@ def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] =
     def announce(server: RealtimeServer) -> None:
         print(f"rtrace serve: listening on {server.url}", file=out)
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
+        print(f"  websocket URL: {server.realtime_url}", file=out)
         print(f"  RTRACE_URL={server.url}", file=out)
         if options.record is not None:
             print(f"  recording to {options.record}", file=out)
