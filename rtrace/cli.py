@@ -375,6 +375,10 @@ def serve(
     tool: Annotated[
         str | None, typer.Option(help="Call this tool on each user turn: NAME, or NAME='{\"k\": 1}' for its arguments.")
     ] = None,
+    audio_tone: Annotated[float | None, typer.Option(help="Output audio: a tone of this many Hz (0: silence).")] = None,
+    audio_pace: Annotated[
+        float | None, typer.Option(help="Output audio pace: 0 all at once (default), 1 real time, 0.5 twice as fast.")
+    ] = None,
 ) -> None:
     """A fake realtime endpoint with injected latency and faults; prints ws://127.0.0.1:PORT/v1 and waits."""
     from .net.server import options_from_cli, serve_main
@@ -386,6 +390,7 @@ def serve(
             close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
             fault_times=fault_times or None, tool=tool, drop_after=drop_after, close_code=close_code,
+            audio_tone=audio_tone, audio_pace=audio_pace,
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None

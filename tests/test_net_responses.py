@@ -3,12 +3,17 @@ responses, cancel."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
+import pytest
+
+from rtrace.core.audio import decode, rms
+from rtrace.net.endpoint import EndpointConnection, EndpointOptions
 from rtrace.net.responses import Reply, choose_reply, chunks, tokens
 from rtrace.net.tools import DEFAULT_TOOL, Tool
 
-from .netdriver import make, types, user, weather_call
+from .netdriver import Driver, make, types, user, weather_call
 
 
 def test_chunks_and_tokens() -> None:
@@ -198,3 +203,72 @@ def test_section_7_options_rate_limits_and_out_of_band_item_events() -> None:
     assert "conversation.item.added" in types(oob)
     assert oob[-1]["response"]["conversation_id"] is None
     assert len(d.conn.conv) == 2  # the out-of-band item is not in the conversation
+
+
+def audio_of(events: list[dict[str, Any]], codec: str = "pcm16") -> bytes:
+    return b"".join(base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta")
+
+
+def test_an_audio_answer_streams_audio_sized_to_its_transcript_in_the_order_of_the_api() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()  # the default session: audio out, 24 kHz PCM16
+    d.send(user("hi", "A"))
+    out = d.send({"type": "response.create"})
+    text = "You said: hi"
+    kinds = types(out)
+    start, end = kinds.index("response.content_part.added"), kinds.index("response.output_audio.done")
+    # each transcript delta, then its audio; then the dones
+    streamed = kinds[start + 1 : end]
+    assert streamed[0] == "response.output_audio_transcript.delta"
+    assert set(streamed) == {"response.output_audio_transcript.delta", "response.output_audio.delta"}
+    assert kinds[end : end + 4] == [
+        "response.output_audio.done", "response.output_audio_transcript.done", "response.content_part.done",
+        "response.output_item.done",
+    ]  # fmt: skip
+    audio = audio_of(out)
+    assert len(audio) == len(text) * 60 * 48 and rms(decode(audio, "pcm16")) == 0.0  # silence by default
+    for e in out:
+        if e["type"] == "response.output_audio.delta":
+            assert {"event_id", "response_id", "item_id", "output_index", "content_index", "delta"} <= set(e)
+            assert len(base64.b64decode(e["delta"])) <= 200 * 48
+    item = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    assert item.audio_bytes == len(audio)
+
+
+def test_g711_output_and_a_tone() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(audio_tone_hz=440)))
+    d.open()
+    fmt = {"output": {"format": {"type": "audio/pcma"}}}
+    d.send({"type": "session.update", "session": {"type": "realtime", "audio": fmt}})
+    d.send(user("hi", "A"))
+    audio = audio_of(d.send({"type": "response.create"}))
+    assert len(audio) == len("You said: hi") * 60 * 8  # 8 kHz, a byte a sample
+    assert 0.15 < rms(decode(audio, "pcma")) < 0.2  # a sine at a quarter of full scale
+    # the response's own format wins over the session's
+    d.send(user("ho", "B"))
+    pcmu = {"output": {"format": {"type": "audio/pcmu"}}}
+    audio = audio_of(d.send({"type": "response.create", "response": {"audio": pcmu}}))
+    assert 0.15 < rms(decode(audio, "pcmu")) < 0.2
+
+
+def test_audio_pace_spreads_the_audio_and_a_cancel_keeps_what_was_sent() -> None:
+    options = EndpointOptions(audio_pace=1.0, audio_ms_per_char=100, audio_delta_ms=100)
+    d = Driver(EndpointConnection(1, options))
+    d.open()
+    d.send(user("hi", "A"))
+    d.send({"type": "response.create"})  # followed to its end on the virtual clock
+    times = [t for t, e in d.sent if e["type"] == "response.output_audio.delta"]
+    assert len(times) == len("You said: hi")
+    assert [t - times[0] for t in times] == pytest.approx([k * 0.1 for k in range(len(times))])  # real time
+    d.send(user("ho", "B"))
+    first = d.send({"type": "response.create"}, follow=False)
+    rid = first[0]["response"]["id"]
+    d.run(d.conn.wake(("run", rid)), follow=False)
+    item = next(iter(d.conn.responses.runs[rid].items.values()))
+    assert item.audio_bytes == 2 * 100 * 48
+    cancelled = d.send({"type": "response.cancel"})
+    assert cancelled[-1]["response"]["status"] == "cancelled" and "response.output_audio.delta" not in types(cancelled)
+    assert item.audio_bytes == 2 * 100 * 48  # what was sent, no more
+    truncate = {"type": "conversation.item.truncate", "item_id": item.id, "content_index": 0, "audio_end_ms": 201}
+    [err] = d.send(truncate)
+    assert err["error"]["message"] == "Audio content of 200ms is already shorter than 201ms"

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
-from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, session_format
+from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, session_codec, session_format
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
 from .faults import ConnectionFaults, Faults, fault_note
@@ -73,6 +73,16 @@ class EndpointOptions:
     tool_arguments: str | None = None
     #: Seed of the values made for tool arguments (`rtrace serve --seed`): same seed, same arguments.
     seed: int = 0
+    #: An answer with audio in its output modalities streams `response.output_audio.delta`s in the session's
+    #: output format (PCM16 at its rate, or G.711 mu-law / A-law): this many milliseconds per character of its
+    #: transcript (60: about 150 words a minute), in deltas of `audio_delta_ms`, after each transcript delta.
+    audio_ms_per_char: int = 60
+    audio_delta_ms: int = 200
+    #: The audio is silence (0), or a sine tone of this many Hz.
+    audio_tone_hz: float = 0.0
+    #: Seconds of pause per second of audio, before each audio delta but the first (0: all at once; 1: in real
+    #: time, so a user can speak during an answer and interrupt it).
+    audio_pace: float = 0.0
     model: str = "gpt-realtime"
     #: The API's session limit (60 minutes since GA, protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
@@ -428,8 +438,15 @@ class EndpointConnection:
         )
         if not isinstance(modalities, list):
             modalities = ["audio"]
+        audio = params.get("audio")
+        fmt_given = isinstance(audio, dict) and isinstance(audio.get("output"), dict) and "format" in audio["output"]
+        audio_format = session_codec({"audio": audio} if fmt_given else self.session)
         run = self.responses.new_run(
-            self.shared.next_response(), in_conversation, params.get("metadata"), [str(m) for m in modalities]
+            self.shared.next_response(),
+            in_conversation,
+            params.get("metadata"),
+            [str(m) for m in modalities],
+            audio_format,
         )
         out = [self._event({"type": "response.created", "response": self.responses.response_object(run)})]
         if self.options.rate_limits:

@@ -8,12 +8,13 @@ conversation); a `Run` adds only what generating it needs. Generators yield serv
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
-from ..core.audio import DEFAULT_FORMAT, bytes_for_ms, session_format
+from ..core.audio import Codec, encode, tone
 from ..core.conversation import Conversation, Item, item_from_event, update_item
 from ..core.state import Response
 from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
@@ -21,10 +22,6 @@ from .wire import assistant_message, copy_json, function_call, item_text, usage
 
 #: What a response generator yields: a server event, or a pause of that many seconds before the next one.
 Steps = Generator[dict[str, Any] | float, None, None]
-
-#: Milliseconds of audio the script's audio answers have per character of transcript (the fake sends no audio
-#: deltas; a truncate is checked against this length).
-AUDIO_MS_PER_CHAR = 60
 
 
 class ScriptOptions(Protocol):
@@ -38,6 +35,10 @@ class ScriptOptions(Protocol):
     tool: str | None
     tool_arguments: str | None
     seed: int
+    audio_ms_per_char: int
+    audio_delta_ms: int
+    audio_tone_hz: float
+    audio_pace: float
 
 
 @dataclasses.dataclass(eq=False)
@@ -51,6 +52,10 @@ class Run:
     #: `response.metadata` as the request asked (echoed in the response object).
     metadata: dict[str, Any] | None
     modalities: list[str]
+    #: (rate, codec) of the audio an audio answer streams: the response's `audio.output.format`, else the session's.
+    audio_format: tuple[int, Codec] = (24000, "pcm16")
+    #: Samples of audio streamed so far (a tone goes on where the previous delta left it).
+    audio_samples: int = 0
     gen: Steps | None = None
     #: The output items by id, payload (`Item.wire`) included, in the order of `response.output`; for an
     #: in-conversation response these are the `Item`s the conversation holds.
@@ -150,9 +155,16 @@ class Responses:
 
     # -- a response's life --------------------------------------------------------------------------------
 
-    def new_run(self, response_id: str, in_conversation: bool, metadata: Any, modalities: list[str]) -> Run:
+    def new_run(
+        self,
+        response_id: str,
+        in_conversation: bool,
+        metadata: Any,
+        modalities: list[str],
+        audio_format: tuple[int, Codec] = (24000, "pcm16"),
+    ) -> Run:
         response = Response(response_id, self.conn, 0, 0.0, in_conversation=in_conversation)
-        run = Run(response, metadata if isinstance(metadata, dict) else None, modalities)
+        run = Run(response, metadata if isinstance(metadata, dict) else None, modalities, audio_format)
         self.runs[response_id] = run
         return run
 
@@ -299,7 +311,8 @@ class Responses:
         return "text", "output_text", "response.output_text.delta", "response.output_text.done", "text"
 
     def message(self, run: Run, text: str, n_chunks: int, delay: float) -> Steps:
-        """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each."""
+        """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each. An audio answer
+        streams each transcript delta's audio right after it (`audio`)."""
         part_type, _, delta_type, _, key = self._text_parts(run)
         wire = assistant_message(self.new_item_id())
         yield from self.start_item(run, wire)
@@ -316,7 +329,29 @@ class Responses:
             run.open_text += chunk
             run.output_tokens += tokens(chunk)
             yield {"type": delta_type, **ids, "delta": chunk}
+            if part_type == "audio":
+                yield from self.audio(run, ids, len(chunk) * self.options.audio_ms_per_char)
         yield from self.close_message(run)
+
+    def audio(self, run: Run, ids: dict[str, Any], ms: int) -> Steps:
+        """`response.output_audio.delta`s holding `ms` milliseconds of the run's format, `audio_delta_ms` each:
+        silence, or a tone of `audio_tone_hz`; `audio_pace` seconds of pause per second of audio before each
+        but the message's first (0: as fast as it is made, 1: in real time). The item's audio length is what
+        was sent (what a truncate is checked against)."""
+        o = self.options
+        rate, codec = run.audio_format
+        item = run.open_item
+        assert item is not None
+        while ms > 0:
+            piece = min(ms, max(1, o.audio_delta_ms))
+            ms -= piece
+            if o.audio_pace > 0 and item.audio_bytes > 0:
+                yield piece / 1000 * o.audio_pace
+            count = rate * piece // 1000
+            data = encode(tone(count, rate, o.audio_tone_hz, run.audio_samples), codec)
+            run.audio_samples += count
+            item.audio_bytes += len(data)
+            yield {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(data).decode("ascii")}
 
     def close_message(self, run: Run, status: str = "completed") -> Iterator[dict[str, Any]]:
         """The done events of the open message, its content the text so far (an audio answer gets its length)."""
@@ -327,8 +362,6 @@ class Responses:
         text = run.open_text
         if part_type == "audio":
             yield {"type": "response.output_audio.done", **ids}
-            rate, sample_bytes = session_format(self.session) or DEFAULT_FORMAT
-            item.audio_bytes = bytes_for_ms(len(text) * AUDIO_MS_PER_CHAR, rate, sample_bytes)
         yield {"type": done_type, **ids, key: text}
         yield {"type": "response.content_part.done", **ids, "part": {"type": part_type, key: text}}
         item.wire["content"] = [{"type": item_part, key: text}]

@@ -477,12 +477,22 @@ def options_from_cli(
     tool: str | None = None,
     drop_after: list[str] | None = None,
     close_code: int | None = None,
+    audio_tone: float | None = None,
+    audio_pace: float | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings. Raises ValueError with a message for people."""
     default, by_type = parse_latencies(latency or [])
     endpoint = EndpointOptions(seed=seed or 0)
     if tool is not None:
         endpoint.tool, endpoint.tool_arguments = parse_tool(tool)
+    if audio_tone is not None:
+        if not 0 <= audio_tone <= 20000:
+            raise ValueError(f"--audio-tone {audio_tone:g}: give 0 (silence) or a frequency up to 20000 Hz")
+        endpoint.audio_tone_hz = audio_tone
+    if audio_pace is not None:
+        if not 0 <= audio_pace <= 100:
+            raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
+        endpoint.audio_pace = audio_pace
     if duplicate_id not in ("append_duplicate", "ignore", "reject"):
         raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
     endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]
