@@ -379,6 +379,12 @@ def serve(
     audio_pace: Annotated[
         float | None, typer.Option(help="Output audio pace: 0 all at once (default), 1 real time, 0.5 twice as fast.")
     ] = None,
+    transcript: Annotated[
+        list[str] | None, typer.Option(help="What the user says in each audio turn (server VAD), in order.")
+    ] = None,
+    vad_threshold: Annotated[
+        float | None, typer.Option(help="Server VAD: RMS of a speech frame, fraction of full scale (0.02).")
+    ] = None,
 ) -> None:
     """A fake realtime endpoint with injected latency and faults; prints ws://127.0.0.1:PORT/v1 and waits."""
     from .net.server import options_from_cli, serve_main
@@ -390,7 +396,7 @@ def serve(
             close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
             fault_times=fault_times or None, tool=tool, drop_after=drop_after, close_code=close_code,
-            audio_tone=audio_tone, audio_pace=audio_pace,
+            audio_tone=audio_tone, audio_pace=audio_pace, transcript=transcript, vad_threshold=vad_threshold,
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -15,12 +15,13 @@ import dataclasses
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
-from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, session_codec, session_format
+from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, decode, session_codec, session_format
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
 from .faults import ConnectionFaults, Faults, fault_note
 from .playback import ResponseSource, play
 from .responses import Responses, Run
+from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
     RATE_LIMITS,
@@ -31,6 +32,7 @@ from .wire import (
     default_session,
     error_event,
     merge_session,
+    transcription_events,
 )
 
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
@@ -83,6 +85,12 @@ class EndpointOptions:
     #: Seconds of pause per second of audio, before each audio delta but the first (0: all at once; 1: in real
     #: time, so a user can speak during an answer and interrupt it).
     audio_pace: float = 0.0
+    #: Server VAD (`turn_detection` of type `server_vad` or `semantic_vad`; see `rtrace.net.vad`): a 10 ms frame of
+    #: appended audio is speech when its RMS reaches this fraction of full scale (0.02: about -34 dBFS).
+    vad_rms: float = 0.02
+    #: What the user said in each committed audio turn of a connection, in order (the last repeats; none: "").
+    #: Sent as its transcription when the session enables `audio.input.transcription`, and what the answer reads.
+    transcripts: list[str] = dataclasses.field(default_factory=list)
     model: str = "gpt-realtime"
     #: The API's session limit (60 minutes since GA, protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
@@ -135,6 +143,11 @@ class EndpointConnection:
         self.conversation_id = f"conv_fake{conn:04d}"
         self.responses = Responses(conn, self.conv, self.session, self.conversation_id, self.options, self._new_item_id)
         self.audio_buffer_bytes = 0
+        #: Server VAD over the appended audio; the id of the user item the speech in progress will become; how
+        #: many audio turns were committed (which transcript the next one gets).
+        self.vad = VoiceDetector()
+        self.speech_item: str | None = None
+        self.audio_turns = 0
         self.closed = False
         self.response_requests = 0
         self._event_n = 0
@@ -385,10 +398,62 @@ class EndpointConnection:
         if not isinstance(audio, str):
             return [self._error("missing_required_parameter", "Missing required parameter: 'audio'.", "audio", event)]
         try:
-            self.audio_buffer_bytes += len(base64.b64decode(audio, validate=True))
+            data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
             return [self._error("invalid_value", "Invalid 'audio': expected base64-encoded audio.", "audio", event)]
-        return []
+        self.audio_buffer_bytes += len(data)
+        config = turn_detection(self.session)
+        if config is None:
+            return []
+        rate, codec = session_codec(self.session, "input")
+        settings = settings_of(config, self.options.vad_rms)
+        out: list[Emission] = []
+        for edge, ms in self.vad.feed(decode(data, codec), rate, settings):
+            if edge == "started":
+                out.extend(self._speech_started(ms, settings))
+            else:
+                out.extend(self._speech_stopped(ms, settings))
+        return out
+
+    def _speech_started(self, ms: int, settings: VadSettings) -> list[Emission]:
+        """Speech began: its user item's id is taken now; a response generating in the conversation is cancelled
+        (`turn_detected`) when the session lets speech interrupt."""
+        self.speech_item = self._new_item_id()
+        started = {"type": "input_audio_buffer.speech_started", "audio_start_ms": ms, "item_id": self.speech_item}
+        out = [self._event(started)]
+        active = self.responses.active
+        if active is not None and settings.interrupt_response:
+            out.extend(self._event(e) for e in self.responses.cancel(active, "turn_detected"))
+        return out
+
+    def _speech_stopped(self, ms: int, settings: VadSettings) -> list[Emission]:
+        """Speech ended: the buffer is committed as the user's item, and a response begins when the session says
+        `create_response` and none is generating."""
+        item_id = self.speech_item or self._new_item_id()
+        self.speech_item = None
+        out = [self._event({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": ms, "item_id": item_id})]
+        out.extend(self._commit(item_id))
+        if settings.create_response and self.responses.active is None:
+            out.extend(self._start_response({}, None))
+        return out
+
+    def _commit(self, item_id: str) -> list[Emission]:
+        """The buffer becomes a user message: `committed`, the item's acks, its transcription when enabled."""
+        self.audio_buffer_bytes = 0
+        self.vad.reset()
+        n = self.audio_turns
+        self.audio_turns += 1
+        said = self.options.transcripts[min(n, len(self.options.transcripts) - 1)] if self.options.transcripts else ""
+        wire = committed_audio_message(item_id)
+        previous = self.conv.tail
+        self.conv.insert(self._item(wire, "audio"), previous)
+        self.responses.heard[item_id] = said
+        committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
+        out = [self._event(committed), *self._ack_item(wire, previous)]
+        if _transcribes(self.session):
+            wire["content"][0]["transcript"] = said
+            out.extend(self._event(e) for e in transcription_events(item_id, said))
+        return out
 
     def _audio_commit(self, event: dict[str, Any]) -> list[Emission]:
         rate, sample_bytes = session_format(self.session, "input") or DEFAULT_FORMAT
@@ -399,16 +464,14 @@ class EndpointConnection:
                 f"but buffer only has {ms:.2f}ms of audio."
             )
             return [self._error("input_audio_buffer_commit_empty", message, None, event)]
-        self.audio_buffer_bytes = 0
-        wire = committed_audio_message(self._new_item_id())
-        previous = self.conv.tail
-        item = self._item(wire, "audio")
-        self.conv.insert(item, previous)
-        committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item.id}
-        return [self._event(committed), *self._ack_item(wire, previous)]
+        item_id = self.speech_item or self._new_item_id()
+        self.speech_item = None
+        return self._commit(item_id)
 
     def _audio_clear(self, event: dict[str, Any]) -> list[Emission]:
         self.audio_buffer_bytes = 0
+        self.vad.reset()
+        self.speech_item = None
         return [self._event({"type": "input_audio_buffer.cleared"})]
 
     def _output_audio_clear(self, event: dict[str, Any]) -> list[Emission]:
@@ -432,6 +495,12 @@ class EndpointConnection:
                 "response is finished before creating a new one."
             )
             return [self._error("conversation_already_has_active_response", message, None, event)]
+        return self._start_response(params, event)
+
+    def _start_response(self, params: dict[str, Any], event: dict[str, Any] | None) -> list[Emission]:
+        """A response begins: asked by `event` (a `response.create`), or None: after speech (server VAD). Either
+        counts as the connection's next response for `fail_response`."""
+        in_conversation = params.get("conversation", "auto") != "none"
         self.response_requests += 1
         modalities = (
             params.get("output_modalities") or params.get("modalities") or self.session.get("output_modalities")
@@ -482,6 +551,15 @@ class EndpointConnection:
             message = "Cancellation failed: no active response found"
             return [self._error("response_cancel_not_active", message, None, event)]
         return [self._event(e) for e in self.responses.cancel(run)]
+
+
+def _transcribes(session: dict[str, Any]) -> bool:
+    """Whether the session asks for input audio transcription (GA `audio.input.transcription`, beta
+    `input_audio_transcription`)."""
+    audio = session.get("audio")
+    if isinstance(audio, dict) and isinstance(audio.get("input"), dict) and "transcription" in audio["input"]:
+        return isinstance(audio["input"]["transcription"], dict)
+    return isinstance(session.get("input_audio_transcription"), dict)
 
 
 def _is_output_audio(item: Item) -> bool:

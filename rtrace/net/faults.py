@@ -31,7 +31,8 @@ class Faults:
     #: Close the connection (no close handshake wait, queued events dropped) when a client event matches one of
     #: these: `TYPE` or `TYPE:ITEM_TYPE` (e.g. `conversation.item.create:function_call_output`), before answering it.
     drop_on: list[str] = dataclasses.field(default_factory=list)
-    #: Answer these response.create ordinals (1-based, per connection) with `response.done` status `failed`.
+    #: Answer these responses (1-based, per connection: each `response.create` and each automatic response after
+    #: speech) with `response.done` status `failed`.
     fail_response: set[int] = dataclasses.field(default_factory=set)
     #: Answer matching client events (`TYPE` or `TYPE:ITEM_TYPE`) with an `error` instead of processing them.
     error_on: list[str] = dataclasses.field(default_factory=list)
@@ -134,8 +135,9 @@ class ConnectionFaults:
                 return fault_note(fault, spec, event)
         return None
 
-    def fail_response(self, ordinal: int, event: dict[str, Any]) -> dict[str, Any] | None:
-        """The note of a `fail_response` fault for the connection's `ordinal`-th response.create, or None."""
+    def fail_response(self, ordinal: int, event: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The note of a `fail_response` fault for the connection's `ordinal`-th response (a `response.create`, or
+        None: one server VAD began), or None."""
         if ordinal in self.faults.fail_response and self.may_fire(f"fail-response:{ordinal}"):
             return fault_note("fail-response", str(ordinal), event)
         return None

@@ -152,6 +152,9 @@ class Responses:
     new_item_id: Callable[[], str]
     active: Run | None = None
     runs: dict[str, Run] = dataclasses.field(default_factory=dict)
+    #: What the model heard in committed audio, by user item id: the text its answer reads (the item's own
+    #: transcript stays empty unless the session asked for transcription).
+    heard: dict[str, str] = dataclasses.field(default_factory=dict)
 
     # -- a response's life --------------------------------------------------------------------------------
 
@@ -223,8 +226,9 @@ class Responses:
         used = usage(run.input_tokens, run.output_tokens)
         return {"type": "response.done", "response": self.response_object(run, details, used)}
 
-    def cancel(self, run: Run) -> list[dict[str, Any]]:
-        """`response.cancel`: the generator stops, the open item ends `incomplete`, the response `cancelled`."""
+    def cancel(self, run: Run, reason: str = "client_cancelled") -> list[dict[str, Any]]:
+        """`response.cancel` (or the user speaking: `turn_detected`): the generator stops, the open item ends
+        `incomplete`, the response `cancelled`."""
         if run.gen is not None:
             run.gen.close()
         events: list[dict[str, Any]] = []
@@ -233,7 +237,7 @@ class Responses:
                 events.extend(self.close_message(run, "incomplete"))
             else:
                 events.extend(self.end_item(run, "incomplete"))
-        events.append(self.finish(run, "cancelled", {"type": "cancelled", "reason": "client_cancelled"}))
+        events.append(self.finish(run, "cancelled", {"type": "cancelled", "reason": reason}))
         return events
 
     # -- output items -------------------------------------------------------------------------------------
@@ -391,11 +395,18 @@ class Responses:
                 if isinstance(obj, dict) and obj.get("type") == "item_reference":
                     ref = self.conv.get(str(obj.get("id")))
                     if ref is not None and ref.wire is not None:
-                        items.append(ref.wire)
+                        items.append(self._heard(ref.wire))
                 elif isinstance(obj, dict):
                     items.append(obj)
             return items
-        return [item.wire for item in self.conv if item.wire is not None for _ in range(item.copies)]
+        return [self._heard(item.wire) for item in self.conv if item.wire is not None for _ in range(item.copies)]
+
+    def _heard(self, wire: dict[str, Any]) -> dict[str, Any]:
+        """A committed audio message as the model understood it: with what it heard as its transcript."""
+        heard = self.heard.get(str(wire.get("id")))
+        if heard is None or item_text(wire):
+            return wire
+        return {**wire, "content": [{"type": "input_audio", "transcript": heard}]}
 
     def scripted(self, run: Run, params: dict[str, Any]) -> Steps:
         """The default script's answer, decided on the items the response sees (see `choose_reply`)."""

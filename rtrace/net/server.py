@@ -479,6 +479,8 @@ def options_from_cli(
     close_code: int | None = None,
     audio_tone: float | None = None,
     audio_pace: float | None = None,
+    transcript: list[str] | None = None,
+    vad_threshold: float | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings. Raises ValueError with a message for people."""
     default, by_type = parse_latencies(latency or [])
@@ -493,6 +495,11 @@ def options_from_cli(
         if not 0 <= audio_pace <= 100:
             raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
         endpoint.audio_pace = audio_pace
+    endpoint.transcripts = list(transcript or [])
+    if vad_threshold is not None:
+        if not 0 < vad_threshold <= 1:
+            raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")
+        endpoint.vad_rms = vad_threshold
     if duplicate_id not in ("append_duplicate", "ignore", "reject"):
         raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
     endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]

@@ -178,5 +178,16 @@ def function_call(item_id: str, call_id: str, name: str) -> dict[str, Any]:
 
 
 def committed_audio_message(item_id: str) -> dict[str, Any]:
-    """The user message committed input audio becomes (no transcription: the fake transcribes nothing)."""
+    """The user message committed input audio becomes (its transcript comes with the transcription, if any)."""
     return _item(item_id, "message", "completed", role="user", content=[{"type": "input_audio", "transcript": None}])
+
+
+def transcription_events(item_id: str, text: str) -> list[dict[str, Any]]:
+    """The input audio transcription of a committed user item: one delta, then `completed` with its usage."""
+    ids = {"item_id": item_id, "content_index": 0}
+    out_tokens = max(1, len(text) // 4) if text else 0
+    used = {"type": "tokens", "input_tokens": 10, "output_tokens": out_tokens, "total_tokens": 10 + out_tokens}
+    return [
+        {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": text},
+        {"type": "conversation.item.input_audio_transcription.completed", **ids, "transcript": text, "usage": used},
+    ]
