@@ -18,9 +18,10 @@ from typing import Any, Literal
 from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, decode, session_codec, session_format
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
-from .faults import ConnectionFaults, Faults, fault_note
+from .faults import ConnectionFaults, Faults, fault_note, matches
 from .playback import ResponseSource, play
-from .responses import Responses, Run
+from .responses import Responses, Run, last_user_text
+from .script import ResponseContext, Script, Turn
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -91,6 +92,9 @@ class EndpointOptions:
     #: What the user said in each committed audio turn of a connection, in order (the last repeats; none: "").
     #: Sent as its transcription when the session enables `audio.input.transcription`, and what the answer reads.
     transcripts: list[str] = dataclasses.field(default_factory=list)
+    #: A scenario script (`rtrace serve --script`, `rtrace.net.script.load_script`): its turns answer responses
+    #: and events before the default script does; its `transcripts` serve when `transcripts` is empty.
+    script: Script | None = None
     model: str = "gpt-realtime"
     #: The API's session limit (60 minutes since GA, protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
@@ -148,6 +152,8 @@ class EndpointConnection:
         self.vad = VoiceDetector()
         self.speech_item: str | None = None
         self.audio_turns = 0
+        #: Script turns that close the socket once a response is done, by response id.
+        self.close_after: dict[str, Turn] = {}
         self.closed = False
         self.response_requests = 0
         self._event_n = 0
@@ -208,13 +214,77 @@ class EndpointConnection:
             return self._limit(
                 [Emission(meta=note), self._error("fault_injected", message, None, event, "server_error")]
             )
+        turn = self._event_turn(event)
+        if turn is not None and turn.close is not None:
+            self.closed = True
+            return self._script_close(turn, event, flush=False)
+        if turn is not None and turn.error is not None:
+            message = f"Injected by the script ({turn.key})."
+            noted = self._script_note(turn, "error", event)
+            return self._limit([noted, self._error(turn.error, message, None, event, "server_error")])
         etype = event.get("type")
         handler = _HANDLERS.get(etype) if isinstance(etype, str) else None
         if handler is None:
             supported = ", ".join(f"'{t}'" for t in sorted(_HANDLERS))
             message = f"Invalid value: '{str(etype)[:100]}'. Supported values are: {supported}."
             return self._limit([self._error("invalid_value", message, "type", event)])
-        return self._limit(handler(self, event))
+        out = handler(self, event)
+        if turn is not None and turn.delay is not None and out:
+            # the answer goes out late, and whatever follows waits behind it
+            out = [dataclasses.replace(self._script_note(turn, "delay", event), hold=turn.delay), *out]
+        return self._limit(out)
+
+    # -- the scenario script ------------------------------------------------------------------------------
+
+    def _fires(self, turn: Turn) -> bool:
+        """Whether a script turn whose `when` holds acts now (its `times` in the server's life); counts it."""
+        key = f"script:{turn.key}"
+        fired = self.shared.fired.get(key, 0)
+        if turn.times is not None and fired >= turn.times:
+            return False
+        self.shared.fired[key] = fired + 1
+        return True
+
+    def _event_turn(self, event: dict[str, Any]) -> Turn | None:
+        script = self.options.script
+        if script is None:
+            return None
+        turn = script.event_turn(self.conn, event)
+        return turn if turn is not None and self._fires(turn) else None
+
+    def _script_note(self, turn: Turn, action: str, event: dict[str, Any] | None) -> Emission:
+        note = turn.note(action)
+        if event is not None:
+            note["client_event_type"] = event.get("type")
+            if isinstance(event.get("event_id"), str):
+                note["client_event_id"] = event["event_id"]
+        return Emission(meta=note)
+
+    def _script_close(self, turn: Turn, event: dict[str, Any] | None, flush: bool) -> list[Emission]:
+        assert turn.close is not None
+        note = dataclasses.replace(self._script_note(turn, "close", event), flush=flush)
+        return [note, Emission(close=(turn.close, f"script: {turn.key}"), flush=flush)]
+
+    def _script_sent(self, out: list[Emission]) -> list[Emission]:
+        """The script's `sent` turns on emissions about to go out: a close right after a matching event, or a
+        hold on it (and so on everything after it)."""
+        script = self.options.script
+        turns = script.sent_turns(self.conn) if script is not None else []
+        if not turns:
+            return out
+        kept: list[Emission] = []
+        for em in out:
+            turn = None
+            if em.event is not None:
+                turn = next((t for t in turns if t.sent and matches(t.sent, em.event) and self._fires(t)), None)
+            if turn is not None and turn.delay is not None:
+                kept.append(dataclasses.replace(self._script_note(turn, "delay", None), hold=turn.delay))
+            kept.append(em)
+            if turn is not None and turn.close is not None:
+                self.closed = True
+                kept.extend(self._script_close(turn, None, flush=True))
+                break
+        return kept
 
     def wake(self, token: Hashable) -> list[Emission]:
         """Carry on after a pause the endpoint asked for (`Emission.wake`)."""
@@ -248,11 +318,12 @@ class EndpointConnection:
         return [*notes, self._error("session_expired", message), Emission(close=(1001, "session expired"))]
 
     def _limit(self, out: list[Emission]) -> list[Emission]:
-        """Apply `close_after` (see `ConnectionFaults.cut`)."""
+        """Apply `close_after` and `drop_after` (see `ConnectionFaults.cut`), then the script's `sent` turns."""
         kept, closed = self.faults.cut(out)
         if closed:
             self.closed = True
-        return kept
+            return kept
+        return self._script_sent(kept)
 
     def _session_update(self, event: dict[str, Any]) -> list[Emission]:
         update = event.get("session")
@@ -443,7 +514,9 @@ class EndpointConnection:
         self.vad.reset()
         n = self.audio_turns
         self.audio_turns += 1
-        said = self.options.transcripts[min(n, len(self.options.transcripts) - 1)] if self.options.transcripts else ""
+        script = self.options.script
+        lines = self.options.transcripts or (list(script.transcripts) if script is not None else [])
+        said = lines[min(n, len(lines) - 1)] if lines else ""
         wire = committed_audio_message(item_id)
         previous = self.conv.tail
         self.conv.insert(self._item(wire, "audio"), previous)
@@ -522,13 +595,46 @@ class EndpointConnection:
             out.append(self._event({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS}))
         note = self.faults.fail_response(self.response_requests, event)
         if note is not None:
-            details = {"type": "failed", "reason": None, "error": {"type": "server_error", "code": "server_error"}}
-            return [*out, Emission(meta=note), self._event(self.responses.failed(run, details))]
+            return [*out, Emission(meta=note), self._event(self.responses.failed(run, _failure("server_error")))]
+        turn = self._response_turn(params)
+        if turn is not None and turn.close is not None:
+            self.close_after[run.response.id] = turn
+        if turn is not None and turn.fail is not None:
+            done = self._event(self.responses.failed(run, _failure(turn.fail)))
+            return [*out, self._script_note(turn, "fail", event), done, *self._closing_after(run)]
         recorded = self.source.take() if self.source is not None else None
-        gen = play(self.responses, run, recorded) if recorded is not None else self.responses.scripted(run, params)
+        if turn is not None and (turn.text is not None or turn.calls):
+            gen = self.responses.answer(run, params, turn.text, turn.calls)
+        elif recorded is not None:
+            gen = play(self.responses, run, recorded)
+        else:
+            gen = self.responses.scripted(run, params)
         self.responses.begin(run, gen)
         out.extend(self._pump(run))
         return out
+
+    def _response_turn(self, params: dict[str, Any]) -> Turn | None:
+        """The script's turn that answers this response, if one does."""
+        script = self.options.script
+        if script is None:
+            return None
+        context = self.responses.context(params)
+        user_text, answered = last_user_text(context)
+        tool_output: str | None = None
+        if context and context[-1].get("type") == "function_call_output":
+            call_id = context[-1].get("call_id")
+            calls = [w for w in context if w.get("type") == "function_call" and w.get("call_id") == call_id]
+            tool_output = str(calls[-1].get("name") or "") if calls else ""
+        ctx = ResponseContext(self.conn, self.response_requests, user_text, answered, tool_output)
+        return script.response_turn(ctx, self._fires)
+
+    def _closing_after(self, run: Run) -> list[Emission]:
+        """A script turn that closes after this response: its note and close, once the response is done."""
+        turn = self.close_after.pop(run.response.id, None) if run.finished else None
+        if turn is None:
+            return []
+        self.closed = True
+        return self._script_close(turn, None, flush=True)
 
     def _pump(self, run: Run) -> list[Emission]:
         """The response's events up to its next pause (then a wake) or its end."""
@@ -536,7 +642,7 @@ class EndpointConnection:
         out = [self._event(e) for e in events]
         if pause is not None:
             out.append(Emission(wake=("run", run.response.id), delay=pause))
-        return out
+        return [*out, *self._closing_after(run)]
 
     def _response_cancel(self, event: dict[str, Any]) -> list[Emission]:
         wanted = event.get("response_id")
@@ -551,6 +657,11 @@ class EndpointConnection:
             message = "Cancellation failed: no active response found"
             return [self._error("response_cancel_not_active", message, None, event)]
         return [self._event(e) for e in self.responses.cancel(run)]
+
+
+def _failure(code: str) -> dict[str, Any]:
+    """The `status_details` of a failed response."""
+    return {"type": "failed", "reason": None, "error": {"type": "server_error", "code": code}}
 
 
 def _transcribes(session: dict[str, Any]) -> bool:

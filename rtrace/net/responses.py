@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 from ..core.audio import Codec, encode, tone
 from ..core.conversation import Conversation, Item, item_from_event, update_item
 from ..core.state import Response
+from .script import Call
 from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
 from .wire import assistant_message, copy_json, function_call, item_text, usage
 
@@ -424,6 +425,25 @@ class Responses:
             yield from self.message(run, o.story_text, o.story_chunks, o.story_chunk_delay)
         else:
             yield from self.message(run, reply.text, o.text_chunks, 0.0)
+        yield self.finish(run, "completed")
+
+    def answer(self, run: Run, params: dict[str, Any], text: str | None, calls: Sequence[Call]) -> Steps:
+        """A script turn's answer: `text` (`{user}` and `{output}` filled in), then `calls` (arguments given, or
+        made from the declared tool's schema)."""
+        o = self.options
+        context = self.context(params)
+        run.input_tokens = sum(tokens(str(w.get("output") or item_text(w))) for w in context) + 10
+        user, _ = last_user_text(context)
+        last = context[-1] if context else {}
+        output = str(last.get("output") or "") if last.get("type") == "function_call_output" else ""
+        if text is not None:
+            filled = text.replace("{user}", user or "").replace("{output}", output)
+            yield from self.message(run, filled, o.text_chunks, 0.0)
+        tools = declared_tools(self.session, params)
+        for index, call in enumerate(calls):
+            tool = next((t for t in tools if t.name == call.name), Tool(call.name))
+            arguments = call.arguments if call.arguments is not None else arguments_json(tool, user or "", o.seed)
+            yield from self.function_call(run, tool.name, arguments, index)
         yield self.finish(run, "completed")
 
     def arguments(self, tool: Tool, text: str) -> str:

@@ -44,6 +44,7 @@ from .common import (
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, valid_close_code
 from .playback import ResponseSource, recorded_responses
+from .script import load_script
 from .wire import Emission, decode_frame
 
 #: Paths that accept the realtime handshake, with or without a trailing slash (the query string, e.g.
@@ -157,9 +158,9 @@ class _Outbox:
             delay = self.opts.latency_of(str(em.event.get("type")))
             if self.opts.jitter:
                 delay = max(0.0, delay + self.rng.uniform(-self.opts.jitter, self.opts.jitter))
-            due = max(now + delay, self.last_due)
+            due = max(now + delay + em.hold, self.last_due)
         else:
-            due = self.last_due
+            due = max(now + em.hold, self.last_due) if em.hold > 0 else self.last_due
         self.last_due = due
         self.queue.put_nowait((due, em))
 
@@ -481,6 +482,7 @@ def options_from_cli(
     audio_pace: float | None = None,
     transcript: list[str] | None = None,
     vad_threshold: float | None = None,
+    script: str | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings. Raises ValueError with a message for people."""
     default, by_type = parse_latencies(latency or [])
@@ -496,6 +498,8 @@ def options_from_cli(
             raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
         endpoint.audio_pace = audio_pace
     endpoint.transcripts = list(transcript or [])
+    if script is not None:
+        endpoint.script = load_script(script)  # a ScriptError is a ValueError: file:line: message
     if vad_threshold is not None:
         if not 0 < vad_threshold <= 1:
             raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")

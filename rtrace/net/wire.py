@@ -26,11 +26,13 @@ class Emission:
     emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason;
     1006: end the connection without a close frame, 1005: a close frame without a code) is set. Events, notes
     and closes go out in order, each after everything queued before it (`flush=True`); a note or a close with
-    `flush=False` acts at once and drops whatever is still queued (a network drop).
+    `flush=False` acts at once and drops whatever is still queued (a network drop). `hold` seconds are added to
+    the send queue's delay of this emission; what is queued after it waits behind it (a slow answer, in order).
     """
 
     event: dict[str, Any] | None = None
     delay: float = 0.0
+    hold: float = 0.0
     wake: Hashable | None = None
     meta: dict[str, Any] | None = None
     close: tuple[int, str] | None = None
