@@ -519,7 +519,7 @@ def test_a_voice_session_the_analyzer_folds_has_the_endpoints_conversation_and_a
     """Speech (server VAD, automatic responses, interruptions), creates, cancels and truncates in any order,
     audio paced in real time: the analyzer folding both sides holds the endpoint's items and audio lengths, and
     reports nothing at warning or above for what only the server did."""
-    options = EndpointOptions(audio_pace=1.0, transcripts=["hello", "a long story please", "weather in Rome?"])
+    options = EndpointOptions(audio_pace=1.0, transcripts=["hello", "a long story please", "thanks"])  # no tool call
     conn = EndpointConnection(1, options)
     records: list[Record] = []
     pending: list[Any] = []
@@ -559,3 +559,70 @@ def test_a_voice_session_the_analyzer_folds_has_the_endpoints_conversation_and_a
     assert state.conns[1].conv.ids() == conn.conv.ids()
     assert {i.id: i.audio_bytes for i in state.conns[1].conv} == {i.id: i.audio_bytes for i in conn.conv}
     assert [f.rule for f in findings if f.severity in ("warning", "error")] == []
+
+
+#: The fields the GA server event types require (openai-python `types/realtime`, `RealtimeServerEvent`: the
+#: required fields of each model); clients that validate events (@openai/agents-realtime's zod schemas,
+#: openai-agents) drop or reject an event missing one.
+GA_REQUIRED: dict[str, set[str]] = {
+    "session.created": {"session"},
+    "session.updated": {"session"},
+    "conversation.created": {"conversation"},
+    "conversation.item.added": {"item"},
+    "conversation.item.done": {"item"},
+    "conversation.item.deleted": {"item_id"},
+    "conversation.item.retrieved": {"item"},
+    "conversation.item.truncated": {"audio_end_ms", "content_index", "item_id"},
+    "conversation.item.input_audio_transcription.delta": {"item_id"},
+    "conversation.item.input_audio_transcription.completed": {"content_index", "item_id", "transcript", "usage"},
+    "error": {"error"},
+    "input_audio_buffer.cleared": set(),
+    "input_audio_buffer.committed": {"item_id"},
+    "input_audio_buffer.speech_started": {"audio_start_ms", "item_id"},
+    "input_audio_buffer.speech_stopped": {"audio_end_ms", "item_id"},
+    "output_audio_buffer.cleared": {"response_id"},
+    "rate_limits.updated": {"rate_limits"},
+    "response.created": {"response"},
+    "response.done": {"response"},
+    "response.output_item.added": {"item", "output_index", "response_id"},
+    "response.output_item.done": {"item", "output_index", "response_id"},
+    "response.content_part.added": {"content_index", "item_id", "output_index", "part", "response_id"},
+    "response.content_part.done": {"content_index", "item_id", "output_index", "part", "response_id"},
+    "response.output_text.delta": {"content_index", "delta", "item_id", "output_index", "response_id"},
+    "response.output_text.done": {"content_index", "item_id", "output_index", "response_id", "text"},
+    "response.output_audio.delta": {"content_index", "delta", "item_id", "output_index", "response_id"},
+    "response.output_audio.done": {"content_index", "item_id", "output_index", "response_id"},
+    "response.output_audio_transcript.delta": {"content_index", "delta", "item_id", "output_index", "response_id"},
+    "response.output_audio_transcript.done": {"content_index", "item_id", "output_index", "response_id", "transcript"},
+    "response.function_call_arguments.delta": {"call_id", "delta", "item_id", "output_index", "response_id"},
+    "response.function_call_arguments.done": {"arguments", "call_id", "item_id", "name", "output_index", "response_id"},
+}
+
+
+def test_every_server_event_carries_the_fields_the_ga_types_require() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(conversation_created=True, rate_limits=True, transcripts=["hi"])))
+    d.open()
+    tools = [{"type": "function", "name": "ping", "parameters": {"type": "object", "properties": {}}}]
+    audio_in = {"transcription": {"model": "m"}}
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": tools, "audio": {"input": audio_in}}})
+    d.send(speech(300))
+    d.send(speech(300, hz=0))  # VAD, transcription, an automatic audio answer
+    d.send(user("ping please", "U"))
+    call = d.send({"type": "response.create"})[-1]["response"]["output"][0]
+    fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "pong"}
+    d.send({"type": "conversation.item.create", "item": fco})
+    audio = d.send({"type": "response.create"})[-1]["response"]["output"][0]["id"]
+    d.send({"type": "conversation.item.truncate", "item_id": audio, "content_index": 0, "audio_end_ms": 10})
+    d.send({"type": "response.create", "response": {"output_modalities": ["text"]}})
+    d.send({"type": "conversation.item.retrieve", "item_id": "U"})
+    d.send({"type": "conversation.item.delete", "item_id": "U"})
+    d.send({"type": "input_audio_buffer.clear"})
+    d.send({"type": "output_audio_buffer.clear"})
+    d.send({"type": "response.cancel"})  # an error
+    events = [e for _, e in d.sent]
+    assert set(GA_REQUIRED) - {e["type"] for e in events} == set()  # the session shows every kind
+    ids = [e["event_id"] for e in events]
+    assert len(set(ids)) == len(ids) and all(isinstance(i, str) and i for i in ids)
+    for e in events:
+        assert e["type"] in GA_REQUIRED, e["type"]
+        assert GA_REQUIRED[e["type"]] <= set(e), (e["type"], GA_REQUIRED[e["type"]] - set(e))

@@ -219,6 +219,7 @@ def test_event_turns_delay_in_order_drop_or_answer_with_an_error() -> None:
     ems = d.conn.receive(user("hi", "A"))
     assert ems[0].meta is not None and ems[0].meta["action"] == "delay" and ems[0].hold == 0.25
     assert [em.event["type"] for em in ems[1:] if em.event] == ["conversation.item.added", "conversation.item.done"]
+    assert {em.hold for em in ems} == {0.25}
     d = scripted('[[turn]]\nwhen = { event = "response.create" }\nerror = "server_busy"\n')
     [err] = d.send({"type": "response.create", "event_id": "r1"})
     assert err["error"]["code"] == "server_busy" and err["error"]["event_id"] == "r1"
@@ -237,7 +238,7 @@ def test_sent_turns_close_right_after_or_hold_a_server_event() -> None:
     d = scripted('[[turn]]\nwhen = { sent = "response.created" }\ndelay = 0.5\n')
     ems = d.conn.receive({"type": "response.create"})
     assert ems[0].hold == 0.5 and ems[0].meta is not None and ems[1].event is not None
-    assert ems[1].event["type"] == "response.created"
+    assert ems[1].event["type"] == "response.created" and ems[1].hold == 0.5 and ems[2].hold == 0
 
 
 def test_script_transcripts_feed_the_server_vad() -> None:

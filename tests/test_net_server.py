@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
 from rtrace.net.endpoint import EndpointOptions
+from rtrace.net.script import parse_script
 from rtrace.net.server import RealtimeServer, ServerOptions, run_server
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
@@ -94,7 +95,8 @@ def test_per_type_latency_override() -> None:
     run(main)
 
 
-def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
+def virtual_clock() -> tuple[Callable[[], float], Callable[[float], Awaitable[None]]]:
+    """A clock and its sleep for the server: sleeping moves the clock at once (latency tests run instantly)."""
     now = [0.0]
 
     def clock() -> float:
@@ -104,6 +106,11 @@ def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
         now[0] += d
         await asyncio.sleep(0)
 
+    return clock, sleep
+
+
+def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
+    clock, sleep = virtual_clock()
     async def main() -> None:
         no_limit = EndpointOptions(max_session_seconds=None)  # a virtual hour passes at once
         opts = ServerOptions(latency=0.05, record=tmp_path / "v.jsonl", clock=clock, sleep=sleep, endpoint=no_limit)
@@ -118,6 +125,32 @@ def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
         assert added.t - sent.t == pytest.approx(0.05, abs=1e-9)
 
     run(main)
+
+
+def test_a_scripted_ack_delay_holds_what_follows_in_order(tmp_path: Path) -> None:
+    clock, sleep = virtual_clock()
+    script = parse_script('[[turn]]\nwhen = { event = "conversation.item.create:user", connection = 1 }\ndelay = "2s"\n'
+                          "times = 1\n")  # fmt: skip
+    path = tmp_path / "delay.jsonl"
+
+    async def main() -> None:
+        ep = EndpointOptions(max_session_seconds=None, script=script)
+        opts = ServerOptions(latency=0.05, record=path, clock=clock, sleep=sleep, endpoint=ep)
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(user("slow", "A"))
+            await ws.send(user("fast", "B"))
+            got = [await recv(ws) for _ in range(4)]
+            assert [e["item"]["id"] for e in got] == ["A", "A", "B", "B"]
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    sent = next(r for r in recs if r.dir == "client")
+    note = next(r for r in recs if r.type == "fault.injected")
+    acks = [r for r in recs if r.type == "conversation.item.added"]
+    assert note.event["action"] == "delay" and note.t - sent.t == pytest.approx(2.0, abs=1e-6)
+    assert acks[0].t - sent.t == pytest.approx(2.05, abs=1e-6)  # the hold, then the latency
+    assert acks[1].t >= acks[0].t  # B's ack waited behind A's
 
 
 def test_record_is_a_trace_that_analyze_reads_and_holds_no_secret(tmp_path: Path) -> None:

@@ -187,10 +187,12 @@ LEAVES = st.one_of(
 )
 
 
-def _containers(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+def objects(children: st.SearchStrategy[dict[str, Any]], most: int = 4) -> st.SearchStrategy[dict[str, Any]]:
+    """Object schemas of up to `most` properties of `children`, some required, closed or with `minProperties`."""
+
     @st.composite
     def obj(draw: Any) -> dict[str, Any]:
-        props = draw(st.dictionaries(NAMES, children, max_size=4))
+        props = draw(st.dictionaries(NAMES, children, max_size=most))
         required = draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
         schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
         if draw(st.booleans()):
@@ -198,6 +200,11 @@ def _containers(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrateg
         elif draw(st.booleans()):
             schema["minProperties"] = draw(st.integers(0, len(props) + 2))
         return schema
+
+    return obj()
+
+
+def _containers(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
 
     @st.composite
     def arr(draw: Any) -> dict[str, Any]:
@@ -208,24 +215,14 @@ def _containers(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrateg
             schema["maxItems"] = least + draw(st.integers(0, 2))
         return schema
 
-    return st.one_of(obj(), arr(), children.map(lambda c: {"anyOf": [c, {"type": "null"}]}))
+    return st.one_of(objects(children), arr(), children.map(lambda c: {"anyOf": [c, {"type": "null"}]}))
 
 
 SCHEMAS = st.recursive(LEAVES, _containers, max_leaves=12)
 
 
-@st.composite
-def tool_schemas(draw: Any) -> dict[str, Any]:
-    props = draw(st.dictionaries(NAMES, SCHEMAS, max_size=5))
-    required = draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
-    schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
-    if draw(st.booleans()):
-        schema["additionalProperties"] = False
-    return schema
-
-
 @settings(max_examples=300, deadline=None)
-@given(tool_schemas(), st.text(max_size=60), st.integers(0, 5))
+@given(objects(SCHEMAS, most=5), st.text(max_size=60), st.integers(0, 5))
 def test_arguments_made_from_any_schema_validate_against_it(schema: dict[str, Any], text: str, seed: int) -> None:
     args = arguments_for(schema, text, seed, "t")
     jsonschema.Draft202012Validator(schema).validate(args)

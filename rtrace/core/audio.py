@@ -25,15 +25,19 @@ PCM_SAMPLE_BYTES = 2
 DEFAULT_FORMAT = (24000, PCM_SAMPLE_BYTES)
 
 
-def session_format(session: dict[str, Any], direction: Literal["input", "output"] = "output") -> tuple[int, int] | None:
-    """(rate, bytes per sample) of a session's input or output audio (`audio.<direction>.format`, GA; else the beta
-    `<direction>_audio_format`), or None when the session says nothing usable (the previous format holds)."""
+def _format_field(session: dict[str, Any], direction: Literal["input", "output"]) -> Any:
+    """A session's `audio.<direction>.format` (GA), else its beta `<direction>_audio_format`."""
     fmt: Any = None
     audio = session.get("audio")
     if isinstance(audio, dict) and isinstance(audio.get(direction), dict):
         fmt = audio[direction].get("format")
-    if fmt is None:
-        fmt = session.get(f"{direction}_audio_format")
+    return session.get(f"{direction}_audio_format") if fmt is None else fmt
+
+
+def session_format(session: dict[str, Any], direction: Literal["input", "output"] = "output") -> tuple[int, int] | None:
+    """(rate, bytes per sample) of a session's input or output audio (`audio.<direction>.format`, GA; else the beta
+    `<direction>_audio_format`), or None when the session says nothing usable (the previous format holds)."""
+    fmt = _format_field(session, direction)
     if isinstance(fmt, dict):
         rate = fmt.get("rate")
         kind = fmt.get("type")
@@ -81,12 +85,7 @@ _LAWS: dict[str, Codec] = {"audio/pcmu": "pcmu", "g711_ulaw": "pcmu", "audio/pcm
 
 def session_codec(session: dict[str, Any], direction: Literal["input", "output"] = "output") -> tuple[int, Codec]:
     """(rate, codec) of a session's input or output audio; the API's default (24 kHz PCM16) when it says nothing."""
-    fmt: Any = None
-    audio = session.get("audio")
-    if isinstance(audio, dict) and isinstance(audio.get(direction), dict):
-        fmt = audio[direction].get("format")
-    if fmt is None:
-        fmt = session.get(f"{direction}_audio_format")
+    fmt = _format_field(session, direction)
     kind = fmt.get("type") if isinstance(fmt, dict) else fmt
     if isinstance(kind, str) and kind in _LAWS:
         return FIXED_FORMATS[kind][0], _LAWS[kind]

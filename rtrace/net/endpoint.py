@@ -230,8 +230,9 @@ class EndpointConnection:
             return self._limit([self._error("invalid_value", message, "type", event)])
         out = handler(self, event)
         if turn is not None and turn.delay is not None and out:
-            # the answer goes out late, and whatever follows waits behind it
-            out = [dataclasses.replace(self._script_note(turn, "delay", event), hold=turn.delay), *out]
+            # the answer goes out that much later than it would, and whatever follows waits behind it
+            held = [self._script_note(turn, "delay", event), *out]
+            out = [dataclasses.replace(em, hold=turn.delay) if em.event or em.meta else em for em in held]
         return self._limit(out)
 
     # -- the scenario script ------------------------------------------------------------------------------
@@ -279,6 +280,7 @@ class EndpointConnection:
                 turn = next((t for t in turns if t.sent and matches(t.sent, em.event) and self._fires(t)), None)
             if turn is not None and turn.delay is not None:
                 kept.append(dataclasses.replace(self._script_note(turn, "delay", None), hold=turn.delay))
+                em = dataclasses.replace(em, hold=turn.delay)
             kept.append(em)
             if turn is not None and turn.close is not None:
                 self.closed = True
@@ -428,6 +430,7 @@ class EndpointConnection:
                     self.conv.remove(out_id)
                     out.append(self._event({"type": "conversation.item.deleted", "item_id": out_id}))
         self.conv.remove(item.id)
+        self.responses.heard.pop(item.id, None)
         out.append(self._event({"type": "conversation.item.deleted", "item_id": item.id}))
         return out
 

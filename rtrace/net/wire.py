@@ -27,7 +27,8 @@ class Emission:
     1006: end the connection without a close frame, 1005: a close frame without a code) is set. Events, notes
     and closes go out in order, each after everything queued before it (`flush=True`); a note or a close with
     `flush=False` acts at once and drops whatever is still queued (a network drop). `hold` seconds are added to
-    the send queue's delay of this emission; what is queued after it waits behind it (a slow answer, in order).
+    the send queue's delay of this emission (its latency, for an event); what is queued after it waits behind it
+    (a slow answer, still in order).
     """
 
     event: dict[str, Any] | None = None
