@@ -23,14 +23,13 @@ import pytest
 
 from rtrace.engine.fold import TraceReport, analyze_path
 from rtrace.net.endpoint import EndpointOptions
-from rtrace.net.faults import Faults
 from rtrace.net.server import RealtimeServer, ServerOptions, run_server
 
 from .conftest import ROOT, client_node, client_python
 
 E2E = ROOT / "tests" / "e2e"
 LATENCY = 0.05
-#: The test's own tool, and the arguments the fake model calls it with (`EndpointOptions.tool_name`).
+#: The test's own tool, and the arguments the fake model calls it with (`EndpointOptions.tool`).
 TOOL = "lookup_order"
 TOOL_ARGUMENTS = {"order_id": "A-1234"}
 #: What the drivers' tool answers (its output, quoted back by the fake model's answer).
@@ -42,13 +41,6 @@ ORDER_ONLY_TEXT = "Where is my order A-1234?"
 #: Severities `rtrace analyze --fail-on warning` fails on.
 WARNING_OR_ABOVE = ("warning", "error")
 
-#: i14a's features, for the `xfail` marks of the assertions that wait for them (remove a mark when its feature
-#: lands: the mark is strict, so the test then fails as XPASS until it is removed).
-I14A_TOOLS = "i14a: the fake model calls a tool the session declared, arguments from its JSON schema"
-I14A_AUDIO = "i14a: audio responses stream response.output_audio.delta"
-I14A_DROP_1006 = "i14a: --drop-on ends the socket without a close frame by default (the client sees 1006)"
-I14A_FAULT_NOTE = "i14a: a fault is noted in the trace when it acts, after the last event it let through"
-I14A_PATHS = "i14a: serve accepts /v1 and / (with ?model=) besides /v1/realtime"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,17 +70,6 @@ def base_url(server: RealtimeServer) -> str:
 def realtime_url(server: RealtimeServer) -> str:
     """The full websocket URL, for clients that use their URL as given."""
     return f"{server.url}/realtime?model=gpt-realtime"
-
-
-@dataclasses.dataclass
-class _Options(ServerOptions):
-    """`ServerOptions` with the close code of `close_after` and `drop_on` (`Faults.close_code`).
-    TODO(i14a): `ServerOptions` gets its own (`--close-code`); use it and remove this class."""
-
-    close_code: int = 1000
-
-    def faults(self) -> Faults:
-        return dataclasses.replace(super().faults(), close_code=self.close_code)
 
 
 def trace_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -210,15 +191,16 @@ def run(
     timeout: float = 15.0,
     driver_args: tuple[str, ...] = (),
     url: Callable[[RealtimeServer], str] | None = None,
-    own_tool: bool = True,
-    close_code: int = 1000,
+    own_tool: bool = False,
+    close_code: int | None = None,
     **faults: Any,
 ) -> Run:
     """Run `client`'s driver once against a fresh server with `faults` (`ServerOptions` fields, each firing once),
-    recording to `out/serve.jsonl`. `own_tool`: the fake model calls `TOOL` (False: serve's own choice)."""
+    recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by the
+    user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`)."""
     trace = out / "serve.jsonl"
-    endpoint = EndpointOptions(tool_name=TOOL, tool_arguments=json.dumps(TOOL_ARGUMENTS)) if own_tool else None
-    options = _Options(
+    endpoint = EndpointOptions(tool=TOOL, tool_arguments=json.dumps(TOOL_ARGUMENTS)) if own_tool else None
+    options = ServerOptions(
         latency=LATENCY, record=trace, endpoint=endpoint or EndpointOptions(), close_code=close_code, **faults
     )
     summary, stderr = asyncio.run(_drive(client, options, timeout, driver_args, url or client.url))
@@ -271,22 +253,20 @@ def scenario_fixtures(make_client: Callable[[], Client]) -> tuple[Any, Any, Any,
 
 
 def common_tests(make_client: Callable[[], Client]) -> tuple[Any, Any, Any]:
-    """The tests every client module has, on the fixtures of `scenario_fixtures`: the audio turn, its audio
-    (xfail until i14a), and serve choosing the session's tool by itself (xfail until i14a). Assign them at module
+    """The tests every client module has, on the fixtures of `scenario_fixtures`: the audio turn, its audio,
+    and serve choosing the session's tool by itself. Assign them at module
     level: `test_healthy_audio_turn, test_audio_is_streamed, test_serve_calls_the_session_tool = common_tests(f)`.
     """
 
     def test_healthy_audio_turn(healthy_audio: Run) -> None:
         assert_audio_turn(healthy_audio)
 
-    @pytest.mark.xfail(reason=I14A_AUDIO, strict=True)
     def test_audio_is_streamed(healthy_audio: Run) -> None:
         assert_audio_streamed(healthy_audio)
 
-    @pytest.mark.xfail(reason=I14A_TOOLS, strict=True)
     def test_serve_calls_the_session_tool(tmp_path: Path) -> None:
         text = ("--user-text", ORDER_ONLY_TEXT)
-        assert_calls_the_session_tool(run(make_client(), tmp_path, own_tool=False, driver_args=text))
+        assert_calls_the_session_tool(run(make_client(), tmp_path, driver_args=text))
 
     return test_healthy_audio_turn, test_audio_is_streamed, test_serve_calls_the_session_tool
 

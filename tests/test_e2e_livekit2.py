@@ -33,8 +33,6 @@ from .realclients import (
 
 pytestmark = pytest.mark.e2e
 
-#: The close code serve records for a fault's close (`FAULT_CLOSE_CODE` sent): the one aiohttp answers with.
-RECORDED_CLOSE = 1000
 
 
 def client() -> Client:
@@ -72,13 +70,13 @@ def assert_complete_replay(run_: Run) -> Conn:
 
 
 def test_reconnect_while_the_tool_runs_replays_the_call(reconnect: Run) -> None:
-    assert_closed_while_the_tool_ran(reconnect, RECORDED_CLOSE)
+    assert_closed_while_the_tool_ran(reconnect, FAULT_CLOSE_CODE)
     assert_complete_replay(reconnect)
     assert_slugs(reconnect, set())
 
 
 def test_output_dropped_before_its_ack_is_sent_again(drop: Run) -> None:
-    first = assert_dropped_on_the_output(drop, RECORDED_CLOSE)
+    first = assert_dropped_on_the_output(drop, FAULT_CLOSE_CODE)
     second = assert_complete_replay(drop)
     lost = next(e for e in reversed(first.client) if e.get("type") == "conversation.item.create")
     resent = next(e for e in second.client if (e.get("item") or {}).get("type") == "function_call_output")
@@ -89,7 +87,7 @@ def test_output_dropped_before_its_ack_is_sent_again(drop: Run) -> None:
 def test_a_response_create_lost_with_the_socket_is_sent_again(tmp_path: Path) -> None:
     dropped = run(client(), tmp_path, drop_on=["response.create"], close_code=FAULT_CLOSE_CODE)
     first, second = dropped.conns()
-    assert first.faults == ["drop-on:response.create"] and first.close_code == RECORDED_CLOSE, dropped.explain()
+    assert first.faults == ["drop-on:response.create"] and first.close_code == FAULT_CLOSE_CODE, dropped.explain()
     lost = first.client[-1]
     assert lost.get("type") == "response.create", dropped.explain()
     assert [e.get("event_id") for e in second.client if e.get("type") == "response.create"][:1] == [

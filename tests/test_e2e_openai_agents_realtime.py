@@ -16,7 +16,6 @@ import pytest
 
 from .realclients import (
     FAULT_CLOSE_CODE,
-    I14A_PATHS,
     Client,
     Run,
     assert_closed_while_the_tool_ran,
@@ -49,7 +48,6 @@ def test_healthy_turn(healthy: Run) -> None:
     assert conn.close_code == 1005, healthy.explain()
 
 
-@pytest.mark.xfail(reason=I14A_PATHS, strict=True)
 def test_the_printed_url_works_as_is(tmp_path: Path) -> None:
     assert_healthy(run(client(), tmp_path, url=base_url))
 

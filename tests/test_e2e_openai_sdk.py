@@ -17,8 +17,6 @@ import pytest
 from .realclients import (
     DROP_OUTPUT,
     FAULT_CLOSE_CODE,
-    I14A_DROP_1006,
-    I14A_FAULT_NOTE,
     Client,
     Run,
     assert_closed_while_the_tool_ran,
@@ -66,7 +64,6 @@ def test_reconnect_while_the_tool_runs_restores_nothing(reconnect: Run) -> None:
     assert_slugs(reconnect, {"unanswered-function-call", "output-for-unknown-call", "server-error"})
 
 
-@pytest.mark.xfail(reason=I14A_FAULT_NOTE, strict=True)
 def test_the_fault_is_noted_when_it_acts(reconnect: Run) -> None:
     assert_fault_noted_when_it_acted(reconnect)
 
@@ -91,7 +88,6 @@ def test_a_clean_close_is_not_retried(healthy: Run, tmp_path: Path) -> None:
     assert_slugs(closed, {"unanswered-function-call"})
 
 
-@pytest.mark.xfail(reason=I14A_DROP_1006, strict=True)
 def test_the_default_drop_is_abnormal_and_the_sdk_reconnects(tmp_path: Path) -> None:
     dropped = run(client(), tmp_path, drop_on=DROP_OUTPUT)
     assert dropped.conns()[0].close_code == 1006, dropped.explain()

@@ -228,3 +228,11 @@ def test_arguments_made_from_any_schema_validate_against_it(schema: dict[str, An
     jsonschema.Draft202012Validator(schema).validate(args)
     assert json.loads(arguments_json(Tool("t", parameters=schema), text, seed)) == args
     assert set(args) >= set(schema["required"])
+
+
+def test_a_code_the_user_reads_out_fills_a_string_before_its_digits_do() -> None:
+    schema = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+    assert arguments_for(schema, "Where is my order A-1234?") == {"order_id": "A-1234"}
+    assert arguments_for(schema, "Order INV2024_07 please") == {"order_id": "INV2024_07"}
+    number = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert arguments_for(number, "Where is my order A-1234, item 7?") == {"n": 7}

@@ -20,11 +20,11 @@ response answers in text.
 
 **Which arguments** (`arguments_for`): the properties the schema requires (only those; `minProperties` adds
 optional ones), each filled by its schema: `const`; else `default`; else a value of the user text that fits
-(see `TextValues`: for a string, a quoted phrase, else a capitalized word not starting a sentence, else a
-number; for an integer or a number, a number; for an `enum`, a value the text names); else a value made from
-the seed: an `enum` member, a string `<property>-<n>` (or a sample of its `format`: date, date-time, time, email,
-uri, uuid, ipv4), a number within `minimum`/`maximum` (exclusive bounds and `multipleOf` kept), a boolean, `null`;
-arrays get `minItems` items (at least one, at most `maxItems`, unique when `uniqueItems`), objects recurse.
+(see `TextValues`: for a string, a quoted phrase, else a code of letters and digits (`A-1234`), else a
+capitalized word not starting a sentence, else a number; for an integer or a number, a number; for an `enum`, a
+value the text names); else a value made from the seed: an `enum` member, a string `<property>-<n>` (or a
+sample of its `format`: date, date-time, time, email, uri, uuid, ipv4), a number within `minimum`/`maximum`
+(exclusive bounds and `multipleOf` kept), a boolean, `null`; arrays get `minItems` items (at least one, at most `maxItems`, unique when `uniqueItems`), objects recurse.
 Type lists take their first non-null type, `anyOf`/`oneOf` their first branch, `allOf` the merge of its
 branches, `$ref` a local `#/$defs/...` or `#/definitions/...`. A `pattern` is met only by a text value that
 matches it. No parameters, or no properties: `{}`.
@@ -181,6 +181,8 @@ def choose_tool(
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”")
+#: An identifier a user reads out: letters and digits together, maybe joined by `-` or `_` (`A-1234`, `INV2024`).
+_CODE = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*[A-Za-z0-9](?![\w-])")
 _SENTENCE_END = re.compile(r"[.!?]\s*$")
 
 #: Sample strings for string formats (what `jsonschema` and clients accept as each).
@@ -198,12 +200,15 @@ FORMAT_SAMPLES: dict[str, str] = {
 
 
 class TextValues:
-    """Values the user's text offers, in the order they appear, each used once: quoted phrases, capitalized
-    words that do not start a sentence (`Paris` in "What's the weather in Paris?"), and numbers."""
+    """Values the user's text offers, in the order they appear, each used once: quoted phrases, codes (letters
+    and digits together: `A-1234` in "Where is my order A-1234?"), capitalized words that do not start a sentence
+    (`Paris` in "What's the weather in Paris?"), and numbers."""
 
     def __init__(self, text: str) -> None:
         self.quoted = [a or b for a, b in _QUOTED.findall(text)]
         rest = _QUOTED.sub(" ", text)
+        self.codes = _CODE.findall(rest)
+        rest = _CODE.sub(" ", rest)
         self.numbers = _NUMBER.findall(rest)
         self.names: list[str] = []
         start = True
@@ -215,7 +220,7 @@ class TextValues:
             start = bool(_SENTENCE_END.search(token))
 
     def take_string(self, fits: Any) -> str | None:
-        for pool in (self.quoted, self.names, self.numbers):
+        for pool in (self.quoted, self.codes, self.names, self.numbers):
             for i, value in enumerate(pool):
                 if fits(value):
                     return pool.pop(i)

@@ -53,8 +53,8 @@ SETTLE_SECONDS = 0.5
 #: Once a tool call was seen, this long without a server event and no tool running means the client sits in a
 #: state it does not leave by itself: the run is over.
 IDLE_SECONDS = 3.0
-#: Mentions the weather: today's `rtrace serve` default script calls its tool only when the user text does.
-DEFAULT_USER_TEXT = "Where is my order A-1234? Will the weather delay the delivery?"
+#: Names the order: `rtrace serve` calls the session's tool whose name words the user text mentions.
+DEFAULT_USER_TEXT = "Where is my order A-1234?"
 DEFAULT_TOOL = "lookup_order"
 TOOL_DESCRIPTION = "Look up an order by its number: status and expected delivery date."
 INSTRUCTIONS = "You help with orders. Use the order tool to look orders up."

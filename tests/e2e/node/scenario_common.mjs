@@ -9,8 +9,8 @@ import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 
 export const SCHEMA = 'rtrace.scenario/1';
-// Mentions the weather: today's `rtrace serve` default script calls its tool only when the user text does.
-export const DEFAULT_USER_TEXT = 'Where is my order A-1234? Will the weather delay the delivery?';
+// Names the order: `rtrace serve` calls the session's tool whose name words the user text mentions.
+export const DEFAULT_USER_TEXT = 'Where is my order A-1234?';
 export const TOOL_DESCRIPTION = 'Look up an order by its number: status and expected delivery date.';
 export const INSTRUCTIONS = 'You help with orders. Use the order tool to look orders up.';
 export const ORDER_SCHEMA = {
