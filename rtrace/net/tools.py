@@ -19,16 +19,15 @@ user turn is answered by one call at most: once a `function_call` follows the la
 response answers in text.
 
 **Which arguments** (`arguments_for`): the properties the schema requires (only those; `minProperties` adds
-optional ones), each filled by its schema: `const`; else `default`; else a value of the user text that fits
-(see `TextValues`: for a string, a quoted phrase, else a code of letters and digits (`A-1234`), else a
-capitalized word not starting a sentence, else a number; for an integer or a number, a number; for an `enum`, a
-value the text names); else a value made from the seed: an `enum` member, a string `<property>-<n>` (or a
-sample of its `format`: date, date-time, time, email, uri, uuid, ipv4), a number within `minimum`/`maximum`
-(exclusive bounds and `multipleOf` kept), a boolean, `null`; arrays get `minItems` items (at least one, at most `maxItems`, unique when `uniqueItems`), objects recurse.
-Type lists take their first non-null type, `anyOf`/`oneOf` their first branch, `allOf` the merge of its
-branches, `$ref` a local `#/$defs/...` or `#/definitions/...`. A `pattern` is met only by a text value that
-matches it. No parameters, or no properties: `{}`.
-"""
+optional ones), each filled by its schema: `const`; else `default`; else a value of the user text that fits (see
+`TextValues`: for a string, a quoted phrase, else a code of letters and digits (`A-1234`), else a capitalized word
+not starting a sentence, else a number; for an integer or a number, a number; for an `enum`, a value the text
+names); else a value made from the seed: an `enum` member, a string `<property>-<n>` (or a sample of its `format`:
+date, date-time, time, email, uri, uuid, ipv4), a number within `minimum`/`maximum` (exclusive bounds and
+`multipleOf` kept), a boolean, `null`; arrays get `minItems` items (at least one, at most `maxItems`, unique when
+`uniqueItems`), objects recurse. Type lists take their first non-null type, `anyOf`/`oneOf` their first branch,
+`allOf` the merge of its branches, `$ref` a local `#/$defs/...` or `#/definitions/...`. A `pattern` is met only by
+a text value that matches it. No parameters, or no properties: `{}`. """
 
 from __future__ import annotations
 
