@@ -27,7 +27,8 @@ date, date-time, time, email, uri, uuid, ipv4), a number within `minimum`/`maxim
 `multipleOf` kept), a boolean, `null`; arrays get `minItems` items (at least one, at most `maxItems`, unique when
 `uniqueItems`), objects recurse. Type lists take their first non-null type, `anyOf`/`oneOf` their first branch,
 `allOf` the merge of its branches, `$ref` a local `#/$defs/...` or `#/definitions/...`. A `pattern` is met only by
-a text value that matches it. No parameters, or no properties: `{}`. """
+a text value that matches it. No parameters, or no properties: `{}`.
+"""
 
 from __future__ import annotations
 
