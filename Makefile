@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit e2e-envs browser bench bench-scale clean fuzz
+.PHONY: demo test lint unit e2e-envs e2e-locks browser bench bench-scale clean fuzz
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,36 @@ E2E_STAMPS := $(foreach v,$(E2E_VERSIONS),.venv-e2e-$(v)/.installed)
 		'livekit-agents==$*' 'livekit-plugins-openai==$*'
 	touch $@
 
-e2e-envs: $(E2E_STAMPS)
+# The other real clients of issue 14 (tests/test_e2e_*.py), each from a full lock of its own in tests/e2e/requirements/
+# (NAME.in holds the pin, NAME.txt what `make e2e-locks` compiled from it; the venv is remade when the lock changes).
+# uv's default pre-release rule lets only the explicitly pinned livekit-agents 2.0.0b1 be a pre-release.
+E2E_LOCKED := openai-agents pipecat openai livekit-2.0.0b1
+E2E_LOCKED_STAMPS := $(foreach c,$(E2E_LOCKED),.venv-e2e-$(c)/.installed)
+
+$(E2E_LOCKED_STAMPS): .venv-e2e-%/.installed: tests/e2e/requirements/%.txt | $(STAMP)
+	rm -rf .venv-e2e-$*
+	$(BIN)/uv venv -q --python $(PYTHON) .venv-e2e-$*
+	$(BIN)/uv pip sync -q --compile-bytecode --python .venv-e2e-$*/bin/python $<
+	touch $@
+
+# Recompile the locks from their pins for Python 3.11, this machine's python3 (not part of `make test`; commit them).
+e2e-locks: $(STAMP)
+	for c in $(E2E_LOCKED); do \
+		$(BIN)/uv pip compile -q --python-version 3.11 --no-header tests/e2e/requirements/$$c.in \
+			-o tests/e2e/requirements/$$c.txt || exit 1; \
+	done
+
+# The Node clients (agents-js 1.9.0, @openai/agents-realtime 0.20.0) from tests/e2e/node/package-lock.json, into
+# tests/e2e/node/node_modules (where the drivers next to it resolve their imports). Node 20 or later.
+NODE_E2E := tests/e2e/node
+NODE_STAMP := $(NODE_E2E)/node_modules/.installed
+
+$(NODE_STAMP): $(NODE_E2E)/package.json $(NODE_E2E)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node 20 or later) is needed for the Node client tests" >&2; exit 1; }
+	cd $(NODE_E2E) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+e2e-envs: $(E2E_STAMPS) $(E2E_LOCKED_STAMPS) $(NODE_STAMP)
 
 demo: $(STAMP)
 	-$(BIN)/rtrace analyze sample_traces/real/tool-output-race.livekit-1.8.8.jsonl
@@ -75,4 +104,4 @@ bench-scale: $(STAMP)
 	touch $@
 
 clean:
-	rm -rf $(VENV) .venv-e2e-* .venv-mitm .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-e2e-* .venv-mitm $(NODE_E2E)/node_modules .pytest_cache .mypy_cache .ruff_cache

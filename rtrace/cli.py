@@ -12,6 +12,7 @@ from rich.console import Console
 from . import __version__
 from .core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
 from .engine.fold import Report, TraceReport
+from .net.examples import EXAMPLE_SCRIPT, EXAMPLE_TOOL
 from .rules import RULES, UnknownRule, find_rule, select_rules
 from .rules.base import SEVERITY_RANK, Config
 
@@ -342,33 +343,81 @@ def redact(
     )
 
 
-@app.command()
+def _verbatim(text: str) -> str:
+    """`text` shown as it is in a command's help: kept from rewrapping, brackets kept from rich markup."""
+    return "\b\n" + "\n".join("  " + line.replace("[", "\\[") for line in text.splitlines())
+
+
+# The fake endpoint's options, shared by `serve` and `sweep` (both go through `net.server.options_from_cli`).
+_Spec = "TYPE[:ITEM_TYPE]"
+SeedOpt = Annotated[int | None, typer.Option(help="Seed for the jitter and the tool arguments.")]
+CloseAfterOpt = Annotated[int | None, typer.Option(help="Fault: close after N server events.")]
+DropOnOpt = Annotated[list[str] | None, typer.Option(help=f"Fault: drop the socket when a client event is {_Spec}.")]
+DropAfterOpt = Annotated[
+    list[str] | None, typer.Option(help=f"Fault: drop the socket after a server event {_Spec}, e.g. response.done.")
+]
+CloseCodeOpt = Annotated[
+    int | None, typer.Option(help="Close code of the faults: 1006 no close frame (drops), 1000, 1001, 1011, ...")
+]
+FailResponseOpt = Annotated[list[int] | None, typer.Option(help="Fault: the connection's Nth response fails.")]
+ErrorOnOpt = Annotated[list[str] | None, typer.Option(help=f"Fault: answer {_Spec} with an error.")]
+ExpireAfterOpt = Annotated[str | None, typer.Option(help="Fault: session_expired, close 1001 after this.")]
+FaultTimesOpt = Annotated[int, typer.Option(help="Times each fault fires per server (0: every time).")]
+ToolOpt = Annotated[
+    str | None, typer.Option(help="Call this tool on each user turn: NAME, or NAME='{\"k\": 1}' for its arguments.")
+]
+AudioToneOpt = Annotated[float | None, typer.Option(help="Output audio: a tone of this many Hz (0: silence).")]
+AudioPaceOpt = Annotated[
+    float | None, typer.Option(help="Output audio pace: 0 all at once (default), 1 real time, 0.5 twice as fast.")
+]
+TranscriptOpt = Annotated[
+    list[str] | None, typer.Option(help="What the user says in each audio turn (server VAD), in order.")
+]
+VadThresholdOpt = Annotated[
+    float | None, typer.Option(help="Server VAD: RMS of a speech frame, fraction of full scale (0.02).")
+]
+ScriptOpt = Annotated[
+    Path | None, typer.Option(help="A scenario script (TOML): turns that answer, call, fail, close, delay.")
+]
+
+
+@app.command(
+    epilog="A script (the schema: README, or the docstring of rtrace.net.script):\n\n"
+    + _verbatim(EXAMPLE_SCRIPT)
+    + "\n\nA custom tool, called on each user turn:\n\n"
+    + _verbatim(EXAMPLE_TOOL)
+)
 def serve(
     latency: Annotated[
         list[str] | None, typer.Option(help="Delay of server events: 50ms, or TYPE=120ms for one event type.")
     ] = None,
     jitter: Annotated[str, typer.Option(help="Random +/- variation of each delay (order is kept).")] = "0",
-    seed: Annotated[int | None, typer.Option(help="Seed for the jitter.")] = None,
+    seed: SeedOpt = None,
     record: Annotated[Path | None, typer.Option(help="Write every event received and sent to this trace.")] = None,
     from_trace: Annotated[
         Path | None, typer.Option("--from", help="Take the responses, in order and paced, from this trace.")
     ] = None,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: a free one).")] = 0,
-    close_after: Annotated[int | None, typer.Option(help="Fault: close after N server events.")] = None,
-    drop_on: Annotated[
-        list[str] | None, typer.Option(help="Fault: close when a client event matches TYPE[:ITEM_TYPE].")
-    ] = None,
-    fail_response: Annotated[
-        list[int] | None, typer.Option(help="Fault: the Nth response.create fails (status failed).")
-    ] = None,
-    error_on: Annotated[list[str] | None, typer.Option(help="Fault: answer TYPE[:ITEM_TYPE] with an error.")] = None,
-    expire_after: Annotated[str | None, typer.Option(help="Fault: session_expired, close 1001 after this.")] = None,
+    close_after: CloseAfterOpt = None,
+    drop_on: DropOnOpt = None,
+    drop_after: DropAfterOpt = None,
+    close_code: CloseCodeOpt = None,
+    fail_response: FailResponseOpt = None,
+    error_on: ErrorOnOpt = None,
+    expire_after: ExpireAfterOpt = None,
     duplicate_id: Annotated[str, typer.Option(help="append_duplicate, ignore or reject.")] = "append_duplicate",
     story_chunk_delay: Annotated[str | None, typer.Option(help="Pause before each delta of a story.")] = None,
-    fault_times: Annotated[int, typer.Option(help="Times each fault fires per server (0: every time).")] = 1,
+    fault_times: FaultTimesOpt = 1,
+    tool: ToolOpt = None,
+    audio_tone: AudioToneOpt = None,
+    audio_pace: AudioPaceOpt = None,
+    transcript: TranscriptOpt = None,
+    vad_threshold: VadThresholdOpt = None,
+    script: ScriptOpt = None,
 ) -> None:
-    """A fake realtime endpoint with injected latency and faults; prints ws://127.0.0.1:PORT/v1 and waits."""
+    """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
+    Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
     from .net.server import options_from_cli, serve_main
 
     try:
@@ -377,7 +426,9 @@ def serve(
             record=str(record) if record else None, from_trace=str(from_trace) if from_trace else None,
             close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
-            fault_times=fault_times or None,
+            fault_times=fault_times or None, tool=tool, drop_after=drop_after, close_code=close_code,
+            audio_tone=audio_tone, audio_pace=audio_pace, transcript=transcript, vad_threshold=vad_threshold,
+            script=str(script) if script else None,
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -391,19 +442,36 @@ def sweep(
     runs: Annotated[int, typer.Option(help="Runs per latency.")] = 5,
     out: Annotated[Path, typer.Option(help="Directory for the recorded traces.")] = Path("rtrace-sweep"),
     timeout: Annotated[float, typer.Option(help="Seconds before a run is killed.")] = 300.0,
-    drop_on: Annotated[
-        list[str] | None, typer.Option(help="Fault in each run: close when a client event matches TYPE[:ITEM_TYPE].")
-    ] = None,
-    close_after: Annotated[int | None, typer.Option(help="Fault in each run: close after N server events.")] = None,
+    seed: SeedOpt = None,
+    close_after: CloseAfterOpt = None,
+    drop_on: DropOnOpt = None,
+    drop_after: DropAfterOpt = None,
+    close_code: CloseCodeOpt = None,
+    fail_response: FailResponseOpt = None,
+    error_on: ErrorOnOpt = None,
+    expire_after: ExpireAfterOpt = None,
+    fault_times: FaultTimesOpt = 1,
+    tool: ToolOpt = None,
+    audio_tone: AudioToneOpt = None,
+    audio_pace: AudioPaceOpt = None,
+    transcript: TranscriptOpt = None,
+    vad_threshold: VadThresholdOpt = None,
+    script: ScriptOpt = None,
 ) -> None:
-    """Run a command against a fresh `rtrace serve` at each latency; table of latency x rule. Exit 1 on errors."""
+    """Run a command against a fresh `rtrace serve` at each latency (faults in each run); table of latency x rule.
+    Exit 1 on errors."""
     from .net.server import options_from_cli
     from .net.sweep import sweep_main
     from .report.sweep import progress, render
 
     console = stdout_console()
     try:
-        template = options_from_cli(drop_on=drop_on, close_after=close_after)
+        template = options_from_cli(
+            seed=seed, close_after=close_after, drop_on=drop_on, drop_after=drop_after, close_code=close_code,
+            fail_response=fail_response, error_on=error_on, expire_after=expire_after, fault_times=fault_times or None,
+            tool=tool, audio_tone=audio_tone, audio_pace=audio_pace, transcript=transcript,
+            vad_threshold=vad_threshold, script=str(script) if script else None,
+        )  # fmt: skip
         result = sweep_main(command, latency, runs, out, timeout, lambda r: progress(r, console), template)
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -24,11 +26,33 @@ def real_traces() -> Path:
     return REAL
 
 
-def client_python(version: str) -> Path:
-    """The e2e venv's interpreter, or a skip when it was not made (only outside `make test`, which makes them)."""
-    python = ROOT / f".venv-e2e-{version}" / "bin" / "python"
+def _missing(what: str) -> NoReturn:
+    """A real-client environment is missing: a skip outside CI, a failure under CI (`make test` makes them all)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} is missing: `make test` should have made it (make e2e-envs)")
+    pytest.skip(f"{what} not made: run `make e2e-envs` (make test makes it)")
+
+
+def client_python(env: str) -> Path:
+    """The interpreter of `.venv-e2e-<env>` (a livekit-agents version, or a client: `openai-agents`, `pipecat`,
+    `openai`, `livekit-2.0.0b1`), or a skip when it was not made (only outside `make test`, which makes them)."""
+    python = ROOT / f".venv-e2e-{env}" / "bin" / "python"
     if not python.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{python} is missing: `make test` should have made it (make e2e-envs)")
-        pytest.skip(f"{python.parent.parent.name} not made: run `make e2e-envs` (make test makes it)")
+        _missing(str(python))
     return python
+
+
+#: The Node clients' packages (`make e2e-envs`: npm ci from tests/e2e/node/package-lock.json).
+NODE_E2E = ROOT / "tests" / "e2e" / "node"
+
+
+def client_node() -> Path:
+    """The `node` that runs the Node drivers (tests/e2e/node/*.mjs) once their packages are installed, or a skip
+    (a failure under CI)."""
+    stamp = NODE_E2E / "node_modules" / ".installed"
+    if not stamp.exists():
+        _missing(str(stamp))
+    node = shutil.which("node")
+    if node is None:
+        _missing("node (Node 20 or later, on PATH)")
+    return Path(node)

@@ -79,6 +79,23 @@ def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["frobnicate"]) == 2
 
 
+def test_serve_and_sweep_check_their_options_and_script_before_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "bad.toml"
+    script.write_text('[[turn]]\nwhen = { user = "x" }\n\nclose = 1015\n')
+    assert main(["serve", "--script", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert f"{script}:4: turn 1: `close` must be a close code" in err and "Traceback" not in err
+    script.write_text("[[turn]\n")
+    assert main(["sweep", "--runs", "1", "--script", str(script), "--", "true"]) == 2
+    assert f"{script}:1:" in capsys.readouterr().err
+    assert main(["serve", "--close-code", "1015"]) == 2
+    assert "--close-code 1015" in capsys.readouterr().err
+    assert main(["serve", "--tool", "x=[1]"]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err
+
+
 def test_show_at_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", str(RACE_188), "--at", "46"]) == 0
     out = capsys.readouterr().out

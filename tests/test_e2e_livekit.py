@@ -8,8 +8,6 @@ The client runs tests/e2e/livekit_scenario.py as a subprocess; the server runs i
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ import pytest
 from rtrace.engine.fold import TraceReport, analyze_path
 
 from .conftest import client_python
+from .realclients import drive, trace_records
 
 pytestmark = pytest.mark.e2e
 
@@ -52,11 +51,7 @@ class Run:
         return [f"{f.rule} {f.slug} lines {f.lines}" for f in self.report.findings if f.severity == "error"]
 
     def records(self) -> Iterator[dict[str, Any]]:
-        with self.trace.open(encoding="utf-8") as fh:
-            for line in fh:
-                record = json.loads(line) if line.strip() else None
-                if isinstance(record, dict) and "dir" in record:  # not the header line
-                    yield record
+        return trace_records(self.trace)
 
     def explain(self) -> str:
         found = [f"{f.rule} {f.slug} ({f.severity}) lines {f.lines}" for f in self.report.findings]
@@ -81,32 +76,9 @@ async def _drive(
     from rtrace.net.server import run_server
 
     async with run_server(server_options(trace, **faults)) as server:
-        proc = await asyncio.create_subprocess_exec(
-            str(python),
-            str(SCENARIO),
-            "--url",
-            server.url,
-            "--scenario",
-            scenario,
-            "--timeout",
-            str(SCENARIO_TIMEOUT),
-            "--client-trace",
-            str(client_trace),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "x"},
-        )
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout=SCENARIO_TIMEOUT + 15)
-        except asyncio.TimeoutError:
-            proc.kill()
-            out, err = await proc.communicate()
-            pytest.fail(f"scenario did not exit by itself; stderr tail:\n{err.decode(errors='replace')[-3000:]}")
-    stderr = err.decode(errors="replace")
-    lines = [line for line in out.decode(errors="replace").splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        pytest.fail(f"scenario exited {proc.returncode}; stdout={out[-2000:]!r}\nstderr tail:\n{stderr[-3000:]}")
-    return json.loads(lines[-1]), stderr
+        argv = [str(python), str(SCENARIO), "--url", server.url, "--scenario", scenario]
+        argv += ["--timeout", str(SCENARIO_TIMEOUT), "--client-trace", str(client_trace)]
+        return await drive(f"livekit {scenario}", argv, SCENARIO_TIMEOUT)
 
 
 def run(version: str, scenario: str, tmp_path: Path, **faults: Any) -> Run:
@@ -114,6 +86,7 @@ def run(version: str, scenario: str, tmp_path: Path, **faults: Any) -> Run:
     trace = tmp_path / f"{scenario}.livekit-{version}.jsonl"
     client_trace = tmp_path / f"{scenario}.livekit-{version}.client-view.jsonl"
     summary, stderr = asyncio.run(_drive(python, scenario, trace, client_trace, **faults))
+    assert summary.get("status") == "done", f"scenario {summary}\nstderr tail:\n{stderr[-3000:]}"
     assert summary["livekit_agents"] == version, summary
     return Run(summary, trace, analyze_path(trace), analyze_path(client_trace), stderr)
 

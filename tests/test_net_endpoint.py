@@ -12,13 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rtrace.core.audio import encode, tone
 from rtrace.core.catalog import normalize_type
 from rtrace.core.conversation import Conversation
 from rtrace.core.loader import TraceReader
 from rtrace.core.trace import Record
+from rtrace.engine.fold import analyze_records
 from rtrace.engine.fold import fold_state as fold
 from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from rtrace.net.wire import FrameError, decode_frame
+from rtrace.rules.base import Config
 
 from .netdriver import Driver, make, types, user, weather_call
 
@@ -276,6 +279,113 @@ def test_input_audio_buffer() -> None:
     assert bad["error"]["param"] == "audio"
 
 
+def speech(ms: int, hz: float = 440, codec: str = "pcm16", rate: int = 24000) -> dict[str, Any]:
+    """An `input_audio_buffer.append` of `ms` of a tone (hz 0: silence)."""
+    data = encode(tone(rate * ms // 1000, rate, hz), codec)  # type: ignore[arg-type]
+    return {"type": "input_audio_buffer.append", "audio": base64.b64encode(data).decode()}
+
+
+def vad_session(d: Driver, transcription: bool = True, **turn: Any) -> None:
+    audio_in: dict[str, Any] = {"turn_detection": {"type": "server_vad", "silence_duration_ms": 200, **turn}}
+    audio_in["transcription"] = {"model": "gpt-4o-mini-transcribe"} if transcription else None
+    d.send({"type": "session.update", "session": {"type": "realtime", "audio": {"input": audio_in}}})
+
+
+def test_server_vad_speech_commits_transcribes_and_answers() -> None:
+    d = make(transcripts=["What's the weather in Oslo?", "thanks"])
+    vad_session(d)
+    assert d.send(speech(400, hz=0)) == []
+    started = d.send(speech(600))
+    assert types(started) == ["input_audio_buffer.speech_started"]
+    assert started[0]["audio_start_ms"] == 100  # 400 ms in, 300 ms of padding
+    out = d.send(speech(300, hz=0))
+    item_id = started[0]["item_id"]
+    assert types(out)[:6] == [
+        "input_audio_buffer.speech_stopped", "input_audio_buffer.committed", "conversation.item.added",
+        "conversation.item.done", "conversation.item.input_audio_transcription.delta",
+        "conversation.item.input_audio_transcription.completed",
+    ]  # fmt: skip
+    assert out[0] == {**out[0], "audio_end_ms": 1200, "item_id": item_id}
+    assert out[1]["item_id"] == item_id and out[2]["item"]["content"] == [{"type": "input_audio", "transcript": None}]
+    assert out[5]["transcript"] == "What's the weather in Oslo?" and out[5]["usage"]["type"] == "tokens"
+    # the automatic response: a call of the weather tool, with the city it heard
+    assert types(out)[6] == "response.created" and out[-1]["type"] == "response.done"
+    call = out[-1]["response"]["output"][0]
+    assert (call["name"], call["arguments"]) == ("get_weather", '{"city": "Oslo"}')
+    retrieved = d.send({"type": "conversation.item.retrieve", "item_id": item_id})[0]["item"]
+    assert retrieved["content"][0]["transcript"] == "What's the weather in Oslo?"
+
+
+def test_without_transcription_the_model_still_hears_and_create_response_false_waits() -> None:
+    d = make(transcripts=["hello"])
+    vad_session(d, transcription=False, create_response=False)
+    d.send(speech(300))
+    out = d.send(speech(300, hz=0))
+    assert types(out) == [
+        "input_audio_buffer.speech_stopped", "input_audio_buffer.committed", "conversation.item.added",
+        "conversation.item.done",
+    ]  # fmt: skip
+    assert out[2]["item"]["content"][0]["transcript"] is None
+    answer = d.send({"type": "response.create"})[-1]["response"]["output"][0]
+    assert answer["content"][0]["text"] == "You said: hello"
+
+
+def test_speaking_during_a_response_interrupts_it_and_the_client_truncates() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(audio_pace=1.0, transcripts=["a long story please"])))
+    d.open()  # the default session: audio both ways, server VAD, no transcription
+    d.send(speech(300), follow=False)
+    first = d.send(speech(250, hz=0), follow=False)  # speech ends: the story starts, paced in real time
+    assert "response.created" in types(first) and d.conn.responses.active is not None
+    rid = d.conn.responses.active.response.id
+    d.run(d.conn.wake(("run", rid)), follow=False)
+    item = d.conn.responses.runs[rid].open_item
+    assert item is not None and item.audio_bytes > 0
+    played = item.audio_bytes
+    out = d.send(speech(100), follow=False)
+    assert types(out)[0] == "input_audio_buffer.speech_started"
+    done = out[-1]
+    assert done["type"] == "response.done" and done["response"]["status"] == "cancelled"
+    assert done["response"]["status_details"] == {"type": "cancelled", "reason": "turn_detected"}
+    assert "response.output_audio.done" in types(out) and d.conn.responses.active is None
+    assert d.conn.wake(("run", rid)) == []  # no more audio
+    end_ms = played * 1000 // 48000
+    ok = d.send({"type": "conversation.item.truncate", "item_id": item.id, "content_index": 0, "audio_end_ms": end_ms})
+    assert types(ok) == ["conversation.item.truncated"]
+
+
+def test_interrupt_response_false_lets_the_answer_finish() -> None:
+    d = make(transcripts=["a long story"])
+    vad_session(d, interrupt_response=False)
+    d.send(speech(300), follow=False)
+    d.send(speech(250, hz=0), follow=False)  # the story: paused between its chunks
+    out = d.send(speech(100), follow=False)
+    assert types(out) == ["input_audio_buffer.speech_started"] and d.conn.responses.active is not None
+    out = d.send(speech(250, hz=0), follow=False)  # no second response while one generates
+    assert "response.created" not in types(out)
+
+
+def test_g711_input_semantic_vad_and_manual_commit_during_speech() -> None:
+    d = make()
+    fmt = {"format": {"type": "audio/pcmu"}, "turn_detection": {"type": "semantic_vad", "eagerness": "high"}}
+    d.send({"type": "session.update", "session": {"type": "realtime", "audio": {"input": fmt}}})
+    [started] = d.send(speech(200, codec="pcmu", rate=8000))
+    assert started["type"] == "input_audio_buffer.speech_started"
+    assert types(d.send(speech(200, hz=0, codec="pcmu", rate=8000))) == []  # high eagerness: 250 ms of silence
+    assert types(d.send(speech(60, hz=0, codec="pcmu", rate=8000)))[0] == "input_audio_buffer.speech_stopped"
+    d.send(speech(200, codec="pcmu", rate=8000))
+    out = d.send({"type": "input_audio_buffer.commit"})  # the client commits while the user speaks
+    assert types(out)[0] == "input_audio_buffer.committed"
+    assert out[0]["item_id"] == d.conn.conv.tail
+    assert d.send(speech(400, hz=0, codec="pcmu", rate=8000)) == []  # that turn is over: no stop
+
+
+def test_turn_detection_off_is_push_to_talk() -> None:
+    d = make()
+    d.send({"type": "session.update", "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}}})
+    assert d.send(speech(500)) == [] and d.send(speech(500, hz=0)) == []
+    assert types(d.send({"type": "input_audio_buffer.commit"}))[0] == "input_audio_buffer.committed"
+
+
 def test_unknown_event_type_and_bad_frames_are_errors() -> None:
     d = make()
     [err] = d.send({"type": "no.such", "event_id": "e1"})
@@ -396,3 +506,123 @@ def test_conversation_matches_a_plain_list_and_the_analyzer_agrees(mode: str, op
     state = fold(recs)
     assert copies(state.conns[1].conv) == acked
     assert state.conns[1].conv.ids() == d.conn.conv.ids()
+
+
+_voice_ops = st.lists(
+    st.sampled_from(["speak", "pause", "tick", "tick", "create", "cancel", "truncate", "text"]), min_size=1, max_size=30
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(ops=_voice_ops)
+def test_a_voice_session_the_analyzer_folds_has_the_endpoints_conversation_and_audio(ops: list[str]) -> None:
+    """Speech (server VAD, automatic responses, interruptions), creates, cancels and truncates in any order,
+    audio paced in real time: the analyzer folding both sides holds the endpoint's items and audio lengths, and
+    reports nothing at warning or above for what only the server did."""
+    options = EndpointOptions(audio_pace=1.0, transcripts=["hello", "a long story please", "thanks"])  # no tool call
+    conn = EndpointConnection(1, options)
+    records: list[Record] = []
+    pending: list[Any] = []
+
+    def run(ems: list[Any]) -> None:
+        for em in ems:
+            if em.event is not None:
+                ev, n = em.event, len(records)
+                records.append(Record(n, n + 1, 0.0, "server", 1, ev, normalize_type(ev["type"]), ev["type"]))
+            if em.wake is not None and em.delay < 60:
+                pending.append(em.wake)
+
+    def send(ev: dict[str, Any]) -> None:
+        records.append(Record(len(records), len(records) + 1, 0.0, "client", 1, ev, ev["type"], ev["type"]))
+        run(conn.receive(ev))
+
+    run(conn.open())
+    for op in ops:
+        if op == "speak":
+            send(speech(200))
+        elif op == "pause":
+            send(speech(250, hz=0))
+        elif op == "tick" and pending:
+            run(conn.wake(pending.pop(0)))
+        elif op == "create" and conn.responses.active is None:
+            send({"type": "response.create"})
+        elif op == "cancel" and conn.responses.active is not None:
+            send({"type": "response.cancel"})
+        elif op == "truncate":
+            audio = [i for i in conn.conv if i.role == "assistant" and i.audio_bytes > 0 and i.done]
+            if audio:
+                end = int(audio[-1].audio_bytes * 1000 // 48000)
+                send({"type": "conversation.item.truncate", "item_id": audio[-1].id, "audio_end_ms": end})
+        elif op == "text":
+            send(user("and so?"))
+    findings, state = analyze_records(records, Config())
+    assert state.conns[1].conv.ids() == conn.conv.ids()
+    assert {i.id: i.audio_bytes for i in state.conns[1].conv} == {i.id: i.audio_bytes for i in conn.conv}
+    assert [f.rule for f in findings if f.severity in ("warning", "error")] == []
+
+
+#: The fields the GA server event types require (openai-python `types/realtime`, `RealtimeServerEvent`: the
+#: required fields of each model); clients that validate events (@openai/agents-realtime's zod schemas,
+#: openai-agents) drop or reject an event missing one.
+GA_REQUIRED: dict[str, set[str]] = {
+    "session.created": {"session"},
+    "session.updated": {"session"},
+    "conversation.created": {"conversation"},
+    "conversation.item.added": {"item"},
+    "conversation.item.done": {"item"},
+    "conversation.item.deleted": {"item_id"},
+    "conversation.item.retrieved": {"item"},
+    "conversation.item.truncated": {"audio_end_ms", "content_index", "item_id"},
+    "conversation.item.input_audio_transcription.delta": {"item_id"},
+    "conversation.item.input_audio_transcription.completed": {"content_index", "item_id", "transcript", "usage"},
+    "error": {"error"},
+    "input_audio_buffer.cleared": set(),
+    "input_audio_buffer.committed": {"item_id"},
+    "input_audio_buffer.speech_started": {"audio_start_ms", "item_id"},
+    "input_audio_buffer.speech_stopped": {"audio_end_ms", "item_id"},
+    "output_audio_buffer.cleared": {"response_id"},
+    "rate_limits.updated": {"rate_limits"},
+    "response.created": {"response"},
+    "response.done": {"response"},
+    "response.output_item.added": {"item", "output_index", "response_id"},
+    "response.output_item.done": {"item", "output_index", "response_id"},
+    "response.content_part.added": {"content_index", "item_id", "output_index", "part", "response_id"},
+    "response.content_part.done": {"content_index", "item_id", "output_index", "part", "response_id"},
+    "response.output_text.delta": {"content_index", "delta", "item_id", "output_index", "response_id"},
+    "response.output_text.done": {"content_index", "item_id", "output_index", "response_id", "text"},
+    "response.output_audio.delta": {"content_index", "delta", "item_id", "output_index", "response_id"},
+    "response.output_audio.done": {"content_index", "item_id", "output_index", "response_id"},
+    "response.output_audio_transcript.delta": {"content_index", "delta", "item_id", "output_index", "response_id"},
+    "response.output_audio_transcript.done": {"content_index", "item_id", "output_index", "response_id", "transcript"},
+    "response.function_call_arguments.delta": {"call_id", "delta", "item_id", "output_index", "response_id"},
+    "response.function_call_arguments.done": {"arguments", "call_id", "item_id", "name", "output_index", "response_id"},
+}
+
+
+def test_every_server_event_carries_the_fields_the_ga_types_require() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(conversation_created=True, rate_limits=True, transcripts=["hi"])))
+    d.open()
+    tools = [{"type": "function", "name": "ping", "parameters": {"type": "object", "properties": {}}}]
+    audio_in = {"transcription": {"model": "m"}}
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": tools, "audio": {"input": audio_in}}})
+    d.send(speech(300))
+    d.send(speech(300, hz=0))  # VAD, transcription, an automatic audio answer
+    d.send(user("ping please", "U"))
+    call = d.send({"type": "response.create"})[-1]["response"]["output"][0]
+    fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "pong"}
+    d.send({"type": "conversation.item.create", "item": fco})
+    audio = d.send({"type": "response.create"})[-1]["response"]["output"][0]["id"]
+    d.send({"type": "conversation.item.truncate", "item_id": audio, "content_index": 0, "audio_end_ms": 10})
+    d.send({"type": "response.create", "response": {"output_modalities": ["text"]}})
+    d.send({"type": "conversation.item.retrieve", "item_id": "U"})
+    d.send({"type": "conversation.item.delete", "item_id": "U"})
+    d.send({"type": "input_audio_buffer.clear"})
+    d.send({"type": "output_audio_buffer.clear"})
+    d.send({"type": "response.cancel"})  # an error
+    events = [e for _, e in d.sent]
+    assert set(GA_REQUIRED) - {e["type"] for e in events} == set()  # the session shows every kind
+    ids = [e["event_id"] for e in events]
+    assert len(set(ids)) == len(ids) and all(isinstance(i, str) and i for i in ids)
+    for e in events:
+        assert e["type"] in GA_REQUIRED, e["type"]
+        assert GA_REQUIRED[e["type"]] <= set(e), (e["type"], GA_REQUIRED[e["type"]] - set(e))

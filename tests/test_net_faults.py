@@ -4,7 +4,7 @@ Unit tests of the spec matching and close-after cutting, then faults pushed thro
 from __future__ import annotations
 
 from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from rtrace.net.faults import ConnectionFaults, Faults, matches
+from rtrace.net.faults import ConnectionFaults, Faults, matches, valid_close_code
 from rtrace.net.wire import Emission
 
 from .netdriver import Driver, make, types, user, weather_call
@@ -17,6 +17,40 @@ def test_a_spec_matches_a_type_and_an_item_type_or_role() -> None:
     assert not matches("conversation.item.create:function_call_output", create)
     assert not matches("conversation.item.create:user", {"type": "conversation.item.create", "item": "x"})
     assert not matches("response.create", create)
+    done = {"type": "response.done", "response": {"output": [{"type": "message"}, {"type": "function_call"}]}}
+    assert matches("response.done:function_call", done) and not matches("response.done:function_call_output", done)
+
+
+def test_close_codes_default_to_no_close_frame_for_drops_and_1000_for_close_after() -> None:
+    plain = ConnectionFaults(Faults(), {})
+    assert (plain.close_code("drop-on"), plain.close_code("drop-after"), plain.close_code("close-after")) == (
+        1006, 1006, 1000,
+    )  # fmt: skip
+    forced = ConnectionFaults(Faults(close_code=1011), {})
+    assert {forced.close_code(f) for f in ("drop-on", "drop-after", "close-after")} == {1011}
+    codes = (999, 1000, 1004, 1005, 1006, 1011, 1014, 1015, 2999, 3000, 4999, 5000)
+    assert [c for c in codes if valid_close_code(c)] == [
+        1000, 1005, 1006, 1011, 1014, 3000, 4999,
+    ]  # fmt: skip
+
+
+def test_drop_after_cuts_right_after_the_matching_server_event_once() -> None:
+    fired: dict[str, int] = {}
+    faults = ConnectionFaults(Faults(drop_after=["response.output_item.done:function_call"]), fired)
+    events = [
+        Emission({"type": "response.output_item.added", "item": {"type": "function_call"}}),
+        Emission({"type": "response.output_item.done", "item": {"type": "function_call"}}),
+        Emission({"type": "response.done"}),
+    ]
+    kept, closed = faults.cut(events)
+    assert closed and kept[:2] == events[:2]
+    assert kept[2].meta == {
+        "type": "fault.injected", "fault": "drop-after", "spec": "response.output_item.done:function_call",
+        "server_event_type": "response.output_item.done",
+    }  # fmt: skip
+    assert kept[3].close == (1006, "fault: drop-after") and kept[3].flush and len(kept) == 4
+    again = ConnectionFaults(Faults(drop_after=["response.output_item.done:function_call"]), fired)
+    assert again.cut(events) == (events, False)  # once per server by default
 
 
 def test_close_after_cuts_after_the_nth_event_and_closes() -> None:
@@ -37,7 +71,7 @@ def test_fault_drop_on_closes_before_answering() -> None:
                   "item": {"type": "function_call_output", "call_id": "call_s1_0001_0", "output": "x"}})  # fmt: skip
     assert out == [] and len(d.sent) == n
     assert d.meta[-1]["fault"] == "drop-on" and d.meta[-1]["client_event_id"] == "f"
-    assert d.closes == [(1000, "fault: drop-on", False)]
+    assert d.closes == [(1006, "fault: drop-on", False)]  # a drop: no close frame by default
     assert d.conn.closed and d.send(user("x")) == []
 
 

@@ -3,11 +3,17 @@ responses, cancel."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
-from rtrace.net.responses import choose_reply, chunks, tokens
+import pytest
 
-from .netdriver import make, types, user, weather_call
+from rtrace.core.audio import decode, rms
+from rtrace.net.endpoint import EndpointConnection, EndpointOptions
+from rtrace.net.responses import Reply, choose_reply, chunks, tokens
+from rtrace.net.tools import DEFAULT_TOOL, Tool
+
+from .netdriver import Driver, make, types, user, weather_call
 
 
 def test_chunks_and_tokens() -> None:
@@ -107,12 +113,85 @@ def test_choose_reply_rules() -> None:
     def u(t: str) -> dict[str, Any]:
         return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
 
-    assert choose_reply([u("weather?")]) == ("call", "weather?")
-    assert choose_reply([u("weather?")], tools_allowed=False) == ("text", "You said: weather?")
-    assert choose_reply([u("weather?"), {"type": "function_call"}]) == ("text", "You said: weather?")
-    assert choose_reply([u("a story")])[0] == "story"
-    assert choose_reply([{"type": "function_call_output", "output": "9"}]) == ("text", "Tool result: 9")
-    assert choose_reply([])[0] == "text"
+    weather = choose_reply([u("weather?")])
+    assert (weather.kind, weather.text, weather.tool) == ("call", "weather?", DEFAULT_TOOL)
+    assert choose_reply([u("weather?")], choice="none") == Reply("text", "You said: weather?")
+    assert choose_reply([u("weather?"), {"type": "function_call"}]) == Reply("text", "You said: weather?")
+    assert choose_reply([u("hello")], choice="required").tool == DEFAULT_TOOL
+    assert choose_reply([u("hello")], forced="ping").tool == Tool("ping")
+    assert choose_reply([u("hello")], forced="ping", choice="none").kind == "text"
+    assert choose_reply([u("a story")]).kind == "story"
+    assert choose_reply([{"type": "function_call_output", "output": "9"}]) == Reply("text", "Tool result: 9")
+    assert choose_reply([]) == Reply("text", "Hello! How can I help?")
+    assert choose_reply([], choice="required").kind == "text"  # a call answers a user turn
+
+
+LOOKUP = {
+    "type": "function",
+    "name": "lookup_order",
+    "description": "Look up an order by its id",
+    "parameters": {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}},
+        "required": ["order_id"],
+        "additionalProperties": False,
+    },
+}
+
+
+def call_of(out: list[dict[str, Any]]) -> dict[str, Any]:
+    [item] = out[-1]["response"]["output"]
+    assert item["type"] == "function_call", out[-1]
+    return item
+
+
+def test_the_declared_tool_is_called_with_arguments_from_its_schema_and_the_text() -> None:
+    d = make()
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("Please look up order 42 and tell me the weather where it ships.", "U1"))
+    call = call_of(d.send({"type": "response.create"}))
+    assert (call["name"], call["arguments"]) == ("lookup_order", '{"order_id": "42"}')
+    # the output's answer mentions it
+    fco = {"type": "function_call_output", "call_id": call["call_id"], "output": '{"status": "shipped"}'}
+    d.send({"type": "conversation.item.create", "item": fco})
+    done = d.send({"type": "response.create"})[-1]
+    assert done["response"]["output"][0]["content"][0]["text"] == 'Tool result: {"status": "shipped"}'
+
+
+def test_a_text_that_names_no_tool_gets_text_unless_the_choice_requires_a_call() -> None:
+    d = make()
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("hello there", "U1"))
+    out = d.send({"type": "response.create"})
+    assert out[-1]["response"]["output"][0]["type"] == "message"
+    d.send(user("and again", "U2"))
+    call = call_of(d.send({"type": "response.create", "response": {"tool_choice": "required"}}))
+    assert call["name"] == "lookup_order" and call["arguments"].startswith('{"order_id": "order_id-')
+
+
+def test_response_tools_replace_the_session_tools_and_a_named_choice_wins() -> None:
+    d = make()
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("What's the weather in Rome?", "U1"))
+    ping = {"type": "function", "name": "ping", "parameters": {"type": "object", "properties": {}}}
+    params = {"tools": [ping, LOOKUP], "tool_choice": {"type": "function", "name": "ping"}}
+    call = call_of(d.send({"type": "response.create", "response": params}))
+    assert (call["name"], call["arguments"]) == ("ping", "{}")
+
+
+def test_a_forced_tool_is_called_on_each_user_turn_with_the_given_or_made_arguments() -> None:
+    d = make(tool="lookup_order", tool_arguments='{"order_id": "A-1"}')
+    d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    d.send(user("hi", "U1"))
+    assert call_of(d.send({"type": "response.create"}))["arguments"] == '{"order_id": "A-1"}'
+    made = make(tool="lookup_order", seed=3)
+    made.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    made.send(user("hi", "U1"))
+    first = call_of(made.send({"type": "response.create"}))["arguments"]
+    again = make(tool="lookup_order", seed=3)
+    again.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
+    again.send(user("hi", "U1"))
+    assert call_of(again.send({"type": "response.create"}))["arguments"] == first
 
 
 def test_section_7_options_rate_limits_and_out_of_band_item_events() -> None:
@@ -124,3 +203,72 @@ def test_section_7_options_rate_limits_and_out_of_band_item_events() -> None:
     assert "conversation.item.added" in types(oob)
     assert oob[-1]["response"]["conversation_id"] is None
     assert len(d.conn.conv) == 2  # the out-of-band item is not in the conversation
+
+
+def audio_of(events: list[dict[str, Any]], codec: str = "pcm16") -> bytes:
+    return b"".join(base64.b64decode(e["delta"]) for e in events if e["type"] == "response.output_audio.delta")
+
+
+def test_an_audio_answer_streams_audio_sized_to_its_transcript_in_the_order_of_the_api() -> None:
+    d = Driver(EndpointConnection(1))
+    d.open()  # the default session: audio out, 24 kHz PCM16
+    d.send(user("hi", "A"))
+    out = d.send({"type": "response.create"})
+    text = "You said: hi"
+    kinds = types(out)
+    start, end = kinds.index("response.content_part.added"), kinds.index("response.output_audio.done")
+    # each transcript delta, then its audio; then the dones
+    streamed = kinds[start + 1 : end]
+    assert streamed[0] == "response.output_audio_transcript.delta"
+    assert set(streamed) == {"response.output_audio_transcript.delta", "response.output_audio.delta"}
+    assert kinds[end : end + 4] == [
+        "response.output_audio.done", "response.output_audio_transcript.done", "response.content_part.done",
+        "response.output_item.done",
+    ]  # fmt: skip
+    audio = audio_of(out)
+    assert len(audio) == len(text) * 60 * 48 and rms(decode(audio, "pcm16")) == 0.0  # silence by default
+    for e in out:
+        if e["type"] == "response.output_audio.delta":
+            assert {"event_id", "response_id", "item_id", "output_index", "content_index", "delta"} <= set(e)
+            assert len(base64.b64decode(e["delta"])) <= 200 * 48
+    item = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    assert item.audio_bytes == len(audio)
+
+
+def test_g711_output_and_a_tone() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(audio_tone_hz=440)))
+    d.open()
+    fmt = {"output": {"format": {"type": "audio/pcma"}}}
+    d.send({"type": "session.update", "session": {"type": "realtime", "audio": fmt}})
+    d.send(user("hi", "A"))
+    audio = audio_of(d.send({"type": "response.create"}))
+    assert len(audio) == len("You said: hi") * 60 * 8  # 8 kHz, a byte a sample
+    assert 0.15 < rms(decode(audio, "pcma")) < 0.2  # a sine at a quarter of full scale
+    # the response's own format wins over the session's
+    d.send(user("ho", "B"))
+    pcmu = {"output": {"format": {"type": "audio/pcmu"}}}
+    audio = audio_of(d.send({"type": "response.create", "response": {"audio": pcmu}}))
+    assert 0.15 < rms(decode(audio, "pcmu")) < 0.2
+
+
+def test_audio_pace_spreads_the_audio_and_a_cancel_keeps_what_was_sent() -> None:
+    options = EndpointOptions(audio_pace=1.0, audio_ms_per_char=100, audio_delta_ms=100)
+    d = Driver(EndpointConnection(1, options))
+    d.open()
+    d.send(user("hi", "A"))
+    d.send({"type": "response.create"})  # followed to its end on the virtual clock
+    times = [t for t, e in d.sent if e["type"] == "response.output_audio.delta"]
+    assert len(times) == len("You said: hi")
+    assert [t - times[0] for t in times] == pytest.approx([k * 0.1 for k in range(len(times))])  # real time
+    d.send(user("ho", "B"))
+    first = d.send({"type": "response.create"}, follow=False)
+    rid = first[0]["response"]["id"]
+    d.run(d.conn.wake(("run", rid)), follow=False)
+    item = next(iter(d.conn.responses.runs[rid].items.values()))
+    assert item.audio_bytes == 2 * 100 * 48
+    cancelled = d.send({"type": "response.cancel"})
+    assert cancelled[-1]["response"]["status"] == "cancelled" and "response.output_audio.delta" not in types(cancelled)
+    assert item.audio_bytes == 2 * 100 * 48  # what was sent, no more
+    truncate = {"type": "conversation.item.truncate", "item_id": item.id, "content_index": 0, "audio_end_ms": 201}
+    [err] = d.send(truncate)
+    assert err["error"]["message"] == "Audio content of 200ms is already shorter than 201ms"

@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
 from rtrace.net.endpoint import EndpointOptions
+from rtrace.net.script import parse_script
 from rtrace.net.server import RealtimeServer, ServerOptions, run_server
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
@@ -94,7 +95,8 @@ def test_per_type_latency_override() -> None:
     run(main)
 
 
-def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
+def virtual_clock() -> tuple[Callable[[], float], Callable[[float], Awaitable[None]]]:
+    """A clock and its sleep for the server: sleeping moves the clock at once (latency tests run instantly)."""
     now = [0.0]
 
     def clock() -> float:
@@ -104,6 +106,11 @@ def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
         now[0] += d
         await asyncio.sleep(0)
 
+    return clock, sleep
+
+
+def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
+    clock, sleep = virtual_clock()
     async def main() -> None:
         no_limit = EndpointOptions(max_session_seconds=None)  # a virtual hour passes at once
         opts = ServerOptions(latency=0.05, record=tmp_path / "v.jsonl", clock=clock, sleep=sleep, endpoint=no_limit)
@@ -118,6 +125,32 @@ def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
         assert added.t - sent.t == pytest.approx(0.05, abs=1e-9)
 
     run(main)
+
+
+def test_a_scripted_ack_delay_holds_what_follows_in_order(tmp_path: Path) -> None:
+    clock, sleep = virtual_clock()
+    script = parse_script('[[turn]]\nwhen = { event = "conversation.item.create:user", connection = 1 }\ndelay = "2s"\n'
+                          "times = 1\n")  # fmt: skip
+    path = tmp_path / "delay.jsonl"
+
+    async def main() -> None:
+        ep = EndpointOptions(max_session_seconds=None, script=script)
+        opts = ServerOptions(latency=0.05, record=path, clock=clock, sleep=sleep, endpoint=ep)
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(user("slow", "A"))
+            await ws.send(user("fast", "B"))
+            got = [await recv(ws) for _ in range(4)]
+            assert [e["item"]["id"] for e in got] == ["A", "A", "B", "B"]
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    sent = next(r for r in recs if r.dir == "client")
+    note = next(r for r in recs if r.type == "fault.injected")
+    acks = [r for r in recs if r.type == "conversation.item.added"]
+    assert note.event["action"] == "delay" and note.t - sent.t == pytest.approx(2.0, abs=1e-6)
+    assert acks[0].t - sent.t == pytest.approx(2.05, abs=1e-6)  # the hold, then the latency
+    assert acks[1].t >= acks[0].t  # B's ack waited behind A's
 
 
 def test_record_is_a_trace_that_analyze_reads_and_holds_no_secret(tmp_path: Path) -> None:
@@ -165,14 +198,49 @@ def test_record_is_a_trace_that_analyze_reads_and_holds_no_secret(tmp_path: Path
     assert not [f for f in report.findings if f.severity == "error"]
 
 
-def test_wrong_path_is_404() -> None:
+@pytest.mark.parametrize("path", ["/v1/realtime", "/v1/realtime/", "/realtime", "/v1", "/v1/", "/", ""])
+def test_the_base_and_the_full_urls_are_accepted_with_a_model(path: str) -> None:
     async def main() -> None:
-        async with run_server() as srv:
-            with pytest.raises(InvalidStatus):
-                async with connect(f"ws://127.0.0.1:{srv.port}/nope"):
-                    pass
+        async with run_server() as srv, connect(f"ws://127.0.0.1:{srv.port}{path}?model=gpt-realtime") as ws:
+            assert (await recv(ws))["type"] == "session.created"
 
     run(main)
+
+
+def test_a_refused_handshake_is_in_the_trace_and_logged_without_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "refused.jsonl"
+    logged: list[str] = []
+
+    async def main() -> None:
+        async with run_server(ServerOptions(record=path, log=logged.append)) as srv:
+            assert srv.realtime_url == f"ws://127.0.0.1:{srv.port}/v1/realtime?model=gpt-realtime"
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(f"ws://127.0.0.1:{srv.port}/v2/realtime?model=m&api_key=sk-secret123456"):
+                    pass
+            assert refused.value.response.status_code == 404
+            async with connect(srv.realtime_url) as ws:
+                await recv(ws)
+            # not a websocket upgrade at all
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(b"GET /v1/realtime HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await reader.readline()).startswith(b"HTTP/1.1 426")
+            writer.close()
+            await writer.wait_closed()
+
+    run(main)
+    assert len(logged) == 2 and "sk-secret" not in " ".join(logged)
+    assert logged[0].startswith("rtrace serve: refused a handshake: HTTP 404 Not Found for /v2/realtime?model=m")
+    assert "HTTP 426" in logged[1]
+    text = path.read_text()
+    assert "sk-secret" not in text
+    recs = list(TraceReader.open(path))
+    first = [r.event for r in recs if r.conn == 1]
+    assert [e["type"] for e in first] == ["connection.opened", "note", "connection.closed"]
+    assert first[1]["note"].startswith("handshake refused: HTTP 404 Not Found for /v2/realtime")
+    assert first[2] == {"type": "connection.closed", "by": "server", "status": 404}
+    assert [r.type for r in recs if r.conn == 2][:2] == ["connection.opened", "session.created"]
+    report = analyze_path(path)
+    assert report.findings == [] and report.problems == []
 
 
 def test_bad_frames_get_errors_and_everyone_keeps_being_served() -> None:
@@ -229,11 +297,14 @@ def test_client_leaving_mid_response_leaves_no_task() -> None:
     run(main)
 
 
-def test_fault_drop_on_closes_before_answering(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("close_code", "seen"), [(None, 1006), (1011, 1011), (1001, 1001), (1005, 1005)])
+def test_fault_drop_on_closes_before_answering(tmp_path: Path, close_code: int | None, seen: int) -> None:
     path = tmp_path / "drop.jsonl"
 
     async def main() -> None:
-        opts = ServerOptions(record=path, drop_on=["conversation.item.create:function_call_output"], latency=0.02)
+        opts = ServerOptions(
+            record=path, drop_on=["conversation.item.create:function_call_output"], latency=0.02, close_code=close_code
+        )
         async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             await ws.send(user("weather please", "A"))
@@ -244,15 +315,79 @@ def test_fault_drop_on_closes_before_answering(tmp_path: Path) -> None:
             await ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
             with pytest.raises(ConnectionClosed):
                 await recv(ws)
-            assert ws.close_code == 1000
+            assert ws.close_code == seen
+            assert (ws.protocol.close_rcvd is None) == (seen == 1006)  # 1006: no close frame came
 
     run(main)
     recs = list(TraceReader.open(path))
     faults = [r for r in recs if r.type == "fault.injected"]
     assert len(faults) == 1 and faults[0].event["fault"] == "drop-on"
-    assert recs[-1].type == "connection.closed" and recs[-1].event.get("code") == 1000
+    closed = recs[-1]
+    assert closed.type == "connection.closed" and closed.event["by"] == "server"
+    assert closed.event["code"] == (close_code or 1006)
     # Nothing answered the output's create.
     assert recs[-3].dir == "client" and recs[-2] is faults[0]
+
+
+def test_a_drop_is_in_the_trace_before_the_next_handshake_and_the_client_reconnects(tmp_path: Path) -> None:
+    path = tmp_path / "reconnect.jsonl"
+
+    async def main() -> None:
+        opts = ServerOptions(record=path, drop_after=["response.done:function_call"], latency=0.01)
+        async with run_server(opts) as srv:
+            async with connect(endpoint(srv)) as ws:
+                await recv(ws)
+                await ws.send(user("weather please", "A"))
+                await ws.send(json.dumps({"type": "response.create"}))
+                got = await until(ws, "response.done")
+                assert got[-1]["response"]["output"][0]["type"] == "function_call"
+                with pytest.raises(ConnectionClosed):
+                    await recv(ws)
+                assert ws.close_code == 1006
+            async with connect(endpoint(srv)) as ws:  # at once, as agents-js does
+                assert (await recv(ws))["type"] == "session.created"
+                await ws.send(user("weather please", "B"))
+                await ws.send(json.dumps({"type": "response.create"}))
+                done = (await until(ws, "response.done"))[-1]  # the fault fired once: no drop this time
+                assert done["response"]["output"][0]["type"] == "function_call"
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    kinds = [(r.conn, r.type) for r in recs if r.dir == "meta"]
+    assert kinds[:4] == [
+        (1, "connection.opened"), (1, "fault.injected"), (1, "connection.closed"), (2, "connection.opened"),
+    ]  # fmt: skip
+    conn1 = [r for r in recs if r.conn == 1]
+    assert [r.type for r in conn1[-3:]] == ["response.done", "fault.injected", "connection.closed"]
+    assert conn1[-2].event == {
+        "type": "fault.injected", "fault": "drop-after", "spec": "response.done:function_call",
+        "server_event_type": "response.done",
+    }  # fmt: skip
+    assert conn1[-1].event == {"type": "connection.closed", "by": "server", "code": 1006, "reason": "fault: drop-after"}
+
+
+def test_fault_notes_are_written_where_the_faults_act_not_when_decided(tmp_path: Path) -> None:
+    path = tmp_path / "notes.jsonl"
+
+    async def main() -> None:
+        opts = ServerOptions(record=path, latency=0.05, close_after=3, fail_response={1})
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(json.dumps({"type": "response.create"}))
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    await recv(ws)
+            assert ws.close_code == 1000
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    seq = [r.type for r in recs]
+    assert seq == [
+        "connection.opened", "session.created", "response.create", "response.created",
+        "fault.injected", "response.done", "fault.injected", "connection.closed",
+    ]  # fmt: skip
+    assert [r.event["fault"] for r in recs if r.type == "fault.injected"] == ["fail-response", "close-after"]
+    assert recs[4].t - recs[2].t >= 0.04  # noted when the failed response.done went out, not when decided
 
 
 def test_fault_close_after_expire_and_failed_response() -> None:
@@ -332,7 +467,9 @@ def test_rtrace_serve_prints_the_url_and_stops_cleanly_on_sigterm(tmp_path: Path
         assert first.startswith("rtrace serve: listening on ws://127.0.0.1:") and first.rstrip().endswith("/v1")
         base = proc.stdout.readline().strip()
         assert base.startswith("OPENAI_BASE_URL=http://127.0.0.1:") and base.endswith("/v1")
+        full = proc.stdout.readline().strip()
         url = first.split()[-1]
+        assert full == f"websocket URL: {url}/realtime?model=gpt-realtime"
 
         async def main() -> None:
             ws = await connect(f"{url}/realtime?model=gpt-realtime")
@@ -396,6 +533,17 @@ def test_options_from_cli() -> None:
     assert f.drop_on == ["conversation.item.create:function_call_output"] and f.fail_response == {1, 3}
     assert f.error_on == ["response.create", "conversation.item.delete"] and f.times is None
     assert o.endpoint.duplicate_id == "reject"
-    for bad in ({"duplicate_id": "x"}, {"latency": ["fast"]}, {"from_trace": "/nonexistent.jsonl"}):
+    o = options_from_cli(drop_after=["response.done:function_call"], close_code=1011, tool='lookup={"id": 4}', seed=3)
+    assert o.faults().drop_after == ["response.done:function_call"] and o.faults().close_code == 1011
+    assert (o.endpoint.tool, o.endpoint.tool_arguments, o.endpoint.seed) == ("lookup", '{"id": 4}', 3)
+    assert (options_from_cli(tool="ping").endpoint.tool_arguments, options_from_cli().endpoint.tool) == (None, None)
+    o = options_from_cli(audio_tone=440, audio_pace=1, transcript=["hi", "bye"], vad_threshold=0.1)
+    assert (o.endpoint.audio_tone_hz, o.endpoint.audio_pace) == (440, 1)
+    assert (o.endpoint.transcripts, o.endpoint.vad_rms) == (["hi", "bye"], 0.1)
+    for bad in (
+        {"duplicate_id": "x"}, {"latency": ["fast"]}, {"from_trace": "/nonexistent.jsonl"}, {"close_code": 1015},
+        {"close_code": 2000}, {"tool": "=1"}, {"tool": "x={"}, {"tool": "x=[1]"}, {"audio_tone": -1.0},
+        {"audio_pace": float("nan")}, {"vad_threshold": 0.0},
+    ):  # fmt: skip
         with pytest.raises(ValueError):
             options_from_cli(**bad)  # type: ignore[arg-type]

@@ -132,3 +132,14 @@ def test_many_findings_of_one_rule_are_counted_not_all_drawn(tmp_path: Path) -> 
     out = render(report)
     assert out.count("RT112 server-error") == MAX_FINDINGS_SHOWN_PER_RULE
     assert f"… and {40 - MAX_FINDINGS_SHOWN_PER_RULE} more RT112 findings" in out
+
+
+def test_trace_names_are_cut_in_the_middle_so_the_part_that_differs_shows() -> None:
+    from rtrace.report.terminal import trace_name
+
+    a = trace_name("/x/reconnect-during-tool.livekit-1.8.4.jsonl")
+    b = trace_name("/x/reconnect-during-tool.livekit-1.8.5.jsonl")
+    assert a != b and len(a) == len(b) == 30
+    assert a.startswith("reconnect-du") and a.endswith("1.8.4.jsonl") and "…" in a
+    assert trace_name("short.jsonl") == "short.jsonl"
+    assert "\x1b" not in trace_name("evil\x1b[2J" + "x" * 40 + ".jsonl")

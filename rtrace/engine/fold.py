@@ -40,6 +40,8 @@ class TraceReport:
     by_dir: dict[str, int] = dataclasses.field(default_factory=dict)
     #: Set when the trace could not be read at all.
     unreadable: str | None = None
+    #: Findings a baseline accepted (`report.baseline.apply`): known, and left out of `findings`.
+    accepted: int = 0
 
     def counts(self) -> Counter[str]:
         return Counter(f.severity for f in self.findings)

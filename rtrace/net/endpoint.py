@@ -15,12 +15,14 @@ import dataclasses
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
-from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, session_format
+from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, decode, session_codec, session_format
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
-from .faults import ConnectionFaults, Faults, fault_note
+from .faults import ConnectionFaults, Faults, fault_note, matches
 from .playback import ResponseSource, play
-from .responses import Responses, Run
+from .responses import Responses, Run, last_user_text
+from .script import ResponseContext, Script, Turn
+from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
     RATE_LIMITS,
@@ -31,6 +33,7 @@ from .wire import (
     default_session,
     error_event,
     merge_session,
+    transcription_events,
 )
 
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
@@ -66,9 +69,32 @@ class EndpointOptions:
     story_text: str = "Once upon a time there was a very slow story."
     story_chunks: int = 8
     story_chunk_delay: float = 0.06
-    #: A user text mentioning the weather gets a call of this tool with these arguments.
-    tool_name: str = "get_weather"
-    tool_arguments: str = '{"city": "Paris"}'
+    #: Force a call of this tool on each user turn not yet answered by a call (`rtrace serve --tool NAME`), whatever
+    #: the text says, unless the tool choice is `none`. None: the tool is chosen as `rtrace.net.tools` says.
+    tool: str | None = None
+    #: The forced tool's arguments (a JSON object's text, `--tool NAME=JSON`); None: made from its schema.
+    tool_arguments: str | None = None
+    #: Seed of the values made for tool arguments (`rtrace serve --seed`): same seed, same arguments.
+    seed: int = 0
+    #: An answer with audio in its output modalities streams `response.output_audio.delta`s in the session's
+    #: output format (PCM16 at its rate, or G.711 mu-law / A-law): this many milliseconds per character of its
+    #: transcript (60: about 150 words a minute), in deltas of `audio_delta_ms`, after each transcript delta.
+    audio_ms_per_char: int = 60
+    audio_delta_ms: int = 200
+    #: The audio is silence (0), or a sine tone of this many Hz.
+    audio_tone_hz: float = 0.0
+    #: Seconds of pause per second of audio, before each audio delta but the first (0: all at once; 1: in real
+    #: time, so a user can speak during an answer and interrupt it).
+    audio_pace: float = 0.0
+    #: Server VAD (`turn_detection` of type `server_vad` or `semantic_vad`; see `rtrace.net.vad`): a 10 ms frame of
+    #: appended audio is speech when its RMS reaches this fraction of full scale (0.02: about -34 dBFS).
+    vad_rms: float = 0.02
+    #: What the user said in each committed audio turn of a connection, in order (the last repeats; none: "").
+    #: Sent as its transcription when the session enables `audio.input.transcription`, and what the answer reads.
+    transcripts: list[str] = dataclasses.field(default_factory=list)
+    #: A scenario script (`rtrace serve --script`, `rtrace.net.script.load_script`): its turns answer responses
+    #: and events before the default script does; its `transcripts` serve when `transcripts` is empty.
+    script: Script | None = None
     model: str = "gpt-realtime"
     #: The API's session limit (60 minutes since GA, protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
@@ -121,6 +147,13 @@ class EndpointConnection:
         self.conversation_id = f"conv_fake{conn:04d}"
         self.responses = Responses(conn, self.conv, self.session, self.conversation_id, self.options, self._new_item_id)
         self.audio_buffer_bytes = 0
+        #: Server VAD over the appended audio; the id of the user item the speech in progress will become; how
+        #: many audio turns were committed (which transcript the next one gets).
+        self.vad = VoiceDetector()
+        self.speech_item: str | None = None
+        self.audio_turns = 0
+        #: Script turns that close the socket once a response is done, by response id.
+        self.close_after: dict[str, Turn] = {}
         self.closed = False
         self.response_requests = 0
         self._event_n = 0
@@ -174,20 +207,86 @@ class EndpointConnection:
         note = self.faults.drop_on(event)
         if note is not None:
             self.closed = True
-            return [Emission(meta=note), Emission(close=(self.faults.close_code, "fault: drop-on"), flush=False)]
+            return self.faults.closing(note, flush=False)
         note = self.faults.error_on(event)
         if note is not None:
             message = f"Injected fault: error on {note['spec']}."
             return self._limit(
                 [Emission(meta=note), self._error("fault_injected", message, None, event, "server_error")]
             )
+        turn = self._event_turn(event)
+        if turn is not None and turn.close is not None:
+            self.closed = True
+            return self._script_close(turn, event, flush=False)
+        if turn is not None and turn.error is not None:
+            message = f"Injected by the script ({turn.key})."
+            noted = self._script_note(turn, "error", event)
+            return self._limit([noted, self._error(turn.error, message, None, event, "server_error")])
         etype = event.get("type")
         handler = _HANDLERS.get(etype) if isinstance(etype, str) else None
         if handler is None:
             supported = ", ".join(f"'{t}'" for t in sorted(_HANDLERS))
             message = f"Invalid value: '{str(etype)[:100]}'. Supported values are: {supported}."
             return self._limit([self._error("invalid_value", message, "type", event)])
-        return self._limit(handler(self, event))
+        out = handler(self, event)
+        if turn is not None and turn.delay is not None and out:
+            # the answer goes out that much later than it would, and whatever follows waits behind it
+            held = [self._script_note(turn, "delay", event), *out]
+            out = [dataclasses.replace(em, hold=turn.delay) if em.event or em.meta else em for em in held]
+        return self._limit(out)
+
+    # -- the scenario script ------------------------------------------------------------------------------
+
+    def _fires(self, turn: Turn) -> bool:
+        """Whether a script turn whose `when` holds acts now (its `times` in the server's life); counts it."""
+        key = f"script:{turn.key}"
+        fired = self.shared.fired.get(key, 0)
+        if turn.times is not None and fired >= turn.times:
+            return False
+        self.shared.fired[key] = fired + 1
+        return True
+
+    def _event_turn(self, event: dict[str, Any]) -> Turn | None:
+        script = self.options.script
+        if script is None:
+            return None
+        turn = script.event_turn(self.conn, event)
+        return turn if turn is not None and self._fires(turn) else None
+
+    def _script_note(self, turn: Turn, action: str, event: dict[str, Any] | None) -> Emission:
+        note = turn.note(action)
+        if event is not None:
+            note["client_event_type"] = event.get("type")
+            if isinstance(event.get("event_id"), str):
+                note["client_event_id"] = event["event_id"]
+        return Emission(meta=note)
+
+    def _script_close(self, turn: Turn, event: dict[str, Any] | None, flush: bool) -> list[Emission]:
+        assert turn.close is not None
+        note = dataclasses.replace(self._script_note(turn, "close", event), flush=flush)
+        return [note, Emission(close=(turn.close, f"script: {turn.key}"), flush=flush)]
+
+    def _script_sent(self, out: list[Emission]) -> list[Emission]:
+        """The script's `sent` turns on emissions about to go out: a close right after a matching event, or a
+        hold on it (and so on everything after it)."""
+        script = self.options.script
+        turns = script.sent_turns(self.conn) if script is not None else []
+        if not turns:
+            return out
+        kept: list[Emission] = []
+        for em in out:
+            turn = None
+            if em.event is not None:
+                turn = next((t for t in turns if t.sent and matches(t.sent, em.event) and self._fires(t)), None)
+            if turn is not None and turn.delay is not None:
+                kept.append(dataclasses.replace(self._script_note(turn, "delay", None), hold=turn.delay))
+                em = dataclasses.replace(em, hold=turn.delay)
+            kept.append(em)
+            if turn is not None and turn.close is not None:
+                self.closed = True
+                kept.extend(self._script_close(turn, None, flush=True))
+                break
+        return kept
 
     def wake(self, token: Hashable) -> list[Emission]:
         """Carry on after a pause the endpoint asked for (`Emission.wake`)."""
@@ -221,11 +320,12 @@ class EndpointConnection:
         return [*notes, self._error("session_expired", message), Emission(close=(1001, "session expired"))]
 
     def _limit(self, out: list[Emission]) -> list[Emission]:
-        """Apply `close_after` (see `ConnectionFaults.cut`)."""
+        """Apply `close_after` and `drop_after` (see `ConnectionFaults.cut`), then the script's `sent` turns."""
         kept, closed = self.faults.cut(out)
         if closed:
             self.closed = True
-        return kept
+            return kept
+        return self._script_sent(kept)
 
     def _session_update(self, event: dict[str, Any]) -> list[Emission]:
         update = event.get("session")
@@ -330,6 +430,7 @@ class EndpointConnection:
                     self.conv.remove(out_id)
                     out.append(self._event({"type": "conversation.item.deleted", "item_id": out_id}))
         self.conv.remove(item.id)
+        self.responses.heard.pop(item.id, None)
         out.append(self._event({"type": "conversation.item.deleted", "item_id": item.id}))
         return out
 
@@ -371,10 +472,64 @@ class EndpointConnection:
         if not isinstance(audio, str):
             return [self._error("missing_required_parameter", "Missing required parameter: 'audio'.", "audio", event)]
         try:
-            self.audio_buffer_bytes += len(base64.b64decode(audio, validate=True))
+            data = base64.b64decode(audio, validate=True)
         except (binascii.Error, ValueError):
             return [self._error("invalid_value", "Invalid 'audio': expected base64-encoded audio.", "audio", event)]
-        return []
+        self.audio_buffer_bytes += len(data)
+        config = turn_detection(self.session)
+        if config is None:
+            return []
+        rate, codec = session_codec(self.session, "input")
+        settings = settings_of(config, self.options.vad_rms)
+        out: list[Emission] = []
+        for edge, ms in self.vad.feed(decode(data, codec), rate, settings):
+            if edge == "started":
+                out.extend(self._speech_started(ms, settings))
+            else:
+                out.extend(self._speech_stopped(ms, settings))
+        return out
+
+    def _speech_started(self, ms: int, settings: VadSettings) -> list[Emission]:
+        """Speech began: its user item's id is taken now; a response generating in the conversation is cancelled
+        (`turn_detected`) when the session lets speech interrupt."""
+        self.speech_item = self._new_item_id()
+        started = {"type": "input_audio_buffer.speech_started", "audio_start_ms": ms, "item_id": self.speech_item}
+        out = [self._event(started)]
+        active = self.responses.active
+        if active is not None and settings.interrupt_response:
+            out.extend(self._event(e) for e in self.responses.cancel(active, "turn_detected"))
+        return out
+
+    def _speech_stopped(self, ms: int, settings: VadSettings) -> list[Emission]:
+        """Speech ended: the buffer is committed as the user's item, and a response begins when the session says
+        `create_response` and none is generating."""
+        item_id = self.speech_item or self._new_item_id()
+        self.speech_item = None
+        out = [self._event({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": ms, "item_id": item_id})]
+        out.extend(self._commit(item_id))
+        if settings.create_response and self.responses.active is None:
+            out.extend(self._start_response({}, None))
+        return out
+
+    def _commit(self, item_id: str) -> list[Emission]:
+        """The buffer becomes a user message: `committed`, the item's acks, its transcription when enabled."""
+        self.audio_buffer_bytes = 0
+        self.vad.reset()
+        n = self.audio_turns
+        self.audio_turns += 1
+        script = self.options.script
+        lines = self.options.transcripts or (list(script.transcripts) if script is not None else [])
+        said = lines[min(n, len(lines) - 1)] if lines else ""
+        wire = committed_audio_message(item_id)
+        previous = self.conv.tail
+        self.conv.insert(self._item(wire, "audio"), previous)
+        self.responses.heard[item_id] = said
+        committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
+        out = [self._event(committed), *self._ack_item(wire, previous)]
+        if _transcribes(self.session):
+            wire["content"][0]["transcript"] = said
+            out.extend(self._event(e) for e in transcription_events(item_id, said))
+        return out
 
     def _audio_commit(self, event: dict[str, Any]) -> list[Emission]:
         rate, sample_bytes = session_format(self.session, "input") or DEFAULT_FORMAT
@@ -385,16 +540,14 @@ class EndpointConnection:
                 f"but buffer only has {ms:.2f}ms of audio."
             )
             return [self._error("input_audio_buffer_commit_empty", message, None, event)]
-        self.audio_buffer_bytes = 0
-        wire = committed_audio_message(self._new_item_id())
-        previous = self.conv.tail
-        item = self._item(wire, "audio")
-        self.conv.insert(item, previous)
-        committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item.id}
-        return [self._event(committed), *self._ack_item(wire, previous)]
+        item_id = self.speech_item or self._new_item_id()
+        self.speech_item = None
+        return self._commit(item_id)
 
     def _audio_clear(self, event: dict[str, Any]) -> list[Emission]:
         self.audio_buffer_bytes = 0
+        self.vad.reset()
+        self.speech_item = None
         return [self._event({"type": "input_audio_buffer.cleared"})]
 
     def _output_audio_clear(self, event: dict[str, Any]) -> list[Emission]:
@@ -418,27 +571,73 @@ class EndpointConnection:
                 "response is finished before creating a new one."
             )
             return [self._error("conversation_already_has_active_response", message, None, event)]
+        return self._start_response(params, event)
+
+    def _start_response(self, params: dict[str, Any], event: dict[str, Any] | None) -> list[Emission]:
+        """A response begins: asked by `event` (a `response.create`), or None: after speech (server VAD). Either
+        counts as the connection's next response for `fail_response`."""
+        in_conversation = params.get("conversation", "auto") != "none"
         self.response_requests += 1
         modalities = (
             params.get("output_modalities") or params.get("modalities") or self.session.get("output_modalities")
         )
         if not isinstance(modalities, list):
             modalities = ["audio"]
+        audio = params.get("audio")
+        fmt_given = isinstance(audio, dict) and isinstance(audio.get("output"), dict) and "format" in audio["output"]
+        audio_format = session_codec({"audio": audio} if fmt_given else self.session)
         run = self.responses.new_run(
-            self.shared.next_response(), in_conversation, params.get("metadata"), [str(m) for m in modalities]
+            self.shared.next_response(),
+            in_conversation,
+            params.get("metadata"),
+            [str(m) for m in modalities],
+            audio_format,
         )
         out = [self._event({"type": "response.created", "response": self.responses.response_object(run)})]
         if self.options.rate_limits:
             out.append(self._event({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS}))
         note = self.faults.fail_response(self.response_requests, event)
         if note is not None:
-            details = {"type": "failed", "reason": None, "error": {"type": "server_error", "code": "server_error"}}
-            return [Emission(meta=note), *out, self._event(self.responses.failed(run, details))]
+            return [*out, Emission(meta=note), self._event(self.responses.failed(run, _failure("server_error")))]
+        turn = self._response_turn(params)
+        if turn is not None and turn.close is not None:
+            self.close_after[run.response.id] = turn
+        if turn is not None and turn.fail is not None:
+            done = self._event(self.responses.failed(run, _failure(turn.fail)))
+            return [*out, self._script_note(turn, "fail", event), done, *self._closing_after(run)]
         recorded = self.source.take() if self.source is not None else None
-        gen = play(self.responses, run, recorded) if recorded is not None else self.responses.scripted(run, params)
+        if turn is not None and (turn.text is not None or turn.calls):
+            gen = self.responses.answer(run, params, turn.text, turn.calls)
+        elif recorded is not None:
+            gen = play(self.responses, run, recorded)
+        else:
+            gen = self.responses.scripted(run, params)
         self.responses.begin(run, gen)
         out.extend(self._pump(run))
         return out
+
+    def _response_turn(self, params: dict[str, Any]) -> Turn | None:
+        """The script's turn that answers this response, if one does."""
+        script = self.options.script
+        if script is None:
+            return None
+        context = self.responses.context(params)
+        user_text, answered = last_user_text(context)
+        tool_output: str | None = None
+        if context and context[-1].get("type") == "function_call_output":
+            call_id = context[-1].get("call_id")
+            calls = [w for w in context if w.get("type") == "function_call" and w.get("call_id") == call_id]
+            tool_output = str(calls[-1].get("name") or "") if calls else ""
+        ctx = ResponseContext(self.conn, self.response_requests, user_text, answered, tool_output)
+        return script.response_turn(ctx, self._fires)
+
+    def _closing_after(self, run: Run) -> list[Emission]:
+        """A script turn that closes after this response: its note and close, once the response is done."""
+        turn = self.close_after.pop(run.response.id, None) if run.finished else None
+        if turn is None:
+            return []
+        self.closed = True
+        return self._script_close(turn, None, flush=True)
 
     def _pump(self, run: Run) -> list[Emission]:
         """The response's events up to its next pause (then a wake) or its end."""
@@ -446,7 +645,7 @@ class EndpointConnection:
         out = [self._event(e) for e in events]
         if pause is not None:
             out.append(Emission(wake=("run", run.response.id), delay=pause))
-        return out
+        return [*out, *self._closing_after(run)]
 
     def _response_cancel(self, event: dict[str, Any]) -> list[Emission]:
         wanted = event.get("response_id")
@@ -461,6 +660,20 @@ class EndpointConnection:
             message = "Cancellation failed: no active response found"
             return [self._error("response_cancel_not_active", message, None, event)]
         return [self._event(e) for e in self.responses.cancel(run)]
+
+
+def _failure(code: str) -> dict[str, Any]:
+    """The `status_details` of a failed response."""
+    return {"type": "failed", "reason": None, "error": {"type": "server_error", "code": code}}
+
+
+def _transcribes(session: dict[str, Any]) -> bool:
+    """Whether the session asks for input audio transcription (GA `audio.input.transcription`, beta
+    `input_audio_transcription`)."""
+    audio = session.get("audio")
+    if isinstance(audio, dict) and isinstance(audio.get("input"), dict) and "transcription" in audio["input"]:
+        return isinstance(audio["input"]["transcription"], dict)
+    return isinstance(session.get("input_audio_transcription"), dict)
 
 
 def _is_output_audio(item: Item) -> bool:

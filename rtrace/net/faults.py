@@ -1,8 +1,17 @@
 """Injected faults: what `rtrace serve` can be told to break (`Faults`), and per connection which fault fires when
 (`ConnectionFaults`): spec matching, the fire-once accounting shared by a server's connections, the
-`fault.injected` note of each, and `close_after` cutting a list of emissions.
+`fault.injected` note of each, the close code of each, and `close_after` / `drop_after` cutting a list of
+emissions.
 
-A fault is a protocol answer like any other, decided here without I/O; `rtrace.net.server` only executes it.
+A fault is a protocol answer like any other, decided here without I/O; `rtrace.net.server` only executes it. Its
+note is an emission in line with the events around it, so the trace shows it where it acts: a drop's note at
+the drop (the events still queued never leave), a cut's after the last event sent, a failed response's just
+before its `response.done`, an injected error's just before the error.
+
+Close codes: a drop (`drop_on`, `drop_after`) ends the TCP connection without a close frame by default
+(`ABNORMAL`, 1006: what a client sees when the network fails); `close_after` sends a close frame 1000. `close_code`
+overrides both: 1006 (no close frame), 1005 (a close frame without a code), or any code a close frame may
+carry (1000-1003, 1007-1014, 3000-4999; 1001 going away, 1011 server error, 1012 restart, 1013 try again later).
 """
 
 from __future__ import annotations
@@ -22,29 +31,50 @@ class Faults:
     #: Close the connection (no close handshake wait, queued events dropped) when a client event matches one of
     #: these: `TYPE` or `TYPE:ITEM_TYPE` (e.g. `conversation.item.create:function_call_output`), before answering it.
     drop_on: list[str] = dataclasses.field(default_factory=list)
-    #: Answer these response.create ordinals (1-based, per connection) with `response.done` status `failed`.
+    #: Answer these responses (1-based, per connection: each `response.create` and each automatic response after
+    #: speech) with `response.done` status `failed`.
     fail_response: set[int] = dataclasses.field(default_factory=set)
     #: Answer matching client events (`TYPE` or `TYPE:ITEM_TYPE`) with an `error` instead of processing them.
     error_on: list[str] = dataclasses.field(default_factory=list)
     #: Send `session_expired` and close 1001 this many seconds after the connection opened.
     expire_after: float | None = None
-    #: Close code used by `close_after` and `drop_on`.
-    close_code: int = 1000
+    #: Close the connection (as a drop) right after the server sends an event matching one of these: `TYPE` or
+    #: `TYPE:ITEM_TYPE`, the item of the event or one of a `response.done`'s outputs (e.g.
+    #: `response.done:function_call`: while the client runs the tool).
+    drop_after: list[str] = dataclasses.field(default_factory=list)
+    #: Close code of every closing fault (see the module docstring); None: 1006 for a drop, 1000 for
+    #: `close_after`.
+    close_code: int | None = None
     #: How many times each fault (each spec of it) fires in the life of a server; None: every time. The default 1
     #: lets a client that reconnects and replays the event a drop matched get through the second time.
     #: `expire_after` counts when a connection is armed with it.
     times: int | None = 1
 
 
+#: The close code of a drop: no close frame at all (the TCP connection ends; the client's websocket says 1006).
+ABNORMAL = 1006
+#: A close frame without a status code (the receiver reports 1005).
+NO_STATUS = 1005
+#: Codes a fault may close with: a close frame may carry 1000-1003, 1007-1014 and 3000-4999; 1005 and 1006 are
+#: how a close frame without a code and a connection without a close frame are reported. 1015 (TLS failure)
+#: cannot be produced by a server.
+def valid_close_code(code: int) -> bool:
+    return code in (1000, 1001, 1002, 1003, NO_STATUS, ABNORMAL) or 1007 <= code <= 1014 or 3000 <= code <= 4999
+
+
 def matches(spec: str, event: dict[str, Any]) -> bool:
-    """`TYPE` matches the client event of that type; `TYPE:SUB` one whose item has that type or role."""
+    """`TYPE` matches the event of that type; `TYPE:SUB` one whose item has that type or role (for a
+    `response.done`, one of its output items)."""
     etype, _, sub = spec.partition(":")
     if event.get("type") != etype:
         return False
     if not sub:
         return True
-    item = event.get("item")
-    return isinstance(item, dict) and sub in (item.get("type"), item.get("role"))
+    items: list[Any] = [event.get("item")]
+    response = event.get("response")
+    if isinstance(response, dict) and isinstance(response.get("output"), list):
+        items.extend(response["output"])
+    return any(isinstance(item, dict) and sub in (item.get("type"), item.get("role")) for item in items)
 
 
 def fault_note(fault: str, spec: str, event: dict[str, Any] | None) -> dict[str, Any]:
@@ -69,10 +99,18 @@ class ConnectionFaults:
         #: Whether this connection got the `expire_after` fault (decided when it opens).
         self.expiry_armed = False
 
-    @property
-    def close_code(self) -> int:
-        """The close code of `close_after` and `drop_on`."""
-        return self.faults.close_code
+    def close_code(self, fault: str) -> int:
+        """The close code of a closing fault (`drop-on`, `drop-after`, `close-after`; see the module docstring)."""
+        if self.faults.close_code is not None:
+            return self.faults.close_code
+        return 1000 if fault == "close-after" else ABNORMAL
+
+    def closing(self, note: dict[str, Any], flush: bool) -> list[Emission]:
+        """A closing fault acting: its note, then the close (`flush=False`: at once, and what is still queued is
+        lost; `flush=True`: after what is queued)."""
+        fault = str(note["fault"])
+        close = (self.close_code(fault), f"fault: {fault}")
+        return [Emission(meta=note, flush=flush), Emission(close=close, flush=flush)]
 
     def may_fire(self, key: str) -> bool:
         """Whether a fault whose condition holds fires now (see `Faults.times`); counts it when it does."""
@@ -97,8 +135,9 @@ class ConnectionFaults:
                 return fault_note(fault, spec, event)
         return None
 
-    def fail_response(self, ordinal: int, event: dict[str, Any]) -> dict[str, Any] | None:
-        """The note of a `fail_response` fault for the connection's `ordinal`-th response.create, or None."""
+    def fail_response(self, ordinal: int, event: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The note of a `fail_response` fault for the connection's `ordinal`-th response (a `response.create`, or
+        None: one server VAD began), or None."""
         if ordinal in self.faults.fail_response and self.may_fire(f"fail-response:{ordinal}"):
             return fault_note("fail-response", str(ordinal), event)
         return None
@@ -112,24 +151,23 @@ class ConnectionFaults:
         return self.faults.expire_after if self.expiry_armed else None
 
     def cut(self, out: list[Emission]) -> tuple[list[Emission], bool]:
-        """Apply `close_after` to emissions about to be carried out: (what is kept, whether the connection closes).
-        The list is cut after the connection's Nth server event and ends with the note and the close."""
+        """Apply `close_after` and `drop_after` to emissions about to be carried out: (what is kept, whether the
+        connection closes). The list is cut after the connection's Nth server event, or after the first event a
+        `drop_after` spec matches, and ends with the fault's note and its close."""
         limit = self.faults.close_after
         count = sum(1 for em in out if em.event is not None)
         if limit is not None and self.events_sent + count >= limit and not self.may_fire("close-after"):
             self.faults.close_after = limit = None  # spent on earlier connections
-        if limit is None or self.events_sent + count < limit:
-            self.events_sent += count
-            return out, False
         kept: list[Emission] = []
         for em in out:
-            if em.event is not None:
-                if self.events_sent >= limit:
-                    break
-                self.events_sent += 1
             kept.append(em)
-            if self.events_sent >= limit and em.event is not None:
-                break
-        kept.append(Emission(meta=fault_note("close-after", str(limit), None)))
-        kept.append(Emission(close=(self.close_code, "fault: close-after")))
-        return kept, True
+            if em.event is None:
+                continue
+            self.events_sent += 1
+            if limit is not None and self.events_sent >= limit:
+                return [*kept, *self.closing(fault_note("close-after", str(limit), None), True)], True
+            for spec in self.faults.drop_after:
+                if matches(spec, em.event) and self.may_fire(f"drop-after:{spec}"):
+                    note = {**fault_note("drop-after", spec, None), "server_event_type": em.event.get("type")}
+                    return [*kept, *self.closing(note, True)], True
+        return kept, False

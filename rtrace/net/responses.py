@@ -8,22 +8,21 @@ conversation); a `Run` adds only what generating it needs. Generators yield serv
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
-from collections.abc import Callable, Generator, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any, Literal, Protocol
 
-from ..core.audio import DEFAULT_FORMAT, bytes_for_ms, session_format
+from ..core.audio import Codec, encode, tone
 from ..core.conversation import Conversation, Item, item_from_event, update_item
 from ..core.state import Response
+from .script import Call
+from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
 from .wire import assistant_message, copy_json, function_call, item_text, usage
 
 #: What a response generator yields: a server event, or a pause of that many seconds before the next one.
 Steps = Generator[dict[str, Any] | float, None, None]
-
-#: Milliseconds of audio the script's audio answers have per character of transcript (the fake sends no audio
-#: deltas; a truncate is checked against this length).
-AUDIO_MS_PER_CHAR = 60
 
 
 class ScriptOptions(Protocol):
@@ -34,8 +33,13 @@ class ScriptOptions(Protocol):
     story_text: str
     story_chunks: int
     story_chunk_delay: float
-    tool_name: str
-    tool_arguments: str
+    tool: str | None
+    tool_arguments: str | None
+    seed: int
+    audio_ms_per_char: int
+    audio_delta_ms: int
+    audio_tone_hz: float
+    audio_pace: float
 
 
 @dataclasses.dataclass(eq=False)
@@ -49,6 +53,10 @@ class Run:
     #: `response.metadata` as the request asked (echoed in the response object).
     metadata: dict[str, Any] | None
     modalities: list[str]
+    #: (rate, codec) of the audio an audio answer streams: the response's `audio.output.format`, else the session's.
+    audio_format: tuple[int, Codec] = (24000, "pcm16")
+    #: Samples of audio streamed so far (a tone goes on where the previous delta left it).
+    audio_samples: int = 0
     gen: Steps | None = None
     #: The output items by id, payload (`Item.wire`) included, in the order of `response.output`; for an
     #: in-conversation response these are the `Item`s the conversation holds.
@@ -80,28 +88,52 @@ def tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
-def choose_reply(context: list[dict[str, Any]], tools_allowed: bool = True) -> tuple[str, str]:
-    """The default script's decision: (`call` | `story` | `text`, text).
+@dataclasses.dataclass(frozen=True)
+class Reply:
+    """What the default script answers: a `call` of `tool` (`text` is the user's), the `story`, or a `text`."""
 
-    Right after a `function_call_output` -> `Tool result: <output>`. Else, on the last user text: mentioning the
-    weather (and not already answered by a call) -> a call; asking for a story (or something long) -> the story;
-    otherwise `You said: <text>`.
-    """
-    if context and context[-1].get("type") == "function_call_output":
-        return "text", f"Tool result: {context[-1].get('output') or ''}"
+    kind: Literal["call", "story", "text"]
+    text: str
+    tool: Tool | None = None
+
+
+def last_user_text(context: list[dict[str, Any]]) -> tuple[str | None, bool]:
+    """The text of the last user message the response sees (None: there is none), and whether a
+    `function_call` already follows it (the turn was answered by a call)."""
     called = False
     for wire in reversed(context):
         if wire.get("type") == "function_call":
             called = True
         if wire.get("type") == "message" and wire.get("role") == "user":
-            text = item_text(wire)
-            lowered = text.lower()
-            if "weather" in lowered and tools_allowed and not called:
-                return "call", text
-            if "story" in lowered or "long" in lowered:
-                return "story", text
-            return "text", f"You said: {text}"
-    return "text", "Hello! How can I help?"
+            return item_text(wire), called
+    return None, called
+
+
+def choose_reply(
+    context: list[dict[str, Any]],
+    tools: Sequence[Tool] = (DEFAULT_TOOL,),
+    choice: str | Tool = "auto",
+    forced: str | None = None,
+) -> Reply:
+    """The default script's decision on the items a response sees.
+
+    Right after a `function_call_output` -> `Tool result: <output>`. Else, on the last user text: when no call
+    answers it yet, the tool `rtrace.net.tools.choose_tool` picks (by the tool choice, a forced tool, or the
+    words of the text) -> a call; asking for a story (or something long) -> the story; otherwise
+    `You said: <text>`. No user text: a greeting.
+    """
+    if context and context[-1].get("type") == "function_call_output":
+        return Reply("text", f"Tool result: {context[-1].get('output') or ''}")
+    text, called = last_user_text(context)
+    if text is None:
+        return Reply("text", "Hello! How can I help?")
+    tool = None if called else choose_tool(tools, text, choice, forced)
+    if tool is not None:
+        return Reply("call", text, tool)
+    lowered = text.lower()
+    if "story" in lowered or "long" in lowered:
+        return Reply("story", text)
+    return Reply("text", f"You said: {text}")
 
 
 @dataclasses.dataclass(eq=False)
@@ -121,12 +153,22 @@ class Responses:
     new_item_id: Callable[[], str]
     active: Run | None = None
     runs: dict[str, Run] = dataclasses.field(default_factory=dict)
+    #: What the model heard in committed audio, by user item id: the text its answer reads (the item's own
+    #: transcript stays empty unless the session asked for transcription).
+    heard: dict[str, str] = dataclasses.field(default_factory=dict)
 
     # -- a response's life --------------------------------------------------------------------------------
 
-    def new_run(self, response_id: str, in_conversation: bool, metadata: Any, modalities: list[str]) -> Run:
+    def new_run(
+        self,
+        response_id: str,
+        in_conversation: bool,
+        metadata: Any,
+        modalities: list[str],
+        audio_format: tuple[int, Codec] = (24000, "pcm16"),
+    ) -> Run:
         response = Response(response_id, self.conn, 0, 0.0, in_conversation=in_conversation)
-        run = Run(response, metadata if isinstance(metadata, dict) else None, modalities)
+        run = Run(response, metadata if isinstance(metadata, dict) else None, modalities, audio_format)
         self.runs[response_id] = run
         return run
 
@@ -185,8 +227,9 @@ class Responses:
         used = usage(run.input_tokens, run.output_tokens)
         return {"type": "response.done", "response": self.response_object(run, details, used)}
 
-    def cancel(self, run: Run) -> list[dict[str, Any]]:
-        """`response.cancel`: the generator stops, the open item ends `incomplete`, the response `cancelled`."""
+    def cancel(self, run: Run, reason: str = "client_cancelled") -> list[dict[str, Any]]:
+        """`response.cancel` (or the user speaking: `turn_detected`): the generator stops, the open item ends
+        `incomplete`, the response `cancelled`."""
         if run.gen is not None:
             run.gen.close()
         events: list[dict[str, Any]] = []
@@ -195,7 +238,7 @@ class Responses:
                 events.extend(self.close_message(run, "incomplete"))
             else:
                 events.extend(self.end_item(run, "incomplete"))
-        events.append(self.finish(run, "cancelled", {"type": "cancelled", "reason": "client_cancelled"}))
+        events.append(self.finish(run, "cancelled", {"type": "cancelled", "reason": reason}))
         return events
 
     # -- output items -------------------------------------------------------------------------------------
@@ -273,7 +316,8 @@ class Responses:
         return "text", "output_text", "response.output_text.delta", "response.output_text.done", "text"
 
     def message(self, run: Run, text: str, n_chunks: int, delay: float) -> Steps:
-        """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each."""
+        """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each. An audio answer
+        streams each transcript delta's audio right after it (`audio`)."""
         part_type, _, delta_type, _, key = self._text_parts(run)
         wire = assistant_message(self.new_item_id())
         yield from self.start_item(run, wire)
@@ -290,7 +334,29 @@ class Responses:
             run.open_text += chunk
             run.output_tokens += tokens(chunk)
             yield {"type": delta_type, **ids, "delta": chunk}
+            if part_type == "audio":
+                yield from self.audio(run, ids, len(chunk) * self.options.audio_ms_per_char)
         yield from self.close_message(run)
+
+    def audio(self, run: Run, ids: dict[str, Any], ms: int) -> Steps:
+        """`response.output_audio.delta`s holding `ms` milliseconds of the run's format, `audio_delta_ms` each:
+        silence, or a tone of `audio_tone_hz`; `audio_pace` seconds of pause per second of audio before each
+        but the message's first (0: as fast as it is made, 1: in real time). The item's audio length is what
+        was sent (what a truncate is checked against)."""
+        o = self.options
+        rate, codec = run.audio_format
+        item = run.open_item
+        assert item is not None
+        while ms > 0:
+            piece = min(ms, max(1, o.audio_delta_ms))
+            ms -= piece
+            if o.audio_pace > 0 and item.audio_bytes > 0:
+                yield piece / 1000 * o.audio_pace
+            count = rate * piece // 1000
+            data = encode(tone(count, rate, o.audio_tone_hz, run.audio_samples), codec)
+            run.audio_samples += count
+            item.audio_bytes += len(data)
+            yield {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(data).decode("ascii")}
 
     def close_message(self, run: Run, status: str = "completed") -> Iterator[dict[str, Any]]:
         """The done events of the open message, its content the text so far (an audio answer gets its length)."""
@@ -301,8 +367,6 @@ class Responses:
         text = run.open_text
         if part_type == "audio":
             yield {"type": "response.output_audio.done", **ids}
-            rate, sample_bytes = session_format(self.session) or DEFAULT_FORMAT
-            item.audio_bytes = bytes_for_ms(len(text) * AUDIO_MS_PER_CHAR, rate, sample_bytes)
         yield {"type": done_type, **ids, key: text}
         yield {"type": "response.content_part.done", **ids, "part": {"type": part_type, key: text}}
         item.wire["content"] = [{"type": item_part, key: text}]
@@ -332,11 +396,18 @@ class Responses:
                 if isinstance(obj, dict) and obj.get("type") == "item_reference":
                     ref = self.conv.get(str(obj.get("id")))
                     if ref is not None and ref.wire is not None:
-                        items.append(ref.wire)
+                        items.append(self._heard(ref.wire))
                 elif isinstance(obj, dict):
                     items.append(obj)
             return items
-        return [item.wire for item in self.conv if item.wire is not None for _ in range(item.copies)]
+        return [self._heard(item.wire) for item in self.conv if item.wire is not None for _ in range(item.copies)]
+
+    def _heard(self, wire: dict[str, Any]) -> dict[str, Any]:
+        """A committed audio message as the model understood it: with what it heard as its transcript."""
+        heard = self.heard.get(str(wire.get("id")))
+        if heard is None or item_text(wire):
+            return wire
+        return {**wire, "content": [{"type": "input_audio", "transcript": heard}]}
 
     def scripted(self, run: Run, params: dict[str, Any]) -> Steps:
         """The default script's answer, decided on the items the response sees (see `choose_reply`)."""
@@ -346,11 +417,39 @@ class Responses:
 
     def _script(self, run: Run, context: list[dict[str, Any]], params: dict[str, Any]) -> Steps:
         o = self.options
-        kind, text = choose_reply(context, tools_allowed=params.get("tool_choice") != "none")
-        if kind == "call":
-            yield from self.function_call(run, o.tool_name, o.tool_arguments, 0)
-        elif kind == "story":
+        tools = declared_tools(self.session, params) or [DEFAULT_TOOL]
+        reply = choose_reply(context, tools, tool_choice(self.session, params), o.tool)
+        if reply.kind == "call" and reply.tool is not None:
+            yield from self.function_call(run, reply.tool.name, self.arguments(reply.tool, reply.text), 0)
+        elif reply.kind == "story":
             yield from self.message(run, o.story_text, o.story_chunks, o.story_chunk_delay)
         else:
-            yield from self.message(run, text, o.text_chunks, 0.0)
+            yield from self.message(run, reply.text, o.text_chunks, 0.0)
         yield self.finish(run, "completed")
+
+    def answer(self, run: Run, params: dict[str, Any], text: str | None, calls: Sequence[Call]) -> Steps:
+        """A script turn's answer: `text` (`{user}` and `{output}` filled in), then `calls` (arguments given, or
+        made from the declared tool's schema)."""
+        o = self.options
+        context = self.context(params)
+        run.input_tokens = sum(tokens(str(w.get("output") or item_text(w))) for w in context) + 10
+        user, _ = last_user_text(context)
+        last = context[-1] if context else {}
+        output = str(last.get("output") or "") if last.get("type") == "function_call_output" else ""
+        if text is not None:
+            filled = text.replace("{user}", user or "").replace("{output}", output)
+            yield from self.message(run, filled, o.text_chunks, 0.0)
+        tools = declared_tools(self.session, params)
+        for index, call in enumerate(calls):
+            tool = next((t for t in tools if t.name == call.name), Tool(call.name))
+            arguments = call.arguments if call.arguments is not None else arguments_json(tool, user or "", o.seed)
+            yield from self.function_call(run, tool.name, arguments, index)
+        yield self.finish(run, "completed")
+
+    def arguments(self, tool: Tool, text: str) -> str:
+        """The arguments of a call of `tool` answering `text`: the forced tool's given ones, else made from the
+        tool's schema (`rtrace.net.tools.arguments_json`)."""
+        o = self.options
+        if o.tool == tool.name and o.tool_arguments is not None:
+            return o.tool_arguments
+        return arguments_json(tool, text, o.seed)

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import http
 import itertools
+import json
 import os
 import random
 import sys
@@ -25,6 +26,7 @@ import orjson
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from .. import __version__
 from ..core.secrets import safe_path, scrub_secrets
@@ -40,12 +42,14 @@ from .common import (
     warn_unless_loopback,
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from .faults import Faults
+from .faults import ABNORMAL, NO_STATUS, Faults, valid_close_code
 from .playback import ResponseSource, recorded_responses
+from .script import load_script
 from .wire import Emission, decode_frame
 
-#: Paths that accept the realtime handshake (the query string, e.g. `?model=...`, is free).
-PATHS = ("/v1/realtime", "/realtime", "/v1/realtime/", "/realtime/")
+#: Paths that accept the realtime handshake, with or without a trailing slash (the query string, e.g.
+#: `?model=...`, is free): a client given the base URL (`/v1`, or the bare origin) and one given the full one.
+PATHS = ("/v1/realtime", "/realtime", "/v1", "/")
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -73,9 +77,17 @@ class ServerOptions:
     fail_response: set[int] = dataclasses.field(default_factory=set)
     error_on: list[str] = dataclasses.field(default_factory=list)
     expire_after: float | None = None
+    #: Drop the connection right after the server sends a matching event (`TYPE[:ITEM_TYPE]`).
+    drop_after: list[str] = dataclasses.field(default_factory=list)
+    #: Close code of every closing fault; None: 1006 (no close frame) for drops, 1000 for `close_after`. See
+    #: `rtrace.net.faults`.
+    close_code: int | None = None
     #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
     fault_times: int | None = 1
     max_frame_bytes: int = MAX_FRAME_BYTES
+    #: Where the server tells the user what it refused (a handshake on another path, a request that is not a
+    #: websocket upgrade), one line each; None: stderr.
+    log: Callable[[str], None] | None = None
     #: Injected for tests: a monotonic clock (seconds) and the matching sleep.
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
@@ -87,6 +99,8 @@ class ServerOptions:
             fail_response=set(self.fail_response),
             error_on=list(self.error_on),
             expire_after=self.expire_after,
+            drop_after=list(self.drop_after),
+            close_code=self.close_code,
             times=self.fault_times,
         )
 
@@ -117,7 +131,8 @@ class Recorder(TraceWriter):
 
 class _Outbox:
     """One connection's send queue. Each event is due `latency(type) ± jitter` after it was produced, but never
-    before the event queued ahead of it: a websocket is ordered, so latency delays and never reorders."""
+    before the event queued ahead of it: a websocket is ordered, so latency delays and never reorders. Notes and
+    a close queued here are carried out in their turn (a fault's note is written where it acts)."""
 
     def __init__(
         self,
@@ -125,11 +140,15 @@ class _Outbox:
         opts: ServerOptions,
         rng: random.Random,
         on_sent: Callable[[dict[str, Any], bytes], None],
+        on_meta: Callable[[dict[str, Any]], None],
+        close: Callable[[int, str], Awaitable[None]],
     ) -> None:
         self.ws = ws
         self.opts = opts
         self.rng = rng
         self.on_sent = on_sent
+        self.on_meta = on_meta
+        self.close = close
         self.queue: asyncio.Queue[tuple[float, Emission]] = asyncio.Queue()
         self.last_due = 0.0
 
@@ -139,9 +158,9 @@ class _Outbox:
             delay = self.opts.latency_of(str(em.event.get("type")))
             if self.opts.jitter:
                 delay = max(0.0, delay + self.rng.uniform(-self.opts.jitter, self.opts.jitter))
-            due = max(now + delay, self.last_due)
+            due = max(now + delay + em.hold, self.last_due)
         else:
-            due = self.last_due
+            due = max(now + em.hold, self.last_due) if em.hold > 0 else self.last_due
         self.last_due = due
         self.queue.put_nowait((due, em))
 
@@ -152,13 +171,15 @@ class _Outbox:
             wait = due - clock()
             if wait > 0:
                 await sleep(wait)
-            if em.close is not None:
-                await self.ws.close(*em.close)
-                return
+            if em.meta is not None:
+                self.on_meta(em.meta)
             if em.event is not None:
                 raw = orjson.dumps(em.event)
                 await self.ws.send(raw, text=True)
                 self.on_sent(em.event, raw)
+            if em.close is not None:
+                await self.close(*em.close)
+                return
 
 
 class _Session:
@@ -171,10 +192,20 @@ class _Session:
         opts = server.options
         self.endpoint = EndpointConnection(conn, opts.endpoint, opts.faults(), server.shared, server.source)
         rng = random.Random(f"{opts.seed}:{conn}") if opts.seed is not None else random.Random()
-        self.outbox = _Outbox(ws, opts, rng, lambda ev, raw: server.record("server", conn, ev, raw))
+        self.outbox = _Outbox(
+            ws,
+            opts,
+            rng,
+            lambda ev, raw: server.record("server", conn, ev, raw),
+            lambda note: server.record("meta", conn, note),
+            self.close,
+        )
         self.tasks: set[asyncio.Task[None]] = set()
         self.sender: asyncio.Task[None] | None = None
         self.closer: asyncio.Task[None] | None = None
+        #: Whether this connection's `connection.closed` is in the trace (written once, as soon as the close is
+        #: sent or seen: before the server can accept the client's next handshake).
+        self.close_noted = False
 
     def deliver(self, ems: list[Emission]) -> None:
         """Carry out emissions in order; from the first pause on, the rest waits in a task of its own."""
@@ -198,20 +229,53 @@ class _Session:
             self._do(em)
 
     def _do(self, em: Emission) -> None:
-        if em.meta is not None:
-            self.server.record("meta", self.conn, em.meta)
-        if em.event is not None:
-            self.outbox.put(em)
         if em.wake is not None:
             self.deliver(self.endpoint.wake(em.wake))
-        if em.close is not None:
-            if em.flush:
-                self.outbox.put(em)
-            elif self.closer is None:
-                # A network drop: what is still queued never leaves.
+        if not em.flush:
+            # A network drop: the note now, and what is still queued never leaves.
+            if em.meta is not None:
+                self.server.record("meta", self.conn, em.meta)
+            if em.close is not None and self.closer is None:
                 if self.sender is not None:
                     self.sender.cancel()
-                self.closer = asyncio.get_running_loop().create_task(self.ws.close(*em.close))
+                self.note_closed("server", em.close[0], em.close[1])
+                self.closer = asyncio.get_running_loop().create_task(self.close(*em.close))
+        elif em.event is not None or em.meta is not None or em.close is not None:
+            self.outbox.put(em)
+
+    def note_closed(self, by: str, code: int | None, reason: str | None) -> None:
+        """Write this connection's `connection.closed` (once)."""
+        if self.close_noted:
+            return
+        self.close_noted = True
+        note: dict[str, Any] = {"type": "connection.closed", "by": by}
+        if code is not None:
+            note["code"] = code
+        if reason:
+            note["reason"] = reason
+        self.server.record("meta", self.conn, note)
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the websocket as the endpoint asked: 1006 ends the TCP connection with no close frame, 1005 sends
+        a close frame without a code, any other code a close frame with it."""
+        self.note_closed("server", code, reason)
+        if code == ABNORMAL:
+            transport = self.ws.transport
+            if transport is not None:
+                transport.abort()
+            return
+        if code == NO_STATUS:
+            await self.ws.close(None)  # type: ignore[arg-type]
+            return
+        await self.ws.close(code, reason)
+
+    def note_peer_close(self) -> None:
+        """The connection ended without the endpoint closing it: say who closed it, with the code seen."""
+        proto = self.ws.protocol
+        if proto.close_sent is not None and proto.close_rcvd_then_sent is not True:
+            self.note_closed("server", proto.close_sent.code, proto.close_sent.reason)
+        else:
+            self.note_closed("client", self.ws.close_code, self.ws.close_reason)
 
     async def serve(self) -> None:
         sender = self.sender = asyncio.get_running_loop().create_task(self.outbox.run())
@@ -240,6 +304,8 @@ class _Session:
         except ConnectionClosed:
             pass
         finally:
+            if self.ws.protocol.close_rcvd is not None or self.ws.protocol.state is State.CLOSED:
+                self.note_peer_close()  # the client closed, or the network did: noted before anything waits
             for task in list(self.tasks):
                 task.cancel()
             if not sender.done():
@@ -247,17 +313,13 @@ class _Session:
             await asyncio.gather(sender, *self.tasks, *([self.closer] if self.closer else []), return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self.ws.close()
-            note: dict[str, Any] = {"type": "connection.closed"}
-            if self.ws.close_code is not None:
-                note["code"] = self.ws.close_code
-            if self.ws.close_reason:
-                note["reason"] = self.ws.close_reason
-            self.server.record("meta", self.conn, note)
+            self.note_peer_close()
 
 
 class RealtimeServer:
-    """A running fake endpoint: `url` is the websocket base (`ws://127.0.0.1:PORT/v1`), `http_url` what
-    `OPENAI_BASE_URL` wants."""
+    """A running fake endpoint: `url` is the websocket base (`ws://127.0.0.1:PORT/v1`, for clients that add
+    `/realtime?model=...` themselves), `http_url` what `OPENAI_BASE_URL` wants, `realtime_url` the full websocket
+    URL (`ws://127.0.0.1:PORT/v1/realtime?model=gpt-realtime`, for clients that use the URL as given)."""
 
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
@@ -284,6 +346,11 @@ class RealtimeServer:
         return f"http://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
+    def realtime_url(self) -> str:
+        model = urllib.parse.quote(self.options.endpoint.model, safe="")
+        return f"{self.url}/realtime?model={model}"
+
+    @property
     def connections(self) -> int:
         """How many connections are open now."""
         return len(self.sessions)
@@ -294,9 +361,26 @@ class RealtimeServer:
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = urllib.parse.urlsplit(request.path).path
-        if path not in PATHS:
-            return ws.respond(http.HTTPStatus.NOT_FOUND, "rtrace serve: the realtime endpoint is /v1/realtime\n")
+        if (path.rstrip("/") or "/") not in PATHS:
+            accepted = ", ".join(PATHS)
+            return ws.respond(http.HTTPStatus.NOT_FOUND, f"rtrace serve: the realtime endpoint is one of {accepted}\n")
         return None
+
+    def _process_response(self, ws: ServerConnection, request: Request, response: Response) -> None:
+        """A refused handshake (another path, not a websocket upgrade) is a connection of the trace that opened
+        and was closed by the server with that HTTP status, and a line for the user (no key in either)."""
+        if response.status_code == http.HTTPStatus.SWITCHING_PROTOCOLS:
+            return
+        conn = next(self._conns)
+        path = safe_path(request.path)
+        why = response.reason_phrase or ""
+        body = response.body.decode("utf-8", "replace").strip() if response.body else ""
+        self.record("meta", conn, {"type": "connection.opened", "path": path})
+        note = f"handshake refused: HTTP {response.status_code} {why} for {path}" + (f": {body}" if body else "")
+        self.record("meta", conn, {"type": "note", "note": note})
+        self.record("meta", conn, {"type": "connection.closed", "by": "server", "status": response.status_code})
+        log = self.options.log or _stderr
+        log(f"rtrace serve: refused a handshake: HTTP {response.status_code} {why} for {path}")
 
     @staticmethod
     def _select_subprotocol(ws: ServerConnection, offered: Any) -> Any:
@@ -329,6 +413,7 @@ class RealtimeServer:
             o.host,
             o.port,
             process_request=self._process_request,
+            process_response=self._process_response,
             select_subprotocol=self._select_subprotocol,
             max_size=o.max_frame_bytes,
             ping_interval=None,
@@ -344,6 +429,10 @@ class RealtimeServer:
             self._server = None
         if self.recorder is not None:
             self.recorder.close()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 @contextlib.asynccontextmanager
@@ -386,15 +475,45 @@ def options_from_cli(
     duplicate_id: str = "append_duplicate",
     story_chunk_delay: str | None = None,
     fault_times: int | None = 1,
+    tool: str | None = None,
+    drop_after: list[str] | None = None,
+    close_code: int | None = None,
+    audio_tone: float | None = None,
+    audio_pace: float | None = None,
+    transcript: list[str] | None = None,
+    vad_threshold: float | None = None,
+    script: str | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings. Raises ValueError with a message for people."""
     default, by_type = parse_latencies(latency or [])
-    endpoint = EndpointOptions()
+    endpoint = EndpointOptions(seed=seed or 0)
+    if tool is not None:
+        endpoint.tool, endpoint.tool_arguments = parse_tool(tool)
+    if audio_tone is not None:
+        if not 0 <= audio_tone <= 20000:
+            raise ValueError(f"--audio-tone {audio_tone:g}: give 0 (silence) or a frequency up to 20000 Hz")
+        endpoint.audio_tone_hz = audio_tone
+    if audio_pace is not None:
+        if not 0 <= audio_pace <= 100:
+            raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
+        endpoint.audio_pace = audio_pace
+    endpoint.transcripts = list(transcript or [])
+    if script is not None:
+        endpoint.script = load_script(script)  # a ScriptError is a ValueError: file:line: message
+    if vad_threshold is not None:
+        if not 0 < vad_threshold <= 1:
+            raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")
+        endpoint.vad_rms = vad_threshold
     if duplicate_id not in ("append_duplicate", "ignore", "reject"):
         raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
     endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]
     if story_chunk_delay is not None:
         endpoint.story_chunk_delay = parse_duration(story_chunk_delay)
+    if close_code is not None and not valid_close_code(close_code):
+        raise ValueError(
+            f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
+            "1005 sends a close frame without a code, 1006 ends the connection without one"
+        )
     if from_trace is not None and not os.path.isfile(from_trace):
         raise ValueError(f"{from_trace}: no such trace file")
     return ServerOptions(
@@ -408,12 +527,36 @@ def options_from_cli(
         from_trace=from_trace,
         endpoint=endpoint,
         close_after=close_after,
-        drop_on=[v for value in drop_on or [] for v in value.split(",") if v],
+        drop_on=_specs(drop_on),
         fail_response=set(fail_response or []),
-        error_on=[v for value in error_on or [] for v in value.split(",") if v],
+        error_on=_specs(error_on),
         expire_after=parse_duration(expire_after) if expire_after is not None else None,
+        drop_after=_specs(drop_after),
+        close_code=close_code,
         fault_times=fault_times,
     )
+
+
+def _specs(values: list[str] | None) -> list[str]:
+    """Repeated and comma-separated `TYPE[:ITEM_TYPE]` specs."""
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def parse_tool(text: str) -> tuple[str, str | None]:
+    """`--tool NAME` or `--tool NAME={"k": "v"}` -> (name, the arguments' JSON text or None). Raises ValueError."""
+    name, sep, arguments = text.partition("=")
+    name = name.strip()
+    if not name:
+        raise ValueError(f"--tool {text!r}: give a tool name, e.g. --tool lookup_order or --tool 'lookup_order={{}}'")
+    if not sep:
+        return name, None
+    try:
+        value = json.loads(arguments)
+    except ValueError as e:
+        raise ValueError(f"--tool {name}=...: the arguments are not JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--tool {name}=...: the arguments must be a JSON object, e.g. {{\"order_id\": \"42\"}}")
+    return name, json.dumps(value, ensure_ascii=False)
 
 
 def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
@@ -423,6 +566,7 @@ def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] =
     def announce(server: RealtimeServer) -> None:
         print(f"rtrace serve: listening on {server.url}", file=out)
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
+        print(f"  websocket URL: {server.realtime_url}", file=out)
         print(f"  RTRACE_URL={server.url}", file=out)
         if options.record is not None:
             print(f"  recording to {options.record}", file=out)

@@ -68,6 +68,7 @@ async def _run_once(
         env = dict(os.environ)
         env["OPENAI_BASE_URL"] = srv.http_url
         env["RTRACE_URL"] = srv.url
+        env["RTRACE_REALTIME_URL"] = srv.realtime_url
         env["RTRACE_LATENCY"] = str(latency)
         proc = await asyncio.create_subprocess_exec(*command, env=env, start_new_session=True)
         try:

@@ -22,14 +22,18 @@ DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
 class Emission:
     """One thing the endpoint wants done, `delay` seconds after the previous emission of the same list.
 
-    Exactly one of `event` (send it), `wake` (call `EndpointConnection.wake(token)` now and carry on with its
-    emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason)
-    is usually set. A close with `flush=False` drops whatever is still queued (a network drop); with `flush=True`
-    it comes after everything queued before it.
+    One of `event` (send it), `wake` (call `EndpointConnection.wake(token)` now and carry on with its
+    emissions), `meta` (write this note to the trace) or `close` (close the websocket with this code and reason;
+    1006: end the connection without a close frame, 1005: a close frame without a code) is set. Events, notes
+    and closes go out in order, each after everything queued before it (`flush=True`); a note or a close with
+    `flush=False` acts at once and drops whatever is still queued (a network drop). `hold` seconds are added to
+    the send queue's delay of this emission (its latency, for an event); what is queued after it waits behind it
+    (a slow answer, still in order).
     """
 
     event: dict[str, Any] | None = None
     delay: float = 0.0
+    hold: float = 0.0
     wake: Hashable | None = None
     meta: dict[str, Any] | None = None
     close: tuple[int, str] | None = None
@@ -177,5 +181,16 @@ def function_call(item_id: str, call_id: str, name: str) -> dict[str, Any]:
 
 
 def committed_audio_message(item_id: str) -> dict[str, Any]:
-    """The user message committed input audio becomes (no transcription: the fake transcribes nothing)."""
+    """The user message committed input audio becomes (its transcript comes with the transcription, if any)."""
     return _item(item_id, "message", "completed", role="user", content=[{"type": "input_audio", "transcript": None}])
+
+
+def transcription_events(item_id: str, text: str) -> list[dict[str, Any]]:
+    """The input audio transcription of a committed user item: one delta, then `completed` with its usage."""
+    ids = {"item_id": item_id, "content_index": 0}
+    out_tokens = max(1, len(text) // 4) if text else 0
+    used = {"type": "tokens", "input_tokens": 10, "output_tokens": out_tokens, "total_tokens": 10 + out_tokens}
+    return [
+        {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": text},
+        {"type": "conversation.item.input_audio_transcription.completed", **ids, "transcript": text, "usage": used},
+    ]

@@ -8,6 +8,7 @@ Stable and deterministic: keys sorted, findings in trace order, no wall-clock ti
      "traces": [{"path", "events", "connections", "duration", "header", "problem_count",
                  "problems": [{"line", "col", "message"}],
                  "summary": {"error": n, "warning": n, "info": n},
+                 "accepted": n (only when a baseline accepted findings),
                  "findings": [{"rule", "slug", "severity", "conn", "message", "explanation",
                                "lines", "at_line", "ids": {"items", "call_ids", "responses", "event_ids"},
                                "witness": [{"line", "t", "dir", "conn", "type", "summary"}], "fix"}]}]}
@@ -39,6 +40,7 @@ def trace_json(trace: TraceReport) -> dict[str, Any]:
         "problems": [{"line": p.line, "col": p.col, "message": p.message} for p in trace.problems],
         "summary": {sev: counts.get(sev, 0) for sev in ("error", "warning", "info")},
         "findings": [as_json(f) for f in trace.findings],
+        **({"accepted": trace.accepted} if trace.accepted else {}),
     }
 
 

@@ -56,6 +56,20 @@ def fingerprint(finding: Finding, trace_name: str, occurrence: int) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
+def trace_fingerprints(trace: TraceReport) -> list[tuple[Finding, str]]:
+    """Each finding of `trace` with its fingerprint; equal findings (same rule, connection and ids) are told apart
+    by their order of occurrence."""
+    name = os.path.basename(trace.path)
+    seen: dict[str, int] = {}
+    out = []
+    for finding in trace.findings:
+        base = fingerprint(finding, name, 0)
+        occurrence = seen.get(base, 0)
+        seen[base] = occurrence + 1
+        out.append((finding, fingerprint(finding, name, occurrence) if occurrence else base))
+    return out
+
+
 def result_json(finding: Finding, rule_index: int, artifact_index: int, uri: str, print_key: str) -> dict[str, Any]:
     def location(line: int, text: str | None = None, ident: int | None = None) -> dict[str, Any]:
         loc: dict[str, Any] = {
@@ -96,16 +110,9 @@ def report_sarif(report: Report) -> dict[str, Any]:
         a_index = len(artifacts)
         artifacts.append({"location": {"uri": uri}, "mimeType": "application/jsonl"})
         _trace_notifications(trace, uri, a_index, notifications)
-        seen: dict[str, int] = {}
-        for finding in trace.findings:
-            if finding.rule not in index:
-                continue
-            name = os.path.basename(trace.path)
-            base = fingerprint(finding, name, 0)
-            occurrence = seen.get(base, 0)
-            seen[base] = occurrence + 1
-            print_ = fingerprint(finding, name, occurrence)
-            results.append(result_json(finding, index[finding.rule], a_index, uri, print_))
+        for finding, print_ in trace_fingerprints(trace):
+            if finding.rule in index:
+                results.append(result_json(finding, index[finding.rule], a_index, uri, print_))
     run: dict[str, Any] = {
         "tool": {
             "driver": {

@@ -36,6 +36,20 @@ def _prose(text: str, limit: int) -> str:
     return printable(cut, limit)
 
 
+#: Trace names in the totals tables are cut to this many characters, in the middle.
+NAME_CHARS = 30
+
+
+def trace_name(path: str, limit: int = NAME_CHARS) -> str:
+    """The file name of `path` for a table column, cut in the middle when long: traces of one fleet usually share
+    a prefix and differ at the end (`reconnect-during-tool.livekit-1.8.4.jsonl` -> `reconnect-dur…ekit-1.8.4.jsonl`)."""
+    name = path.rsplit("/", 1)[-1]
+    if len(name) > limit:
+        head = (limit - 1) // 2
+        name = f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
+    return printable(name, limit * 4)
+
+
 def render(report: Report, console: Console) -> None:
     """Print the report: built whole, then printed at once (one `print` per line costs rich ~0.5 ms each, which
     was most of the time to show a fleet of 200 traces)."""
@@ -143,7 +157,7 @@ def render_totals(report: Report) -> Iterator[RenderableType]:
     table = Table(title="findings by rule", box=None, header_style="bold")
     table.add_column("rule")
     table.add_column("severity")
-    names = [printable(t.path.rsplit("/", 1)[-1], 30) for t in report.traces]
+    names = [trace_name(t.path) for t in report.traces]
     for name in names:
         table.add_column(name, justify="right")
     rows: dict[tuple[str, str, str], list[int]] = {}
@@ -168,7 +182,7 @@ def render_fleet_totals(report: Report) -> Iterator[RenderableType]:
             per_trace = rows.setdefault((f.rule, f.slug, f.severity), {})
             per_trace[trace.path] = per_trace.get(trace.path, 0) + 1
     for (rule, slug, severity), per_trace in sorted(rows.items()):
-        names = [printable(p.rsplit("/", 1)[-1], 30) for p in list(per_trace)[:3]]
+        names = [trace_name(p) for p in list(per_trace)[:3]]
         more = f" +{len(per_trace) - 3}" if len(per_trace) > 3 else ""
         table.add_row(
             f"{rule} {slug}",

@@ -1,0 +1,39 @@
+"""One line per finding, as compilers and linters print them: `path:line:col: RT101 [error] message`.
+
+For editors and grep. The line is where the finding became certain (`at_line`); the column is always 1 (a trace
+line is one event). Input problems follow as `path:line:col: input [warning] message`; an unreadable trace is one
+`path: unreadable: why` line. All trace text is made printable (`core.escape.printable`) and scrubbed of secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..core.escape import printable
+from ..engine.fold import Report, TraceReport
+from .excerpt import scrub_text
+
+MESSAGE_CHARS = 300
+
+
+def _text(text: str, limit: int) -> str:
+    return printable(scrub_text(text), limit)
+
+
+def trace_lines(trace: TraceReport) -> Iterator[str]:
+    path = _text(trace.path, 500)
+    if trace.unreadable:
+        yield f"{path}: unreadable: {_text(trace.unreadable, MESSAGE_CHARS)}"
+        return
+    for f in trace.findings:
+        line = f.at_line or (f.witness[0].line if f.witness else 1)
+        yield f"{path}:{line}:1: {f.rule} [{f.severity}] {_text(f.message, MESSAGE_CHARS)}"
+    for p in trace.problems:
+        yield f"{path}:{p.line}:{p.col}: input [{p.severity}] {_text(p.message, MESSAGE_CHARS)}"
+    hidden = trace.problem_count - len(trace.problems)
+    if hidden > 0:
+        yield f"{path}: input [warning] {hidden} more input problems not listed"
+
+
+def render(report: Report) -> str:
+    return "".join(f"{line}\n" for trace in report.traces for line in trace_lines(trace))

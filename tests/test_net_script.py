@@ -1,0 +1,253 @@
+"""Scenario scripts: the schema checked with `file:line` messages, which turn acts when, and the turns carried out
+by an endpoint (answers, calls, failures, closes, delays, errors, transcripts), each fault noted where it acts."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rtrace.core.audio import encode, tone
+from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from rtrace.net.script import Call, ResponseContext, ScriptError, load_script, parse_script
+
+from .netdriver import Driver, types, user
+
+LOOKUP = {
+    "type": "function",
+    "name": "lookup_order",
+    "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+}
+
+
+def ctx(
+    user_text: str | None = "hi", response: int = 1, tool_output: str | None = None, conn: int = 1
+) -> ResponseContext:
+    return ResponseContext(conn, response, user_text, False, tool_output)
+
+
+def always(_turn: Any) -> bool:
+    return True
+
+
+def test_a_script_reads_into_turns_by_moment() -> None:
+    script = parse_script(
+        """
+transcripts = ["hello there"]
+
+[[turn]]
+when = { user = "Order" }
+call = [{ name = "lookup_order", arguments = { order_id = "42" } }, { name = "ping" }]
+
+[[turn]]
+when = { tool_output = true, connection = 2 }
+text = "got {output}"
+
+[[turn]]
+when.response = 3
+fail = "rate_limit_exceeded"
+close = 1001
+
+[[turn]]
+when = { event = "conversation.item.create:function_call_output" }
+delay = "1.5s"
+
+[[turn]]
+when = { sent = "response.output_item.done:function_call" }
+close = 1006
+times = 2
+""",
+        "s.toml",
+    )
+    assert script.transcripts == ("hello there",)
+    order, output, third, slow, drop = script.turns
+    assert (order.moment, order.line, order.calls) == (
+        "response", 4, (Call("lookup_order", '{"order_id": "42"}'), Call("ping")),
+    )  # fmt: skip
+    assert order.times is None and not order.is_fault
+    assert (output.tool_output, output.connection, output.text) == (True, 2, "got {output}")
+    assert (third.response, third.fail, third.close, third.times) == (3, "rate_limit_exceeded", 1001, 1)
+    assert (slow.moment, slow.delay, slow.times) == ("event", 1.5, None)
+    assert (drop.moment, drop.close, drop.times) == ("sent", 1006, 2)
+
+
+def test_which_response_turn_answers() -> None:
+    script = parse_script(
+        """
+[[turn]]
+when = { user = "order", connection = 1 }
+text = "one"
+[[turn]]
+when = { user_regex = "order \\\\d+" }
+text = "two"
+[[turn]]
+when = { tool_output = "lookup_order" }
+text = "three"
+[[turn]]
+when = { response = 2 }
+text = "four"
+"""
+    )
+
+    def text(c: ResponseContext) -> str | None:
+        turn = script.response_turn(c, always)
+        return turn.text if turn is not None else None
+
+    assert text(ctx("my ORDER please")) == "one"
+    assert text(ctx("order 7", conn=2)) == "two"
+    assert text(ctx("order", conn=2)) is None
+    assert text(ctx("order 7", tool_output="lookup_order")) == "three"  # after an output, the tool's turn
+    assert text(ctx("order 7", tool_output="other")) is None
+    assert text(ctx(None, response=2)) == "four"
+    assert script.response_turn(ResponseContext(1, 1, "order", True, None), always) is None  # a call answered it
+    assert text(ctx("order", response=2)) == "one"  # file order
+    spent = script.response_turn(ctx("order 7"), lambda t: t.text != "one")  # turn 1 fired its times: the next
+    assert spent is not None and spent.text == "two"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("[[turn]]\nwhen = { user = \"x\" \n", 2, "not TOML"),
+        ("speed = 3\n", 1, "unknown key 'speed'"),
+        ("transcripts = [1]\n", 1, "`transcripts` must be a list of strings"),
+        ("\n[[turn]]\ntext = \"x\"\n", 2, "turn 1: needs a `when` table"),
+        ("[[turn]]\nwhen = { usr = \"x\" }\ntext = \"a\"\n", 2, "unknown condition `when.usr`"),
+        ("[[turn]]\nwhen = { user = \"x\", event = \"response.create\" }\ntext = \"a\"\n", 2, "mixes moments"),
+        ("[[turn]]\nwhen = { user = \"x\" }\n\ndelay = \"1s\"\n", 4, "`delay` is not an action on a response"),
+        ("[[turn]]\nwhen = { user = \"x\" }\n", 1, "does nothing"),
+        ("[[turn]]\nwhen = { event = \"response.create\" }\ndelay = 1\nclose = 1000\n", 4, "one action"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ntext = \"a\"\nfail = true\n", 4, "a failed response has no text"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ntext = \"\"\n", 3, "`text` must be a non-empty string"),
+        ("[[turn]]\nwhen = { response = 0 }\ntext = \"a\"\n", 2, "`response` must be a whole number of at least 1"),
+        ("[[turn]]\nwhen = { user_regex = \"(\" }\ntext = \"a\"\n", 2, "not a regular expression"),
+        ("[[turn]]\nwhen = { tool_output = 3 }\ntext = \"a\"\n", 2, "`tool_output` must be true or a tool name"),
+        ("[[turn]]\nwhen = { event = \"Response Create\" }\nclose = 1000\n", 2, "must be TYPE or TYPE:ITEM_TYPE"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ncall = { args = 1 }\n", 3, "unknown key `call.args`"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ncall = { arguments = {} }\n", 3, "a call needs a tool `name`"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ncall = { name = \"t\", arguments = \"{\" }\n", 3, "is not JSON"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ncall = { name = \"t\", arguments = \"[]\" }\n", 3, "must be a table"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ncall = []\n", 3, "`call` is an empty list"),
+        ("[[turn]]\nwhen = { user = \"x\" }\nfail = 3\n", 3, "`fail` must be true or an error code"),
+        ("[[turn]]\nwhen = { user = \"x\" }\nclose = 1015\n", 3, "`close` must be a close code"),
+        ("[[turn]]\nwhen = { event = \"x\" }\ndelay = \"soon\"\n", 3, "`delay`: not a duration"),
+        ("[[turn]]\nwhen = { event = \"x\" }\ndelay = -1\n", 3, "`delay` must be a duration"),
+        ("[[turn]]\nwhen = { user = \"x\" }\ntext = \"a\"\ntimes = -1\n", 4, "`times` must be a whole number"),
+        ('[[turn]]\nwhen = { user = "a" }\ntext = "a"\n\n[[turn]]\ntext = "b"\n[turn.when]\nuser = 3\n', 8, "turn 2"),
+    ],
+)
+def test_every_mistake_names_its_file_line_and_turn(text: str, line: int, message: str) -> None:
+    with pytest.raises(ScriptError) as err:
+        parse_script(text, "s.toml")
+    assert str(err.value).startswith(f"s.toml:{line}:"), str(err.value)
+    assert message in str(err.value)
+
+
+def test_load_script_reports_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ScriptError, match="cannot read the script"):
+        load_script(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(ScriptError, match=r"bad.toml:1: the script is not UTF-8"):
+        load_script(bad)
+    good = tmp_path / "good.toml"
+    good.write_text('[[turn]]\nwhen = { user = "x" }\ntext = "y"\n')
+    assert load_script(good).turns[0].text == "y"
+
+
+# -- carried out by an endpoint ---------------------------------------------------------------------------
+
+
+def scripted(text: str, conn: int = 1, shared: SharedCounters | None = None, **kw: Any) -> Driver:
+    d = Driver(EndpointConnection(conn, EndpointOptions(script=parse_script(text), **kw), shared=shared))
+    d.open()
+    session = {"type": "realtime", "output_modalities": ["text"], "tools": [LOOKUP]}
+    d.send({"type": "session.update", "session": session})
+    return d
+
+
+ORDER = """
+[[turn]]
+when = { user = "order" }
+text = "Looking it up."
+call = { name = "lookup_order" }
+
+[[turn]]
+when = { tool_output = "lookup_order" }
+text = "Order for {user}: {output}"
+"""
+
+
+def test_a_turn_answers_with_text_then_a_call_and_the_output_with_its_text() -> None:
+    d = scripted(ORDER)
+    d.send(user("where is order 42?", "U"))
+    done = d.send({"type": "response.create"})[-1]["response"]
+    message, call = done["output"]
+    assert message["content"][0]["text"] == "Looking it up."
+    assert (call["name"], call["arguments"]) == ("lookup_order", '{"order_id": "42"}')  # made from the schema
+    fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "shipped"}
+    d.send({"type": "conversation.item.create", "item": fco})
+    answer = d.send({"type": "response.create"})[-1]["response"]["output"][0]
+    assert answer["content"][0]["text"] == "Order for where is order 42?: shipped"
+    d.send(user("hello", "V"))
+    assert d.send({"type": "response.create"})[-1]["response"]["output"][0]["content"][0]["text"] == "You said: hello"
+
+
+def test_fail_and_close_after_the_response_once_per_server() -> None:
+    shared = SharedCounters()
+    text = '[[turn]]\nwhen = { response = 1 }\nfail = "rate_limit_exceeded"\nclose = 1013\n'
+    d = scripted(text, shared=shared)
+    out = d.send({"type": "response.create", "event_id": "rc"})
+    assert types(out) == ["response.created", "response.done"]
+    details = out[-1]["response"]["status_details"]
+    assert out[-1]["response"]["status"] == "failed" and details["error"]["code"] == "rate_limit_exceeded"
+    assert d.meta == [
+        {"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "fail",
+         "client_event_type": "response.create", "client_event_id": "rc"},
+        {"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "close"},
+    ]  # fmt: skip
+    assert d.closes == [(1013, "script: turn 1", True)] and d.conn.closed
+    again = scripted(text, conn=2, shared=shared)
+    assert again.send({"type": "response.create"})[-1]["response"]["status"] == "completed"
+
+
+def test_event_turns_delay_in_order_drop_or_answer_with_an_error() -> None:
+    d = scripted('[[turn]]\nwhen = { event = "conversation.item.create:user" }\ndelay = "250ms"\n')
+    ems = d.conn.receive(user("hi", "A"))
+    assert ems[0].meta is not None and ems[0].meta["action"] == "delay" and ems[0].hold == 0.25
+    assert [em.event["type"] for em in ems[1:] if em.event] == ["conversation.item.added", "conversation.item.done"]
+    assert {em.hold for em in ems} == {0.25}
+    d = scripted('[[turn]]\nwhen = { event = "response.create" }\nerror = "server_busy"\n')
+    [err] = d.send({"type": "response.create", "event_id": "r1"})
+    assert err["error"]["code"] == "server_busy" and err["error"]["event_id"] == "r1"
+    assert d.send({"type": "response.create"})[0]["type"] == "response.created"  # an error turn fires once
+    d = scripted('[[turn]]\nwhen = { event = "input_audio_buffer.commit" }\nclose = 1006\n')
+    assert d.send({"type": "input_audio_buffer.commit"}) == []
+    assert d.closes == [(1006, "script: turn 1", False)] and d.meta[-1]["action"] == "close"
+
+
+def test_sent_turns_close_right_after_or_hold_a_server_event() -> None:
+    d = scripted('[[turn]]\nwhen = { sent = "response.output_item.done:function_call" }\nclose = 1011\n')
+    d.send(user("order 9?", "U"))
+    out = d.send({"type": "response.create"})
+    assert types(out)[-1] == "response.output_item.done"  # nothing after it: the socket closes
+    assert d.closes == [(1011, "script: turn 1", True)]
+    d = scripted('[[turn]]\nwhen = { sent = "response.created" }\ndelay = 0.5\n')
+    ems = d.conn.receive({"type": "response.create"})
+    assert ems[0].hold == 0.5 and ems[0].meta is not None and ems[1].event is not None
+    assert ems[1].event["type"] == "response.created" and ems[1].hold == 0.5 and ems[2].hold == 0
+
+
+def test_script_transcripts_feed_the_server_vad() -> None:
+    d = Driver(EndpointConnection(1, EndpointOptions(script=parse_script('transcripts = ["order 5 please"]\n'))))
+    d.open()
+    loud = base64.b64encode(encode(tone(7200, 24000, 440), "pcm16")).decode()
+    quiet = base64.b64encode(bytes(14400)).decode()
+    d.send({"type": "input_audio_buffer.append", "audio": loud})
+    out = d.send({"type": "input_audio_buffer.append", "audio": quiet})
+    answer = out[-1]["response"]["output"][0]
+    assert answer["content"][0]["transcript"] == "You said: order 5 please"
+    json.dumps(out)
