@@ -256,7 +256,7 @@ class Conversation:
             if self.by_call.get(item.call_id) == item.id:
                 # Another function_call may carry the same call_id (a replay, a duplicate): the latest takes over.
                 if calls:
-                    self.by_call[item.call_id] = next(reversed(calls))  # type: ignore[call-overload]
+                    self.by_call[item.call_id] = next(reversed(calls))
                 else:
                     del self.by_call[item.call_id]
             if not calls:
@@ -264,7 +264,7 @@ class Conversation:
             elif len(calls) == 1:
                 self._calls[item.call_id] = next(iter(calls))
             else:
-                self._calls[item.call_id] = calls  # type: ignore[assignment]
+                self._calls[item.call_id] = calls
         elif item.type == "function_call_output":
             outs = self.outputs_by_call.get(item.call_id)
             if outs is not None:

@@ -323,13 +323,13 @@ class Pending:
     def quoting(self, quoted: Iterable[str], kinds: frozenset[str] | None) -> Change | None:
         """The oldest pending change of one of `kinds` (None: any) whose item id, previous_item_id or item call_id
         is one of `quoted`."""
-        found = None
+        found: Change | None = None
         creates = kinds is None or _CREATE in kinds
         if creates and self._prevs is None:
             self._prevs = {}
-            for change in self._seqs.values():
-                if change.kind == _CREATE and change.previous_item_id is not None:
-                    _file(self._prevs, change.previous_item_id, change)
+            for filed in self._seqs.values():
+                if filed.kind == _CREATE and filed.previous_item_id is not None:
+                    _file(self._prevs, filed.previous_item_id, filed)
         for key in quoted:
             held = [self._first(by_id, key) for kind, by_id in self._items.items() if kinds is None or kind in kinds]
             if creates:

@@ -28,12 +28,23 @@ _W = TypeVar("_W", bound="TraceWriter")
 class TraceWriter:
     """Each line written whole and flushed, so a killed recorder loses at most one.
 
+    `buffered`: lines wait in memory until `flush`, which hands them all to the kernel in one write (a recorder
+    under load: `serve` flushes before each frame it sends, so every frame sent is in the trace before the peer can
+    see it; what waits is what no frame answered yet).
+
     A write that fails (a full disk, a vanished file) does not raise: the trace is cut back to its last whole line,
     `failed` says why, `on_failure` is told once, and later writes are dropped, so the session being recorded goes
     on.
     """
 
-    def __init__(self, fp: IO[bytes], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure) -> None:
+    def __init__(
+        self,
+        fp: IO[bytes],
+        header: dict[str, Any] | None,
+        clock: Clock,
+        on_failure: OnFailure,
+        buffered: bool = False,
+    ) -> None:
         self._fp: IO[bytes] | None = fp
         self._clock = clock
         self._on_failure = on_failure
@@ -43,20 +54,43 @@ class TraceWriter:
         #: Why writing stopped, or None while the trace is complete.
         self.failed: str | None = None
         self._good = 0
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            self._good = fp.tell()
+        self._buffered = buffered
+        self._waiting: list[bytes] = []
         if header is not None:
             self._put(dumps_header(header))
 
     @classmethod
     def open(
-        cls: type[_W], path: str | os.PathLike[str], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure
+        cls: type[_W],
+        path: str | os.PathLike[str],
+        header: dict[str, Any] | None,
+        clock: Clock,
+        on_failure: OnFailure,
+        buffered: bool = False,
     ) -> _W:
-        return cls(open(path, "wb"), header, clock, on_failure)
+        return cls(open(path, "wb"), header, clock, on_failure, buffered)
 
     def _put(self, line: bytes) -> None:
         if self._fp is None or self.failed is not None:
             return
+        if self._buffered:
+            self._waiting.append(line)
+            return
+        self._write(line, 1)
+
+    def flush(self) -> None:
+        """Hand the lines waiting (`buffered`) to the kernel, in one write."""
+        if self._waiting:
+            waiting, self._waiting = self._waiting, []
+            self._write(b"".join(waiting), len(waiting))
+
+    def _write(self, data: bytes, lines: int) -> None:
+        if self._fp is None or self.failed is not None:
+            return
         try:
-            self._fp.write(line)
+            self._fp.write(data)
             self._fp.flush()
         except OSError as e:
             self.failed = e.strerror or str(e)
@@ -64,9 +98,8 @@ class TraceWriter:
                 self._fp.truncate(self._good)
             self._on_failure(self.failed, self.lines)
             return
-        self.lines += 1
-        with contextlib.suppress(OSError, AttributeError, ValueError):
-            self._good = self._fp.tell()
+        self.lines += lines
+        self._good += len(data)
 
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
         """One line for `event`, timed now (`raw`: the event's JSON, when the caller has it already)."""
@@ -78,6 +111,7 @@ class TraceWriter:
         self._put(head + str(int(conn)).encode() + b',"event":' + raw + b"}\n")
 
     def close(self) -> None:
+        self.flush()
         if self._fp is not None:
             with contextlib.suppress(OSError):
                 self._fp.flush()
