@@ -47,6 +47,12 @@ static inline P skip_ws(P p, P end) {
     return p;
 }
 
+static inline P skip_digits(P p, P end) {
+    while (p < end && *p >= '0' && *p <= '9')
+        p++;
+    return p;
+}
+
 static inline int hexval(unsigned char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -148,18 +154,15 @@ static P scan_number(P p, P end, Tok *t) {
         p++;
     } else if (*p >= '1' && *p <= '9') {
         P d = p;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        p = skip_digits(p, end);
         if (p - d > 30)
             return NULL;
     } else {
         return NULL;
     }
     if (p < end && *p == '.') {
-        p++;
-        P d = p;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        P d = p + 1;
+        p = skip_digits(d, end);
         if (p == d || p - d > 40)
             return NULL;
         t->kind = 2;
@@ -169,8 +172,7 @@ static P scan_number(P p, P end, Tok *t) {
         if (p < end && (*p == '+' || *p == '-'))
             p++;
         P d = p;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        p = skip_digits(p, end);
         if (p == d || p - d > 2)
             return NULL;
         t->kind = 2;

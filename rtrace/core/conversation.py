@@ -169,6 +169,14 @@ class Conversation:
     def get(self, item_id: str) -> Item | None:
         return self.items.get(item_id)
 
+    def linked_copy(self) -> Conversation:
+        """A conversation in the same order holding the same items, whose own inserts and removes leave this one
+        alone (its call_id indexes start empty: it is for its order, `Connection.expected_ids`)."""
+        copy = Conversation()
+        copy.items, copy._next, copy._prev = dict(self.items), dict(self._next), dict(self._prev)
+        copy.head, copy.tail = self.head, self.tail
+        return copy
+
     def previous_of(self, item_id: str) -> str | None:
         return self._prev.get(item_id)
 

@@ -441,51 +441,20 @@ class Connection:
 
         This is what the server will hold once it has processed everything already sent (events are handled
         in arrival order), assuming each pending change succeeds. O(items + pending): the changes are applied to
-        a linked copy of the order.
+        a linked copy of the conversation (`Conversation.linked_copy`).
         """
         if not self.pending:
             return self.conv.ids()
-        order = self.conv.ids()
-        nxt: dict[str, str | None] = dict(zip(order, [*order[1:], None], strict=False))
-        prv: dict[str, str | None] = dict(zip(order, [None, *order[:-1]], strict=False))
-        head = order[0] if order else None
-        tail = order[-1] if order else None
+        view = self.conv.linked_copy()
         for change in self.pending.values():
             item_id = change.item_id
-            if change.kind == "conversation.item.delete" and item_id is not None and item_id in nxt:
-                before, after = prv.pop(item_id), nxt.pop(item_id)
-                if before is None:
-                    head = after
-                else:
-                    nxt[before] = after
-                if after is None:
-                    tail = before
-                else:
-                    prv[after] = before
-            elif change.kind == "conversation.item.create" and item_id and item_id not in nxt:
+            if change.kind == "conversation.item.delete" and item_id is not None and item_id in view:
+                view.remove(item_id)
+            elif change.kind == "conversation.item.create" and item_id and item_id not in view:
                 prev = change.previous_item_id
-                if prev == "root":
-                    before = None
-                elif prev and prev in nxt:
-                    before = prev
-                else:
-                    before = tail
-                after = head if before is None else nxt[before]
-                nxt[item_id], prv[item_id] = after, before
-                if before is None:
-                    head = item_id
-                else:
-                    nxt[before] = item_id
-                if after is None:
-                    tail = item_id
-                else:
-                    prv[after] = item_id
-        out = []
-        cur = head
-        while cur is not None:
-            out.append(cur)
-            cur = nxt[cur]
-        return out
+                after = None if prev == "root" else prev if prev and prev in view else view.tail
+                view.insert(Item(id=item_id, type="message"), after)
+        return view.ids()
 
     def expected_item(self, item_id: str) -> Item | None:
         """The item `item_id` as the server will hold it after pending changes (None: not there)."""
