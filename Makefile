@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint unit e2e-envs e2e-locks browser bench bench-scale clean fuzz
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py rtrace/core/_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'

@@ -694,3 +694,12 @@ def test_the_fast_path_gives_the_report_of_a_full_parse_on_every_sample(monkeypa
     for path in sorted(SAMPLES.rglob("*.jsonl")):
         fast, pure = _report_both_ways(path.read_bytes(), monkeypatch)
         assert fast == pure, path
+
+
+def test_the_scanner_is_built_where_ci_runs() -> None:
+    """`make test` in a fresh clone (CI) builds the C scanner: the fast path is what CI tests, not only the pure one."""
+    import os
+
+    if not os.environ.get("CI"):
+        pytest.skip("only CI promises a C compiler")
+    assert SCANNER is not None
