@@ -579,6 +579,10 @@ def trace_lines(draw: st.DrawFn) -> bytes:
     return raw
 
 
+#: Bytes of any kind, one line each.
+ARBITRARY_LINES = st.binary(max_size=60).map(lambda b: b.replace(b"\n", b" "))
+
+
 def _expected(raw: bytes) -> tuple[str, float, int, str, Any] | None:
     """What a full parse makes of one line, as the fold sees it: ('quiet' or 'audio', t, conn, dir, (item_id,
     bytes) for audio), or None when the line is no record of either kind."""
@@ -618,7 +622,7 @@ def _scanned(lines: list[bytes], seen: set[int]) -> list[tuple[int, tuple[Any, .
 
 @needs_scanner
 @BOUNDED
-@given(st.lists(trace_lines(), min_size=1, max_size=12), st.sets(st.integers(1, 3)))
+@given(st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)))
 def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(lines: list[bytes], seen: set[int]) -> None:
     """Every line of a run the scanner takes is a record a full parse reads as quiet (or an audio delta) on a
     connection the reader has seen, with the run's direction and connection; the run's t is its last line's, and
@@ -703,3 +707,16 @@ def test_the_scanner_is_built_where_ci_runs() -> None:
     if not os.environ.get("CI"):
         pytest.skip("only CI promises a C compiler")
     assert SCANNER is not None
+
+
+def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> None:
+    from .test_engine_fold import RACE_188
+
+    data = RACE_188.read_bytes()
+    rows = list(TraceReader(io.BytesIO(data), "t.jsonl").rows())
+    for until in (1, 2, 17, 45, len(rows)):
+        reader = TraceReader(io.BytesIO(data), "t.jsonl")
+        got = list(reader.rows().entries(TRANSITIONS, AUDIO_DELTAS, until_line=until))
+        count = sum(e[0] if type(e) is list else 1 for e in got)
+        assert count == len([r for r in rows if r[1] <= until]) == reader.count
+        assert [e for e in got if type(e) is not list] == [r for r in rows if r[1] <= until and r in got]
