@@ -219,15 +219,27 @@ def report(
         fmt = ReportFormat.markdown
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config()
-    from .engine.parallel import analyze_file
+    if fmt is ReportFormat.html:  # the page data comes from the analysis itself: one reading of each trace
+        from .report import html
 
-    traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
-    result = Report(traces, config, rules)
+        folded = [html.analyze(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        traces = [trace for trace, _ in folded]
+        result = Report(traces, config, rules)
+        body = html.render(result, max_line_bytes, [data for _, data in folded]).encode("utf-8")
+    else:
+        from .engine.parallel import analyze_file
+
+        traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        result = Report(traces, config, rules)
+        body = render_bytes(result, fmt, max_line_bytes)
     if output is None:
-        sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes))
+        sys.stdout.buffer.write(body)
         sys.stdout.flush()
     else:
-        write_side_outputs(result, {fmt.value: output}, max_line_bytes)
+        try:
+            output.write_bytes(body)
+        except OSError as e:
+            raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
     if any(t.unreadable or t.events == 0 for t in traces):
         for t in traces:
             if t.unreadable or t.events == 0:

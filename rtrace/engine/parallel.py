@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core.loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
 from ..rules.base import Config, Rule
-from .fold import Fold, TraceReport, analyze_path, analyze_reader, digest
+from .fold import Fold, Observer, TraceReport, analyze_path, analyze_reader, digest
 
 #: Traces smaller than this are read by one process: below it a second process does not pay for itself.
 SPLIT_MIN_BYTES = 32 * 1024 * 1024
@@ -45,19 +45,25 @@ def failed(path: str, why: str) -> TraceReport:
 
 
 def analyze_file(
-    path: str, config: Config, rules: Sequence[type[Rule]], max_line_bytes: int, jobs: int = 1
+    path: str,
+    config: Config,
+    rules: Sequence[type[Rule]],
+    max_line_bytes: int,
+    jobs: int = 1,
+    observer: Observer | None = None,
 ) -> TraceReport:
     """One local trace (or `-`, stdin), other tools' captures converted as `rtrace analyze` does; never raises.
-    With `jobs` > 1 a large trace is read by two processes (`analyze_split`)."""
+    With `jobs` > 1 a large trace is read by two processes (`analyze_split`); with an `observer` (which watches the
+    fold, see `fold.Observer`), by this one."""
     from ..core.importers import native_path
 
     try:
         with native_path(path) as readable:
             report = None
-            if jobs_for(jobs) > 1:
+            if jobs_for(jobs) > 1 and observer is None:
                 report = analyze_split(os.fspath(readable), config, rules, max_line_bytes)
             if report is None:
-                report = analyze_path(readable, config, rules, max_line_bytes=max_line_bytes)
+                report = analyze_path(readable, config, rules, observer, max_line_bytes=max_line_bytes)
         report.path = path
         return report
     except UnreadableInput as e:
