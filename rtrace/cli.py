@@ -219,11 +219,13 @@ def analyze(
     raise typer.Exit(exit_code_for(report, fail_on, strict))
 
 
-def write_side_outputs(report: Report, paths: dict[str, Path], max_line_bytes: int) -> None:
+def write_side_outputs(
+    report: Report, paths: dict[str, Path], max_line_bytes: int, html_data: list | None = None
+) -> None:
     from .report.outputs import ReportFormat, write_outputs
 
     try:
-        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes)
+        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes, html_data)
     except OSError as e:
         raise UsageError(f"{e.filename or ''}: cannot write: {e.strerror or e}") from None
 
@@ -258,27 +260,23 @@ def report(
         fmt = ReportFormat.markdown
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config()
+    html_data = None
     if fmt is ReportFormat.html:  # the page data comes from the analysis itself: one reading of each trace
         from .report import html
 
         folded = [html.analyze(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
         traces = [trace for trace, _ in folded]
-        result = Report(traces, config, rules)
-        body = html.render(result, max_line_bytes, [data for _, data in folded]).encode("utf-8")
+        html_data = [data for _, data in folded]
     else:
         from .engine.parallel import analyze_file
 
         traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
-        result = Report(traces, config, rules)
-        body = render_bytes(result, fmt, max_line_bytes)
+    result = Report(traces, config, rules)
     if output is None:
-        sys.stdout.buffer.write(body)
+        sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes, html_data))
         sys.stdout.flush()
     else:
-        try:
-            output.write_bytes(body)
-        except OSError as e:
-            raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
+        write_side_outputs(result, {fmt.value: output}, max_line_bytes, html_data)
     if any(t.unreadable or t.events == 0 for t in traces):
         for t in traces:
             if t.unreadable or t.events == 0:

@@ -66,7 +66,7 @@
       var e = d.states[j], c = e[1];
       var pc = perConn[c] || (perConn[c] = { ev: [], ops: [], cur: null, marks: [] });
       pc.ev.push(e[0]);
-      pc.ops.push(e[2]);
+      pc.ops.push(e);
       changeEv.push(e[0]);
     }
     var witnessLines = {};
@@ -98,8 +98,8 @@
     if (nd[1] < 0) st.head = nd[2]; else nodes.get(nd[1])[2] = nd[2];
     if (nd[2] < 0) st.tail = nd[1]; else nodes.get(nd[2])[1] = nd[1];
   }
-  function applyOps(s, ops, items) {
-    var i = 0, n, m;
+  function applyOps(s, ops, items) {  // ops: [event index, connection, operations...]
+    var i = 2, n, m;
     while (i < ops.length) {
       switch (ops[i]) {
         case 0: linkAfter(s.nodes, s, items[ops[i + 1]][0], ops[i + 1], ops[i + 2]); i += 3; break;
