@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 
 from rtrace.core.conversation import Conversation, Item
+from rtrace.core.describe import describe
 from rtrace.core.facts import ChangeAnswered, ItemAdded
 from rtrace.core.loader import TraceReader
 from rtrace.core.reducer import step
@@ -305,6 +306,12 @@ def test_events_and_lines_round_trip() -> None:
             times.append(acc * d["unit"] + d["t0"])
         assert times == pytest.approx([r.t for r in records], abs=1e-4)
         assert [tuple(d["kinds"][k]) for k in d["k"]] == [(r.dir, r.type) for r in records]
+        at, summaries = 0, {}
+        for gap, text in zip(d["summaryAt"], d["summary"], strict=True):
+            at += gap
+            summaries[at] = text
+        described = {i: describe(r.type, r.event) for i, r in enumerate(records)}
+        assert summaries == {i: scrub_text(text)[:140] for i, text in described.items() if text != records[i].type}
 
 
 @pytest.mark.parametrize("path", REAL_TRACES + SAMPLE_TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")

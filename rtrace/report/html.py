@@ -137,7 +137,8 @@ class TraceData:
         self.k = array.array("l")
         self.conn_runs: list[list[int]] = []
         self.line_jumps: list[list[int]] = []
-        self.summary_at: list[int] = []
+        #: The events that have a summary (each as the gap from the one before: small numbers deflate well).
+        self.summary_at = array.array("q")
         self.summary: list[str] = []
         #: [event index, connection, *operations] for each event that changed what the page shows of a connection.
         self.states: list[list[int]] = []
@@ -162,10 +163,10 @@ class TraceData:
         kind_index: dict[str, dict[str, int]] = {}
         kinds, changed, described, unit, scrubbed = self.kinds, self._changed, DESCRIBED, TIME_UNIT, self._scrubbed
         t0: float | None = None
-        prev_t, prev_line, prev_conn = 0, 0, -1
+        prev_t, prev_line, prev_conn, prev_summary = 0, 0, -1, 0
 
         def observe(row: Row, facts: Sequence[Fact], state: TraceState) -> None:
-            nonlocal t0, prev_t, prev_line, prev_conn
+            nonlocal t0, prev_t, prev_line, prev_conn, prev_summary
             index, line, t, direction, conn, event, etype, _ = row
             if t0 is None:
                 t0 = self._t0 = t
@@ -189,7 +190,8 @@ class TraceData:
             if etype in described:
                 summary = describe(etype, event)
                 if summary != etype:
-                    summary_at(index)
+                    summary_at(index - prev_summary)
+                    prev_summary = index
                     shown = scrubbed.get(summary)
                     if shown is None:
                         if len(scrubbed) >= MEMO_SIZE:
@@ -346,7 +348,7 @@ class TraceData:
         yield "k", self.k.tolist()
         yield "connRuns", self.conn_runs
         yield "lineJumps", self.line_jumps
-        yield "summaryAt", self.summary_at
+        yield "summaryAt", self.summary_at.tolist()
         yield "summary", self.summary
         yield "ids", self.ids.values
         yield "items", self.items.values

@@ -48,7 +48,7 @@
       L[i] = line;
     }
     var S = new Map();
-    for (j = 0; j < d.summaryAt.length; j++) S.set(d.summaryAt[j], d.summary[j]);
+    for (i = 0, j = 0; j < d.summaryAt.length; j++) { i += d.summaryAt[j]; S.set(i, d.summary[j]); }  // gaps
     var quiet = d.kinds.map(function (k) { return /\.delta$/.test(k[1]) || k[1] === "input_audio_buffer.append"; });
     var lane = d.kinds.map(function (k) { return k[0] === "client" ? 0 : k[0] === "server" ? 1 : 2; });
     var isError = d.kinds.map(function (k) { return k[1] === "error"; });
