@@ -43,10 +43,11 @@ from ..core.facts import (
     LocalSnapshot,
 )
 from ..core.loader import DEFAULT_MAX_LINE_BYTES, Row, TraceReader, UnreadableInput
+from ..core.secrets import scrub_text
 from ..core.state import Change, Connection, TraceState
 from ..engine.fold import Fold, Observer, Report, TraceReport
 from ..rules.base import Config, Rule, as_json
-from .excerpt import read_lines, scrub, scrub_text
+from .excerpt import read_lines, scrub
 
 #: Times are stored as integer steps of this many seconds (0.1 ms).
 TIME_UNIT = 1e-4
