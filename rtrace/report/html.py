@@ -101,6 +101,28 @@ class _Interner:
         return k
 
 
+class _JsonArray:
+    """A JSON array written as it grows: bytes, not a list of Python objects (a few times less memory)."""
+
+    __slots__ = ("buf", "count")
+
+    def __init__(self) -> None:
+        self.buf = bytearray(b"[")
+        self.count = 0
+
+    def append(self, value: Any) -> None:
+        if self.count:
+            self.buf += b","
+        self.buf += orjson.dumps(value)
+        self.count += 1
+
+    def __len__(self) -> int:
+        return self.count
+
+    def fragment(self) -> orjson.Fragment:
+        return orjson.Fragment(bytes(self.buf) + b"]")
+
+
 class _Shown:
     """What the page holds of one connection after the operations emitted so far: the item entry of each id in
     its server conversation, and its pending changes by seq (entry index). No order: that is the fold's."""
@@ -140,9 +162,9 @@ class TraceData:
         self.line_jumps: list[list[int]] = []
         #: The events that have a summary (each as the gap from the one before: small numbers deflate well).
         self.summary_at = array.array("q")
-        self.summary: list[str] = []
+        self.summary = _JsonArray()
         #: [event index, connection, *operations] for each event that changed what the page shows of a connection.
-        self.states: list[list[int]] = []
+        self.states = _JsonArray()
         #: Operations emitted, and resyncs needed (facts that did not say everything: 0 when the reducer is right).
         self.ops = 0
         self.resyncs = 0
@@ -350,11 +372,11 @@ class TraceData:
         yield "connRuns", self.conn_runs
         yield "lineJumps", self.line_jumps
         yield "summaryAt", self.summary_at.tolist()
-        yield "summary", self.summary
+        yield "summary", self.summary.fragment()
         yield "ids", self.ids.values
         yield "items", self.items.values
         yield "pending", self.pending.values
-        yield "states", self.states
+        yield "states", self.states.fragment()
 
     def json(self) -> dict[str, Any]:
         """The page data as the page reads it (JSON types: arrays as lists)."""
