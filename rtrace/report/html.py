@@ -4,8 +4,11 @@ The page data of a trace comes from the fold of the analysis itself (`engine.fol
 pass: compact event columns (no payloads), and per connection what changed at each event that changed something,
 as operations the page replays (`TraceData`). An operation is cheap to make from the facts `reducer.step`
 reports: an item inserted after another, removed or changed; a pending client change added or answered; a local
-snapshot. The page derives the client view and the divergence of the state it rebuilds, only for the event shown,
-by the rules of `core.state` (`client_view`, `divergence`).
+snapshot. The page replays them per connection (keeping a copy of the state every max(64, its size) operations,
+so a jump back costs a copy and a bounded replay) and derives the client view and the divergence of the state it
+rebuilds, only for the event shown, by the rules of `core.state` (report.js mirrors `client_view`,
+`Connection.expected_ids` / `expected_item` and `divergence`; tests/test_report_html.py holds the page to the
+fold at every event, in Python and in Chromium).
 
 All trace text is untrusted: it travels only as JSON inside `<script type="application/json">` (with `<`, `>`, `&`,
 U+2028/2029 escaped), or deflated and base64-encoded in it when large, and the page writes it with `textContent`.
@@ -89,6 +92,8 @@ ROOT = -2
 
 
 class _Interner:
+    """Values by first use: each gets the index of its first appearance."""
+
     def __init__(self) -> None:
         self.index: dict[Any, int] = {}
         self.values: list[Any] = []
