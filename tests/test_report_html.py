@@ -363,7 +363,7 @@ def test_a_change_without_its_fact_is_resynced(tmp_path: Path) -> None:
 def test_operations_per_record_do_not_grow_with_the_conversation() -> None:
     """The complexity fix: each record costs the items and changes its facts name, never a walk of the
     conversation (the old page data read `conv.ids()` and `Connection.expected_ids` after every change: for the
-    conversation of 3,000 items below, about 15 million items walked). Counted, not timed."""
+    conversation of 3,000 items below, 30 million items walked, counted on e62ccb8). Counted, not timed."""
     from bench.scale import render as render_shape
 
     walked = [0]
