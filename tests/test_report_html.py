@@ -615,6 +615,24 @@ def test_browser_deflated_data_and_going_back_from_the_end(chromium: str, tmp_pa
 
 
 @pytest.mark.browser
+def test_browser_many_connections_show_a_window_of_bands(chromium: str, tmp_path: Path) -> None:
+    """Forty connections: the timeline draws sixteen bands at a time, around the selected event's connection."""
+    from bench.scale import render as render_shape
+
+    path = tmp_path / "reconnects.jsonl"
+    path.write_bytes(render_shape("many-reconnects", 3, 40))
+    page = render(path)
+    total = len(path.read_bytes().splitlines())
+    result, _ = selftest(chromium, tmp_path, page, f"lines=5,{total}")
+    first, last = result["steps"]
+    assert (first["conn"], last["conn"]) == (1, 40)
+    assert last["server"] == fold_to(path, total).conns[40].conv.ids()
+    view = result["full_view"]
+    assert view["drawn"] > 0 and "of 40 shown" in view["info"]
+    assert view["height"] < 16 * 60 + 40  # sixteen bands, not forty
+
+
+@pytest.mark.browser
 def test_browser_several_traces_in_one_page(chromium: str, tmp_path: Path) -> None:
     page = render(RACE_188, RECONNECT_184)
     result, _ = selftest(chromium, tmp_path, page, "trace=1&lines=31")

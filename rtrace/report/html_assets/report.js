@@ -720,7 +720,8 @@
       keys.push(dec.L[app.sel]);
       out.keys = keys;
       fit();
-      out.full_view = { drawn: app.drawn, ms: app.drawMs, events: dec.n };
+      out.full_view = { drawn: app.drawn, ms: app.drawMs, events: dec.n, info: document.getElementById("view-info").textContent,
+                        height: canvas.clientHeight };
       var worst = 0, tz = performance.now();
       for (var z = 0; z < 30; z++) { zoomBy(0.7, dec.T[Math.floor(dec.n / 2)]); worst = Math.max(worst, app.drawMs); }
       for (z = 0; z < 30; z++) { zoomBy(1 / 0.7, null); worst = Math.max(worst, app.drawMs); }
