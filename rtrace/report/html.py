@@ -115,11 +115,13 @@ class _JsonArray:
         self.buf = bytearray(b"[")
         self.count = 0
 
-    def append(self, value: Any) -> None:
+    def append(self, value: Any) -> int:
+        """Add `value`; its index."""
         if self.count:
             self.buf += b","
         self.buf += orjson.dumps(value)
         self.count += 1
+        return self.count - 1
 
     def __len__(self) -> int:
         return self.count
@@ -158,8 +160,10 @@ class TraceData:
     def __init__(self) -> None:
         self.kinds = _Interner()
         self.ids = _Interner()
-        self.items = _Interner()
-        self.pending = _Interner()
+        #: Item entries [id index, label, text] and pending changes (see `_change`), by index. Not interned: an
+        #: item shown again unchanged soon after reuses its entry (`_entries`), a change is shown once.
+        self.items = _JsonArray()
+        self.pending = _JsonArray()
         #: Per event: the time since the one before, in `TIME_UNIT`s, and its (direction, type) in `kinds`.
         self.t = array.array("q")
         self.k = array.array("l")
@@ -338,7 +342,8 @@ class TraceData:
     # -- entries ------------------------------------------------------------------------------------------
 
     def _item(self, item: Item) -> int:
-        """The entry of `item` as shown now: [id index, label, text], scrubbed (once per distinct content)."""
+        """The entry of `item` as shown now: [id index, label, text], scrubbed; made again only when its content
+        changed or was last shown long ago (`MEMO_SIZE` entries before)."""
         key = (item.id, item.type, item.role, item.call_id, item.text, item.arguments, item.copies)
         k = self._entries.get(key)
         if k is None:
@@ -348,7 +353,8 @@ class TraceData:
             if item.copies > 1:
                 text = f"×{item.copies} {text}"
             label = scrub_text(item.label())[:SUMMARY_CHARS]
-            k = self._entries[key] = self.items((self.ids(item.id), label, scrub_text(text)[:ITEM_TEXT_CHARS]))
+            k = self.items.append((self.ids(item.id), label, scrub_text(text)[:ITEM_TEXT_CHARS]))
+            self._entries[key] = k
         return k
 
     def _change(self, change: Change) -> int:
@@ -356,7 +362,7 @@ class TraceData:
         create, 2 delete, 0 other), item id index or -1, previous id index (-1 none, -2 root), item or -1]."""
         item_id = change.item_id
         prev = change.previous_item_id
-        return self.pending(
+        return self.pending.append(
             (
                 change.line,
                 scrub_text(change.summary)[:SUMMARY_CHARS],
@@ -379,8 +385,8 @@ class TraceData:
         yield "summaryAt", self.summary_at.tolist()
         yield "summary", self.summary.fragment()
         yield "ids", self.ids.values
-        yield "items", self.items.values
-        yield "pending", self.pending.values
+        yield "items", self.items.fragment()
+        yield "pending", self.pending.fragment()
         yield "states", self.states.fragment()
 
     def json(self) -> dict[str, Any]:
