@@ -82,14 +82,17 @@ fuzz: $(STAMP)
 # Benchmarks of issues 7 and 15 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table
 # (with DuckDB's read_json as the reference of a columnar reader, installed into .venv if missing).
 # Also the fake server's ack-latency accuracy and the recorder's added latency against mitmdump (reverse mode),
-# mitmproxy from its own venv so it never meets the project's dependencies.
-bench: $(STAMP) .venv-mitm/.installed
+# mitmproxy from its own venv so it never meets the project's dependencies; and of issue 15, the HTML report of
+# the 1M-event session in headless Chromium and the Dask engine's cost per trace (2,000 small traces).
+bench: $(STAMP) .venv-mitm/.installed browser
 	command -v jq >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq)
 	$(BIN)/python -c "import duckdb" 2>/dev/null || $(BIN)/python -m pip install -q 'duckdb>=1.0'  # issue 15's reference
 	$(BIN)/python -m bench.generate
 	$(BIN)/python -m bench.run
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_record.py --mitmdump .venv-mitm/bin/mitmdump
+	$(BIN)/python -m bench.bench_html
+	$(BIN)/python -m bench.bench_dask
 
 # Scaling suite of issue 15 (minutes; not part of `make test`): every session shape at 1x, 4x and 16x (traces cached
 # under bench/data/scale/), time against the orjson floor, peak RSS and growth exponent; exit 1 unless every shape

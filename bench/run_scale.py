@@ -9,11 +9,15 @@ not run. Each figure is the best of `--repeat` runs (a run over `REPEAT_UNDER` s
 
 The analysis runs with `--strict --fail-on info`, so its exit status also says whether the trace is clean (0: no
 finding, no input problem). `html-report` and `show-at` run that analysis too, as a reference (of the prefix, for
-`show-at`).
+`show-at`). On every other shape, at the sizes of `--report-sizes` (default 16x), `rtrace report -o x.html` is timed
+too: the `vs analyze` column is the report's time over the analysis's (for `show-at`, show's over analyze's).
 
 Verdict per shape: `linear` when the exponent from 4x to 16x is at most 1.1, the 16x run is within 3x the floor
-and under 100 MB peak RSS, and every size measured is clean. The exit status is 1 if any shape fails, so the suite
-can gate. Prints a table; writes `bench/out/scale.json`.
+(for `html-report`: within 3x the analysis) and under 100 MB peak RSS, the HTML report is within 3x the analysis,
+`show --at` within 1.1x the analysis of its prefix (no slower, give or take the machine's noise), and every size
+measured is clean (the ratios are judged at the largest size only, as start-up is most of a 1x run). The exit
+status is 1 if any shape fails, so the suite can gate. Prints a table; writes
+`bench/out/scale.json`.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ REPEAT_UNDER = 20.0
 MAX_EXPONENT = 1.1
 MAX_RATIO = 3.0
 MAX_RSS_MB = 100.0
+#: `rtrace report -o x.html` over `rtrace analyze -j 1` of the same trace.
+MAX_REPORT_RATIO = 3.0
+#: `rtrace show --at N` over `rtrace analyze -j 1` of the N lines: no slower, give or take a shared machine's noise.
+MAX_SHOW_RATIO = 1.1
 
 
 def timed(cmd: list[str], timeout: float | None) -> dict[str, Any]:
@@ -100,7 +108,7 @@ def commands(case: Case, tmp: Path) -> tuple[list[str], list[str] | None]:
     return [*RTRACE, "show", str(case.path), "--at", str(case.at)], analyze
 
 
-def measure(case: Case, repeat: int, timeout: float, tmp: Path) -> dict[str, Any]:
+def measure(case: Case, repeat: int, timeout: float, tmp: Path, with_report: bool = False) -> dict[str, Any]:
     cmd, reference = commands(case, tmp)
     found = best(cmd, repeat, timeout)
     floor = best([sys.executable, "-c", FLOOR, str(case.floor_path)], repeat, None)
@@ -131,12 +139,20 @@ def measure(case: Case, repeat: int, timeout: float, tmp: Path) -> dict[str, Any
     if "clean" not in row:
         row["clean"] = None if check["timed_out"] else check["exit"] == 0
     row["analysis_exit"] = None if check["timed_out"] else check["exit"]
+    kind = SHAPES[case.shape].kind
+    if kind == "analyze" and with_report and not found["timed_out"]:
+        report = best([*RTRACE, "report", str(case.path), "-o", str(tmp / "report.html")], repeat, timeout)
+        row["report_s"], row["report_timed_out"] = report["wall_s"], report["timed_out"]
+        row["report_rss_mb"] = report["rss_mb"]
+        row["vs_analyze"] = report["wall_s"] / found["wall_s"]
+    elif kind != "analyze" and row["reference_s"] and not row["reference_timed_out"]:
+        row["vs_analyze"] = row["rtrace_s"] / row["reference_s"]
     row["ratio"] = row["rtrace_s"] / row["floor_s"]
     row["us_per_line"] = row["rtrace_s"] / max(case.lines, 1) * 1e6
     return row
 
 
-def judge(rows: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
+def judge(rows: list[dict[str, Any]], timeout: float, kind: str = "analyze") -> dict[str, Any]:
     """Exponent between 4x and 16x (a lower bound when 16x timed out), and the verdict."""
     by_size = {r["size"]: r for r in rows}
     out: dict[str, Any] = {"exponent": None, "exponent_is_bound": False, "failures": []}
@@ -158,9 +174,17 @@ def judge(rows: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
         failures.append(f"{top['size']}x not run")
     elif top["timed_out"]:
         failures.append(f"{top['size']}x > {timeout:.0f} s")
-    else:
-        if top["ratio"] > MAX_RATIO:
-            failures.append(f"{top['ratio']:.2f}x floor" if top["ratio"] < 10 else f"{top['ratio']:.1f}x floor")
+    elif kind != "report" and top["ratio"] > MAX_RATIO:
+        failures.append(f"{top['ratio']:.2f}x floor" if top["ratio"] < 10 else f"{top['ratio']:.1f}x floor")
+    limit = MAX_SHOW_RATIO if kind == "show-at" else MAX_REPORT_RATIO
+    for r in [top] if not top.get("skipped") else []:  # as for the floor: at 1x, start-up is most of the time
+        if r.get("report_timed_out"):
+            failures.append(f"report at {r['size']}x > {timeout:.0f} s")
+        elif r.get("vs_analyze") is not None and r["vs_analyze"] > limit:
+            what = "show" if kind == "show-at" else "report"
+            failures.append(f"{what} {r['vs_analyze']:.2f}x analyze at {r['size']}x")
+    if kind == "report" and not top.get("skipped") and not top["timed_out"] and top.get("vs_analyze") is None:
+        failures.append("no analysis to compare with")
     if not top.get("skipped") and top["rss_mb"] >= MAX_RSS_MB:
         failures.append(f"{'>= ' if top['timed_out'] else ''}{top['rss_mb']:.0f} MB")
     dirty = [f"{r['size']}x" for r in rows if r.get("clean") is False]
@@ -179,7 +203,9 @@ def prepare(name: str, size: int, seed: int, data: Path) -> Case:
     return case_from_json(proc.stdout.decode().strip().splitlines()[-1])
 
 
-def run_shape(name: str, sizes: list[int], repeat: int, timeout: float, seed: int, data: Path) -> dict[str, Any]:
+def run_shape(
+    name: str, sizes: list[int], repeat: int, timeout: float, seed: int, data: Path, report_sizes: set[int]
+) -> dict[str, Any]:
     shape = SHAPES[name]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -189,7 +215,7 @@ def run_shape(name: str, sizes: list[int], repeat: int, timeout: float, seed: in
                 continue
             case = prepare(name, size, seed, data)
             print(f"  {name} {size}x ({case.lines:,} lines) ...", file=sys.stderr, flush=True)
-            rows.append(measure(case, repeat, timeout, Path(tmp)))
+            rows.append(measure(case, repeat, timeout, Path(tmp), size in report_sizes))
     return {"shape": name, "unit": shape.unit, "kind": shape.kind, "base": shape.base, "sizes": rows}
 
 
@@ -204,7 +230,7 @@ def _time(r: dict[str, Any], key: str = "rtrace_s", timed_out: str = "timed_out"
 
 def table(results: dict[str, Any]) -> str:
     columns = ["shape", "size", "n", "lines", "MB", "rtrace", "floor", "ratio", "us/line", "peak RSS", "clean"]
-    columns += ["reference", "exponent 4x-16x", "verdict"]
+    columns += ["reference", "vs analyze", "exponent 4x-16x", "verdict"]
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for s in results["shapes"]:
         for k, r in enumerate(s["sizes"]):
@@ -218,7 +244,7 @@ def table(results: dict[str, Any]) -> str:
             name = s["shape"] if k == 0 else ""
             if r.get("skipped"):
                 cells = [name, f"{r['size']}x", f"{r['n']:,} {s['unit']}", "", "", "not run", "", "", "", "", ""]
-                out.append("| " + " | ".join([*cells, "", exp, verdict]) + " |")
+                out.append("| " + " | ".join([*cells, "", "", exp, verdict]) + " |")
                 continue
             ratio = f"{r['ratio']:.2f}x" if r["ratio"] < 10 else f"{r['ratio']:.1f}x"
             ratio = f"> {ratio}" if r["timed_out"] else ratio
@@ -226,6 +252,9 @@ def table(results: dict[str, Any]) -> str:
             ref = ""
             if r["reference_s"] is not None:
                 ref = f"analyze {_time(r, 'reference_s', 'reference_timed_out')}"
+            elif r.get("report_s") is not None:
+                ref = f"report {_time(r, 'report_s', 'report_timed_out')}, {r['report_rss_mb']:.0f} MB"
+            vs = f"{r['vs_analyze']:.2f}x" if r.get("vs_analyze") is not None else ""
             n = f"{r['n']:,} {s['unit']}" + (f" (--at {r['at']:,})" if "at" in r else "")
             cells = [
                 name,
@@ -240,6 +269,7 @@ def table(results: dict[str, Any]) -> str:
                 f"{'>= ' if r['timed_out'] else ''}{r['rss_mb']:.0f} MB",
                 clean,
                 ref,
+                vs,
                 exp,
                 verdict,
             ]
@@ -257,17 +287,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--json", type=Path, default=OUT, help=f"where to write the results (default {OUT})")
     parser.add_argument("--print", type=Path, metavar="JSON", help="only print the table of earlier results")
+    parser.add_argument(
+        "--report-sizes", default="16", help="sizes at which `rtrace report` is timed too on analysis shapes ('': none)"
+    )
     args = parser.parse_args(argv)
     if args.print is not None:
         saved = orjson.loads(args.print.read_bytes())
         for shape in saved["shapes"]:
-            shape.update(judge(shape["sizes"], saved["timeout_s"]))
+            shape.update(judge(shape["sizes"], saved["timeout_s"], shape.get("kind", "analyze")))
         return report(saved)
     names = [n for arg in (args.shapes or [",".join(SHAPES)]) for n in arg.split(",") if n]
     unknown = [n for n in names if n not in SHAPES]
     if unknown:
         parser.error(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
     sizes = sorted(int(x) for x in args.sizes.split(","))
+    report_sizes = {int(x) for x in args.report_sizes.split(",") if x}
     # Measured as installed (see bench.run): compiled once, not at every start-up.
     compileall.compile_dir(ROOT / "rtrace", quiet=1)
     results: dict[str, Any] = {
@@ -283,8 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     with LoadSampler() as sampler:
         for name in names:
             print(f"{name}:", file=sys.stderr, flush=True)
-            shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data)
-            shape.update(judge(shape["sizes"], args.timeout))
+            shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data, report_sizes)
+            shape.update(judge(shape["sizes"], args.timeout, shape["kind"]))
             results["shapes"].append(shape)
     results["load_during"] = sampler.summary()
     results["load_after"] = os.getloadavg()

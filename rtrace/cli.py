@@ -4,7 +4,7 @@ import os
 import sys
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -84,6 +84,43 @@ def trace_paths(paths: list[Path]) -> list[str]:
     return out
 
 
+def storage_options_of(text: str | None, pairs: list[str] | None) -> dict[str, Any]:
+    """fsspec storage options from `--storage-options JSON` and then each `--storage-option KEY=VALUE` (a string;
+    `true`/`false` are booleans). Messages never repeat a value: it may be a secret."""
+    import orjson
+
+    out: dict[str, Any] = {}
+    if text:
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise UsageError("--storage-options is not valid JSON") from None
+        if not isinstance(value, dict):
+            raise UsageError("--storage-options must be a JSON object")
+        out.update(value)
+    for k, pair in enumerate(pairs or [], 1):
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--storage-option number {k} is not KEY=VALUE")
+        out[key.strip()] = {"true": True, "false": False}.get(value.lower(), value)
+    return out
+
+
+def inputs(paths: list[Path], storage_options: dict[str, Any]) -> list[tuple[str, int]]:
+    """The traces the command line names, with their sizes: files as given, directories expanded to their
+    `*.jsonl` files, fsspec URLs and globs listed by their backend (`parallel.expand_urls`)."""
+    from .engine import parallel
+
+    out: list[tuple[str, int]] = []
+    for path in paths:
+        url = parallel.url_of(path)
+        if "://" in url:
+            out.extend(parallel.expand_urls([url], storage_options))
+        else:
+            out.extend(parallel.expand_urls(trace_paths([Path(url)])))
+    return out
+
+
 def analyze_many(
     paths: list[Path],
     config: Config,
@@ -92,26 +129,24 @@ def analyze_many(
     jobs: int,
     engine: Engine,
     scheduler: str | None,
+    storage_options: dict[str, Any],
 ) -> list[TraceReport]:
     from .engine import parallel
 
     if jobs < 0:
         raise UsageError("--jobs must be 0 (one per CPU) or more")
+    if engine is Engine.dask and not scheduler:
+        raise UsageError("--engine dask needs --scheduler ADDRESS")
+    found = inputs(paths, storage_options)
     try:
         if engine is Engine.local:
-            return parallel.analyze_local(trace_paths(paths), config, rules, max_line_bytes, jobs)
-        if not scheduler:
-            raise UsageError("--engine dask needs --scheduler ADDRESS")
-        urls = [parallel.url_of(p) for p in paths]
-        if "-" in urls:
+            return parallel.analyze_local([p for p, _ in found], config, rules, max_line_bytes, jobs, storage_options)
+        if any(p == "-" for p, _ in found):
             raise UsageError("stdin (-) cannot be sent to a Dask cluster")
-        found: list[str] = []
-        for url in urls:
-            if "://" in url:
-                found.extend(parallel.expand_urls([url]))
-            else:
-                found.extend(os.path.abspath(p) for p in trace_paths([Path(url)]))
-        return parallel.analyze_dask(found, config, rules, max_line_bytes, scheduler)
+        urls = [p if "://" in p else os.path.abspath(p) for p, _ in found]
+        sizes = [size for _, size in found]
+        assert scheduler is not None
+        return parallel.analyze_dask(urls, config, rules, max_line_bytes, scheduler, storage_options, sizes)
     except parallel.EngineUnavailable as e:
         raise UsageError(str(e)) from None
 
@@ -164,16 +199,20 @@ def analyze(
     scheduler: Annotated[
         str | None, typer.Option(help="Dask scheduler address (tcp://host:8786), for --engine dask.")
     ] = None,
+    storage_options: Annotated[
+        str | None,
+        typer.Option("--storage-options", help="fsspec options for URLs, as a JSON object (credentials, endpoint)."),
+    ] = None,
+    storage_option: Annotated[
+        list[str] | None,
+        typer.Option("--storage-option", help="One fsspec option for URLs, KEY=VALUE (repeat it; over the JSON)."),
+    ] = None,
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
-    if engine is Engine.local and jobs == 1:
-        from .engine.parallel import analyze_file
-
-        traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
-    else:
-        traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler)
+    options = storage_options_of(storage_options, storage_option)
+    traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
     report = Report(traces, config, rules)
     write_report(report, format, output)
     side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
@@ -184,11 +223,13 @@ def analyze(
     raise typer.Exit(exit_code_for(report, fail_on, strict))
 
 
-def write_side_outputs(report: Report, paths: dict[str, Path], max_line_bytes: int) -> None:
+def write_side_outputs(
+    report: Report, paths: dict[str, Path], max_line_bytes: int, html_data: list | None = None
+) -> None:
     from .report.outputs import ReportFormat, write_outputs
 
     try:
-        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes)
+        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes, html_data)
     except OSError as e:
         raise UsageError(f"{e.filename or ''}: cannot write: {e.strerror or e}") from None
 
@@ -223,15 +264,23 @@ def report(
         fmt = ReportFormat.markdown
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config()
-    from .engine.parallel import analyze_file
+    html_data = None
+    if fmt is ReportFormat.html:  # the page data comes from the analysis itself: one reading of each trace
+        from .report import html
 
-    traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        folded = [html.analyze(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        traces = [trace for trace, _ in folded]
+        html_data = [data for _, data in folded]
+    else:
+        from .engine.parallel import analyze_file
+
+        traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
     result = Report(traces, config, rules)
     if output is None:
-        sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes))
+        sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes, html_data))
         sys.stdout.flush()
     else:
-        write_side_outputs(result, {fmt.value: output}, max_line_bytes)
+        write_side_outputs(result, {fmt.value: output}, max_line_bytes, html_data)
     if any(t.unreadable or t.events == 0 for t in traces):
         for t in traces:
             if t.unreadable or t.events == 0:

@@ -98,3 +98,20 @@ def test_verdict() -> None:
     assert skipped["exponent_span"] == "1x-4x" and "16x not run" in skipped["verdict"]
     dirty = judge([_row(1, 0.3), _row(4, 1.0, clean=False), _row(16, 4.0)], 120)
     assert dirty["verdict"] == "FAIL: not clean at 4x"
+
+
+def test_verdict_of_the_report_and_show_rows() -> None:
+    # html-report: judged against the analysis, not the floor.
+    report = judge([_row(4, 1.0, ratio=8.0, vs_analyze=2.5), _row(16, 4.0, ratio=8.0, vs_analyze=2.6)], 120, "report")
+    assert report["verdict"] == "linear"
+    slow = judge([_row(4, 1.0, vs_analyze=2.5), _row(16, 4.0, vs_analyze=3.4)], 120, "report")
+    assert slow["verdict"] == "FAIL: report 3.40x analyze at 16x"
+    # An analysis shape with its report timed at 16x.
+    over = judge([_row(4, 1.0), _row(16, 4.0, vs_analyze=3.2, report_s=12.8)], 120)
+    assert over["verdict"] == "FAIL: report 3.20x analyze at 16x"
+    lost = judge([_row(4, 1.0), _row(16, 4.0, report_timed_out=True, report_s=120.0)], 120)
+    assert lost["verdict"] == "FAIL: report at 16x > 120 s"
+    # show --at: no slower than the analysis of its prefix (10% for noise).
+    assert judge([_row(4, 1.0, vs_analyze=1.0), _row(16, 4.0, vs_analyze=1.05)], 120, "show-at")["verdict"] == "linear"
+    show = judge([_row(4, 1.0, vs_analyze=1.0), _row(16, 4.0, vs_analyze=1.3)], 120, "show-at")
+    assert show["verdict"] == "FAIL: show 1.30x analyze at 16x"

@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rtrace.core import secrets
 from rtrace.core.secrets import redact_event, safe_path, scrub_secrets, scrub_text
 
 KEY = "sk-proj-TESTKEY0123456789abcdefSECRET"
@@ -71,3 +72,22 @@ def test_redact_event_never_keeps_a_planted_key(event: dict[str, Any], where: in
     clean = redact_event(planted)
     assert KEY not in json.dumps(clean) and EPHEMERAL not in json.dumps(clean)
     assert json.dumps(planted, sort_keys=True) == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_every_match_of_every_pattern_holds_a_trigger(data: st.DataObject) -> None:
+    """What lets `scrub_text` return a text without a trigger untouched: no pattern can match it."""
+    pattern, _ = data.draw(st.sampled_from(secrets._PATTERNS))
+    text = data.draw(st.from_regex(pattern))
+    match = pattern.search(text)
+    assert match is not None
+    assert any(trigger in match.group(0).casefold() for trigger in secrets.TRIGGERS), (pattern.pattern, text)
+
+
+@given(st.text(alphabet=st.sampled_from(list("sk-ek_=BbearerAaicKkſ.?&; xyz09")), max_size=60))
+def test_the_trigger_check_changes_no_result(text: str) -> None:
+    full = text
+    for pattern, repl in secrets._PATTERNS:
+        full = pattern.sub(repl, full)
+    assert scrub_text(text) == full

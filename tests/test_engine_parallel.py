@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -321,3 +322,184 @@ def test_dask_engine_on_a_local_cluster_matches_jobs(tmp_path: Path, fleet: list
     for trace in by_url["traces"]:
         trace["path"] = trace["path"].removeprefix("file://")
     assert by_url == json.loads(local.stdout)
+
+
+# -- fleets: batching, storage options, fsspec URLs, a real S3 API (moto's server on 127.0.0.1) -----------------
+
+
+def test_batches_keep_the_order_and_cover_every_trace_once() -> None:
+    for sizes, threads in (([1] * 2000, 2), ([10, 1, 1, 1, 500, 1, 1], 1), ([5], 8), ([], 2), ([0, 0, 0], 1)):
+        runs = parallel.batches(sizes, threads)
+        assert [k for r in runs for k in r] == list(range(len(sizes)))
+        assert all(len(r) for r in runs)
+        assert len(runs) <= max(threads * parallel.TASKS_PER_THREAD, 1) or len(runs) == len(sizes)
+    # 2,000 small traces on 2 threads: 8 tasks, not 2,000.
+    assert len(parallel.batches([3000] * 2000, 2)) == 2 * parallel.TASKS_PER_THREAD
+    # A large trace is a run of its own; many large traces make as many runs as their bytes need.
+    runs = parallel.batches([100, 100, 10**9, 100, 100], 1)
+    assert range(2, 3) in runs
+    assert len(parallel.batches([parallel.BATCH_BYTES] * 50, 1)) == 50
+
+
+def test_storage_options_from_json_and_pairs() -> None:
+    from rtrace.cli import UsageError, storage_options_of
+
+    got = storage_options_of('{"key": "a", "client_kwargs": {"region_name": "x"}}', ["key=b", "anon=false", "x=1=2"])
+    assert got == {"key": "b", "client_kwargs": {"region_name": "x"}, "anon": False, "x": "1=2"}
+    assert storage_options_of(None, None) == {}
+    for text, pairs in (("{nope", None), ("[1]", None), (None, ["sekrit-value"]), (None, ["=v"])):
+        with pytest.raises(UsageError) as e:
+            storage_options_of(text, pairs)
+        assert "sekrit" not in str(e.value)
+
+
+def test_a_fleet_where_every_trace_failed_never_exits_0(tmp_path: Path) -> None:
+    for k in range(3):
+        (tmp_path / f"bad-{k}.jsonl").write_bytes(b"\x00\xff garbage\n")
+    assert cli("analyze", str(tmp_path), "-j", "2").returncode == 3
+    assert cli("analyze", str(tmp_path), "-j", "1", "-f", "json").returncode == 3
+    nothing = cli("analyze", tmp_path.as_uri() + "/none-*.jsonl")
+    assert nothing.returncode == 3 and "no trace there" in nothing.stderr, nothing.stderr
+    assert "Traceback" not in nothing.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+#: No credentials or endpoint from the machine: only what a test passes (and no lookup of a metadata service).
+AWS_ISOLATED = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/nonexistent/rtrace-test",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/rtrace-test",
+}
+
+
+@pytest.fixture(scope="module")
+def s3(fleet: list[str]) -> Iterator[dict[str, Any]]:
+    """A real S3 API on 127.0.0.1 (moto's server mode, in a thread) holding the fleet under s3://rtrace-fleet/day/."""
+    moto_server = pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    import boto3
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            mp.delenv(name)
+        for name, value in AWS_ISOLATED.items():
+            mp.setenv(name, value)
+        port = _free_port()
+        server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        try:
+            endpoint = f"http://127.0.0.1:{port}"
+            client = boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                aws_access_key_id="rtrace-test",
+                aws_secret_access_key="rtrace-test-secret",
+                region_name="us-east-1",
+            )
+            client.create_bucket(Bucket="rtrace-fleet")
+            for p in fleet:
+                client.put_object(Bucket="rtrace-fleet", Key=f"day/{Path(p).name}", Body=Path(p).read_bytes())
+            client.put_object(Bucket="rtrace-fleet", Key="day/README.txt", Body=b"not a trace")
+            options = {"key": "rtrace-test", "secret": "rtrace-test-secret", "endpoint_url": endpoint}
+            yield {"endpoint": endpoint, "options": options, "port": port}
+        finally:
+            server.stop()
+
+
+def s3_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | AWS_ISOLATED
+    return subprocess.run([*RTRACE, *args], capture_output=True, text=True, timeout=180, cwd=ROOT, env=env)
+
+
+def as_local(report: dict[str, Any], prefix: str) -> dict[str, Any]:
+    for trace in report["traces"]:
+        trace["path"] = Path(trace["path"].removeprefix(prefix)).name
+    return report
+
+
+def local_fleet_report(fleet: list[str], tmp_path: Path) -> dict[str, Any]:
+    for p in fleet:
+        (tmp_path / Path(p).name).write_bytes(Path(p).read_bytes())
+    local = cli("analyze", str(tmp_path), "-f", "json")
+    assert local.returncode == 1, local.stderr
+    return as_local(json.loads(local.stdout), str(tmp_path))
+
+
+def test_s3_urls_with_the_local_engine(s3: dict[str, Any], fleet: list[str], tmp_path: Path) -> None:
+    """`rtrace analyze s3://...` without Dask: the directory's *.jsonl (not the README), in one process and in a
+    pool (each worker opens its URL with the options), options as JSON or KEY=VALUE."""
+    want = local_fleet_report(fleet, tmp_path)
+    pairs = [f"--storage-option={k}={v}" for k, v in s3["options"].items()]
+    one = s3_cli("analyze", "s3://rtrace-fleet/day/", *pairs, "-j", "1", "-f", "json")
+    assert one.returncode == 1, one.stderr
+    assert as_local(json.loads(one.stdout), "s3://rtrace-fleet/day/") == want
+    two = s3_cli(
+        "analyze", "s3://rtrace-fleet/day/*.jsonl", "--storage-options", json.dumps(s3["options"]), "-j", "2",
+        "-f", "json",
+    )  # fmt: skip
+    assert two.returncode == 1, two.stderr
+    assert as_local(json.loads(two.stdout), "s3://rtrace-fleet/day/") == want
+    assert s3["options"]["secret"] not in one.stdout + one.stderr + two.stdout + two.stderr
+
+
+def test_s3_without_credentials_or_endpoint_is_exit_3(s3: dict[str, Any]) -> None:
+    endpoint = f"--storage-option=endpoint_url={s3['endpoint']}"
+    no_creds = s3_cli("analyze", "s3://rtrace-fleet/day/", endpoint)
+    closed = f"http://127.0.0.1:{_free_port()}"
+    once = {"retries": 1, "config_kwargs": {"retries": {"max_attempts": 1}}}  # give up at once (botocore backs off)
+    no_endpoint = s3_cli(
+        "analyze", "s3://rtrace-fleet/day/", "--storage-options",
+        json.dumps({**s3["options"], **once, "endpoint_url": closed}),
+    )  # fmt: skip
+    no_bucket = s3_cli("analyze", "s3://no-such-bucket/day/", "--storage-options", json.dumps(s3["options"]))
+    for proc, says in ((no_creds, "no credentials"), (no_endpoint, "cannot reach the storage endpoint"),
+                       (no_bucket, "not found")):  # fmt: skip
+        assert proc.returncode == 3, proc.stderr
+        assert says in proc.stderr and "s3://" in proc.stderr
+        assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+        assert s3["options"]["secret"] not in proc.stderr
+
+
+@pytest.mark.dask
+def test_s3_urls_on_a_dask_cluster(s3: dict[str, Any], fleet: list[str], tmp_path: Path) -> None:
+    """Every worker (its own process, no AWS credentials in its environment) opens its URLs with the options the
+    client was given; the reports are the local ones."""
+    distributed = pytest.importorskip("distributed")
+    want = local_fleet_report(fleet, tmp_path)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        args = ["--engine", "dask", "--scheduler", cluster.scheduler_address]
+        got = s3_cli("analyze", "s3://rtrace-fleet/day/", "--storage-options", json.dumps(s3["options"]), *args,
+                     "-f", "json")  # fmt: skip
+        batched = cluster.scheduler.task_prefixes["analyze_batch"].state_counts
+    assert got.returncode == 1, got.stderr
+    assert as_local(json.loads(got.stdout), "s3://rtrace-fleet/day/") == want
+    # Small traces go by the batch: 2 threads, at most 8 tasks for the whole fleet.
+    assert 0 < batched["memory"] <= 2 * parallel.TASKS_PER_THREAD < len(fleet)
+
+
+@pytest.mark.dask
+def test_dask_a_trace_that_kills_its_worker_fails_alone(tmp_path: Path, fleet: list[str]) -> None:
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    die = tmp_path / "die.jsonl"
+    die.write_text('{"t":0.0,"dir":"meta","conn":1,"event":{"type":"connection.opened","path":"/die"}}\n')
+    paths = [*fleet[:3], str(die), *fleet[3:6]]
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        reports = parallel.analyze_dask(paths, Config(), (*RULES, Boom), MAX, cluster.scheduler_address)
+    assert [r.path for r in reports] == paths
+    assert reports[3].unreadable is not None and "cluster" in reports[3].unreadable
+    good = parallel.analyze_local([p for p in paths if p != str(die)], Config(), RULES, MAX, jobs=1)
+    assert comparable([r for k, r in enumerate(reports) if k != 3]) == comparable(good)

@@ -9,25 +9,34 @@ import html
 import json
 import re
 import struct
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
+from rtrace.core.conversation import Conversation, Item
+from rtrace.core.describe import describe
+from rtrace.core.facts import ChangeAnswered, ItemAdded
 from rtrace.core.loader import TraceReader
 from rtrace.core.reducer import step
-from rtrace.core.state import TraceState, client_view
-from rtrace.engine.fold import Report, analyze_path
+from rtrace.core.secrets import scrub_text
+from rtrace.core.state import Connection, TraceState, client_view, divergence
+from rtrace.engine.fold import Fold, Report, analyze_path
 from rtrace.report import html as html_report
+from rtrace.rules import RULES
 from rtrace.rules.base import Config
 
+from . import make_samples
 from .chromium import find_chromium, run_chromium
 from .conftest import REAL
 from .hostile_trace import SECRET, XSS, write_hostile_trace
+from .strategies import BOUNDED, envelopes
 
 REAL_TRACES = sorted(REAL.glob("*.jsonl"))
+SAMPLE_TRACES = [p for p in make_samples.all_sample_traces() if p.parent.parent == make_samples.RULES_DIR]
 RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
 RECONNECT_184 = REAL / "reconnect-during-tool.livekit-1.8.4.jsonl"
 _DATA = re.compile(r'<script type="application/json" id="rtrace-data">(.*?)</script>', re.S)
@@ -38,33 +47,209 @@ def render(*paths: Path) -> str:
 
 
 def embedded(page: str) -> dict[str, Any]:
+    """The page's embedded payload, each trace's data inflated when it came deflated."""
     m = _DATA.search(page)
     assert m is not None
     data: dict[str, Any] = json.loads(m.group(1))
+    for trace in data["traces"]:
+        if trace["data"] is not None:
+            trace["data"] = html_report.unpack(trace["data"])
     return data
 
 
-def apply_delta(old: list[Any], d: Any) -> list[Any]:
-    if d == 0:
-        return old
-    p, s, mid = d
-    return old[:p] + mid + old[len(old) - s :]
+# -- the page's state, rebuilt from its operations in Python as report.js does (stateAt, clientView, divergence) --
 
 
-def rebuild(data: dict[str, Any]) -> dict[int, list[tuple[int, list[str], list[str], list[int]]]]:
-    """Per connection: (event index, server ids, client ids, pending lines) after each recorded change,
-    rebuilt from the deltas the way the page does."""
-    out: dict[int, list[tuple[int, list[str], list[str], list[int]]]] = {}
-    cur: dict[int, tuple[list[int], list[int], list[int]]] = {}
-    ids, items, pending = data["ids"], data["items"], data["pending"]
-    for index, conn, ds, dc, dp, _div in data["states"]:
-        s, c, p = cur.get(conn, ([], [], []))
-        s, c, p = apply_delta(s, ds), apply_delta(c, dc), apply_delta(p, dp)
-        cur[conn] = (s, c, p)
-        out.setdefault(conn, []).append(
-            (index, [ids[items[k][0]] for k in s], [ids[items[k][0]] for k in c], [pending[k][0] for k in p])
-        )
+class PageConn:
+    """One connection as the page holds it: the server conversation as a linked map (id -> [item, prev, next]),
+    pending changes in order, the latest local snapshot."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[int, list[int]] = {}
+        self.head = self.tail = -1
+        self.pending: dict[int, None] = {}
+        self.local: list[int] | None = None
+
+    def link_after(self, nodes: dict[int, list[int]], ends: list[int], item_id: int, value: int, after: int) -> None:
+        nxt = ends[0] if after < 0 else nodes[after][2]
+        nodes[item_id] = [value, after, nxt]
+        if after < 0:
+            ends[0] = item_id
+        else:
+            nodes[after][2] = item_id
+        if nxt < 0:
+            ends[1] = item_id
+        else:
+            nodes[nxt][1] = item_id
+
+    def unlink(self, nodes: dict[int, list[int]], ends: list[int], item_id: int) -> None:
+        node = nodes.pop(item_id, None)
+        if node is None:
+            return
+        _, prev, nxt = node
+        if prev < 0:
+            ends[0] = nxt
+        else:
+            nodes[prev][2] = nxt
+        if nxt < 0:
+            ends[1] = prev
+        else:
+            nodes[nxt][1] = prev
+
+    def apply(self, ops: list[int], items: list[list[Any]]) -> None:
+        ends = [self.head, self.tail]
+        i = 2  # after the event's index and connection
+        while i < len(ops):
+            op = ops[i]
+            if op == html_report.INSERT:
+                self.link_after(self.nodes, ends, items[ops[i + 1]][0], ops[i + 1], ops[i + 2])
+                i += 3
+            elif op == html_report.REMOVE:
+                self.unlink(self.nodes, ends, ops[i + 1])
+                i += 2
+            elif op == html_report.REPLACE:
+                self.nodes[items[ops[i + 1]][0]][0] = ops[i + 1]
+                i += 2
+            elif op == html_report.PEND:
+                self.pending[ops[i + 1]] = None
+                i += 2
+            elif op == html_report.ANSWER:
+                del self.pending[ops[i + 1]]
+                i += 2
+            elif op == html_report.LOCAL:
+                n = ops[i + 1]
+                self.local = ops[i + 2 : i + 2 + n]
+                i += 2 + n
+            elif op == html_report.RESET:
+                self.nodes, ends, self.pending, self.local = {}, [-1, -1], {}, None
+                i += 1
+            elif op == html_report.SERVER:
+                n = ops[i + 1]
+                self.nodes, ends = {}, [-1, -1]
+                for k in ops[i + 2 : i + 2 + n]:
+                    self.link_after(self.nodes, ends, items[k][0], k, ends[1])
+                i += 2 + n
+            elif op == html_report.PENDING:
+                n = ops[i + 1]
+                self.pending = dict.fromkeys(ops[i + 2 : i + 2 + n])
+                i += 2 + n
+            else:
+                raise AssertionError(f"unknown operation {op}")
+        self.head, self.tail = ends
+
+    def server(self) -> list[int]:
+        out, cur = [], self.head
+        while cur >= 0:
+            out.append(cur)
+            cur = self.nodes[cur][2]
+        return out
+
+    def client(self, data: dict[str, Any]) -> tuple[list[int], list[list[Any]]]:
+        items = data["items"]
+        if self.local is not None:
+            by_id = {items[k][0]: k for k in self.local}
+            ids = [items[k][0] for k in self.local]
+            return ids, [items[by_id[i]] for i in ids]
+        nodes: dict[int, list[int]] = {}
+        ends = [-1, -1]
+        for i in self.server():
+            self.link_after(nodes, ends, i, 0, ends[1])
+        last: dict[int, int] = {}
+        for p in self.pending:
+            _, _, kind, item, prev, entry = data["pending"][p]
+            if item < 0:
+                continue
+            if kind == 2:
+                self.unlink(nodes, ends, item)
+                last[item] = -1
+            elif kind == 1:
+                if item not in nodes:
+                    after = -1 if prev == html_report.ROOT else prev if prev >= 0 and prev in nodes else ends[1]
+                    self.link_after(nodes, ends, item, 0, after)
+                if entry >= 0:
+                    last[item] = entry
+        ids, cur = [], ends[0]
+        while cur >= 0:
+            ids.append(cur)
+            cur = nodes[cur][2]
+        entries = []
+        for i in ids:
+            own = last.get(i, -1)
+            server = self.nodes.get(i)
+            entries.append(items[own] if own >= 0 else items[server[0]] if server else [i, data["ids"][i], ""])
+        return ids, entries
+
+
+def page_states(data: dict[str, Any]) -> list[dict[int, tuple[Any, ...]]]:
+    """After each event: per connection the page has seen, (server ids, client ids, pending lines, divergence,
+    server entries, client entries), ids as strings, entries as "label|text"."""
+    by_index: dict[int, list[tuple[int, list[int]]]] = {}
+    for entry in data["states"]:
+        by_index.setdefault(entry[0], []).append((entry[1], entry))
+    conns: dict[int, PageConn] = {}
+    names = data["ids"]
+    out = []
+    for index in range(len(data["t"])):
+        for conn, ops in by_index.get(index, ()):
+            conns.setdefault(conn, PageConn()).apply(ops, data["items"])
+        now = {}
+        for n, pc in conns.items():
+            server = pc.server()
+            client, entries = pc.client(data)
+            s_ids, c_ids = [names[i] for i in server], [names[i] for i in client]
+            div = divergence(c_ids, s_ids)
+            now[n] = (
+                s_ids,
+                c_ids,
+                [data["pending"][p][0] for p in pc.pending],
+                [list(div.only_client), list(div.only_server), list(div.reordered)] if div else None,
+                [f"{e[1]}|{e[2]}" for e in (data["items"][pc.nodes[i][0]] for i in server)],
+                [f"{e[1]}|{e[2]}" for e in entries],
+            )
+        out.append(now)
     return out
+
+
+def shown_entry(item: Item) -> str:
+    """How the page shows an item: its label, and its text or arguments (with copies)."""
+    text = item.text or (f"args={item.arguments}" if item.arguments else "")
+    if item.copies > 1:
+        text = f"×{item.copies} {text}"
+    return f"{scrub_text(item.label())[:140]}|{scrub_text(text)[:80]}"
+
+
+def engine_states(path: Path) -> list[dict[int, tuple[Any, ...]]]:
+    """After each event, per connection, what the engine's own fold holds (`engine.fold.Fold`, `core.state`)."""
+    out: list[dict[int, tuple[Any, ...]]] = []
+
+    def snapshot(row: Any, facts: Any, state: TraceState) -> None:
+        now = {}
+        for n, conn in state.conns.items():
+            server, client = conn.conv.ids(), client_view(conn)
+            div = divergence(client, server)
+            local = {it.id: it for it in conn.local} if conn.local is not None else {}
+            entries = [local.get(i) or conn.expected_item(i) or conn.conv.get(i) for i in client]
+            now[n] = (
+                server,
+                client,
+                [c.line for c in conn.pending.values()],
+                [list(div.only_client), list(div.only_server), list(div.reordered)] if div else None,
+                [shown_entry(item) for item in conn.conv],
+                [shown_entry(e) if e is not None else f"{i}|" for i, e in zip(client, entries, strict=True)],
+            )
+        out.append(now)
+
+    fold = Fold(Config(), (), snapshot)
+    with TraceReader.open(path) as reader:
+        fold.rows(reader.rows())
+    return out
+
+
+def assert_page_matches_engine(path: Path, data: dict[str, Any]) -> None:
+    page, engine = page_states(data), engine_states(path)
+    assert len(page) == len(engine)
+    for index, (got, want) in enumerate(zip(page, engine, strict=True)):
+        assert got == want, (path.name, index)
 
 
 # -- structure ------------------------------------------------------------------------------------------
@@ -121,32 +306,104 @@ def test_events_and_lines_round_trip() -> None:
             times.append(acc * d["unit"] + d["t0"])
         assert times == pytest.approx([r.t for r in records], abs=1e-4)
         assert [tuple(d["kinds"][k]) for k in d["k"]] == [(r.dir, r.type) for r in records]
+        at, summaries = 0, {}
+        for gap, text in zip(d["summaryAt"], d["summary"], strict=True):
+            at += gap
+            summaries[at] = text
+        described = {i: describe(r.type, r.event) for i, r in enumerate(records)}
+        assert summaries == {i: scrub_text(text)[:140] for i, text in described.items() if text != records[i].type}
 
 
-@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", REAL_TRACES + SAMPLE_TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_step_states_rebuild_to_the_fold(path: Path) -> None:
-    """At every event, the state the page rebuilds equals Python's own fold of the prefix."""
+    """At every event, the state the page rebuilds from its operations (server conversation, client view, pending
+    changes, divergence, what each item shows) equals the engine's own fold of the prefix."""
     data = embedded(render(path))["traces"][0]["data"]
-    states = rebuild(data)
-    state = TraceState()
+    assert_page_matches_engine(path, data)
+    # The data of the one pass `rtrace report` makes (analysis and page together) is the data of a second reading.
+    trace, one_pass = html_report.analyze(str(path), Config(), RULES)
+    assert one_pass is not None and one_pass.json() == html_report.fold_trace(str(path))[0].json()
+    assert trace.findings == analyze_path(path).findings
+
+
+@BOUNDED
+@given(envelopes(max_size=60))
+def test_random_traces_rebuild_to_the_fold(lines: list[dict[str, Any]]) -> None:
+    """The same on random traces (duplicate ids, deletes of unknown ids, local snapshots, reconnects, junk)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        data, _ = html_report.fold_trace(str(path))
+        assert data.resyncs == 0, "a change of the state came without a fact"
+        assert_page_matches_engine(path, data.json())
+
+
+def test_a_change_without_its_fact_is_resynced(tmp_path: Path) -> None:
+    """The operations follow the facts; when a fact is missing (a reducer that changed the state silently), the
+    connection is sent whole again and the page still matches the fold."""
+    path = write_long_trace(tmp_path / "long.jsonl", turns=30)
+    data = html_report.TraceData()
+
+    def lossy(row: Any, facts: Any, state: TraceState) -> None:
+        if row[1] % 7 == 0:
+            facts = [f for f in facts if not isinstance(f, (ItemAdded, ChangeAnswered))]
+        data.observe(row, facts, state)
+
+    fold = Fold(Config(), (), lossy)
     with TraceReader.open(path) as reader:
-        for index, rec in enumerate(reader):
-            step(state, rec)
-            for n, conn in state.conns.items():
-                entries = [e for e in states.get(n, []) if e[0] <= index]
-                assert entries, (index, n)
-                _, server, client, pending = entries[-1]
-                assert server == conn.conv.ids(), (rec.line, n)
-                assert client == client_view(conn), (rec.line, n)
-                assert pending == [c.line for c in conn.pending.values()], (rec.line, n)
+        fold.rows(reader.rows())
+    assert data.resyncs > 0
+    page = page_states(data.json())
+    engine = engine_states(path)
+    # Right after each record whose facts were cut the page may lag; from the next change on it is right again.
+    assert page[-1] == engine[-1]
+    assert sum(p == e for p, e in zip(page, engine, strict=True)) > 0.8 * len(engine)
 
 
-@given(st.lists(st.integers(0, 5), max_size=12), st.lists(st.integers(0, 5), max_size=12))
-def test_list_delta_round_trips(old: list[int], new: list[int]) -> None:
-    d = html_report.list_delta(old, new)
-    assert apply_delta(old, d) == new
-    if d != 0:
-        assert len(d[2]) <= len(new)
+def test_operations_per_record_do_not_grow_with_the_conversation() -> None:
+    """The complexity fix: each record costs the items and changes its facts name, never a walk of the
+    conversation (the old page data read `conv.ids()` and `Connection.expected_ids` after every change: for the
+    conversation of 3,000 items below, 30 million items walked, counted on e62ccb8). Counted, not timed."""
+    from bench.scale import render as render_shape
+
+    walked = [0]
+    real_iter = Conversation.__iter__
+
+    def counting_iter(self: Conversation) -> Any:
+        for item in real_iter(self):
+            walked[0] += 1
+            yield item
+
+    calls = {"expected_ids": 0, "expected_item": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "conv.jsonl"
+        path.write_bytes(render_shape("html-report", 15, 3000))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(Conversation, "__iter__", counting_iter)
+            for name in calls:
+                real = getattr(Connection, name)
+
+                def counted(self: Connection, *a: Any, _real: Any = real, _name: str = name) -> Any:
+                    calls[_name] += 1
+                    return _real(self, *a)
+
+                mp.setattr(Connection, name, counted)
+            trace, data = html_report.analyze(str(path), Config(), RULES)
+    assert data is not None and trace.events > 30_000 and not trace.findings
+    assert walked[0] == 0 and calls == {"expected_ids": 0, "expected_item": 0}
+    assert data.resyncs == 0
+    ints = sum(len(entry) for entry in data.json()["states"])
+    assert ints < 3 * trace.events  # the operations are O(1) per record
+
+
+def test_large_page_data_is_deflated_and_comes_back_the_same() -> None:
+    folded = html_report.fold_trace(str(RACE_188))[0]
+    data = folded.json()
+    assert html_report.pack(folded.fields()) == data  # small: as is
+    packed = html_report.pack(folded.fields(), compress_over=0)
+    assert set(packed) == {"deflate"} and re.fullmatch(r"[A-Za-z0-9+/=]+", packed["deflate"])
+    assert html_report.unpack(packed) == data
+    assert html_report.pack(iter(())) == {} and html_report.unpack(html_report.pack(iter(()), -1)) == {}
 
 
 # -- in a real browser ----------------------------------------------------------------------------------
@@ -322,6 +579,57 @@ def test_browser_long_trace_rebuilds_late_states(chromium: str, tmp_path: Path) 
         assert got["client"] == client_view(conn)
     assert result["steps"][-1]["diverged"] == ["item_last"]
     assert len(result["steps"][-1]["server"]) == 150 - 15
+
+
+@pytest.mark.browser
+def test_browser_every_state_of_every_sample_matches_the_fold(chromium: str, tmp_path: Path) -> None:
+    """The page's own rebuilt state (report.js: replay, client view, divergence), at every event of every golden
+    sample and real trace, equals the engine's fold."""
+    paths = REAL_TRACES + SAMPLE_TRACES
+    page = html_report.render(Report([analyze_path(p) for p in paths], Config()))
+    result, _ = selftest(chromium, tmp_path, page, "states")
+    assert len(result["every_state"]) == len(paths)
+    for path, rows in zip(paths, result["every_state"], strict=True):
+        engine = engine_states(path)
+        assert [row[0] for row in rows] == list(range(len(engine))), path.name
+        for row in rows:
+            index, line, conn, *got = row
+            assert tuple(got) == engine[index][conn], (path.name, index, line)
+
+
+@pytest.mark.browser
+def test_browser_deflated_data_and_going_back_from_the_end(chromium: str, tmp_path: Path) -> None:
+    """A page whose data is deflated shows the same states; stepping back from the last event replays from the
+    nearest kept copy of the state (at most max(64, its size) changes), not from the connection's first change."""
+    path = write_long_trace(tmp_path / "long.jsonl", turns=300)
+    page = html_report.render(Report([analyze_path(path)], Config()), compress_over=0)
+    assert '"deflate":' in page
+    result, _ = selftest(chromium, tmp_path, page, "states=47")
+    engine, rows = engine_states(path), result["every_state"][0]
+    assert [row[0] for row in rows] == sorted({*range(0, len(engine), 47), len(engine) - 1})
+    for index, line, conn, *got in rows:
+        assert tuple(got) == engine[index][conn], (index, line)
+    back = result["back_step"]
+    assert back["changes"] > 600 and back["marks"] >= 2
+    assert back["replayed"] <= max(64, back["size"]) < back["changes"] / 2
+
+
+@pytest.mark.browser
+def test_browser_many_connections_show_a_window_of_bands(chromium: str, tmp_path: Path) -> None:
+    """Forty connections: the timeline draws sixteen bands at a time, around the selected event's connection."""
+    from bench.scale import render as render_shape
+
+    path = tmp_path / "reconnects.jsonl"
+    path.write_bytes(render_shape("many-reconnects", 3, 40))
+    page = render(path)
+    total = len(path.read_bytes().splitlines())
+    result, _ = selftest(chromium, tmp_path, page, f"lines=5,{total}")
+    first, last = result["steps"]
+    assert (first["conn"], last["conn"]) == (1, 40)
+    assert last["server"] == fold_to(path, total).conns[40].conv.ids()
+    view = result["full_view"]
+    assert view["drawn"] > 0 and "of 40 shown" in view["info"]
+    assert view["height"] < 16 * 60 + 40  # sixteen bands, not forty
 
 
 @pytest.mark.browser

@@ -7,17 +7,23 @@ reading the traces line by line (not from rtrace's output) and pins what the gol
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 from rtrace.core.loader import load
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 from rtrace.engine.fold import fold_state as fold
-from rtrace.report.show import render_state, render_timeline
+from rtrace.report.show import render_state, render_timeline, wrap
 
 from . import regen_show
 
@@ -199,3 +205,41 @@ def test_untrusted_text_is_escaped_in_show() -> None:
     out = io.StringIO()
     render_timeline(records, 1, Console(file=out, width=200, color_system=None))
     assert "\x1b" not in out.getvalue() and "[red]x[/red]\\x1b[1m" in out.getvalue()
+
+
+@given(
+    st.lists(
+        st.tuples(st.text(alphabet=st.sampled_from("ab  語x"), max_size=30), st.sampled_from(["", "dim", "magenta"])),
+        max_size=4,
+    ),
+    st.integers(2, 30),  # a wide character takes 2 cells
+)
+def test_wrap_fits_every_line_and_keeps_every_word(cell: list[tuple[str, str]], width: int) -> None:
+    lines = wrap(cell, width, "bold red")
+    assert all(sum(cell_len(run) for run, _ in line) <= width for line in lines)
+    assert all(style.endswith("bold red") for line in lines for _, style in line)
+    text = "".join(run for run, _ in cell)
+    assert "".join(run for line in lines for run, _ in line).replace(" ", "") == text.replace(" ", "")
+    assert all(not line or (line[0][0][0] != " " and line[-1][0][-1] != " ") for line in lines)
+
+
+def test_a_console_without_colours_gets_the_text_a_colour_console_shows() -> None:
+    """Laid out once; printed as plain text to a pipe or file (no rich object per cell: the fix that made `show
+    --at` cheaper than the fold it shows), and through rich with colours: the same characters."""
+    records, _ = load(regen_show.REAL / "tool-output-race.livekit-1.8.8.jsonl")
+    state = fold(records)
+    made = [0]
+    real_init = Text.__init__
+
+    def counting(self: Text, *a: Any, **kw: Any) -> None:
+        made[0] += 1
+        real_init(self, *a, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Text, "__init__", counting)
+        plain = render(state, 46)
+    assert made[0] == 0
+    out = io.StringIO()
+    render_state(state, 46, Console(file=out, width=200, color_system="truecolor", highlight=False))
+    coloured = out.getvalue()
+    assert "\x1b[" in coloured and re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain

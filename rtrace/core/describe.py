@@ -8,6 +8,29 @@ from __future__ import annotations
 from typing import Any
 
 _SHORT = 60
+#: The event types `describe` says more of than their type; of any other type the summary is the type itself.
+DESCRIBED: frozenset[str] = frozenset(
+    {
+        "conversation.item.create",
+        "conversation.item.added",
+        "conversation.item.done",
+        "conversation.item.delete",
+        "conversation.item.deleted",
+        "conversation.item.retrieve",
+        "conversation.item.truncate",
+        "conversation.item.truncated",
+        "error",
+        "response.created",
+        "response.done",
+        "response.create",
+        "response.cancel",
+        "response.output_item.added",
+        "response.output_item.done",
+        "connection.opened",
+        "connection.closed",
+        "local.conversation",
+    }
+)
 
 
 def _s(value: Any, limit: int = _SHORT) -> str:
@@ -31,7 +54,8 @@ def _obj(value: Any) -> dict[str, Any]:
 
 
 def describe(event_type: str, event: dict[str, Any]) -> str:
-    """`create function_call_output item_x (call_y) after item_z`, `error invalid_tool_call_id: ...`."""
+    """`create function_call_output item_x (call_y) after item_z`, `error invalid_tool_call_id: ...`; the type
+    itself for a type not in `DESCRIBED`."""
     ev = event
     if event_type == "conversation.item.create":
         prev = ev.get("previous_item_id")

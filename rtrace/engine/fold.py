@@ -351,19 +351,24 @@ def analyze_path(
     path: str | os.PathLike[str],
     config: Config | None = None,
     rules: Sequence[type[Rule]] = RULES,
+    observer: Observer | None = None,
     **reader_kw: Any,
 ) -> TraceReport:
     """Analyze one trace file. Raises `loader.UnreadableInput` only when the file cannot be opened."""
     with TraceReader.open(path, **reader_kw) as reader:
-        return analyze_reader(reader, config, rules)
+        return analyze_reader(reader, config, rules, observer)
 
 
 def analyze_reader(
-    reader: TraceReader, config: Config | None = None, rules: Sequence[type[Rule]] = RULES
+    reader: TraceReader,
+    config: Config | None = None,
+    rules: Sequence[type[Rule]] = RULES,
+    observer: Observer | None = None,
 ) -> TraceReport:
     """Analyze the trace `reader` reads (a file, stdin, an fsspec stream): `analyze_records` over the reader's
-    records, on the fast path (`Fold`)."""
-    fold = Fold(config or Config(), rules)
+    records, on the fast path (`Fold`). With an `observer`, it watches the same fold (the HTML report's page data
+    comes from the analysis itself, not from a second reading)."""
+    fold = Fold(config or Config(), rules, observer)
     fold.rows(reader.rows())
     return fold.report(reader.path, reader.count, reader.problems, reader.problem_count, reader.header)
 

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
+from ..core.secrets import scrub_text
 from ..rules.base import Config, Rule
-from .fold import Fold, TraceReport, analyze_path, analyze_reader, digest
+from .fold import Fold, Observer, TraceReport, analyze_path, analyze_reader, digest
 
 #: Traces smaller than this are read by one process: below it a second process does not pay for itself.
 SPLIT_MIN_BYTES = 32 * 1024 * 1024
@@ -40,24 +41,30 @@ class EngineUnavailable(Exception):
 
 
 def failed(path: str, why: str) -> TraceReport:
-    """The report of a trace that could not be analyzed."""
-    return TraceReport(path, 0, 0, 0.0, [], [], 0, unreadable=why)
+    """The report of a trace that could not be analyzed (key-like strings in `why` scrubbed)."""
+    return TraceReport(path, 0, 0, 0.0, [], [], 0, unreadable=scrub_text(why))
 
 
 def analyze_file(
-    path: str, config: Config, rules: Sequence[type[Rule]], max_line_bytes: int, jobs: int = 1
+    path: str,
+    config: Config,
+    rules: Sequence[type[Rule]],
+    max_line_bytes: int,
+    jobs: int = 1,
+    observer: Observer | None = None,
 ) -> TraceReport:
     """One local trace (or `-`, stdin), other tools' captures converted as `rtrace analyze` does; never raises.
-    With `jobs` > 1 a large trace is read by two processes (`analyze_split`)."""
+    With `jobs` > 1 a large trace is read by two processes (`analyze_split`); with an `observer` (which watches the
+    fold, see `fold.Observer`), by this one."""
     from ..core.importers import native_path
 
     try:
         with native_path(path) as readable:
             report = None
-            if jobs_for(jobs) > 1:
+            if jobs_for(jobs) > 1 and observer is None:
                 report = analyze_split(os.fspath(readable), config, rules, max_line_bytes)
             if report is None:
-                report = analyze_path(readable, config, rules, max_line_bytes=max_line_bytes)
+                report = analyze_path(readable, config, rules, observer, max_line_bytes=max_line_bytes)
         report.path = path
         return report
     except UnreadableInput as e:
@@ -244,21 +251,69 @@ def _fold_digest(fold: Fold, feed: Any, notify: int, seq0: int, line0: int) -> _
     return None
 
 
-def analyze_url(url: str, config: Config, rules: Sequence[type[Rule]], max_line_bytes: int) -> TraceReport:
-    """One trace at a local path or an fsspec URL (`s3://bucket/a.jsonl`); never raises. Runs on Dask workers."""
+#: fsspec storage options (`--storage-options`): credentials, endpoint, region... passed to every `fsspec.open`.
+StorageOptions = dict[str, Any]
+
+
+def analyze_url(
+    url: str,
+    config: Config,
+    rules: Sequence[type[Rule]],
+    max_line_bytes: int,
+    storage_options: StorageOptions | None = None,
+    jobs: int = 1,
+) -> TraceReport:
+    """One trace at a local path (`analyze_file`) or an fsspec URL (`s3://bucket/a.jsonl`, opened with
+    `storage_options`); never raises. Runs in this process, a pool worker or a Dask worker."""
     if "://" not in url:
-        return analyze_file(url, config, rules, max_line_bytes)
+        return analyze_file(url, config, rules, max_line_bytes, jobs)
     try:
         import fsspec
 
-        with fsspec.open(url, "rb") as stream, TraceReader(stream, url, max_line_bytes=max_line_bytes) as reader:
+        stream = fsspec.open(url, "rb", **(storage_options or {})).open()
+    except Exception as e:  # a missing backend, no credentials, no endpoint, no such object
+        return failed(url, storage_error(url, e))
+    try:
+        with stream, TraceReader(stream, url, max_line_bytes=max_line_bytes) as reader:
             return analyze_reader(reader, config, rules)
-    except ImportError:
-        return failed(url, "reading URLs needs fsspec (pip install 'rtrace[dask]')")
     except OSError as e:
-        return failed(url, f"{url}: {e.strerror or e}")
+        return failed(url, f"{url}: read error: {e.strerror or e}")
     except Exception as e:
         return failed(url, f"analysis failed: {type(e).__name__}: {e}")
+
+
+def storage_error(url: str, e: BaseException) -> str:
+    """What went wrong reaching `url`, for people: no backend, no credentials, no endpoint, not found, denied."""
+    names = {cls.__name__ for cls in type(e).__mro__}
+    scheme = url.split("://", 1)[0]
+    if isinstance(e, ImportError):
+        hint = " (pip install 'rtrace[s3]')" if scheme in ("s3", "s3a") else ""
+        return f"{url}: reading {scheme}:// URLs needs its fsspec backend{hint}: {e}"
+    if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
+        return (
+            f"{url}: no credentials for this storage: pass them with --storage-option key=... --storage-option "
+            f"secret=... (or --storage-options JSON), or set the backend's own environment ({e})"
+        )
+    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ConnectionError"}:
+        return f"{url}: cannot reach the storage endpoint: {e}"
+    if isinstance(e, FileNotFoundError):
+        return f"{url}: not found ({e})"
+    if isinstance(e, PermissionError):
+        return f"{url}: access denied ({e})"
+    if isinstance(e, OSError):
+        return f"{url}: {e.strerror or e}"
+    return f"{url}: {type(e).__name__}: {e}"
+
+
+def analyze_batch(
+    urls: Sequence[str],
+    config: Config,
+    rules: Sequence[type[Rule]],
+    max_line_bytes: int,
+    storage_options: StorageOptions | None = None,
+) -> list[TraceReport]:
+    """`analyze_url` of each of `urls`, in order: one Dask task (small traces go by the partition)."""
+    return [analyze_url(url, config, rules, max_line_bytes, storage_options) for url in urls]
 
 
 def jobs_for(jobs: int) -> int:
@@ -267,13 +322,19 @@ def jobs_for(jobs: int) -> int:
 
 
 def analyze_local(
-    paths: Sequence[str], config: Config, rules: Sequence[type[Rule]], max_line_bytes: int, jobs: int = 1
+    paths: Sequence[str],
+    config: Config,
+    rules: Sequence[type[Rule]],
+    max_line_bytes: int,
+    jobs: int = 1,
+    storage_options: StorageOptions | None = None,
 ) -> list[TraceReport]:
-    """Analyze `paths` with `jobs` processes (1: in this process; one path: split when large). Reports are in the
-    order of `paths`."""
+    """Analyze `paths` (local paths or fsspec URLs) with `jobs` processes (1: in this process; one path: split when
+    large). Reports are in the order of `paths`."""
     workers = min(jobs_for(jobs), len(paths))
+    so = storage_options
     if workers <= 1:
-        return [analyze_file(p, config, rules, max_line_bytes, jobs) for p in paths]
+        return [analyze_url(p, config, rules, max_line_bytes, so, jobs) for p in paths]
     reports: list[TraceReport | None] = [None] * len(paths)
     lost: list[int] = []
     # Largest first, so that a big trace picked last does not leave one worker running alone at the end.
@@ -281,7 +342,7 @@ def analyze_local(
     import concurrent.futures
 
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(analyze_file, paths[k], config, rules, max_line_bytes): k for k in order}
+        futures = {pool.submit(analyze_url, paths[k], config, rules, max_line_bytes, so): k for k in order}
         for k, p in enumerate(paths):  # stdin can only be read by this process
             if p == "-":
                 reports[k] = analyze_file(p, config, rules, max_line_bytes)
@@ -295,7 +356,7 @@ def analyze_local(
     for k in lost:
         with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
             try:
-                reports[k] = pool.submit(analyze_file, paths[k], config, rules, max_line_bytes).result()
+                reports[k] = pool.submit(analyze_url, paths[k], config, rules, max_line_bytes, so).result()
             except concurrent.futures.process.BrokenProcessPool as e:
                 reports[k] = failed(paths[k], f"analysis failed: the worker process died ({e})")
     return [r for r in reports if r is not None]
@@ -318,22 +379,62 @@ def url_of(path: os.PathLike[str] | str) -> str:
     return f"{scheme}:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
 
 
-def expand_urls(urls: Sequence[str]) -> list[str]:
-    """Local paths and directories as the CLI expands them; fsspec URLs and globs through fsspec."""
-    out: list[str] = []
+def expand_urls(urls: Sequence[str], storage_options: StorageOptions | None = None) -> list[tuple[str, int]]:
+    """Each fsspec URL, glob or directory (every `*.jsonl` under it) as the traces it names, with their sizes in
+    bytes; local paths pass through (size from the file system). Raises `UnreadableInput` with a message for people
+    when the storage cannot be listed (no backend, no credentials, no endpoint) or a URL names no trace."""
+    out: list[tuple[str, int]] = []
     for url in urls:
         if "://" not in url:
-            out.append(url)
+            out.append((url, _size(url)))
             continue
         try:
-            import fsspec
-        except ImportError:
-            raise EngineUnavailable("reading URLs needs fsspec (pip install 'rtrace[dask]')") from None
-        fs, _, found = fsspec.get_fs_token_paths(url)
-        protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
-        if len(found) == 1 and fs.isdir(found[0]):
-            found = sorted(fs.glob(found[0].rstrip("/") + "/**/*.jsonl"))
-        out.extend(p if "://" in p else f"{protocol}://{p}" for p in sorted(found))
+            import fsspec.core
+
+            fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+            protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+            if fsspec.core.has_magic(path):  # a glob: what it matches, from one listing
+                listed = fs.glob(path, detail=True)
+            else:
+                info = fs.info(path)
+                listed = {path: info}
+                if info.get("type") == "directory":
+                    found = fs.find(path, detail=True)
+                    listed = {name: i for name, i in found.items() if name.endswith(".jsonl")}
+        except Exception as e:  # no backend, no credentials, no endpoint, denied, not found
+            raise UnreadableInput(storage_error(url, e)) from None
+        traces = sorted((name, int(i.get("size") or 0)) for name, i in listed.items() if i.get("type") != "directory")
+        if not traces:
+            raise UnreadableInput(f"{url}: no trace there (a directory is searched for *.jsonl)")
+        out.extend((p if "://" in p else f"{protocol}://{p}", size) for p, size in traces)
+    return out
+
+
+#: A Dask task reads about this many bytes of traces (small traces are batched up to it), and there are at least
+#: `TASKS_PER_THREAD` tasks per worker thread when the traces allow, so that the cluster stays busy to the end.
+BATCH_BYTES = 64 * 1024 * 1024
+TASKS_PER_THREAD = 4
+
+
+def batches(sizes: Sequence[int], threads: int) -> list[range]:
+    """Cut traces of these sizes, in input order, into runs of about equal bytes: as many as the bytes need
+    (`BATCH_BYTES` each) and at least `TASKS_PER_THREAD` per thread (fewer when there are fewer traces). A trace
+    larger than a run's share is a run of its own."""
+    count = len(sizes)
+    if not count:
+        return []
+    total = sum(max(s, 1) for s in sizes)
+    wanted = min(count, max(threads * TASKS_PER_THREAD, -(-total // BATCH_BYTES)))
+    share = total / wanted
+    out: list[range] = []
+    start, acc = 0, 0
+    for k, size in enumerate(sizes):
+        size = max(size, 1)
+        if acc and acc + size > share:
+            out.append(range(start, k))
+            start, acc = k, 0
+        acc += size
+    out.append(range(start, count))
     return out
 
 
@@ -343,8 +444,13 @@ def analyze_dask(
     rules: Sequence[type[Rule]],
     max_line_bytes: int,
     scheduler: str,
+    storage_options: StorageOptions | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> list[TraceReport]:
-    """Analyze `urls` on the Dask cluster at `scheduler`: one task per trace, gathered in input order."""
+    """Analyze `urls` on the Dask cluster at `scheduler`, small traces batched into tasks (`batches`; `sizes` in
+    bytes, else all alike), reports gathered in input order. Every worker opens its URLs with `storage_options`. A
+    task the cluster lost (its worker died) is retried one trace per task, so only a trace that kills its worker
+    is reported as failed."""
     try:
         from distributed import Client
     except ImportError:
@@ -353,16 +459,29 @@ def analyze_dask(
         client = Client(scheduler, timeout=CONNECT_TIMEOUT)
     except (OSError, ValueError) as e:  # refused, timed out, or not an address at all
         raise EngineUnavailable(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+    kw: dict[str, Any] = {
+        "config": config,
+        "rules": tuple(rules),
+        "max_line_bytes": max_line_bytes,
+        "storage_options": storage_options,
+    }
     try:
-        futures = client.map(
-            analyze_url, list(urls), config=config, rules=tuple(rules), max_line_bytes=max_line_bytes, pure=False
-        )
+        threads = sum(client.nthreads().values()) or 1
+        runs = batches(list(sizes) if sizes is not None else [1] * len(urls), threads)
+        futures = client.map(analyze_batch, [list(urls[r.start : r.stop]) for r in runs], **kw, pure=False)
         reports: list[TraceReport] = []
-        for url, future in zip(urls, futures, strict=True):
+        for run, future in zip(runs, futures, strict=True):
             try:
-                reports.append(future.result())
-            except Exception as e:  # a lost worker, a task the cluster gave up on
-                reports.append(failed(url, f"analysis failed on the cluster: {type(e).__name__}: {e}"))
+                reports.extend(future.result())
+                continue
+            except Exception:  # a lost worker, a task the cluster gave up on: each trace on its own
+                pass
+            singles = client.map(analyze_url, list(urls[run.start : run.stop]), **kw, pure=False)
+            for url, single in zip(urls[run.start : run.stop], singles, strict=True):
+                try:
+                    reports.append(single.result())
+                except Exception as e:
+                    reports.append(failed(url, f"analysis failed on the cluster: {type(e).__name__}: {e}"))
         return reports
     finally:
         client.close()

@@ -5,11 +5,16 @@ Thin glue between the CLI and the renderers; it renders a `Report` it is given a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.loader import DEFAULT_MAX_LINE_BYTES
 from ..engine.fold import Report
+
+if TYPE_CHECKING:  # the HTML renderer is imported only when one is written
+    from .html import TraceData
 
 
 class ReportFormat(str, Enum):
@@ -39,7 +44,14 @@ def format_for_path(path: Path) -> ReportFormat | None:
     return SUFFIXES.get(path.suffix.lower())
 
 
-def render_bytes(report: Report, fmt: ReportFormat, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> bytes:
+def render_bytes(
+    report: Report,
+    fmt: ReportFormat,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    html_data: Sequence[TraceData | None] | None = None,
+) -> bytes:
+    """`report` in `fmt`. `html_data`: the HTML page data of each trace, when its analysis made it (`html.analyze`);
+    without it the HTML report reads each trace again."""
     if fmt is ReportFormat.markdown:
         from . import markdown
 
@@ -47,7 +59,7 @@ def render_bytes(report: Report, fmt: ReportFormat, max_line_bytes: int = DEFAUL
     if fmt is ReportFormat.html:
         from . import html
 
-        return html.render(report, max_line_bytes).encode("utf-8")
+        return html.render(report, max_line_bytes, html_data).encode("utf-8")
     if fmt is ReportFormat.json:
         from . import json_report
 
@@ -64,8 +76,11 @@ def render_bytes(report: Report, fmt: ReportFormat, max_line_bytes: int = DEFAUL
 
 
 def write_outputs(
-    report: Report, outputs: list[tuple[ReportFormat, Path]], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    report: Report,
+    outputs: list[tuple[ReportFormat, Path]],
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    html_data: Sequence[TraceData | None] | None = None,
 ) -> None:
     """Write each requested format to its path (raises OSError when a path cannot be written)."""
     for fmt, path in outputs:
-        path.write_bytes(render_bytes(report, fmt, max_line_bytes))
+        path.write_bytes(render_bytes(report, fmt, max_line_bytes, html_data))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -14,62 +16,181 @@ from ..core.escape import printable
 from ..core.state import Connection, TraceState, client_view, divergence
 from ..core.trace import Record
 
+#: A cell: runs of text, each with its style ("" for none).
+Cell = list[tuple[str, str]]
+_GAP = "  "
 
-def item_cell(item: Item | None, item_id: str) -> Text:
+
+def item_cell(item: Item | None, item_id: str) -> Cell:
     if item is None:
-        return Text(printable(item_id, 40))
-    text = Text(printable(item.label(), 70))
+        return [(printable(item_id, 40), "")]
+    cell = [(printable(item.label(), 70), "")]
     if item.text:
-        text.append(f"  {printable(item.text, 50)!s}", style="dim")
+        cell.append((f"  {printable(item.text, 50)!s}", "dim"))
     if item.arguments:
-        text.append(f"  args={printable(item.arguments, 40)}", style="dim")
+        cell.append((f"  args={printable(item.arguments, 40)}", "dim"))
     if item.copies > 1:
-        text.append(f"  ×{item.copies}", style="magenta")
-    return text
+        cell.append((f"  ×{item.copies}", "magenta"))
+    return cell
+
+
+def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
+    """`cell` in lines of at most `width` terminal cells: broken at spaces (the spaces at a break dropped), a word
+    longer than a line cut. `over` is laid over every run's style (a divergence's colour)."""
+    lines: list[Cell] = [[]]
+    used = 0
+    space: tuple[str, str] | None = None  # the spaces before the next word, kept only if it fits on this line
+    for run, style in cell:
+        style = f"{style} {over}".strip()
+        for token in _TOKENS.findall(run):
+            if token[0] == " ":
+                space = (token, style)
+                continue
+            size = cell_len(token)
+            gap = cell_len(space[0]) if space is not None and used else 0
+            if used and used + gap + size > width:
+                lines.append([])
+                used = gap = 0
+            if gap and space is not None:
+                lines[-1].append(space)
+                used += gap
+            space = None
+            while size > width - used:  # a word longer than a line
+                head = chop(token, width - used)
+                lines[-1].append((head, style))
+                lines.append([])
+                used = 0
+                token = token[len(head) :]
+                size = cell_len(token)
+            if token:
+                lines[-1].append((token, style))
+                used += size
+    if not lines[-1] and len(lines) > 1:
+        lines.pop()
+    return lines
+
+
+_TOKENS = re.compile(r" +|[^ ]+")
+
+
+def chop(word: str, width: int) -> str:
+    """The longest head of `word` that fits in `width` cells (at least one character)."""
+    k = min(len(word), width)
+    while k > 1 and cell_len(word[:k]) > width:
+        k -= 1
+    return word[: max(k, 1)]
+
+
+class Out:
+    """Lines of styled runs, printed at once: as plain text when the console has no colours (a pipe, a file), else
+    through rich (one `Text`)."""
+
+    def __init__(self) -> None:
+        self.runs: Cell = []
+
+    def append(self, text: str, style: str = "") -> None:
+        self.runs.append((text, style))
+
+    def print(self, console: Console) -> None:
+        if console.color_system is None and not console.record:
+            console.file.write("".join(run for run, _ in self.runs))
+            console.file.flush()
+            return
+        text = Text()
+        for run, style in self.runs:
+            text.append(run, style or None)
+        console.print(text, soft_wrap=True, end="")
+
+
+def side_by_side(
+    out: Out, rows: list[tuple[Cell, str, Cell, str]], titles: tuple[str, str], width: int, count: tuple[int, int]
+) -> None:
+    """Two numbered columns of cells (`rows`: left cell and its style over, right cell and its style over), their
+    lines wrapped to their column, appended to `out`. Each column is as wide as its longest cell when both fit;
+    else the narrower one keeps its width when under half, and the other takes the rest (then both wrap)."""
+    num = max(len(str(max(count) - 1)), 1) if max(count) else 1
+    room = max(24, width - 2 * num - 3 * len(_GAP))
+    columns = ([row[0] for row in rows], [row[2] for row in rows])
+    widest = [
+        max([cell_len(title)] + [sum(cell_len(run) for run, _ in cell) for cell in column])
+        for title, column in zip(titles, columns, strict=True)
+    ]
+    half = room // 2
+    if sum(widest) <= room:
+        widths = widest
+    elif min(widest) < half:
+        narrow = 0 if widest[0] < widest[1] else 1
+        widths = [0, 0]
+        widths[narrow], widths[1 - narrow] = widest[narrow], room - widest[narrow]
+    else:
+        widths = [half, room - half]
+
+    def line(left: Cell, right: Cell, numbers: tuple[str, str]) -> None:
+        out.append(numbers[0].rjust(num), "dim")
+        out.append(_GAP)
+        out.runs.extend(left)
+        if not right and not numbers[1]:
+            out.append("\n")
+            return
+        pad = widths[0] - sum(cell_len(run) for run, _ in left)
+        out.append(" " * max(pad, 0) + _GAP)
+        out.append(numbers[1].rjust(num), "dim")
+        out.append(_GAP)
+        out.runs.extend(right)
+        out.append("\n")
+
+    line([(titles[0], "bold")], [(titles[1], "bold")], ("#", "#"))
+    for k, (left, left_over, right, right_over) in enumerate(rows):
+        left_lines = wrap(left, widths[0], left_over) if left else [[]]
+        right_lines = wrap(right, widths[1], right_over) if right else [[]]
+        for j in range(max(len(left_lines), len(right_lines))):
+            numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
+            line(
+                left_lines[j] if j < len(left_lines) else [],
+                right_lines[j] if j < len(right_lines) else [],
+                numbers,
+            )
 
 
 def render_state(state: TraceState, at_line: int, console: Console, conns: Iterable[int] | None = None) -> None:
     """Server conversation and client view of each connection after `at_line`, differences highlighted."""
     wanted = set(conns) if conns is not None else None
-    console.print(Text(f"after line {at_line} (t={state.last_t:.6f} s)", style="bold"))
+    out = Out()
+    out.append(f"after line {at_line} (t={state.last_t:.6f} s)\n", "bold")
     for n, conn in sorted(state.conns.items()):
         if wanted is not None and n not in wanted:
             continue
-        render_connection(conn, console)
+        render_connection(conn, out, console.width)
+    # Every line is laid out to fit already: printed as is, in one piece (a rich Table per connection, measured
+    # and wrapped cell by cell, took longer than the fold of a 400,000-line trace up to `at_line`).
+    out.print(console)
 
 
-def render_connection(conn: Connection, console: Console) -> None:
+def render_connection(conn: Connection, out: Out, width: int) -> None:
     status = "open" if conn.open else f"ended ({conn.ended_by}) at line {conn.closed_line}"
-    console.print()
-    console.print(Text(f"connection {conn.n}: {status}, {len(conn.conv)} items", style="bold"))
+    out.append(f"\nconnection {conn.n}: {status}, {len(conn.conv)} items\n", "bold")
     server_ids = conn.conv.ids()
     client_ids = client_view(conn)
     diff = divergence(client_ids, server_ids)
+    only_server, only_client, reordered = set(diff.only_server), set(diff.only_client), set(diff.reordered)
     local_items = {i.id: i for i in conn.local} if conn.local is not None else {}
     pending_items = {c.item_id: c.item for c in conn.pending.values() if c.item is not None and c.item_id}
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("#", justify="right", style="dim")
-    table.add_column("server conversation")
-    table.add_column("#", justify="right", style="dim")
     title = "client view (local snapshot)" if conn.local is not None else "client view (confirmed + pending)"
-    table.add_column(title)
+    rows: list[tuple[Cell, str, Cell, str]] = []
     for k in range(max(len(server_ids), len(client_ids))):
-        left = Text()
-        right = Text()
+        left: Cell = []
+        right: Cell = []
+        left_over = right_over = ""
         if k < len(server_ids):
             sid = server_ids[k]
             left = item_cell(conn.conv.get(sid), sid)
-            if sid in diff.only_server:
-                left.stylize("bold red")
+            left_over = "bold red" if sid in only_server else ""
         if k < len(client_ids):
             cid = client_ids[k]
             right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
-            if cid in diff.only_client:
-                right.stylize("bold green")
-            elif cid in diff.reordered:
-                right.stylize("bold yellow")
-        table.add_row(str(k) if k < len(server_ids) else "", left, str(k) if k < len(client_ids) else "", right)
-    console.print(table)
+            right_over = "bold green" if cid in only_client else "bold yellow" if cid in reordered else ""
+        rows.append((left, left_over, right, right_over))
+    side_by_side(out, rows, ("server conversation", title), width, (len(server_ids), len(client_ids)))
     if diff:
         parts = []
         if diff.only_server:
@@ -78,16 +199,14 @@ def render_connection(conn: Connection, console: Console) -> None:
             parts.append(f"only in the client view: {', '.join(diff.only_client)}")
         if diff.reordered:
             parts.append(f"order differs: {', '.join(diff.reordered)}")
-        console.print(Text("divergence: " + "; ".join(printable(p, 300) for p in parts), style="yellow"))
+        out.append("divergence: " + "; ".join(printable(p, 300) for p in parts) + "\n", "yellow")
     if conn.pending:
-        console.print(Text("pending client changes:", style="bold"))
+        out.append("pending client changes:\n", "bold")
         for change in conn.pending.values():
-            console.print(Text(f"  line {change.line}: {printable(change.summary, 120)}"))
+            out.append(f"  line {change.line}: {printable(change.summary, 120)}\n")
     open_responses = [r for r in conn.responses.values() if r.open]
     for resp in open_responses:
-        console.print(
-            Text(f"response {printable(resp.id, 60)} generating since line {resp.created_line}", style="cyan")
-        )
+        out.append(f"response {printable(resp.id, 60)} generating since line {resp.created_line}\n", "cyan")
 
 
 def render_timeline(records: Iterable[Record], conn: int, console: Console, until: int | None = None) -> None:
