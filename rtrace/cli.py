@@ -120,6 +120,8 @@ def exit_code_for(report: Report, fail_on: FailOn, strict: bool) -> ExitCode:
         return ExitCode.UNREADABLE
     if strict and any(t.problem_count for t in report.traces):
         return ExitCode.UNREADABLE
+    if any(t.failed_rules for t in report.traces):
+        return ExitCode.FINDINGS  # a rule failed on this input: the analysis is incomplete, never "clean"
     if fail_on is not FailOn.never:
         floor = SEVERITY_RANK[fail_on.value]
         if any(SEVERITY_RANK[f.severity] >= floor for f in report.findings):

@@ -527,3 +527,26 @@ def test_random_traces_with_colliding_ids_keep_the_invariants(lines: list[dict[s
     finish(state)
     check_invariants(state)
     assert all(not c.open for c in state.conns.values())
+
+
+def test_a_field_of_the_wrong_type_is_a_problem_and_read_as_absent() -> None:
+    from rtrace.core.reducer import FIELDS, checked
+    from rtrace.core.state import TraceState
+    from rtrace.core.trace import Record
+
+    state = TraceState()
+    event = {"type": "error", "error": {"code": ["x"], "message": "m", "event_id": 5}, "event_id": "e"}
+    rec = Record(0, 7, 0.0, "server", 1, event, "error", "error")
+    clean = checked(state, rec, FIELDS["error"])
+    assert clean.event == {"type": "error", "error": {"message": "m"}, "event_id": "e"}
+    assert event["error"]["code"] == ["x"]  # the record itself is not changed
+    assert [(line, path, kind) for line, path, kind, _ in state.field_problems] == [
+        (7, ("error", "code"), "a string"),
+        (7, ("error", "event_id"), "a string"),
+    ]
+    good = Record(1, 8, 0.0, "server", 1, {"type": "error", "error": "boom"}, "error", "error")
+    assert checked(state, good, FIELDS["error"]) is good  # a bare string is the API's message
+    outputs = {"type": "response.done", "response": {"id": "r", "output": [{"id": 1}, "x", {"id": "i"}]}}
+    rec = Record(2, 9, 0.0, "server", 1, outputs, "response.done", "response.done")
+    assert checked(state, rec, FIELDS["response.done"]).event["response"]["output"] == [{}, None, {"id": "i"}]
+    assert state.field_problem_count == 4

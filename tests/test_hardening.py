@@ -33,6 +33,7 @@ from rtrace.report import json_report, terminal
 from rtrace.report.outputs import ReportFormat, render_bytes
 from rtrace.rules.base import Config
 
+from .catalog_trace import CATALOG_LINES, dumps_lines, field_paths, mutated, mutations
 from .strategies import envelopes
 
 LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
@@ -530,3 +531,116 @@ def _outside_code(md: str) -> str:
             continue
         out.append(re.sub(r"(`+).*?\1", "", line))
     return "\n".join(out)
+
+
+# -- one bad field never discards a trace (issue 16, class 2) ------------------------------------------------------
+
+
+def _catalog_report(lines: list[dict[str, Any]]) -> Any:
+    from rtrace.engine.fold import analyze_reader
+
+    return analyze_reader(TraceReader(io.BytesIO(dumps_lines(lines)), "catalog.jsonl"))
+
+
+def _expected(event_type: str, path: tuple[Any, ...]) -> frozenset[type] | None:
+    """The JSON types `reducer.step` reads the field at `path` of `event_type` with (`reducer.FIELDS`), or None when
+    it does not read that field."""
+    from rtrace.core.reducer import FIELDS
+
+    spec: Any = FIELDS.get(event_type)
+    types = None
+    for p in path:
+        if spec is None:
+            return None
+        key = "*" if isinstance(p, int) else p
+        entry = next((e for e in spec if e[0] == key), None)
+        if entry is None:
+            return None
+        _, types, spec = entry
+    return types
+
+
+def test_every_field_of_every_catalog_event_with_a_wrong_type() -> None:
+    """Each field of each event of a trace holding every catalogue type, set to values of other JSON types: the trace
+    is always read whole, no rule fails, and a field the reducer reads is a problem at its line and column."""
+    baseline = _catalog_report(CATALOG_LINES)
+    assert baseline.problems == [] and not baseline.failed_rules
+    cases = 0
+    for k, (index, path, wrong) in enumerate(mutations()):
+        if k % 3 and not LONG:
+            continue  # the suite takes every third; `make harden` and the long profile take them all
+        cases += 1
+        lines = mutated(CATALOG_LINES, index, path, wrong)
+        report = _catalog_report(lines)
+        where = f"line {index + 1} {CATALOG_LINES[index]['event']['type']} {path} = {wrong!r}"
+        assert report.unreadable is None and report.events == len(CATALOG_LINES), where
+        assert not report.failed_rules, (where, report.problems[:1])
+        expected = _expected(CATALOG_LINES[index]["event"]["type"], path)
+        if expected is not None and type(wrong) not in expected:
+            dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+            found = [p for p in report.problems if p.line == index + 1 and f"`{dotted}`" in p.message]
+            assert found, (where, report.problems)
+            line = orjson.dumps(lines[index]).decode()
+            assert line[found[0].col - 1 :].startswith(orjson.dumps(wrong).decode()[:1]), (where, found[0])
+    assert cases >= 1000
+
+
+@FUZZ
+@given(data=st.data())
+def test_a_wrong_value_in_any_catalog_field_keeps_every_report(data: st.DataObject) -> None:
+    """Arbitrary JSON in one field of one catalogue event: every renderer runs, the other findings stand."""
+    index = data.draw(st.integers(0, len(CATALOG_LINES) - 1))
+    paths = list(field_paths(CATALOG_LINES[index]["event"]))
+    if not paths:
+        return
+    path = data.draw(st.sampled_from(paths))
+    value = data.draw(_JSON)
+    lines = mutated(CATALOG_LINES, index, path, value)
+    raw = dumps_lines(lines) if all(_encodable(x) for x in lines) else None
+    if raw is None:
+        return
+    with bounded(), tempfile.TemporaryDirectory() as tmp:
+        records, _ = read_all(raw)
+        render_everything(records, Path(tmp), raw)
+        assert not _catalog_report(lines).failed_rules
+
+
+def _encodable(line: Any) -> bool:
+    try:
+        orjson.dumps(line)
+    except orjson.JSONEncodeError:
+        return False
+    return True
+
+
+def test_cli_one_bad_field_is_a_problem_not_an_unreadable_trace(tmp_path: Path) -> None:
+    """The issue's case: `error.code` an array made RT120 raise, and `analyze`/`report` called the trace unreadable
+    (exit 3, every finding lost)."""
+    lines = [
+        {"t": 0.0, "dir": "meta", "conn": 1, "event": {"type": "connection.opened", "path": "/v1/realtime"}},
+        {"t": 0.01, "dir": "server", "conn": 1, "event": {"type": "session.created", "session": {}}},
+        {
+            "t": 0.02,
+            "dir": "client",
+            "conn": 1,
+            "event": {"type": "conversation.item.create", "event_id": "e1", "item": {"id": "a", "type": "message"}},
+        },
+        {
+            "t": 0.03,
+            "dir": "server",
+            "conn": 1,
+            "event": {"type": "error", "error": {"code": ["x"], "message": "bad", "event_id": "e1"}},
+        },
+    ]
+    trace = tmp_path / "code-list.jsonl"
+    trace.write_bytes(dumps_lines(lines))
+    proc = _run_cli(["analyze", str(trace), "-f", "json"], tmp_path)
+    _cli_ok(proc, "analyze code-list")
+    assert proc.returncode in (0, 1), proc.stderr
+    report = orjson.loads(proc.stdout)["traces"][0]
+    assert report["unreadable"] is None and report["failed_rules"] == [] and report["findings"]
+    col = orjson.dumps(lines[3]).decode().index('["x"]') + 1
+    assert {"line": 4, "col": col} == {k: report["problems"][0][k] for k in ("line", "col")}
+    assert "`error.code` of error is an array, expected a string" in report["problems"][0]["message"]
+    md = _run_cli(["report", str(trace)], tmp_path)
+    assert md.returncode == 0 and b"RT112" in md.stdout and b"Unreadable" not in md.stdout, md.stderr

@@ -10,8 +10,9 @@ import codecs
 import datetime
 import io
 import os
+import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -247,7 +248,7 @@ class TraceReader:
                             yield seq, lineno, t, direction, conn, event, etype, raw_type
                             continue
                     if type(obj) is not dict:
-                        self._problem(lineno, 1, f"expected a JSON object, got {_json_kind(obj)}; skipped")
+                        self._problem(lineno, 1, f"expected a JSON object, got {json_kind(obj)}; skipped")
                         continue
                     row = self._record(lineno, obj)
                     if row is not None:
@@ -321,7 +322,7 @@ class TraceReader:
         if "type" in obj:
             return self._bare(lineno, obj)
         if event is not None:
-            self._problem(lineno, 1, f"`event` is {_json_kind(event)}, expected an object; skipped")
+            self._problem(lineno, 1, f"`event` is {json_kind(event)}, expected an object; skipped")
         else:
             self._problem(lineno, 1, "no `event` and no `type`: not a trace line; skipped")
         return None
@@ -355,7 +356,7 @@ class TraceReader:
                 t = float(t)
             else:
                 if t is not None:
-                    self._problem(lineno, 1, f"`t` is {_json_kind(t)}, expected seconds; using {self.last_t}")
+                    self._problem(lineno, 1, f"`t` is {json_kind(t)}, expected seconds; using {self.last_t}")
                 t = self.last_t
         if type(conn) is not int or conn < 1:
             if conn is not None:
@@ -423,6 +424,113 @@ class TraceReader:
         return row
 
 
+# -- where a field stands in a line ------------------------------------------------------------------------
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SCALAR = re.compile(r"[^,\]}\s]*")
+
+
+def column_of(line: str, path: Sequence[str | int]) -> int | None:
+    """The 1-based column where the value at `path` (object keys, array positions) starts in one JSON line, or
+    None when the line has no such value. A duplicated key is the last one, as the reader takes it."""
+    try:
+        at = _value_at(line, _skip_space(line, 0), tuple(path))
+    except (IndexError, ValueError):
+        return None
+    return None if at is None else at + 1
+
+
+def _skip_space(text: str, i: int) -> int:
+    m = _SPACE.match(text, i)
+    return m.end() if m else i
+
+
+def _value_at(text: str, i: int, path: tuple[str | int, ...]) -> int | None:
+    if not path:
+        return i
+    head, rest = path[0], path[1:]
+    opener = text[i]
+    if (opener == "{") != isinstance(head, str) or opener not in "{[":
+        return None
+    found = None
+    i = _skip_space(text, i + 1)
+    k = 0
+    while text[i] not in "}]":
+        if opener == "{":
+            m = _STRING.match(text, i)
+            if m is None:
+                raise ValueError(i)
+            key = orjson.loads(m.group())
+            i = _skip_space(text, m.end())
+            if text[i] != ":":
+                raise ValueError(i)
+            i = _skip_space(text, i + 1)
+            if key == head:
+                found = i
+        elif k == head:
+            found = i
+        i = _skip_space(text, _skip_value(text, i))
+        k += 1
+        if text[i] == ",":
+            i = _skip_space(text, i + 1)
+    return None if found is None else _value_at(text, found, rest)
+
+
+def _skip_value(text: str, i: int) -> int:
+    """The position just past the JSON value that starts at `i`."""
+    if text[i] == '"':
+        m = _STRING.match(text, i)
+        if m is None:
+            raise ValueError(i)
+        return m.end()
+    if text[i] not in "{[":
+        return _SCALAR.match(text, i).end()  # type: ignore[union-attr]
+    depth = 0
+    while True:
+        c = text[i]
+        if c == '"':
+            m = _STRING.match(text, i)
+            if m is None:
+                raise ValueError(i)
+            i = m.end()
+            continue
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+
+
+def lines_at(
+    path: str | os.PathLike[str], wanted: Iterable[int], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> dict[int, str]:
+    """The text of the given 1-based lines of a regular file (a line over `max_line_bytes` is left out); {} when
+    it is not a regular file or cannot be read."""
+    want = set(wanted)
+    found: dict[int, str] = {}
+    if not want or not os.path.isfile(path):
+        return found
+    last = max(want)
+    try:
+        with open(path, "rb") as fp:
+            for lineno in range(1, last + 1):
+                raw = fp.readline(max_line_bytes + 1)
+                if not raw:
+                    break
+                long = len(raw) > max_line_bytes and not raw.endswith(b"\n")
+                while long and raw and not raw.endswith(b"\n"):
+                    raw = fp.readline(1 << 20)
+                if lineno in want and not long:
+                    text = raw.decode("utf-8", "replace")
+                    found[lineno] = text.removeprefix("\ufeff") if lineno == 1 else text
+    except OSError:
+        return found
+    return found
+
+
 def _parse_time(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) / (1000.0 if value > 1e11 else 1.0)
@@ -434,7 +542,8 @@ def _parse_time(value: Any) -> float | None:
     return None
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """`a string`, `an array`, `null`, ...: a JSON value's kind as messages name it."""
     if isinstance(value, bool):
         return "a boolean"
     if value is None:

@@ -6,7 +6,7 @@ Stable and deterministic: keys sorted, findings in trace order, no wall-clock ti
      "config": {"ack_timeout": 5.0, "burst_window": 0.01},
      "rules": ["RT101", ...],
      "traces": [{"path", "events", "connections", "duration", "header", "problem_count",
-                 "problems": [{"line", "col", "message"}],
+                 "problems": [{"line", "col", "message", "severity"}], "failed_rules": [rule id, ...],
                  "summary": {"error": n, "warning": n, "info": n},
                  "findings": [{"rule", "slug", "severity", "conn", "message", "explanation",
                                "lines", "at_line", "ids": {"items", "call_ids", "responses", "event_ids"},
@@ -36,7 +36,10 @@ def trace_json(trace: TraceReport) -> dict[str, Any]:
         "header": trace.header.fields if trace.header else None,
         "unreadable": trace.unreadable,
         "problem_count": trace.problem_count,
-        "problems": [{"line": p.line, "col": p.col, "message": p.message} for p in trace.problems],
+        "problems": [
+            {"line": p.line, "col": p.col, "message": p.message, "severity": p.severity} for p in trace.problems
+        ],
+        "failed_rules": list(trace.failed_rules),
         "summary": {sev: counts.get(sev, 0) for sev in ("error", "warning", "info")},
         "findings": [as_json(f) for f in trace.findings],
     }
