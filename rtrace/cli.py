@@ -2,6 +2,7 @@
 
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum, IntEnum
 from pathlib import Path
 from typing import Annotated
@@ -67,6 +68,33 @@ def stderr_console() -> Console:
 
 def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def refuse_overwrite(inputs: list[str], outputs: list[Path | str | None]) -> None:
+    """A usage error when an output is one of the inputs (or two outputs are one file): no command writes over
+    what it reads."""
+    from .core.writer import same_file
+
+    outs = [str(o) for o in outputs if o is not None and str(o) != "-"]
+    for out in outs:
+        for given in inputs:
+            if given not in ("-", "<stdin>") and "://" not in given and same_file(out, given):
+                raise UsageError(f"{out}: is the input {given}; rtrace never writes over its input (choose another)")
+    for k, a in enumerate(outs):
+        for b in outs[k + 1 :]:
+            if same_file(a, b):
+                raise UsageError(f"{a} and {b}: one file given for two outputs")
+
+
+def stop_on_sigterm() -> None:
+    """Until the event loop installs its own handler, SIGTERM stops a server like Ctrl-C (its trace closed, exit
+    0), not the default way (killed mid-line)."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def trace_paths(paths: list[Path]) -> list[str]:
@@ -166,15 +194,17 @@ def analyze(
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window)
+    side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
+    inputs = trace_paths(paths) if engine is Engine.local else [str(p) for p in paths]
+    refuse_overwrite(inputs, [output, *side.values()])
     if engine is Engine.local and jobs == 1:
         from .engine.parallel import analyze_file
 
-        traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        traces = [analyze_file(p, config, rules, max_line_bytes) for p in inputs]
     else:
         traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler)
     report = Report(traces, config, rules)
     write_report(report, format, output)
-    side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
     write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes)
     for trace in traces:
         if trace.events == 0 and not trace.unreadable:
@@ -223,7 +253,9 @@ def report(
     config = Config()
     from .engine.parallel import analyze_file
 
-    traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+    inputs = trace_paths(paths)
+    refuse_overwrite(inputs, [output])
+    traces = [analyze_file(p, config, rules, max_line_bytes) for p in inputs]
     result = Report(traces, config, rules)
     if output is None:
         sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes))
@@ -238,6 +270,8 @@ def report(
 
 
 def write_report(report: Report, format: OutputFormat, output: Path | None) -> None:
+    from .core.writer import write_replacing
+
     if format is OutputFormat.json:
         from .report import json_report
 
@@ -246,15 +280,25 @@ def write_report(report: Report, format: OutputFormat, output: Path | None) -> N
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
         else:
-            output.write_bytes(data)
+            _written(output, lambda: write_replacing(output, data))
         return
     from .report import terminal
 
     if output is None:
         terminal.render(report, stdout_console())
     else:
-        with output.open("w", encoding="utf-8") as fp:
-            terminal.render(report, Console(file=fp, width=120, color_system=None, highlight=False))
+        import io
+
+        text = io.StringIO()
+        terminal.render(report, Console(file=text, width=120, color_system=None, highlight=False))
+        _written(output, lambda: write_replacing(output, text.getvalue().encode("utf-8")))
+
+
+def _written(output: Path, write: Callable[[], None]) -> None:
+    try:
+        write()
+    except OSError as e:
+        raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
 
 
 @app.command()
@@ -321,6 +365,7 @@ def redact(
     """Remove secrets (and, on request, user text, audio, tool payloads) so a trace can go into a public issue."""
     from .transform.redact import RedactOptions, redact_file
 
+    refuse_overwrite([str(path)], [output])
     err = stderr_console()
     options = RedactOptions(user_text, audio, tool_output, max_line_bytes)
     shown = str(path)
@@ -370,6 +415,7 @@ def serve(
     """A fake realtime endpoint with injected latency and faults; prints ws://127.0.0.1:PORT/v1 and waits."""
     from .net.server import options_from_cli, serve_main
 
+    refuse_overwrite([str(from_trace)] if from_trace else [], [record])
     try:
         options = options_from_cli(
             host=host, port=port, latency=latency, jitter=jitter, seed=seed,
@@ -380,6 +426,7 @@ def serve(
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
+    stop_on_sigterm()
     serve_main(options)
 
 
@@ -426,6 +473,7 @@ def record(
         check_upstream(upstream)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    stop_on_sigterm()
     try:
         record_main(RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio))
     except OSError as e:
@@ -440,16 +488,17 @@ def convert(
     """Convert another tool's capture to a native rtrace trace (secrets removed)."""
     from .core.importers import convert as convert_file
     from .core.importers import detect
+    from .core.writer import Replacing
 
+    refuse_overwrite([str(path)], [output])
     kind = detect(str(path))
     try:
-        with open(output, "wb") as out:
+        with Replacing(output) as out:
             count = convert_file(str(path), out, kind)
+            if count == 0:
+                raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
-    except UnreadableInput:
-        output.unlink(missing_ok=True)
-        raise
     stderr_console().print(f"rtrace convert: {count} records ({kind}) -> {output}", markup=False)
 
 
@@ -472,6 +521,7 @@ def replay(
     from .net.replay import replay as run_replay
     from .report.replay import render
 
+    refuse_overwrite([str(path)], [output])
     try:
         default, by_type = parse_latencies(latency or []) if latency else (None, {})
         options = ReplayOptions(

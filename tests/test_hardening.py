@@ -644,3 +644,64 @@ def test_cli_one_bad_field_is_a_problem_not_an_unreadable_trace(tmp_path: Path) 
     assert "`error.code` of error is an array, expected a string" in report["problems"][0]["message"]
     md = _run_cli(["report", str(trace)], tmp_path)
     assert md.returncode == 0 and b"RT112" in md.stdout and b"Unreadable" not in md.stdout, md.stderr
+
+
+# -- no command destroys its input (issue 16, class 3) -------------------------------------------------------------
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "real" / "tool-output-race.livekit-1.8.8.jsonl"
+#: Every command with an output, that output given as the input (`X`), and through a symlink to it (`L`).
+SAME_AS_INPUT = {
+    "convert": ["convert", "X", "-o", "X"],
+    "convert-link": ["convert", "X", "-o", "L"],
+    "replay": ["replay", "X", "-o", "X", "--timeout", "1"],
+    "redact": ["redact", "X", "-o", "X"],
+    "redact-link": ["redact", "L", "-o", "X"],
+    "analyze-o": ["analyze", "X", "-o", "X"],
+    "analyze-json": ["analyze", "X", "--json", "X"],
+    "analyze-html": ["analyze", "X", "--html", "L"],
+    "analyze-markdown-dir": ["analyze", "D", "--markdown", "X"],
+    "report": ["report", "X", "-o", "L", "-f", "markdown"],
+    "serve": ["serve", "--from", "X", "--record", "X"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAME_AS_INPUT))
+def test_an_output_that_is_an_input_is_refused(name: str, tmp_path: Path) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    trace = folder / "x.jsonl"
+    trace.write_bytes(SAMPLE.read_bytes())
+    (tmp_path / "l.jsonl").symlink_to(trace)
+    names = {"X": str(trace), "L": str(tmp_path / "l.jsonl"), "D": str(folder)}
+    proc = _run_cli([names.get(a, a) for a in SAME_AS_INPUT[name]], tmp_path)
+    assert proc.returncode == 2, (name, proc.returncode, proc.stderr)
+    assert b"is the input" in proc.stderr and b"Traceback" not in proc.stderr, proc.stderr
+    assert trace.read_bytes() == SAMPLE.read_bytes()
+    assert sorted(p.name for p in folder.iterdir()) == ["x.jsonl"]
+
+
+@pytest.mark.parametrize("command", ["convert", "redact"])
+def test_an_existing_output_is_not_replaced_by_nothing(command: str, tmp_path: Path) -> None:
+    empty, out = tmp_path / "empty.jsonl", tmp_path / "out.jsonl"
+    empty.write_bytes(b"")
+    out.write_bytes(b"an earlier result\n")
+    proc = _run_cli([command, str(empty), "-o", str(out)], tmp_path)
+    assert proc.returncode == 3 and b"is not written" in proc.stderr, proc.stderr
+    assert out.read_bytes() == b"an earlier result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl", "out.jsonl"]
+
+
+@pytest.mark.parametrize("command", ["record", "serve"])
+def test_a_recorder_that_records_nothing_keeps_an_existing_trace(command: str, tmp_path: Path) -> None:
+    trace = tmp_path / "rec.jsonl"
+    trace.write_bytes(SAMPLE.read_bytes())
+    args = ["record", "--upstream", "ws://127.0.0.1:9/v1", "-o"] if command == "record" else ["serve", "--record"]
+    proc = subprocess.Popen([*RTRACE, *args, str(trace)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    try:
+        assert proc.stdout is not None and b"listening on" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0 and b"Traceback" not in err, err
+    assert trace.read_bytes() == SAMPLE.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]

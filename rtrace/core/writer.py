@@ -1,15 +1,22 @@
-"""Writing a trace as it happens: `TraceWriter`, the one writer of the recorders (`serve`, `record`, `replay`, the
-livekit integration).
+"""Writing files without losing one: `TraceWriter`, the one writer of the recorders (`serve`, `record`, `replay`, the
+livekit integration), and `Replacing`, how every other output (reports, `convert`, `redact`) is written.
 
-The clock is the caller's, and a write that fails is reported once to the caller's `on_failure`: this module reads
-no clock and prints nothing.
+No command writes over a file it reads (`same_file`), and none leaves an output half-written or replaces one with
+nothing: an output is written to a new temporary file in its own folder (`tempfile`: an unpredictable name, created
+exclusively, so never a symlink planted there) and renamed over the target only once complete; a recorder's trace
+appears at the first record and grows line by line. A target that is not a regular file (`/dev/stdout`, a pipe) is
+written in place. The clock is the caller's, and a write that fails is reported once to the caller's `on_failure`:
+this module reads no clock and prints nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import tempfile
 from collections.abc import Callable
+from types import TracebackType
 from typing import IO, Any, TypeVar
 
 import orjson
@@ -25,6 +32,102 @@ OnFailure = Callable[[str, int], None]
 _W = TypeVar("_W", bound="TraceWriter")
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one file (the same inode, through links; else the same absolute path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def _regular_or_new(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
+def _new_file(path: str) -> tuple[IO[bytes], str]:
+    """A new, empty temporary file beside `path`, open for writing, with the permissions `path` has (or would get)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".rtrace-tmp")
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, mode)
+    return os.fdopen(fd, "wb"), tmp
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Raise the `OSError` opening `path` for writing would raise, without creating or changing anything."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise IsADirectoryError(21, "Is a directory", p)
+    folder = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(2, "No such file or directory", p)
+    if not _regular_or_new(p):
+        if not os.access(p, os.W_OK):
+            raise PermissionError(13, "Permission denied", p)
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(13, "Permission denied", p)
+
+
+class Replacing:
+    """`with Replacing(path) as fp:` -- `fp` is a new temporary file beside `path`; when the block ends without an
+    exception and without `discard()`, it is renamed over `path` (a symlink there is replaced, never followed); else
+    it is removed and `path` is as it was. A `path` that is not a regular file (`/dev/stdout`) is written directly."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._tmp: str | None = None
+        self._fp: IO[bytes] | None = None
+        self._discard = False
+
+    def __enter__(self) -> IO[bytes]:
+        if _regular_or_new(self.path):
+            self._fp, self._tmp = _new_file(self.path)
+        else:
+            self._fp = open(self.path, "wb")
+        return self._fp
+
+    def discard(self) -> None:
+        """Leave `path` as it was (the command produced nothing worth replacing it with)."""
+        self._discard = True
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        assert self._fp is not None
+        tmp, fp = self._tmp, self._fp
+        self._fp = None
+        try:
+            if tmp is not None and kind is None and not self._discard:
+                fp.flush()
+                os.fsync(fp.fileno())
+        finally:
+            fp.close()
+            if tmp is not None:
+                if kind is None and not self._discard:
+                    try:
+                        os.replace(tmp, self.path)
+                        tmp = None
+                    finally:
+                        if tmp is not None:
+                            os.unlink(tmp)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+
+
+def write_replacing(path: str | os.PathLike[str], data: bytes) -> None:
+    """`path` replaced by `data` as `Replacing` does (whole or not at all)."""
+    with Replacing(path) as fp:
+        fp.write(data)
+
+
 class TraceWriter:
     """Each line written whole and flushed, so a killed recorder loses at most one.
 
@@ -33,7 +136,9 @@ class TraceWriter:
     on.
     """
 
-    def __init__(self, fp: IO[bytes], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure) -> None:
+    def __init__(
+        self, fp: IO[bytes] | None, header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure
+    ) -> None:
         self._fp: IO[bytes] | None = fp
         self._clock = clock
         self._on_failure = on_failure
@@ -43,18 +148,62 @@ class TraceWriter:
         #: Why writing stopped, or None while the trace is complete.
         self.failed: str | None = None
         self._good = 0
-        if header is not None:
+        #: `open`'s target, created at the first record, and the header it starts with.
+        self._path: str | None = None
+        self._header = header
+        if fp is not None and header is not None:
             self._put(dumps_header(header))
 
     @classmethod
     def open(
         cls: type[_W], path: str | os.PathLike[str], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure
     ) -> _W:
-        return cls(open(path, "wb"), header, clock, on_failure)
+        """A writer of the trace at `path`, which appears with the first record: a recorder that records nothing
+        leaves an existing file as it was. The trace is written to a new file beside `path` and renamed over it at
+        once, then grows line by line (a killed recorder leaves a parseable trace at `path`). Raises `OSError` now
+        when `path` cannot be written."""
+        check_writable(path)
+        writer = cls(None, header, clock, on_failure)
+        writer._path = os.fspath(path)
+        return writer
+
+    @property
+    def path(self) -> str | None:
+        """The file `open` was given."""
+        return self._path
+
+    def _create(self) -> IO[bytes] | None:
+        assert self._path is not None
+        path, self._path = self._path, None
+        try:
+            if _regular_or_new(path):
+                fp, tmp = _new_file(path)
+                try:
+                    os.replace(tmp, path)
+                except OSError:
+                    fp.close()
+                    os.unlink(tmp)
+                    raise
+            else:
+                fp = open(path, "wb")  # a device or a pipe: written in place
+        except OSError as e:
+            self._path = path
+            self.failed = e.strerror or str(e)
+            self._on_failure(self.failed, self.lines)
+            return None
+        self._path = path
+        self._fp = fp
+        if self._header is not None:
+            header, self._header = self._header, None
+            self._put(dumps_header(header))
+        return fp
 
     def _put(self, line: bytes) -> None:
-        if self._fp is None or self.failed is not None:
+        if self.failed is not None:
             return
+        if self._fp is None and (self._path is None or self._create() is None):
+            return
+        assert self._fp is not None
         try:
             self._fp.write(line)
             self._fp.flush()

@@ -412,13 +412,38 @@ def _headers_for(target: str) -> list[tuple[str, str]]:
     return []
 
 
-async def replay_to(
-    target: str, by_conn: dict[int, list[Record]], paths: dict[int, str], options: ReplayOptions, out: IO[bytes]
-) -> ReplayResult:
-    """Replay against a websocket base URL, writing the replayed trace to `out`."""
-    headers = _headers_for(target)
+def _writer(target: str, out: str | os.PathLike[str] | IO[bytes]) -> TraceWriter:
     header = {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)}
-    writer = TraceWriter(out, header, time.monotonic, trace_write_failed)
+    if isinstance(out, (str, os.PathLike)):
+        return TraceWriter.open(out, header, time.monotonic, trace_write_failed)
+    return TraceWriter(out, header, time.monotonic, trace_write_failed)
+
+
+async def replay_to(
+    target: str,
+    by_conn: dict[int, list[Record]],
+    paths: dict[int, str],
+    options: ReplayOptions,
+    out: str | os.PathLike[str] | IO[bytes],
+) -> ReplayResult:
+    """Replay against a websocket base URL, writing the replayed trace to `out` (a file object, or a path whose
+    file appears with the first connection made: an endpoint that cannot be reached leaves it as it was)."""
+    headers = _headers_for(target)
+    writer = _writer(target, out)
+    try:
+        return await _replay_conns(target, headers, by_conn, paths, options, writer)
+    finally:
+        writer.close()
+
+
+async def _replay_conns(
+    target: str,
+    headers: list[tuple[str, str]],
+    by_conn: dict[int, list[Record]],
+    paths: dict[int, str],
+    options: ReplayOptions,
+    writer: TraceWriter,
+) -> ReplayResult:
     ids: dict[str, str] = {}
     keep = client_ids([r for recs in by_conn.values() for r in recs])
     conns: list[ConnResult] = []
@@ -428,7 +453,6 @@ async def replay_to(
         records = by_conn[conn]
         path = paths.get(conn, "/v1/realtime?model=gpt-realtime")
         url = upstream_url(target, path)
-        writer.write("meta", n, {"type": "connection.opened", "path": safe_path(path)})
         try:
             ws = await connect(
                 url,
@@ -443,6 +467,7 @@ async def replay_to(
             raise ReplayFailed(f"{safe_url(url)}: the endpoint refused: HTTP {e.response.status_code}") from None
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as e:
             raise ReplayFailed(f"{safe_url(url)}: cannot connect: {printable(str(e))}") from None
+        writer.write("meta", n, {"type": "connection.opened", "path": safe_path(path)})
         session = _Session(ws, n, records, options, writer, ids, keep)
         await session.run()
         closed: dict[str, Any] = {"type": "connection.closed", "by": "client"}
@@ -474,7 +499,7 @@ async def _target(options: ReplayOptions, trace: str, header: dict[str, Any]) ->
         yield srv.url
 
 
-async def replay_async(path: str, options: ReplayOptions, out: IO[bytes]) -> ReplayResult:
+async def replay_async(path: str, options: ReplayOptions, out: str | os.PathLike[str] | IO[bytes]) -> ReplayResult:
     by_conn, paths, header = read_trace(path)
     if not any(r.dir == "client" for recs in by_conn.values() for r in recs):
         raise ReplayFailed(f"{path}: no client event to replay")
@@ -496,8 +521,7 @@ def replay(path: str, options: ReplayOptions, config: Config | None = None) -> R
         os.close(fd)
     out_path = os.fspath(options.output) if options.output is not None else str(tmp)
     try:
-        with open(out_path, "wb") as out:
-            result = asyncio.run(replay_async(path, options, out))
+        result = asyncio.run(replay_async(path, options, out_path))
         result.original, result.replayed = path, out_path if tmp is None else "(not kept)"
         result.original_report = analyze_path(path, config)
         result.replay_report = analyze_path(out_path, config)

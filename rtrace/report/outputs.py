@@ -66,6 +66,9 @@ def render_bytes(report: Report, fmt: ReportFormat, max_line_bytes: int = DEFAUL
 def write_outputs(
     report: Report, outputs: list[tuple[ReportFormat, Path]], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> None:
-    """Write each requested format to its path (raises OSError when a path cannot be written)."""
+    """Write each requested format to its path, whole or not at all (`core.writer.write_replacing`); raises OSError
+    when a path cannot be written."""
+    from ..core.writer import write_replacing
+
     for fmt, path in outputs:
-        path.write_bytes(render_bytes(report, fmt, max_line_bytes))
+        write_replacing(path, render_bytes(report, fmt, max_line_bytes))

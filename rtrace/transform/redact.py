@@ -17,6 +17,7 @@ import orjson
 
 from ..core.loader import DEFAULT_MAX_LINE_BYTES, UnreadableInput
 from ..core.secrets import AUDIO_FIELDS, scrub_secrets, strip_audio
+from ..core.writer import Replacing
 
 #: The text of the placeholder written for a line that could not be read.
 DROPPED_NOTE = "line dropped by rtrace redact"
@@ -244,8 +245,9 @@ def redact_file(
     options: RedactOptions | None = None,
     on_drop: Callable[[int, str], None] | None = None,
 ) -> RedactStats:
-    """Redact `src` into `dst` (`None` or `-`: stdout). The output appears only once complete (written beside it,
-    then renamed), so an interrupted run never leaves a half-redacted file; `dst` may be `src`."""
+    """Redact `src` into `dst` (`None` or `-`: stdout). The output appears only once complete (`core.writer.
+    Replacing`: a new temporary file beside it, renamed), so an interrupted run never leaves a half-redacted file,
+    and an input with no line leaves `dst` as it was (`UnreadableInput`). The CLI refuses `dst` = `src`."""
     s = os.fspath(src)
     try:
         if os.path.isdir(s):
@@ -259,14 +261,10 @@ def redact_file(
             stats = redact_stream(fin, sys.stdout.buffer, options, on_drop)
             sys.stdout.buffer.flush()
             return stats
-        tmp = f"{d}.rtrace-redact-{os.getpid()}.tmp"
-        try:
-            with open(tmp, "wb") as fout:
-                stats = redact_stream(fin, fout, options, on_drop)
-            os.replace(tmp, d)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with Replacing(d) as fout:
+            stats = redact_stream(fin, fout, options, on_drop)
+            if stats.lines == 0:
+                raise UnreadableInput(f"{s}: no line to redact; {d} is not written")
         return stats
     finally:
         if fin is not sys.stdin.buffer:
