@@ -66,6 +66,23 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `file:100:1` is not :100:
 
 
+#: `--allow-special-files`, on every command that reads a trace by name.
+AllowSpecial = Annotated[
+    bool,
+    typer.Option(
+        "--allow-special-files", help="Also read FIFOs and devices by name (lines still bounded by --max-line-bytes)."
+    ),
+]
+
+
+def allow_special(allowed: bool) -> None:
+    """Let every reader of this run (other processes included) open FIFOs and devices (`loader.open_input`)."""
+    if allowed:
+        from .core.loader import ALLOW_SPECIAL_ENV
+
+        os.environ[ALLOW_SPECIAL_ENV] = "1"
+
+
 def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
@@ -190,8 +207,10 @@ def analyze(
     scheduler: Annotated[
         str | None, typer.Option(help="Dask scheduler address (tcp://host:8786), for --engine dask.")
     ] = None,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
+    allow_special(allow_special_files)
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window)
     side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
@@ -231,10 +250,12 @@ def report(
     select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids or slugs, comma-separated).")] = None,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules (ids or slugs, comma-separated).")] = None,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Write a report to attach to a bug: Markdown with sequence diagrams, or a one-file HTML step-through view.
 
     Exit 0 when written (findings or not; `analyze` is the check), 3 when a trace cannot be read."""
+    allow_special(allow_special_files)
     from .report.outputs import ReportFormat, format_for_path, render_bytes
 
     if format is not None:
@@ -307,8 +328,10 @@ def show(
     at: Annotated[int | None, typer.Option(help="Show the state after this line (default: the end).")] = None,
     conn: Annotated[int | None, typer.Option(help="Only this connection; without --at, its event timeline.")] = None,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Both conversations side by side at a line, or the timeline of one connection."""
+    allow_special(allow_special_files)
     from .engine.fold import state_at
     from .report import show as show_view
 
@@ -361,8 +384,10 @@ def redact(
     audio: Annotated[bool, typer.Option(help="Also replace audio payloads by their byte count and SHA-256.")] = False,
     tool_output: Annotated[bool, typer.Option(help="Also remove tool call arguments and outputs.")] = False,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are dropped.")] = DEFAULT_MAX_LINE_BYTES,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Remove secrets (and, on request, user text, audio, tool payloads) so a trace can go into a public issue."""
+    allow_special(allow_special_files)
     from .transform.redact import RedactOptions, redact_file
 
     refuse_overwrite([str(path)], [output])
@@ -484,8 +509,10 @@ def record(
 def convert(
     path: Annotated[Path, typer.Argument(help="A HAR file, a JSON-array or JSONL event log, or a mitmproxy dump.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Convert another tool's capture to a native rtrace trace (secrets removed)."""
+    allow_special(allow_special_files)
     from .core.importers import convert as convert_file
     from .core.importers import detect
     from .core.writer import Replacing
@@ -513,8 +540,10 @@ def replay(
     timeout: Annotated[float, typer.Option(help="Seconds each wait for an answer may take.")] = 5.0,
     own_responses: Annotated[bool, typer.Option(help="The fake generates its own responses.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
+    allow_special(allow_special_files)
     from .net.common import parse_latencies
     from .net.replay import ReplayFailed, ReplayOptions
     from .net.replay import compare as compare_replays

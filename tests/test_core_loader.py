@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -512,3 +513,43 @@ def test_column_of_finds_the_value_at_a_path() -> None:
     assert column_of("{bad", ("a",)) is None and column_of("", ("a",)) is None
     dup = '{"a": 1, "a": [2]}'  # the reader keeps the last of a duplicated key
     assert column_of(dup, ("a",)) == dup.index("[") + 1
+
+
+def test_a_line_end_is_looked_for_at_most_max_skip_factor_times_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rtrace.core import loader
+
+    monkeypatch.setattr(loader, "MIN_SKIP_BYTES", 0)
+    horizon = 1000 * loader.MAX_SKIP_FACTOR
+    ok = b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created"}}\n'
+    for size, read_on in ((horizon - 10, True), (horizon + 300_000, False)):
+        reader = TraceReader(io.BytesIO(ok + b"x" * size + b"\n" + ok), "t.jsonl", max_line_bytes=1000)
+        records = list(reader)
+        if read_on:
+            assert [r.line for r in records] == [1, 3] and reader.gave_up is None  # skipped, read on
+        else:
+            assert [r.line for r in records] == [1] and reader.gave_up == 2
+            assert "no line end" in reader.problems[-1].message and reader.problems[-1].line == 2
+
+
+def test_utf16_is_converted_a_chunk_at_a_time() -> None:
+    line = '{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created","x":"é"}}\n'
+    data = (line * 5000).encode("utf-16")
+    reader = TraceReader(io.BytesIO(data), "t.jsonl")
+    records = list(reader)
+    assert len(records) == 5000 and records[-1].event["x"] == "é"
+    assert reader.problems[0].message.startswith("file is UTF-16")
+
+
+def test_open_input_refuses_special_files_without_blocking(tmp_path: Path) -> None:
+    from rtrace.core.loader import open_input
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    with pytest.raises(UnreadableInput, match="is a FIFO, not a regular file"):
+        open_input(fifo)
+    with pytest.raises(UnreadableInput, match="is a character device"):
+        open_input("/dev/zero")
+    with open_input("/dev/zero", allow_special=True) as f:
+        assert f.read(4) == b"\0\0\0\0"
+    with pytest.raises(UnreadableInput, match="is a directory"):
+        open_input(tmp_path)

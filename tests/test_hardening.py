@@ -705,3 +705,69 @@ def test_a_recorder_that_records_nothing_keeps_an_existing_trace(command: str, t
     assert proc.returncode == 0 and b"Traceback" not in err, err
     assert trace.read_bytes() == SAMPLE.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]
+
+
+# -- no hang on special files (issue 16, class 7) -------------------------------------------------------------------
+
+#: Every command that reads a trace by name, given `F`.
+READERS = {
+    "analyze": ["analyze", "F"],
+    "show": ["show", "F"],
+    "report": ["report", "F"],
+    "redact": ["redact", "F"],
+    "convert": ["convert", "F", "-o", "out.jsonl"],
+    "replay": ["replay", "F", "--timeout", "1"],
+}
+
+
+def _run_bounded(
+    args: list[str], cwd: Path, stdin: Any = None, seconds: float = 30
+) -> subprocess.CompletedProcess[bytes]:
+    """`rtrace ARGS`, killed (and the test failed) if it takes longer than `seconds`: a hang is a failure."""
+    try:
+        return subprocess.run([*RTRACE, *args], capture_output=True, timeout=seconds, cwd=cwd, stdin=stdin)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"rtrace {' '.join(args)} hung (over {seconds} s)")
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_special_files_are_refused_by_name(command: str, special: str, tmp_path: Path) -> None:
+    path = special
+    if special == "fifo":
+        path = str(tmp_path / "trace.jsonl")
+        os.mkfifo(path)  # nobody writes to it: opening it for reading would block forever
+    proc = _run_bounded([path if a == "F" else a for a in READERS[command]], tmp_path)
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    assert b"not a regular file" in proc.stdout + proc.stderr and b"--allow-special-files" in proc.stdout + proc.stderr
+    assert b"Traceback" not in proc.stderr and not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("how", ["allowed", "stdin"])
+@pytest.mark.parametrize("command", ["analyze", "show", "report", "redact"])
+def test_a_line_end_is_looked_for_only_so_far(command: str, how: str, tmp_path: Path) -> None:
+    """`/dev/zero` (one line that never ends), allowed by name or as stdin: `--max-line-bytes` bounds the search."""
+    args = [command, "/dev/zero", "--allow-special-files"] if how == "allowed" else [command, "-"]
+    if command != "report":
+        args += ["--max-line-bytes", "4096"]
+    with open("/dev/zero", "rb") as zero:
+        proc = _run_bounded(args, tmp_path, stdin=zero if how == "stdin" else subprocess.DEVNULL)
+    assert proc.returncode in (0, 3), (proc.returncode, proc.stderr[-500:])
+    said = proc.stdout + proc.stderr
+    if command == "report":  # the Markdown report counts input problems, `analyze` lists them
+        assert b"input problems: 1" in said
+    else:
+        assert b"no line end" in said and b"the rest of the input is not read" in said, said[-300:]
+    assert b"Traceback" not in proc.stderr
+
+
+def test_a_fifo_is_read_when_allowed(tmp_path: Path) -> None:
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [*RTRACE, "analyze", str(fifo), "--allow-special-files", "-f", "json"], stdout=subprocess.PIPE
+    )
+    with open(fifo, "wb") as w:
+        w.write(SAMPLE.read_bytes())
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and orjson.loads(out)["traces"][0]["events"] == 76

@@ -260,6 +260,7 @@ def test_property_secret_never_survives(value: Any, where: list[str], place: str
 @given(data=st.binary(max_size=300))
 def test_property_any_bytes_keeps_line_count(data: bytes) -> None:
     out, _ = _redact_bytes(data, ALL)
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no line
     assert out.count(b"\n") == len(data.splitlines()) or out.count(b"\n") == data.count(b"\n") + (
         0 if data.endswith(b"\n") or not data else 1
     )

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import orjson
 
-from .loader import TraceReader, UnreadableInput
+from .loader import TraceReader, UnreadableInput, open_input
 from .secrets import redact_event, safe_path
 from .trace import dumps_header, dumps_record
 
@@ -36,12 +36,12 @@ def detect(path: str) -> str:
         return "har"
     if lower.endswith((".mitm", ".flow", ".flows")):
         return "mitmproxy"
-    if path == "-" or os.path.isdir(path):
-        return "native"
+    if path == "-" or not os.path.isfile(path):
+        return "native"  # a stream cannot be sniffed and read again: the loader reads it (or says why not)
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             head = f.read(4096)
-    except OSError:
+    except (OSError, UnreadableInput):
         return "native"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"["):
@@ -53,15 +53,12 @@ def detect(path: str) -> str:
 
 def _read_document(path: str) -> Any:
     try:
-        size = os.path.getsize(path)
-        if size > MAX_DOCUMENT_BYTES:
-            raise ImportFailed(
-                f"{path}: {size:,} bytes, over the {MAX_DOCUMENT_BYTES:,}-byte limit for a JSON document"
-            )
-        with open(path, "rb") as f:
-            data = f.read()
+        with open_input(path) as f:
+            data = f.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as e:
         raise UnreadableInput(f"{path}: {e.strerror or e}") from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise ImportFailed(f"{path}: over the {MAX_DOCUMENT_BYTES:,}-byte limit for a JSON document")
     try:
         return orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
     except orjson.JSONDecodeError as e:
@@ -159,7 +156,7 @@ def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
         ) from None
     rows: list[tuple[float, int, int, dict[str, Any]]] = []
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             flows = [fl for fl in mitm_io.FlowReader(f).stream() if getattr(fl, "websocket", None) is not None]
     except OSError as e:
         raise UnreadableInput(f"{path}: {e.strerror or e}") from None

@@ -11,6 +11,7 @@ import datetime
 import io
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
@@ -25,6 +26,14 @@ from .trace import DIRECTIONS, Direction, Header, Problem, Record, dumps_header,
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 #: How many problems a reader keeps in full; beyond that it only counts them.
 MAX_KEPT_PROBLEMS = 1000
+#: How far past the start of an oversized line a reader looks for its end: `MAX_SKIP_FACTOR` times the line limit,
+#: and at least `MIN_SKIP_BYTES`; beyond that (`/dev/zero`, a stream with no newline) the rest of the input is not
+#: read.
+MAX_SKIP_FACTOR = 16
+MIN_SKIP_BYTES = 256 * 1024 * 1024
+#: Set (to anything but "" or "0") to read FIFOs, devices and sockets by name: `--allow-special-files`. Carried in
+#: the environment so every process of an analysis sees it.
+ALLOW_SPECIAL_ENV = "RTRACE_ALLOW_SPECIAL_FILES"
 
 #: Bytes read at a time.
 _CHUNK = 1 << 18
@@ -43,6 +52,67 @@ Row = tuple[int, int, float, Direction, int, dict[str, Any], str, str]
 
 class UnreadableInput(Exception):
     """The input cannot be opened or decoded at all (missing file, a directory, permission denied)."""
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_allowed() -> bool:
+    return os.environ.get(ALLOW_SPECIAL_ENV, "") not in ("", "0")
+
+
+def open_input(path: str | os.PathLike[str], allow_special: bool | None = None) -> IO[bytes]:
+    """`path` open for reading: a regular file, or (when allowed: `allow_special`, else `ALLOW_SPECIAL_ENV`) a FIFO,
+    device or socket. Never blocks on a FIFO no one writes to (it is opened non-blocking, then checked). Raises
+    `UnreadableInput` with the reason."""
+    p = os.fspath(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise UnreadableInput(f"{p}: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise UnreadableInput(f"{p}: is a directory")
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+            if not (special_allowed() if allow_special is None else allow_special):
+                raise UnreadableInput(
+                    f"{p}: is {kind}, not a regular file; read it as stdin (`-`) or pass --allow-special-files"
+                )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Recoded(io.RawIOBase):
+    """A UTF-16 byte stream read as UTF-8, a chunk at a time (never the whole input in memory)."""
+
+    def __init__(self, stream: Any, codec: str) -> None:
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+        self._pending = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending and not self._done:
+            chunk = self._stream.read(_CHUNK)
+            self._done = not chunk
+            self._pending = self._decoder.decode(chunk, final=self._done).encode("utf-8")
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
 
 
 class TraceReader:
@@ -91,19 +161,15 @@ class TraceReader:
         # Connection inference for shapes that carry no `conn`: a new session.created starts a connection.
         self._inferred_conn = 0
         self._t0: float | None = None
+        #: The line after which reading stopped for want of a line end (see `MAX_SKIP_FACTOR`), if it did.
+        self.gave_up: int | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
         p = os.fspath(path)
         if p == "-":
             return cls(sys.stdin.buffer, "<stdin>", **kw)
-        try:
-            if os.path.isdir(p):
-                raise UnreadableInput(f"{p}: is a directory")
-            stream = open(p, "rb")
-        except OSError as e:
-            raise UnreadableInput(f"{p}: {e.strerror or e}") from None
-        return cls(stream, p, **kw)
+        return cls(open_input(p), p, **kw)
 
     def close(self) -> None:
         if self._stream is not sys.stdin.buffer:
@@ -141,8 +207,7 @@ class TraceReader:
             codec = "utf-16-be"
         if codec is not None:
             self._problem(1, 1, "file is UTF-16; rtrace reads UTF-8 (converted on the fly)")
-            text = stream.read().decode(codec, errors="replace")
-            stream = io.BytesIO(text.encode("utf-8"))
+            stream = io.BufferedReader(_Recoded(stream, codec), _CHUNK)
         elif head.startswith(codecs.BOM_UTF8):
             stream.read(3)
             if self._limit is not None:
@@ -154,10 +219,13 @@ class TraceReader:
         had a newline). Read in large blocks, split in C: per-line Python work is the caller's only.
 
         An oversized line is never held: in its place the run carries its size (an `int`), which `orjson.loads`
-        refuses like any bad line, so the caller reports it on the error path at no cost to good lines.
+        refuses like any bad line, so the caller reports it on the error path at no cost to good lines. Its end is
+        looked for at most `MAX_SKIP_FACTOR` times the limit (`MIN_SKIP_BYTES` at least) past its start: beyond
+        that, the rest of the input is not read (a problem says so, and `gave_up` holds the line).
         """
         stream = self._open_stream()
         limit = self._max
+        horizon = max(limit * MAX_SKIP_FACTOR, MIN_SKIP_BYTES)
         lineno = 1
         pieces: list[bytes] = []  # the unfinished line, across blocks
         held = 0  # its length so far
@@ -173,6 +241,9 @@ class TraceReader:
                 nl = block.find(b"\n")
                 if nl < 0:
                     skipped += len(block)
+                    if skipped > horizon:
+                        self._stop_looking(lineno, skipped)
+                        return
                     continue
                 self.lines = lineno
                 yield lineno, [skipped + nl + 1], True
@@ -198,6 +269,9 @@ class TraceReader:
                 held += len(tail)
                 if held > limit:
                     skipped, pieces, held = held, [], 0
+                    if skipped > horizon:
+                        self._stop_looking(lineno, skipped)
+                        return
         if skipped >= 0:
             self.lines = lineno
             yield lineno, [skipped], False
@@ -205,6 +279,25 @@ class TraceReader:
             last = b"".join(pieces)
             self.lines = lineno
             yield lineno, [last if len(last) <= limit else len(last)], False
+
+    def _stop_looking(self, lineno: int, seen: int) -> None:
+        self.lines = lineno
+        self.gave_up = lineno
+        self._problem(
+            lineno,
+            1,
+            f"no line end in the {seen:,} bytes from here (lines over {self._max:,} bytes are skipped, their end "
+            f"looked for up to {max(self._max * MAX_SKIP_FACTOR, MIN_SKIP_BYTES):,} bytes); the rest of the input is "
+            "not read",
+        )
+
+    def raw_lines(self) -> Iterator[tuple[int, bytes | int, bool]]:
+        """(line number, the line without its newline or the size of an oversized one, whether it had a newline),
+        BOM and UTF-16 handled as for records: what `rtrace redact` rewrites line for line."""
+        for start, lines, complete in self._blocks():
+            last = start + len(lines) - 1
+            for lineno, raw in enumerate(lines, start):
+                yield lineno, raw, complete or lineno != last
 
     def rows(self) -> Iterator[Row]:
         """Iterate the records as plain tuples: the fields of `Record`, in order (see `Row`).

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
 
-from ..core.loader import DEFAULT_MAX_LINE_BYTES, UnreadableInput
+from ..core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput, open_input
 from ..core.secrets import AUDIO_FIELDS, scrub_secrets, strip_audio
 from ..core.writer import Replacing
 
@@ -145,55 +145,45 @@ class _Rewriter:
                 self.walk(v, depth + 1)
 
 
-def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
-    """The lines of `stream` without their newline; an oversized line as its size (never held in memory)."""
-    while True:
-        line = stream.readline(limit + 1)
-        if not line:
-            return
-        if len(line) > limit and not line.endswith(b"\n"):
-            size = len(line)
-            while True:
-                more = stream.readline(1 << 20)
-                size += len(more)
-                if not more or more.endswith(b"\n"):
-                    break
-            yield size
-            continue
-        yield line[:-1] if line.endswith(b"\n") else line
-
-
 def redact_stream(
     src: IO[bytes],
     dst: IO[bytes],
     options: RedactOptions | None = None,
     on_drop: Callable[[int, str], None] | None = None,
 ) -> RedactStats:
-    """Rewrite a trace line for line. `on_drop(line, reason)` is told about each line replaced by a placeholder."""
+    """Rewrite a trace line for line. `on_drop(line, reason)` is told about each line replaced by a placeholder.
+    Lines are split as the loader splits them (`TraceReader.raw_lines`: BOM, UTF-16, oversized lines, and no end
+    looked for beyond `MAX_SKIP_FACTOR` times the limit)."""
     options = options or RedactOptions()
     stats = RedactStats()
     rewriter = _Rewriter(options, stats)
     last_t, last_conn = 0.0, 1
-    for lineno, raw in enumerate(_lines(src, options.max_line_bytes), 1):
+    reader = TraceReader(src, "<redact>", max_line_bytes=options.max_line_bytes)
+
+    def placeholder(lineno: int, reason: str) -> None:
+        stats.dropped += 1
+        stats.notes.append((lineno, reason))
+        if on_drop is not None:
+            on_drop(lineno, reason)
+        note = {"type": "note", "text": DROPPED_NOTE}
+        dst.write(orjson.dumps({"t": last_t, "dir": "meta", "conn": last_conn, "event": note}) + b"\n")
+
+    for lineno, raw, _ in reader.raw_lines():
         stats.lines = lineno
-        if lineno == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
         if isinstance(raw, bytes) and not raw.strip():
             dst.write(raw + b"\n")
             continue
         out, reason = _redact_line(raw, rewriter, stats)
         if out is None:
-            stats.dropped += 1
-            stats.notes.append((lineno, reason))
-            if on_drop is not None:
-                on_drop(lineno, reason)
-            note = {"type": "note", "text": DROPPED_NOTE}
-            out = orjson.dumps({"t": last_t, "dir": "meta", "conn": last_conn, "event": note})
-        else:
-            t, conn = _envelope(out)
-            last_t = t if t is not None else last_t
-            last_conn = conn if conn is not None else last_conn
+            placeholder(lineno, reason)
+            continue
+        t, conn = _envelope(out)
+        last_t = t if t is not None else last_t
+        last_conn = conn if conn is not None else last_conn
         dst.write(out + b"\n")
+    if reader.gave_up is not None:
+        stats.lines = reader.gave_up
+        placeholder(reader.gave_up, reader.problems[-1].message if reader.problems else "no line end")
     return stats
 
 
@@ -249,12 +239,7 @@ def redact_file(
     Replacing`: a new temporary file beside it, renamed), so an interrupted run never leaves a half-redacted file,
     and an input with no line leaves `dst` as it was (`UnreadableInput`). The CLI refuses `dst` = `src`."""
     s = os.fspath(src)
-    try:
-        if os.path.isdir(s):
-            raise UnreadableInput(f"{s}: is a directory")
-        fin = sys.stdin.buffer if s == "-" else open(s, "rb")
-    except OSError as e:
-        raise UnreadableInput(f"{s}: {e.strerror or e}") from None
+    fin = sys.stdin.buffer if s == "-" else open_input(s)
     try:
         d = None if dst is None else os.fspath(dst)
         if d is None or d == "-":
