@@ -451,7 +451,10 @@ def serve(
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from .net.common import scrubbed_logging
+
     stop_on_sigterm()
+    scrubbed_logging(sys.stderr)
     serve_main(options)
 
 

@@ -671,3 +671,73 @@ def test_bind_loopback_by_default_and_warn_otherwise(command: str) -> None:
             assert f"warning: listening on {host}, not loopback" in text, text
         else:
             assert "warning" not in text, text
+
+
+# -- the proxy never prints the upstream key (issue 16, class 1) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        f"ws://user@127.0.0.1:9/v1/realtime?api-key={KEY}",
+        f"wss://user:{KEY}@api.example/v1",
+        f"ws://{KEY}@127.0.0.1:9/v1",
+        "ws://127.0.0.1:99999/v1",
+        "ws://127.0.0.1:9/v1#frag",
+        "ws://[::1/v1",
+        f"ws://127.0.0.1:9/v1 ?api-key={KEY}",
+        "http://127.0.0.1:9/v1",
+    ],
+)
+def test_record_refuses_an_unusable_upstream_at_start(upstream: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*RTRACE, "record", "--upstream", upstream, "-o", str(tmp_path / "rec.jsonl")], capture_output=True, timeout=30
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert b"--upstream" in proc.stderr and b"Traceback" not in proc.stderr
+    assert KEY.encode() not in proc.stdout + proc.stderr and KEY[8:30].encode() not in proc.stderr
+    assert not (tmp_path / "rec.jsonl").exists()
+
+
+def test_an_upstream_failure_of_any_kind_is_a_502_a_closed_connection_and_no_key(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever `connect` raises (websockets' InvalidURI quotes the whole URL, key included), the client gets a 502,
+    the trace a `connection.closed` for its `connection.opened`, and no log the key."""
+    import logging
+
+    from websockets.exceptions import InvalidURI
+
+    from rtrace.net import proxy as proxy_module
+    from rtrace.net.common import scrubbed_logging
+
+    trace = tmp_path / "rec.jsonl"
+    errors = iter([InvalidURI(f"ws://u@h/v1?api-key={KEY}", "username provided without password"), RuntimeError(KEY)])
+
+    async def failing_connect(*args: Any, **kw: Any) -> Any:
+        raise next(errors)
+
+    monkeypatch.setattr(proxy_module, "connect", failing_connect)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    scrubbed_logging(sys.stderr)
+
+    async def body() -> None:
+        async with run_proxy(RecordOptions(upstream="ws://127.0.0.1:9/v1", output=trace)) as proxy:
+            for _ in range(2):
+                with pytest.raises(InvalidStatus) as info:
+                    await connect(_url(proxy.url, f"model=m&api-key={KEY}"))
+                assert info.value.response.status_code == 502
+                assert KEY.encode() not in (info.value.response.body or b"")
+        logging.getLogger("websockets.server").error(
+            "failed %s", f"wss://h/v1?api-key={KEY}", exc_info=RuntimeError(KEY)
+        )
+
+    run(body)
+    err = capfd.readouterr().err
+    assert KEY not in err and KEY[8:30] not in err
+    assert "api-key=[redacted]" in err  # the log record was written, scrubbed
+    records = trace_ok(trace)
+    opened = [r.conn for r in records if r.type == "connection.opened"]
+    closed = [r.conn for r in records if r.type == "connection.closed"]
+    assert opened == closed == [1, 2]
+    assert KEY not in trace.read_text() and KEY[8:30] not in trace.read_text()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 import urllib.parse
 from typing import IO
 
-from ..core.secrets import safe_path
+from ..core.escape import printable
+from ..core.secrets import safe_path, scrub_text
 
 #: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -34,17 +36,40 @@ def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
         )
 
 
+class _ScrubbingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(scrub_text(super().format(record)), 4000).replace("\\x0a", "\n")
+
+
+def scrubbed_logging(err: IO[str]) -> None:
+    """Every log record of this process (websockets', asyncio's, tracebacks included) goes to `err` with secrets
+    scrubbed (`core.secrets.scrub_text`) and control characters shown: an exception text may quote a URL with a
+    key in it."""
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(_ScrubbingFormatter("rtrace: %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h.formatter, _ScrubbingFormatter)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    if root.level > logging.WARNING or root.level == logging.NOTSET:
+        root.setLevel(logging.WARNING)
+
+
 def host_for_url(host: str) -> str:
     """`host` as it stands in a URL: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host else host
 
 
 def safe_url(url: str) -> str:
-    """`url` fit to print: no user or password, and no secret query parameter (`safe_path`)."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
+    """`url` fit to print: no user or password, and no secret query parameter (`safe_path`); never raises."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # not a URL at all (an unclosed IPv6 bracket): shown scrubbed
+        return scrub_text(url)
+    netloc = host_for_url(parts.hostname or "")
+    with contextlib.suppress(ValueError):  # an invalid port is left out
+        if parts.port:
+            netloc += f":{parts.port}"
     return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
 
 
@@ -124,6 +149,7 @@ __all__ = [
     "parse_duration",
     "parse_latencies",
     "safe_url",
+    "scrubbed_logging",
     "trace_write_failed",
     "until_stopped",
     "upstream_url",

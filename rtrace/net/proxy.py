@@ -26,12 +26,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.http11 import Request, Response
 
 from .. import __version__
+from ..core.escape import printable
 from ..core.secrets import redact_event, safe_path, scrub_text
 from ..core.writer import TraceWriter
 from .common import (
     MAX_FRAME_BYTES,
     host_for_url,
     safe_url,
+    scrubbed_logging,
     trace_write_failed,
     until_stopped,
     upstream_url,
@@ -126,9 +128,17 @@ class RecordingProxy:
 
     async def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         conn = next(self._conns)
+        self._write("meta", conn, {"type": "connection.opened", "path": safe_path(request.path)})
+        try:
+            return await self._open_upstream(ws, request, conn)
+        except Exception as e:  # nothing may reach a log unscrubbed, and every opened connection is closed
+            reason = printable(scrub_text(f"{type(e).__name__}: {e}"), 300)
+            self._note(conn, f"upstream unreachable: {reason}")
+            self._write("meta", conn, {"type": "connection.closed", "by": "recorder", "status": 502})
+            return ws.respond(http.HTTPStatus.BAD_GATEWAY, f"rtrace record: upstream unreachable: {reason}\n")
+
+    async def _open_upstream(self, ws: ServerConnection, request: Request, conn: int) -> Response | None:
         path = request.path
-        shown = safe_path(path)
-        self._write("meta", conn, {"type": "connection.opened", "path": shown})
         headers = [(k, v) for k, v in request.headers.raw_items() if k.lower() not in _HOP_HEADERS]
         offered = [
             p.strip()
@@ -160,7 +170,7 @@ class RecordingProxy:
                 phrase = http.HTTPStatus.BAD_GATEWAY
             return ws.respond(phrase, body or f"rtrace record: upstream refused: HTTP {status}\n")
         except (OSError, InvalidHandshake, TimeoutError, asyncio.TimeoutError) as e:
-            reason = scrub_text(f"{type(e).__name__}: {e}")[:300]
+            reason = printable(scrub_text(f"{type(e).__name__}: {e}"), 300)
             self._note(conn, f"upstream unreachable: {reason}")
             self._write("meta", conn, {"type": "connection.closed", "by": "server", "status": 502})
             return ws.respond(http.HTTPStatus.BAD_GATEWAY, f"rtrace record: upstream unreachable: {reason}\n")
@@ -307,10 +317,33 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
 
 
 def check_upstream(url: str) -> str:
-    """`url` if it is a ws:// or wss:// URL without credentials in it; raises ValueError otherwise."""
-    parts = urllib.parse.urlsplit(url)
+    """`url` if every connection can be forwarded to it: a ws:// or wss:// URL with a host, a valid port, no
+    fragment, and no user name or password (credentials travel in the client's headers, never in a URL that a log
+    or an error message may show). Raises ValueError (its text scrubbed of secrets) otherwise."""
+    from websockets.exceptions import InvalidURI
+    from websockets.uri import parse_uri
+
+    shown = printable(scrub_text(url), 200)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as e:
+        raise ValueError(f"--upstream is not a usable websocket URL ({e}): {shown!r}") from None
     if parts.scheme not in ("ws", "wss") or not parts.netloc:
-        raise ValueError(f"--upstream must be a ws:// or wss:// URL, not {scrub_text(url)!r}")
+        raise ValueError(f"--upstream must be a ws:// or wss:// URL, not {shown!r}")
+    if "@" in parts.netloc:
+        raise ValueError(
+            "--upstream must not hold a user name or password (the client's own credentials are passed on): "
+            + repr(printable(safe_url(url), 200))
+        )
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ValueError(f"--upstream has a space or a control character in it: {shown!r}")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError(f"--upstream must not have a #fragment: {shown!r}")
+    try:
+        parse_uri(upstream_url(url, "/v1/realtime?model=m"))
+    except (InvalidURI, ValueError) as e:
+        why = str(e).rsplit(": ", 1)[-1] if isinstance(e, InvalidURI) else str(e)
+        raise ValueError(f"--upstream is not a usable websocket URL ({scrub_text(why)}): {shown!r}") from None
     return url
 
 
@@ -323,6 +356,7 @@ async def _record_forever(options: RecordOptions, announce: Callable[[RecordingP
 def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
     """`rtrace record`: print where to point the client, then record until Ctrl-C or SIGTERM."""
     check_upstream(options.upstream)
+    scrubbed_logging(err)
     exposure = "use the upstream through this proxy with their own credentials, and is recorded"
     warn_unless_loopback(options.host, exposure, err)
 
