@@ -5,7 +5,7 @@ import sys
 from collections.abc import Callable
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 from rich.console import Console
@@ -64,6 +64,42 @@ def stdout_console() -> Console:
 
 def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `file:100:1` is not :100:
+
+
+#: Longest message shown (a path or a value quoted in it is user input of any length).
+MESSAGE_LIMIT = 2000
+
+
+def shown(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Text that may quote user input (a path, a URL, an option value, trace text), fit for a terminal: secrets
+    scrubbed (`core.secrets.scrub_text`), control characters, ESC and bidi overrides shown as escapes
+    (`core.escape.printable`), cut. Every message of the CLI goes through here, by `say` or `EscapedLines`."""
+    from .core.escape import printable
+    from .core.secrets import scrub_text
+
+    return printable(scrub_text(text), limit)
+
+
+def say(text: str, style: str | None = None, console: Console | None = None) -> None:
+    """One message on stderr (or `console`), through `shown`."""
+    (console or stderr_console()).print(shown(text), style=style, markup=False, highlight=False)
+
+
+class EscapedLines:
+    """A text stream that passes each line written to it through `shown` (for the `print`s of `serve`, `record`)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._stream.write(shown(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
 
 
 #: `--allow-special-files`, on every command that reads a trace by name.
@@ -227,7 +263,7 @@ def analyze(
     write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes)
     for trace in traces:
         if trace.events == 0 and not trace.unreadable:
-            stderr_console().print(f"{trace.path}: no usable event", style="red", markup=False)
+            say(f"{trace.path}: no usable event", style="red")
     raise typer.Exit(exit_code_for(report, fail_on, strict))
 
 
@@ -286,7 +322,7 @@ def report(
     if any(t.unreadable or t.events == 0 for t in traces):
         for t in traces:
             if t.unreadable or t.events == 0:
-                stderr_console().print(f"rtrace: {t.unreadable or t.path + ': no usable event'}", markup=False)
+                say(f"rtrace: {t.unreadable or t.path + ': no usable event'}")
         raise typer.Exit(ExitCode.UNREADABLE)
 
 
@@ -345,9 +381,9 @@ def show(
             count = reader.count
             show_view.render_state(state, state.last_line if at is None else at, console, [conn] if conn else None)
     for problem in reader.problems[:20]:
-        stderr_console().print(str(problem), style="yellow", markup=False)
+        say(str(problem), style="yellow")
     if count == 0:
-        stderr_console().print(f"{path}: no usable event", style="red", markup=False)
+        say(f"{path}: no usable event", style="red")
         raise typer.Exit(ExitCode.UNREADABLE)
 
 
@@ -393,21 +429,20 @@ def redact(
     refuse_overwrite([str(path)], [output])
     err = stderr_console()
     options = RedactOptions(user_text, audio, tool_output, max_line_bytes)
-    shown = str(path)
 
     def dropped(line: int, reason: str) -> None:
-        err.print(f"{shown}:{line}:1: {reason}; line dropped (a placeholder note keeps the numbering)", markup=False)
+        say(f"{path}:{line}:1: {reason}; line dropped (a placeholder note keeps the numbering)", console=err)
 
     try:
         stats = redact_file(path, output, options, dropped)
     except OSError as e:
         raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
-    err.print(
+    say(
         f"rtrace redact: {stats.lines} lines, {stats.secrets} with secrets removed, {stats.dropped} dropped"
         + (f", {stats.texts} texts" if user_text else "")
         + (f", {stats.audio} audio payloads" if audio else "")
         + (f", {stats.tool} tool payloads" if tool_output else ""),
-        markup=False,
+        console=err,
     )
 
 
@@ -455,7 +490,7 @@ def serve(
 
     stop_on_sigterm()
     scrubbed_logging(sys.stderr)
-    serve_main(options)
+    serve_main(options, EscapedLines(sys.stdout), EscapedLines(sys.stderr))  # type: ignore[arg-type]
 
 
 @app.command()
@@ -503,7 +538,11 @@ def record(
         raise UsageError(str(e)) from None
     stop_on_sigterm()
     try:
-        record_main(RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio))
+        record_main(
+            RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio),
+            EscapedLines(sys.stdout),  # type: ignore[arg-type]
+            EscapedLines(sys.stderr),  # type: ignore[arg-type]
+        )
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
 
@@ -529,7 +568,7 @@ def convert(
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
-    stderr_console().print(f"rtrace convert: {count} records ({kind}) -> {output}", markup=False)
+    say(f"rtrace convert: {count} records ({kind}) -> {output}")
 
 
 @app.command()
@@ -543,12 +582,20 @@ def replay(
     timeout: Annotated[float, typer.Option(help="Seconds each wait for an answer may take.")] = 5.0,
     own_responses: Annotated[bool, typer.Option(help="The fake generates its own responses.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            metavar="NAME",
+            help="Send the key in this environment variable to --target/--compare (wss://, or ws:// on this machine).",
+        ),
+    ] = None,
     allow_special_files: AllowSpecial = False,
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
     allow_special(allow_special_files)
-    from .net.common import parse_latencies
-    from .net.replay import ReplayFailed, ReplayOptions
+    from .net.common import check_ws_url, parse_latencies
+    from .net.replay import ReplayFailed, ReplayOptions, check_key_target
     from .net.replay import compare as compare_replays
     from .net.replay import replay as run_replay
     from .report.replay import render
@@ -558,18 +605,23 @@ def replay(
         default, by_type = parse_latencies(latency or []) if latency else (None, {})
         options = ReplayOptions(
             target=target, pace=pace, speed=speed, timeout=timeout, latency=default, latency_by_type=by_type,
-            recorded_responses=not own_responses, output=output,
+            recorded_responses=not own_responses, output=output, api_key_env=api_key_env,
+            on_key=lambda text: say(f"rtrace replay: {text}"),
         )  # fmt: skip
         if pace not in ("reactive", "recorded", "asap") or speed <= 0:
             raise ValueError("--pace must be reactive, recorded or asap, and --speed positive")
         if compare is not None and target != "fake":
             raise ValueError("--compare needs --target fake")
+        for option, url in (("--target", target), ("--compare", compare)):
+            if url is not None and url != "fake":
+                check_ws_url(url, option)
+                check_key_target(url, api_key_env)
     except ValueError as e:
         raise UsageError(str(e)) from None
     console = stdout_console()
 
     def emit(text: str) -> None:
-        console.print(text, markup=False, highlight=False)
+        say(text, console=console)
 
     try:
         if compare is not None:
@@ -591,7 +643,7 @@ def replay(
                     + (f"the partial trace is kept in {result.replayed}" if output else "keep it with -o FILE")
                 )
     except ReplayFailed as e:
-        stderr_console().print(f"rtrace: replay failed: {e}", markup=False)
+        say(f"rtrace: replay failed: {e}")
         raise typer.Exit(ExitCode.REPLAY_FAILED) from None
     report = result.replay_report
     raise typer.Exit(ExitCode.FINDINGS if report and any(f.severity == "error" for f in report.findings) else 0)
@@ -619,13 +671,13 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as e:
         return int(e.exit_code)
     except UnknownRule as e:
-        stderr_console().print(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)", markup=False)
+        say(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)")
         return ExitCode.USAGE
     except UsageError as e:
-        stderr_console().print(f"rtrace: {e}", markup=False)
+        say(f"rtrace: {e}")
         return ExitCode.USAGE
     except UnreadableInput as e:
-        stderr_console().print(f"rtrace: {e}", markup=False)
+        say(f"rtrace: {e}")
         return ExitCode.UNREADABLE
     except KeyboardInterrupt:
         return 130
@@ -637,9 +689,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # typer's usage errors (its own click) and anything else: never a traceback
         show, code = getattr(e, "show", None), getattr(e, "exit_code", None)
         if callable(show) and isinstance(code, int):
-            show()
+            import io
+
+            text = io.StringIO()
+            show(file=text)  # click's usage error quotes the value given: shown like every other message
+            for line in text.getvalue().splitlines():
+                sys.stderr.write(shown(line) + "\n")
             return code
-        stderr_console().print(f"rtrace: internal error: {type(e).__name__}: {e}", markup=False)
+        say(f"rtrace: internal error: {type(e).__name__}: {e}")
         if os.environ.get("RTRACE_DEBUG"):
             raise
         return 70

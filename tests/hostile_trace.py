@@ -1,5 +1,6 @@
 """A small trace full of hostile text, for the report tests: markup, script end tags, Mermaid syntax, control
-characters, a credential and a long audio payload, in the places reports quote (item text, error messages)."""
+characters, bidi overrides and line separators, a credential and a long audio payload, in the places reports quote
+(item text, error messages)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ XSS = (
     "</script><script>document.body.setAttribute('data-pwned','1')</script>"
     "<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\"></textarea><b>bold</b>"
 )
+#: Text that reads differently from how it is stored: a right-to-left override, a line separator, an isolate.
+BIDI = "\u202eevil\u2028next line\u2066x\u2069\u009b2J"
 ERROR_TEXT = (
     f"Tool call ID 'call_gone' not found </script><img src=x onerror=alert(1)>; #35; %%{{init}}%% \x1b[31m {SECRET}"
+    f" {BIDI}"
 )
 AUDIO = "QUJD" * 4000
 

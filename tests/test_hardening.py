@@ -771,3 +771,75 @@ def test_a_fifo_is_read_when_allowed(tmp_path: Path) -> None:
         w.write(SAMPLE.read_bytes())
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1 and orjson.loads(out)["traces"][0]["events"] == 76
+
+
+# -- user input in messages is shown, never obeyed (issue 16, class 6) ---------------------------------------------
+
+HOSTILE_NAME = "\x1b[31mred\x1b]0;title\x07\x9b2J\u202eevil\u2028x"
+#: Every command, with `H` a hostile path to a trace, `M` a hostile path that does not exist, `O` a hostile output.
+HOSTILE_PATH_RUNS = {
+    "analyze": ["analyze", "H"],
+    "analyze-missing": ["analyze", "M"],
+    "analyze-json-missing": ["analyze", "-f", "json", "M"],
+    "analyze-outputs": ["analyze", "H", "--html", "O.html", "--markdown", "O.md", "--sarif", "O.sarif", "-o", "O.txt"],
+    "analyze-output-dir-missing": ["analyze", "H", "--json", "M/x.json"],
+    "show": ["show", "H"],
+    "show-missing": ["show", "M"],
+    "report": ["report", "H"],
+    "report-missing": ["report", "M"],
+    "report-output": ["report", "H", "-o", "O.html"],
+    "redact": ["redact", "H", "-o", "O.jsonl"],
+    "redact-missing": ["redact", "M"],
+    "convert": ["convert", "H", "-o", "O.jsonl"],
+    "convert-missing": ["convert", "M", "-o", "O.jsonl"],
+    "replay": ["replay", "H", "-o", "O.jsonl", "--timeout", "2"],
+    "replay-missing": ["replay", "M"],
+    "rules": ["rules", "H"],
+    "serve-from-missing": ["serve", "--from", "M"],
+    "bad-option-value": ["analyze", "--format", "H", "H"],
+    "sweep-out": ["sweep", "--runs", "1", "--latency", "0", "--out", "O-dir", "--timeout", "20", "--", "true"],
+}
+_RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _no_raw_control(proc: subprocess.CompletedProcess[bytes], name: str) -> None:
+    for stream in (proc.stdout, proc.stderr):
+        found = _RAW_CONTROL.search(stream)
+        assert found is None, (
+            f"{name}: raw {found.group()!r} in {stream[max(0, found.start() - 60) : found.end() + 20]!r}"
+        )
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_PATH_RUNS))
+def test_every_command_shows_a_hostile_path_escaped(name: str, tmp_path: Path) -> None:
+    trace = tmp_path / f"{HOSTILE_NAME}.jsonl"
+    trace.write_bytes(SAMPLE.read_bytes())
+    values = {"H": str(trace), "M": str(tmp_path / f"no{HOSTILE_NAME}.jsonl"), "O": str(tmp_path / f"o{HOSTILE_NAME}")}
+    args = []
+    for a in HOSTILE_PATH_RUNS[name]:
+        for k, v in values.items():
+            if a == k or a.startswith(k + ".") or a.startswith(k + "/") or a.startswith(k + "-"):
+                a = v + a[1:]
+        args.append(a)
+    proc = _run_cli(args, tmp_path)
+    assert b"Traceback" not in proc.stderr and b"internal error" not in proc.stderr, proc.stderr
+    _no_raw_control(proc, name)
+    if name.endswith("-missing") and "json" not in name:  # the message names the path, escaped
+        assert b"\\x1b[31mred" in proc.stdout + proc.stderr, (proc.stdout[-300:], proc.stderr)
+
+
+@pytest.mark.parametrize("command", ["record", "serve"])
+def test_recorders_announce_a_hostile_output_escaped(command: str, tmp_path: Path) -> None:
+    out = tmp_path / f"{HOSTILE_NAME}.jsonl"
+    args = ["record", "--upstream", "ws://127.0.0.1:9/v1", "-o"] if command == "record" else ["serve", "--record"]
+    proc = subprocess.Popen([*RTRACE, *args, str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        lines = [first] + [proc.stdout.readline() for _ in range(3)]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=15)
+    done = subprocess.CompletedProcess(args, proc.returncode, b"".join(lines) + rest, err)
+    _no_raw_control(done, command)
+    assert b"recording to" in done.stdout and b"\\x1b[31mred" in done.stdout, done.stdout

@@ -741,3 +741,64 @@ def test_an_upstream_failure_of_any_kind_is_a_502_a_closed_connection_and_no_key
     closed = [r.conn for r in records if r.type == "connection.closed"]
     assert opened == closed == [1, 2]
     assert KEY not in trace.read_text() and KEY[8:30] not in trace.read_text()
+
+
+# -- replay sends a key only when asked, never in clear across the network (issue 16, class 5) ----------------------
+
+
+@contextlib.asynccontextmanager
+async def header_catcher() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
+    """A websocket endpoint that keeps each handshake's headers, says `session.created` and closes."""
+    seen: list[dict[str, str]] = []
+
+    async def handler(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        seen.append({k.lower(): v for k, v in ws.request.headers.raw_items()})
+        await ws.send('{"type":"session.created","event_id":"e1","session":{}}')
+        await ws.close()
+
+    async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
+        yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/v1", seen
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_replay_sends_the_key_only_when_asked_and_says_where(asked: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("MY_KEY", KEY)
+    result: dict[str, Any] = {}
+
+    async def body() -> None:
+        async with header_catcher() as (url, seen):
+            extra = ["--api-key-env", "MY_KEY"] if asked else []
+            result["proc"] = await _replay_async([str(SAMPLE), "--target", url, "--timeout", "0.3", *extra])
+            result["seen"] = seen
+            result["url"] = url
+
+    run(body, timeout=60)
+    proc, seen = result["proc"], result["seen"]
+    assert seen, proc.stderr
+    sent = [h.get("authorization") for h in seen]
+    assert sent == ([f"Bearer {KEY}"] * len(seen) if asked else [None] * len(seen)), sent
+    assert KEY.encode() not in proc.stdout + proc.stderr and b"Traceback" not in proc.stderr
+    told = f"the key in $MY_KEY ({len(KEY)} characters) goes to {result['url']} in the Authorization header".encode()
+    assert (told in proc.stderr) is asked, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--target", "ws://192.0.2.1/v1", "--api-key-env", "MY_KEY"], b"unencrypted to ws://192.0.2.1/v1"),
+        (["--compare", "ws://192.0.2.1/v1", "--api-key-env", "MY_KEY"], b"unencrypted"),
+        (["--target", "wss://192.0.2.1/v1", "--api-key-env", "NO_SUCH_VARIABLE"], b"NO_SUCH_VARIABLE"),
+        (["--target", f"ws://user:{KEY}@127.0.0.1:9/v1"], b"user name or password"),
+    ],
+)
+def test_replay_refuses_to_send_a_key_where_it_must_not_go(
+    args: list[str], why: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_KEY", KEY)
+    started = time.monotonic()
+    proc = subprocess.run([*RTRACE, "replay", str(SAMPLE), *args], capture_output=True, timeout=60, env=os.environ)
+    assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+    assert KEY.encode() not in proc.stdout + proc.stderr and KEY[8:30].encode() not in proc.stderr
+    assert time.monotonic() - started < 30  # refused before connecting anywhere

@@ -1,9 +1,16 @@
 """Making untrusted trace text safe to show: control characters and ANSI escapes made visible, long text cut.
 
-Every renderer passes trace text through here (terminal) or through `html.escape` (HTML) before output.
+Every renderer passes trace text through here (terminal, and the JSON it prints or quotes: `json_visible`) or
+through `html.escape` (HTML) before output.
 """
 
 from __future__ import annotations
+
+import re
+
+#: What JSON writers leave raw but a terminal or an editor acts on: C1 controls (U+009B is a CSI), bidi embeddings,
+#: overrides and isolates, zero-width and direction marks, line and paragraph separators, the BOM.
+_INVISIBLE = re.compile("[\u0080-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 #: Default cut for one payload shown in a terminal (base64 audio is megabytes).
 PREVIEW_LIMIT = 120
@@ -28,3 +35,12 @@ def printable(text: str, limit: int = PREVIEW_LIMIT) -> str:
     if len(text) > limit:
         s += f"… (+{len(text) - limit} chars)"
     return s
+
+
+def json_visible(data: bytes) -> bytes:
+    """JSON text (UTF-8) with every character of `_INVISIBLE` written as its `\\uXXXX` escape: the same JSON value,
+    shown as it is. (Such characters can only stand inside JSON strings, where the escape means the same.)"""
+    text = data.decode("utf-8")
+    if _INVISIBLE.search(text) is None:
+        return data
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")

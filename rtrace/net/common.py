@@ -73,6 +73,43 @@ def safe_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
 
 
+def check_ws_url(url: str, option: str) -> str:
+    """`url` if a websocket connection can be made to it and to any client path below it (`upstream_url`): a ws://
+    or wss:// URL with a host, a valid port, no fragment, no space, and no user name or password (credentials travel
+    in headers, never in a URL that a log or an error message may show). Raises ValueError, its text scrubbed."""
+    from websockets.exceptions import InvalidURI
+    from websockets.uri import parse_uri
+
+    shown = printable(scrub_text(url), 200)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as e:
+        raise ValueError(f"{option} is not a usable websocket URL ({e}): {shown!r}") from None
+    if parts.scheme not in ("ws", "wss") or not parts.netloc:
+        raise ValueError(f"{option} must be a ws:// or wss:// URL, not {shown!r}")
+    if "@" in parts.netloc:
+        raise ValueError(
+            f"{option} must not hold a user name or password (credentials go in headers): "
+            + repr(printable(safe_url(url), 200))
+        )
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ValueError(f"{option} has a space or a control character in it: {shown!r}")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError(f"{option} must not have a #fragment: {shown!r}")
+    try:
+        parse_uri(upstream_url(url, "/v1/realtime?model=m"))
+    except (InvalidURI, ValueError) as e:
+        why = str(e).rsplit(": ", 1)[-1] if isinstance(e, InvalidURI) else str(e)
+        raise ValueError(f"{option} is not a usable websocket URL ({scrub_text(why)}): {shown!r}") from None
+    return url
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url`'s host is this machine (`LOOPBACK`, or any 127.x address)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return host in LOOPBACK or host.startswith("127.")
+
+
 def upstream_url(upstream: str, client_path: str) -> str:
     """Where a client request for `client_path` goes: the upstream's origin (and any prefix before `/v1/realtime`)
     plus the client's path and query; query parameters of `upstream` the client did not set are added."""
@@ -145,7 +182,9 @@ async def until_stopped() -> None:
 __all__ = [
     "LOOPBACK",
     "MAX_FRAME_BYTES",
+    "check_ws_url",
     "host_for_url",
+    "is_loopback",
     "parse_duration",
     "parse_latencies",
     "safe_url",

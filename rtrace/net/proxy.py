@@ -15,7 +15,6 @@ import itertools
 import os
 import sys
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
@@ -31,6 +30,7 @@ from ..core.secrets import redact_event, safe_path, scrub_text
 from ..core.writer import TraceWriter
 from .common import (
     MAX_FRAME_BYTES,
+    check_ws_url,
     host_for_url,
     safe_url,
     scrubbed_logging,
@@ -317,34 +317,8 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
 
 
 def check_upstream(url: str) -> str:
-    """`url` if every connection can be forwarded to it: a ws:// or wss:// URL with a host, a valid port, no
-    fragment, and no user name or password (credentials travel in the client's headers, never in a URL that a log
-    or an error message may show). Raises ValueError (its text scrubbed of secrets) otherwise."""
-    from websockets.exceptions import InvalidURI
-    from websockets.uri import parse_uri
-
-    shown = printable(scrub_text(url), 200)
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError as e:
-        raise ValueError(f"--upstream is not a usable websocket URL ({e}): {shown!r}") from None
-    if parts.scheme not in ("ws", "wss") or not parts.netloc:
-        raise ValueError(f"--upstream must be a ws:// or wss:// URL, not {shown!r}")
-    if "@" in parts.netloc:
-        raise ValueError(
-            "--upstream must not hold a user name or password (the client's own credentials are passed on): "
-            + repr(printable(safe_url(url), 200))
-        )
-    if any(ch.isspace() or not ch.isprintable() for ch in url):
-        raise ValueError(f"--upstream has a space or a control character in it: {shown!r}")
-    if parts.fragment or url.endswith("#"):
-        raise ValueError(f"--upstream must not have a #fragment: {shown!r}")
-    try:
-        parse_uri(upstream_url(url, "/v1/realtime?model=m"))
-    except (InvalidURI, ValueError) as e:
-        why = str(e).rsplit(": ", 1)[-1] if isinstance(e, InvalidURI) else str(e)
-        raise ValueError(f"--upstream is not a usable websocket URL ({scrub_text(why)}): {shown!r}") from None
-    return url
+    """`url` if every connection can be forwarded to it (`common.check_ws_url`); raises ValueError otherwise."""
+    return check_ws_url(url, "--upstream")
 
 
 async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ..core import secrets as redact
+from ..core.escape import json_visible
 
 #: Strings longer than this are cut (base64 audio deltas are kilobytes).
 STRING_LIMIT = 160
@@ -59,7 +60,7 @@ def quote_line(raw: bytes) -> str:
     except orjson.JSONDecodeError:
         text = raw.decode("utf-8", errors="replace")
         return _cut(scrub_text(text), STRING_LIMIT * 2)
-    return orjson.dumps(scrub(obj)).decode("utf-8")
+    return json_visible(orjson.dumps(scrub(obj))).decode("utf-8")
 
 
 def read_lines(path: str | os.PathLike[str], lines: Iterable[int]) -> dict[int, str]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ..core.escape import json_visible
 from ..engine.fold import Report, TraceReport
 from ..rules.base import as_json
 
@@ -55,4 +56,4 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def render(report: Report) -> bytes:
-    return orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return json_visible(orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)) + b"\n"
