@@ -150,6 +150,27 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
+def bind_host(host: str) -> str:
+    """The one address `--host` names: an IP address as given, a name resolved to its first address. (An empty
+    host, or a name with several addresses, would bind several sockets, each on its own free port, and the URL
+    printed would reach only one of them.)"""
+    import ipaddress
+    import socket
+
+    if not host.strip() or host != host.strip() or "," in host:
+        raise UsageError(f"--host must name one address to bind, not {host!r} (127.0.0.1 by default, 0.0.0.0 for all)")
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise UsageError(f"--host {host!r}: cannot resolve it ({e})") from None
+    return str(infos[0][4][0])
+
+
 def trace_paths(paths: list[Path]) -> list[str]:
     """Files as given; directories expand to their `*.jsonl` files (sorted)."""
     out: list[str] = []
@@ -478,7 +499,7 @@ def serve(
     refuse_overwrite([str(from_trace)] if from_trace else [], [record])
     try:
         options = options_from_cli(
-            host=host, port=port, latency=latency, jitter=jitter, seed=seed,
+            host=bind_host(host), port=port, latency=latency, jitter=jitter, seed=seed,
             record=str(record) if record else None, from_trace=str(from_trace) if from_trace else None,
             close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
@@ -532,6 +553,7 @@ def record(
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
     from .net.proxy import RecordOptions, check_upstream, record_main
 
+    bind_host(host)
     try:
         check_upstream(upstream)
     except ValueError as e:

@@ -802,3 +802,71 @@ def test_replay_refuses_to_send_a_key_where_it_must_not_go(
     assert proc.returncode == 2 and why in proc.stderr, proc.stderr
     assert KEY.encode() not in proc.stdout + proc.stderr and KEY[8:30].encode() not in proc.stderr
     assert time.monotonic() - started < 30  # refused before connecting anywhere
+
+
+# -- smaller: a stalled client at SIGTERM, an empty --host (issue 16, class 8) -------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def flooding_upstream() -> AsyncIterator[int]:
+    """An upstream that answers `response.create` with megabytes of audio deltas, as fast as it can send them."""
+
+    async def handler(ws: ServerConnection) -> None:
+        await ws.send('{"type":"session.created","event_id":"e0","session":{}}')
+        delta = orjson.dumps({"type": "response.output_audio.delta", "delta": "QUJD" * 16000}).decode()
+        with contextlib.suppress(ConnectionClosed):
+            async for _ in ws:
+                for _ in range(100_000):
+                    await ws.send(delta)
+
+    async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
+        yield next(iter(server.sockets)).getsockname()[1]
+
+
+def test_record_exits_within_2s_of_sigterm_when_a_client_stopped_reading(tmp_path: Path) -> None:
+    trace = tmp_path / "rec.jsonl"
+    outcome: dict[str, Any] = {}
+
+    async def body() -> None:
+        async with flooding_upstream() as port:
+            proc, url = await asyncio.to_thread(_start_recorder, f"ws://127.0.0.1:{port}/v1", trace)
+            try:
+                ws = await connect(_url(url), max_size=None)
+                await until(ws, "session.created")
+                await ws.send('{"type":"response.create"}')
+                ws.transport.pause_reading()  # the client stops reading; buffers fill on every hop
+                await asyncio.sleep(1.5)
+                started = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                outcome["rc"] = await asyncio.to_thread(proc.wait, 20)
+                outcome["took"] = time.monotonic() - started
+                ws.transport.abort()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                outcome["err"] = proc.communicate()[1]
+
+    run(body, timeout=60)
+    assert outcome["rc"] == 0 and b"Traceback" not in outcome["err"], outcome
+    assert outcome["took"] < 2.0, f"record took {outcome['took']:.1f} s to exit on SIGTERM"
+    records = trace_ok(trace)
+    assert records[-1].type == "connection.closed" and records[-1].event["by"] == "recorder"
+
+
+@pytest.mark.parametrize("command", ["serve", "record"])
+@pytest.mark.parametrize("host", ["", " ", "127.0.0.1,::1"])
+def test_an_empty_or_several_hosts_are_refused(command: str, host: str) -> None:
+    extra = ["--upstream", "ws://127.0.0.1:9/v1", "-o", os.devnull] if command == "record" else []
+    proc = subprocess.run([*RTRACE, command, *extra, "--host", host], capture_output=True, timeout=30)
+    assert proc.returncode == 2 and b"--host must name one address" in proc.stderr, proc.stderr
+
+
+def test_a_host_name_binds_one_address_and_prints_it() -> None:
+    proc = subprocess.Popen([*RTRACE, "serve", "--host", "localhost"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+    assert re.search(r"listening on ws://(127\.0\.0\.1|\[::1\]):\d+/v1", first), first

@@ -106,6 +106,9 @@ class RecordingProxy:
         self._pending: dict[int, _Pending] = {}
         self._server: Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: The two sockets of each connection being proxied, by conn (`stop` aborts those a close cannot end).
+        self._live: dict[int, tuple[ServerConnection, ClientConnection]] = {}
+        self._stopping = False
         self.port = 0
         self.connections = 0
 
@@ -222,6 +225,7 @@ class RecordingProxy:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        self._live[conn] = (ws, upstream)
         to_up = asyncio.create_task(self._pump(ws, upstream, "client", conn))
         to_client = asyncio.create_task(self._pump(upstream, ws, "server", conn))
         by = "client"
@@ -229,8 +233,10 @@ class RecordingProxy:
             done, _ = await asyncio.wait({to_up, to_client}, return_when=asyncio.FIRST_COMPLETED)
             by = "client" if to_up in done else "server"
             first, other = (ws, upstream) if by == "client" else (upstream, ws)
-            if by == "client" and ws.protocol.close_rcvd_then_sent is False:
-                by = "recorder"  # the recorder closed the client side itself (1001: it is shutting down)
+            if by == "client" and (
+                ws.protocol.close_rcvd_then_sent is False or (self._stopping and ws.protocol.close_rcvd is None)
+            ):
+                by = "recorder"  # the recorder closed (or, shutting down, aborted) the client side itself
             rcvd = first.protocol.close_rcvd
             code = int(rcvd.code) if rcvd is not None else 1006
             reason = rcvd.reason if rcvd is not None else ""
@@ -261,6 +267,7 @@ class RecordingProxy:
             closed["client"] = client_state
             closed["server"] = server_state
             self._write("meta", conn, closed)
+            self._live.pop(conn, None)
             if task is not None:
                 self._tasks.discard(task)
 
@@ -280,18 +287,27 @@ class RecordingProxy:
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
 
-    async def stop(self, grace: float = 3.0) -> None:
-        """Close every client connection (1001; each upstream gets the same), give the handlers `grace` seconds to
-        write their `connection.closed`, then cancel what is left."""
+    async def stop(self, grace: float = 1.0) -> None:
+        """Close every client connection (1001; each upstream gets the same) and give the handlers `grace` seconds
+        to end. A peer that stopped reading cannot take a close frame: then both sockets of its connection are
+        aborted, and the handlers, which write `connection.closed` however they end, get half a second more
+        before they are cancelled. Within 2 s of SIGTERM, whatever the peers do."""
+        self._stopping = True
         if self._server is not None:
             self._server.close()
             try:
                 await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), grace)
             except asyncio.TimeoutError:
-                for task in list(self._tasks):
-                    task.cancel()
-                await asyncio.gather(*self._tasks, return_exceptions=True)
-                await self._server.wait_closed()
+                for ws, upstream in list(self._live.values()):
+                    ws.transport.abort()
+                    upstream.transport.abort()
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), 0.5)
+                except asyncio.TimeoutError:
+                    for task in list(self._tasks):
+                        task.cancel()
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                    await self._server.wait_closed()
             self._server = None
         for pending in self._pending.values():
             if pending.upstream is not None:
