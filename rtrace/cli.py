@@ -71,13 +71,12 @@ MESSAGE_LIMIT = 2000
 
 
 def shown(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """Text that may quote user input (a path, a URL, an option value, trace text), fit for a terminal: secrets
-    scrubbed (`core.secrets.scrub_text`), control characters, ESC and bidi overrides shown as escapes
-    (`core.escape.printable`), cut. Every message of the CLI goes through here, by `say` or `EscapedLines`."""
-    from .core.escape import printable
-    from .core.secrets import scrub_text
+    """Text that may quote user input (a path, a URL, an option value, trace text), fit for a terminal
+    (`core.escape.shown`: secrets scrubbed, control characters, ESC and bidi overrides as escapes, cut). Every
+    message of the CLI goes through here, by `say` or `EscapedLines`."""
+    from .core.escape import shown as escaped
 
-    return printable(scrub_text(text), limit)
+    return escaped(text, limit)
 
 
 def say(text: str, style: str | None = None, console: Console | None = None) -> None:

@@ -172,3 +172,23 @@ def test_a_recorder_trace_appears_at_the_first_record_and_grows_line_by_line(tmp
     assert w.lines == 3 and w.path == str(trace)
     w.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]
+
+
+def test_a_secret_split_across_deltas_is_masked_in_the_lines_already_written(tmp_path: Path) -> None:
+    """Each delta is written as it passes; when a secret completes across deltas, the earlier lines are rewritten
+    in place, byte for byte the same length, so a killed recorder leaves a trace without it."""
+    key = "sk-proj-SPLITKEY0123456789abcdefghij"
+    pieces = ["your key: ", key[:6], key[6:18], key[18:], " bye"]
+    trace = tmp_path / "rec.jsonl"
+    w = TraceWriter.open(trace, {"recorder": "test"}, Clock(), print)
+    for piece in pieces:
+        w.write("server", 1, {"type": "response.output_text.delta", "response_id": "r", "item_id": "i", "delta": piece})
+        w.write("client", 1, {"type": "input_audio_buffer.append", "audio": "AAAA"})
+    got = lines(trace.read_bytes())  # not closed: what a killed recorder leaves
+    joined = "".join(x["event"]["delta"] for x in got if x.get("event", {}).get("type", "").endswith("text.delta"))
+    assert key[3:] not in joined and "SPLITKEY" not in joined and joined.startswith("your key: sk-")
+    assert joined.endswith(" bye") and len(joined) == len("".join(pieces))
+    assert len(got) == 1 + 2 * len(pieces)
+    w.close()
+    with TraceReader.open(trace) as reader:
+        assert len(list(reader)) == 2 * len(pieces) and reader.problems == []

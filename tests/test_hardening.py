@@ -843,3 +843,50 @@ def test_recorders_announce_a_hostile_output_escaped(command: str, tmp_path: Pat
     done = subprocess.CompletedProcess(args, proc.returncode, b"".join(lines) + rest, err)
     _no_raw_control(done, command)
     assert b"recording to" in done.stdout and b"\\x1b[31mred" in done.stdout, done.stdout
+
+
+# -- planted secrets survive no redact, report or message (issue 16, class 4) ---------------------------------------
+
+
+@pytest.mark.parametrize("flags", [[], ["--user-text", "--audio", "--tool-output"]])
+def test_no_planted_secret_survives_redact(flags: list[str], tmp_path: Path) -> None:
+    from .secret_corpus import PLANTS, corpus_lines, survivors
+
+    assert len(PLANTS) >= 80 and len({p.kind for p in PLANTS}) >= 10
+    trace, out = tmp_path / "planted.jsonl", tmp_path / "clean.jsonl"
+    trace.write_bytes(dumps_lines(corpus_lines()))
+    assert len(survivors(trace.read_bytes())) == len(PLANTS)  # every needle is there to be found
+    proc = _run_cli(["redact", str(trace), "-o", str(out), *flags], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert survivors(out.read_bytes()) == []
+    assert survivors(proc.stdout + proc.stderr) == []
+    assert out.read_bytes().count(b"\n") == trace.read_bytes().count(b"\n")
+    # To stdout too (through a spool, so split deltas are rewritten as in a file).
+    piped = _run_cli(["redact", str(trace), *flags], tmp_path)
+    assert piped.returncode == 0 and survivors(piped.stdout) == []
+    if not flags:  # (text tags are keyed per run)
+        assert piped.stdout == out.read_bytes()
+
+
+def test_no_planted_secret_reaches_a_report_or_a_message(tmp_path: Path) -> None:
+    from .secret_corpus import corpus_lines, survivors
+
+    trace = tmp_path / "planted.jsonl"
+    trace.write_bytes(dumps_lines(corpus_lines()))
+    runs = {
+        "analyze": ["analyze", str(trace)],
+        "analyze-json": ["analyze", str(trace), "-f", "json"],
+        "show": ["show", str(trace)],
+        "show-conn": ["show", str(trace), "--conn", "60"],
+        "report-md": ["report", str(trace)],
+        "side-outputs": ["analyze", str(trace)]
+        + [f"--{k}={tmp_path / ('r.' + k)}" for k in ("html", "sarif", "junit", "markdown")],
+        "convert": ["convert", str(trace), "-o", str(tmp_path / "converted.jsonl")],
+    }
+    for name, args in runs.items():
+        proc = _run_cli(args, tmp_path)
+        assert b"Traceback" not in proc.stderr, proc.stderr
+        assert survivors(proc.stdout + proc.stderr) == [], name
+    for f in tmp_path.iterdir():
+        if f.name != "planted.jsonl":
+            assert survivors(f.read_bytes()) == [], f.name

@@ -870,3 +870,97 @@ def test_a_host_name_binds_one_address_and_prints_it() -> None:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=15)
     assert re.search(r"listening on ws://(127\.0\.0\.1|\[::1\]):\d+/v1", first), first
+
+
+# -- planted secrets never reach a live trace (issue 16, class 4) ---------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def scripted_upstream(events: list[dict[str, Any]], reason: str) -> AsyncIterator[int]:
+    """An upstream that sends `events` once the client's first frame arrives, then closes with `reason`."""
+
+    async def handler(ws: ServerConnection) -> None:
+        await ws.recv()
+        for event in events:
+            await ws.send(orjson.dumps(event).decode())
+        await ws.close(4000, reason)
+
+    async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
+        yield next(iter(server.sockets)).getsockname()[1]
+
+
+def test_no_planted_secret_reaches_a_live_record_trace(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from .secret_corpus import PLANTS, survivors
+
+    live = [p for p in PLANTS if all(d != "meta" for d, _ in p.lines)]
+    trace = tmp_path / "rec.jsonl"
+    reason_secret = "PlAnTreasonZq9Xw7Vu5"
+
+    async def body() -> None:
+        server_events = [e for p in live for d, e in p.lines if d == "server"]
+        client_events = [e for p in live for d, e in p.lines if d == "client"]
+        async with (
+            scripted_upstream(server_events, f"bad api-key={reason_secret}") as port,
+            run_proxy(RecordOptions(upstream=f"ws://127.0.0.1:{port}/v1", output=trace)) as proxy,
+        ):
+            headers = [("Authorization", f"Bearer {KEY}"), ("api-key", KEY)]
+            async with connect(
+                _url(proxy.url, f"model=m&api-key={KEY}"),
+                additional_headers=headers,
+                subprotocols=["realtime", f"openai-insecure-api-key.{KEY}"],  # type: ignore[list-item]
+                max_size=None,
+            ) as ws:
+                for event in client_events:
+                    await ws.send(orjson.dumps(event).decode())
+                with contextlib.suppress(ConnectionClosed):
+                    async for _ in ws:
+                        pass
+
+    run(body, timeout=60)
+    data = trace.read_bytes()
+    assert len(trace_ok(trace)) >= sum(len(p.lines) for p in live)  # everything was recorded
+    assert survivors(data, live) == []
+    logs = capfd.readouterr()
+    for needle in (KEY, KEY[8:30], reason_secret):
+        assert needle not in data.decode() and needle not in logs.out + logs.err, needle
+
+
+def test_no_planted_secret_reaches_a_serve_record_trace(tmp_path: Path) -> None:
+    """`serve --from` plays recorded responses back: a secret split across their deltas, and any secret a client
+    sends, stays out of `--record`."""
+    from .secret_corpus import PLANTS, survivors
+
+    streamed = [p for p in PLANTS if p.kind == "streamed deltas" and any("response_id" in e for _, e in p.lines)]
+    client = [p for p in PLANTS if all(d == "client" for d, _ in p.lines)]
+    recorded, t = [], 0.0
+    for k, plant in enumerate(streamed):
+        rid = f"resp_{k}"
+        body = [{"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}}]
+        body += [{**e, "response_id": rid} for _, e in plant.lines if "response_id" in e]
+        body.append({"type": "response.done", "response": {"id": rid, "status": "completed", "output": []}})
+        for event in body:
+            t += 0.001
+            recorded.append({"t": round(t, 6), "dir": "server", "conn": 1, "event": event})
+    source = tmp_path / "responses.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in recorded))
+    trace = tmp_path / "serve.jsonl"
+
+    async def body_() -> None:
+        async with (
+            run_server(ServerOptions(record=trace, from_trace=str(source))) as srv,
+            connect(_url(srv.url, f"model=m&api-key={KEY}"), max_size=None) as ws,
+        ):
+            await until(ws, "session.created")
+            for plant in client:
+                for _, event in plant.lines:
+                    await ws.send(orjson.dumps(event).decode())
+            for _ in streamed:
+                await ws.send('{"type":"response.create"}')
+                await until(ws, "response.done")
+
+    run(body_, timeout=60)
+    data = trace.read_bytes()
+    assert survivors(data, streamed + client) == []
+    assert KEY not in data.decode() and KEY[8:30] not in data.decode()
+    joined = "".join(r.event.get("delta", "") for r in trace_ok(trace) if r.type == "response.output_text.delta")
+    assert "Your key: sk-" in joined  # the text around a masked key is kept

@@ -1,7 +1,8 @@
-"""Making untrusted trace text safe to show: control characters and ANSI escapes made visible, long text cut.
+"""Making untrusted text safe to show: secrets scrubbed, control characters, ANSI escapes and bidi controls made
+visible, long text cut.
 
-Every renderer passes trace text through here (terminal, and the JSON it prints or quotes: `json_visible`) or
-through `html.escape` (HTML) before output.
+Every renderer and every message passes untrusted text (trace text, paths, URLs, option values) through `shown`
+(terminal, Markdown, messages), `json_visible` (the JSON it prints or quotes) or `html.escape` (HTML) before output.
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ _INVISIBLE = re.compile("[\u0080-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u
 
 #: Default cut for one payload shown in a terminal (base64 audio is megabytes).
 PREVIEW_LIMIT = 120
+
+
+def shown(text: str, limit: int = PREVIEW_LIMIT) -> str:
+    """Untrusted text for people: secrets scrubbed (`core.secrets.scrub_text`), then `printable`."""
+    from .secrets import scrub_text
+
+    return printable(scrub_text(text), limit)
 
 
 def printable(text: str, limit: int = PREVIEW_LIMIT) -> str:

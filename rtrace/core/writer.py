@@ -21,6 +21,7 @@ from typing import IO, Any, TypeVar
 
 import orjson
 
+from .secrets import STREAM_ENDS, STREAMS, DeltaWindows, scrub_secrets
 from .trace import dumps_header, dumps_record
 
 #: Seconds, monotonic: what a record's `t` is measured with (from the writer's creation).
@@ -122,10 +123,44 @@ class Replacing:
                         os.unlink(tmp)
 
 
+def rewrite_at(fp: IO[bytes], offset: int, data: bytes) -> bool:
+    """Overwrite `len(data)` bytes of `fp` at `offset` (the file position stays where it was); False when the file
+    cannot be rewritten (a pipe)."""
+    try:
+        fp.flush()
+        os.pwrite(fp.fileno(), data, offset)
+        return True
+    except (AttributeError, OSError, ValueError):
+        pass
+    try:
+        here = fp.tell()
+        fp.seek(offset)
+        fp.write(data)
+        fp.seek(here)
+        fp.flush()
+        return True
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def write_replacing(path: str | os.PathLike[str], data: bytes) -> None:
     """`path` replaced by `data` as `Replacing` does (whole or not at all)."""
     with Replacing(path) as fp:
         fp.write(data)
+
+
+class _Line:
+    """A streamed delta already written: where, and what, so `DeltaWindows` can have it rewritten masked."""
+
+    __slots__ = ("conn", "direction", "event", "length", "offset", "t")
+
+    def __init__(self, t: float, direction: str, conn: int, event: dict[str, Any]) -> None:
+        self.t, self.direction, self.conn, self.event = t, direction, conn, event
+        self.offset = -1
+        self.length = 0
+
+    def encode(self) -> bytes:
+        return dumps_record({"t": self.t, "dir": self.direction, "conn": self.conn, "event": self.event})
 
 
 class TraceWriter:
@@ -134,12 +169,26 @@ class TraceWriter:
     A write that fails (a full disk, a vanished file) does not raise: the trace is cut back to its last whole line,
     `failed` says why, `on_failure` is told once, and later writes are dropped, so the session being recorded goes
     on.
+
+    Streamed text (`core.secrets.STREAMS`: text, transcript and argument deltas) is written through
+    `core.secrets.DeltaWindows`: a delta is written masked where a secret spans it and the deltas before it, and
+    those earlier lines, already on disk, are rewritten in place (same length) as soon as the secret completes.
+    `redact` (e.g. `core.secrets.redact_event`) makes each event safe to write; the writer is given events as
+    they crossed the wire, so a delta's text is joined as it was, never from a copy scrubbed on its own. Without
+    `redact` the caller scrubs (and streamed deltas are still scrubbed here, with `core.secrets.scrub_secrets`).
     """
 
     def __init__(
-        self, fp: IO[bytes] | None, header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure
+        self,
+        fp: IO[bytes] | None,
+        header: dict[str, Any] | None,
+        clock: Clock,
+        on_failure: OnFailure,
+        redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self._fp: IO[bytes] | None = fp
+        #: Makes each event safe to write (None: the caller does).
+        self.redact = redact
         self._clock = clock
         self._on_failure = on_failure
         self._t0 = clock()
@@ -151,19 +200,25 @@ class TraceWriter:
         #: `open`'s target, created at the first record, and the header it starts with.
         self._path: str | None = None
         self._header = header
+        self._windows: DeltaWindows[_Line] = DeltaWindows()
         if fp is not None and header is not None:
             self._put(dumps_header(header))
 
     @classmethod
     def open(
-        cls: type[_W], path: str | os.PathLike[str], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure
+        cls: type[_W],
+        path: str | os.PathLike[str],
+        header: dict[str, Any] | None,
+        clock: Clock,
+        on_failure: OnFailure,
+        redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> _W:
         """A writer of the trace at `path`, which appears with the first record: a recorder that records nothing
         leaves an existing file as it was. The trace is written to a new file beside `path` and renamed over it at
         once, then grows line by line (a killed recorder leaves a parseable trace at `path`). Raises `OSError` now
         when `path` cannot be written."""
         check_writable(path)
-        writer = cls(None, header, clock, on_failure)
+        writer = cls(None, header, clock, on_failure, redact)
         writer._path = os.fspath(path)
         return writer
 
@@ -198,12 +253,14 @@ class TraceWriter:
             self._put(dumps_header(header))
         return fp
 
-    def _put(self, line: bytes) -> None:
+    def _put(self, line: bytes) -> int | None:
+        """Write one line; where it starts in the file (None when it was not written, or the file has no offsets)."""
         if self.failed is not None:
-            return
+            return None
         if self._fp is None and (self._path is None or self._create() is None):
-            return
+            return None
         assert self._fp is not None
+        start = self._good
         try:
             self._fp.write(line)
             self._fp.flush()
@@ -212,19 +269,60 @@ class TraceWriter:
             with contextlib.suppress(OSError, AttributeError, ValueError):
                 self._fp.truncate(self._good)
             self._on_failure(self.failed, self.lines)
-            return
+            return None
         self.lines += 1
-        with contextlib.suppress(OSError, AttributeError, ValueError):
+        try:
             self._good = self._fp.tell()
+        except (OSError, AttributeError, ValueError):
+            return None
+        return start
 
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
-        """One line for `event`, timed now (`raw`: the event's JSON, when the caller has it already)."""
-        t = round(max(0.0, self._clock() - self._t0), 6)
+        """One line for `event`, timed now (`raw`: the event's JSON, when the caller has it already and scrubbed
+        it; with `redact`, the event is redacted and `raw` not used)."""
+        self.write_at(round(max(0.0, self._clock() - self._t0), 6), direction, conn, event, raw)
+
+    def write_at(
+        self, t: float, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None
+    ) -> None:
+        """`write` with the record's time given (a conversion keeps the capture's times)."""
+        etype = event.get("type")
+        if etype in STREAMS:
+            self._write_delta(t, direction, conn, event)
+            return
+        if etype in STREAM_ENDS:
+            self._windows.end(conn, event)
+        elif etype == "connection.closed" and direction == "meta":
+            self._windows.close(conn)
+        if self.redact is not None:
+            event, raw = self.redact(event), None
         if raw is None:
             self._put(dumps_record({"t": float(t), "dir": direction, "conn": conn, "event": event}))
             return
         head = b'{"t":' + orjson.dumps(float(t)) + b',"dir":' + orjson.dumps(direction) + b',"conn":'
         self._put(head + str(int(conn)).encode() + b',"event":' + raw + b"}\n")
+
+    def _write_delta(self, t: float, direction: str, conn: int, event: dict[str, Any]) -> None:
+        field = STREAMS[str(event.get("type"))][0]
+        clean = self.redact(event) if self.redact is not None else scrub_secrets(event)
+        text = event.get(field)
+        if isinstance(text, str):
+            clean[field] = text  # the wire's text, masked below where a secret spans it
+        line = _Line(t, direction, conn, clean)
+        rewrites = self._windows.delta(conn, event, line) if isinstance(text, str) else []
+        for mine, now in rewrites:
+            if mine is line:
+                clean[field] = now
+        data = line.encode()
+        start = self._put(data)
+        line.offset, line.length = (start, len(data)) if start is not None else (-1, 0)
+        for earlier, now in rewrites:
+            if earlier is line or earlier.offset < 0 or self._fp is None:
+                continue
+            earlier.event = {**earlier.event, field: now}
+            again = earlier.encode()
+            if len(again) == earlier.length:
+                rewrite_at(self._fp, earlier.offset, again)
 
     def close(self) -> None:
         if self._fp is not None:

@@ -15,7 +15,7 @@ import sys
 import urllib.parse
 from typing import IO
 
-from ..core.escape import printable
+from ..core.escape import shown
 from ..core.secrets import safe_path, scrub_text
 
 #: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
@@ -38,7 +38,7 @@ def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
 
 class _ScrubbingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return printable(scrub_text(super().format(record)), 4000).replace("\\x0a", "\n")
+        return shown(super().format(record), 4000).replace("\\x0a", "\n")
 
 
 def scrubbed_logging(err: IO[str]) -> None:
@@ -80,27 +80,27 @@ def check_ws_url(url: str, option: str) -> str:
     from websockets.exceptions import InvalidURI
     from websockets.uri import parse_uri
 
-    shown = printable(scrub_text(url), 200)
+    quoted = shown(url, 200)
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError as e:
-        raise ValueError(f"{option} is not a usable websocket URL ({e}): {shown!r}") from None
+        raise ValueError(f"{option} is not a usable websocket URL ({e}): {quoted!r}") from None
     if parts.scheme not in ("ws", "wss") or not parts.netloc:
-        raise ValueError(f"{option} must be a ws:// or wss:// URL, not {shown!r}")
+        raise ValueError(f"{option} must be a ws:// or wss:// URL, not {quoted!r}")
     if "@" in parts.netloc:
         raise ValueError(
             f"{option} must not hold a user name or password (credentials go in headers): "
-            + repr(printable(safe_url(url), 200))
+            + repr(shown(safe_url(url), 200))
         )
     if any(ch.isspace() or not ch.isprintable() for ch in url):
-        raise ValueError(f"{option} has a space or a control character in it: {shown!r}")
+        raise ValueError(f"{option} has a space or a control character in it: {quoted!r}")
     if parts.fragment or url.endswith("#"):
-        raise ValueError(f"{option} must not have a #fragment: {shown!r}")
+        raise ValueError(f"{option} must not have a #fragment: {quoted!r}")
     try:
         parse_uri(upstream_url(url, "/v1/realtime?model=m"))
     except (InvalidURI, ValueError) as e:
         why = str(e).rsplit(": ", 1)[-1] if isinstance(e, InvalidURI) else str(e)
-        raise ValueError(f"{option} is not a usable websocket URL ({scrub_text(why)}): {shown!r}") from None
+        raise ValueError(f"{option} is not a usable websocket URL ({scrub_text(why)}): {quoted!r}") from None
     return url
 
 

@@ -1,8 +1,9 @@
 """`rtrace record`: a recording websocket proxy between a realtime client and its endpoint.
 
 Owns the proxy: one upstream connection per client connection, frames forwarded unchanged and in order, each one
-written as it passes (`rtrace.core.writer.TraceWriter`) after `rtrace.core.secrets.redact_event` scrubbed secrets and
-audio payloads. Credentials are passed through to the upstream, never written or printed.
+written as it passes (`rtrace.core.writer.TraceWriter`, which scrubs secrets and audio payloads with
+`rtrace.core.secrets.redact_event`, and secrets split across streamed deltas). Credentials are passed through to the
+upstream, never written or printed.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import http
 import itertools
 import os
@@ -25,7 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.http11 import Request, Response
 
 from .. import __version__
-from ..core.escape import printable
+from ..core.escape import shown
 from ..core.secrets import redact_event, safe_path, scrub_text
 from ..core.writer import TraceWriter
 from .common import (
@@ -102,6 +104,8 @@ class RecordingProxy:
     def __init__(self, options: RecordOptions, writer: TraceWriter | None = None) -> None:
         self.options = options
         self.writer = writer
+        if writer is not None and writer.redact is None:
+            writer.redact = functools.partial(redact_event, keep_audio=options.keep_audio)
         self._conns = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._server: Server | None = None
@@ -135,7 +139,7 @@ class RecordingProxy:
         try:
             return await self._open_upstream(ws, request, conn)
         except Exception as e:  # nothing may reach a log unscrubbed, and every opened connection is closed
-            reason = printable(scrub_text(f"{type(e).__name__}: {e}"), 300)
+            reason = shown(f"{type(e).__name__}: {e}", 300)
             self._note(conn, f"upstream unreachable: {reason}")
             self._write("meta", conn, {"type": "connection.closed", "by": "recorder", "status": 502})
             return ws.respond(http.HTTPStatus.BAD_GATEWAY, f"rtrace record: upstream unreachable: {reason}\n")
@@ -173,7 +177,7 @@ class RecordingProxy:
                 phrase = http.HTTPStatus.BAD_GATEWAY
             return ws.respond(phrase, body or f"rtrace record: upstream refused: HTTP {status}\n")
         except (OSError, InvalidHandshake, TimeoutError, asyncio.TimeoutError) as e:
-            reason = printable(scrub_text(f"{type(e).__name__}: {e}"), 300)
+            reason = shown(f"{type(e).__name__}: {e}", 300)
             self._note(conn, f"upstream unreachable: {reason}")
             self._write("meta", conn, {"type": "connection.closed", "by": "server", "status": 502})
             return ws.respond(http.HTTPStatus.BAD_GATEWAY, f"rtrace record: upstream unreachable: {reason}\n")
@@ -200,7 +204,7 @@ class RecordingProxy:
         if not isinstance(event, dict):
             self._note(conn, f"{direction} sent JSON that is not an object (not written)")
             return
-        self._write(direction, conn, redact_event(event, self.options.keep_audio))
+        self._write(direction, conn, event)  # the writer redacts, knowing the stream each delta belongs to
 
     async def _pump(
         self,
@@ -321,7 +325,8 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
-        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed)
+        redact = functools.partial(redact_event, keep_audio=options.keep_audio)
+        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, redact)
     proxy = RecordingProxy(options, writer)
     try:
         await proxy.start()

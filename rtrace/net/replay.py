@@ -24,9 +24,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, WebSocketException
 
 from .. import __version__
-from ..core.escape import printable
+from ..core.escape import shown
 from ..core.loader import TraceReader
-from ..core.secrets import redact_event, safe_path, scrub_text
+from ..core.secrets import redact_event, safe_path
 from ..core.trace import Record
 from ..core.writer import TraceWriter
 from ..engine.fold import TraceReport, analyze_path
@@ -221,7 +221,7 @@ def plan(records: list[Record]) -> tuple[list[_Step], list[Record]]:
 
 def _short(event: dict[str, Any]) -> str:
     text = orjson.dumps(event).decode()
-    return printable(text, 100)
+    return shown(text, 100)
 
 
 class _Session:
@@ -277,7 +277,7 @@ class _Session:
 
     def on_server(self, event: dict[str, Any]) -> None:
         etype = str(event.get("type"))
-        self.writer.write("server", self.conn, redact_event(event))
+        self.writer.write("server", self.conn, event)  # redacted by the writer
         line = self.writer.lines
         self.result.received += 1
         self.answers.append(etype)
@@ -295,7 +295,7 @@ class _Session:
                 Divergence(
                     self.conn,
                     "error",
-                    f"an error the recording does not have: {printable(str(err.get('code') or err.get('message')))}",
+                    f"an error the recording does not have: {shown(str(err.get('code') or err.get('message')))}",
                     cause[1] if cause else None,
                     line,
                     "",
@@ -319,7 +319,7 @@ class _Session:
             await self.ws.send(orjson.dumps(event).decode())
         except ConnectionClosed:
             return False
-        self.writer.write("client", self.conn, redact_event(event))
+        self.writer.write("client", self.conn, event)
         self.result.sent += 1
         self.last_sent = (self.writer.lines, step.rec.line)
         if isinstance(event.get("event_id"), str):
@@ -438,8 +438,8 @@ def _headers_for(target: str, options: ReplayOptions) -> list[tuple[str, str]]:
 def _writer(target: str, out: str | os.PathLike[str] | IO[bytes]) -> TraceWriter:
     header = {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)}
     if isinstance(out, (str, os.PathLike)):
-        return TraceWriter.open(out, header, time.monotonic, trace_write_failed)
-    return TraceWriter(out, header, time.monotonic, trace_write_failed)
+        return TraceWriter.open(out, header, time.monotonic, trace_write_failed, redact_event)
+    return TraceWriter(out, header, time.monotonic, trace_write_failed, redact_event)
 
 
 async def replay_to(
@@ -491,9 +491,9 @@ async def _replay_conns(
             hint = " (no key was sent: --api-key-env NAME sends one)" if status in (401, 403) and not headers else ""
             raise ReplayFailed(f"{safe_url(url)}: the endpoint refused: HTTP {status}{hint}") from None
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as e:
-            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {printable(scrub_text(str(e)))}") from None
+            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {shown(str(e))}") from None
         except WebSocketException as e:  # an invalid URL (InvalidURI quotes it whole): scrubbed, never raised on
-            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {printable(scrub_text(str(e)))}") from None
+            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {shown(str(e))}") from None
         writer.write("meta", n, {"type": "connection.opened", "path": safe_path(path)})
         session = _Session(ws, n, records, options, writer, ids, keep)
         await session.run()

@@ -7,7 +7,6 @@ scrubbed of credentials before it leaves this module. It never returns a line it
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,8 +20,6 @@ STRING_LIMIT = 160
 #: Keys whose value is a payload, never worth quoting in full.
 PAYLOAD_KEYS = frozenset({"audio", "delta", "data", "image_url", "file_data"})
 PAYLOAD_LIMIT = 24
-#: Field names treated as credentials here on top of `redact.SECRET_FIELDS` (a report is stricter than a trace).
-_SECRET_KEY = re.compile(r"(?i)(authorization|api[-_]?key|secret|password|cookie|^token$|access[-_]?token)")
 
 
 def scrub_text(text: str) -> str:
@@ -42,14 +39,12 @@ def _cut_all(value: Any, key: str = "") -> Any:
     if isinstance(value, list):
         return [_cut_all(v, key) for v in value]
     if isinstance(value, str):
-        if value and _SECRET_KEY.search(key):
-            return redact.REDACTED
         return _cut(value, PAYLOAD_LIMIT if key in PAYLOAD_KEYS else STRING_LIMIT)
     return value
 
 
 def scrub(value: Any) -> Any:
-    """A JSON value with secrets redacted (`redact.scrub_secrets` and stricter field names) and long strings cut."""
+    """A JSON value with secrets redacted (`core.secrets.scrub_secrets`, the one model) and long strings cut."""
     return _cut_all(redact.scrub_secrets(value))
 
 

@@ -10,19 +10,19 @@ from rich.text import Text
 
 from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.escape import printable
+from ..core.escape import shown
 from ..core.state import Connection, TraceState, client_view, divergence
 from ..core.trace import Record
 
 
 def item_cell(item: Item | None, item_id: str) -> Text:
     if item is None:
-        return Text(printable(item_id, 40))
-    text = Text(printable(item.label(), 70))
+        return Text(shown(item_id, 40))
+    text = Text(shown(item.label(), 70))
     if item.text:
-        text.append(f"  {printable(item.text, 50)!s}", style="dim")
+        text.append(f"  {shown(item.text, 50)!s}", style="dim")
     if item.arguments:
-        text.append(f"  args={printable(item.arguments, 40)}", style="dim")
+        text.append(f"  args={shown(item.arguments, 40)}", style="dim")
     if item.copies > 1:
         text.append(f"  ×{item.copies}", style="magenta")
     return text
@@ -78,15 +78,15 @@ def render_connection(conn: Connection, console: Console) -> None:
             parts.append(f"only in the client view: {', '.join(diff.only_client)}")
         if diff.reordered:
             parts.append(f"order differs: {', '.join(diff.reordered)}")
-        console.print(Text("divergence: " + "; ".join(printable(p, 300) for p in parts), style="yellow"))
+        console.print(Text("divergence: " + "; ".join(shown(p, 300) for p in parts), style="yellow"))
     if conn.pending:
         console.print(Text("pending client changes:", style="bold"))
         for change in conn.pending.values():
-            console.print(Text(f"  line {change.line}: {printable(change.summary, 120)}"))
+            console.print(Text(f"  line {change.line}: {shown(change.summary, 120)}"))
     open_responses = [r for r in conn.responses.values() if r.open]
     for resp in open_responses:
         console.print(
-            Text(f"response {printable(resp.id, 60)} generating since line {resp.created_line}", style="cyan")
+            Text(f"response {shown(resp.id, 60)} generating since line {resp.created_line}", style="cyan")
         )
 
 
@@ -98,14 +98,14 @@ def render_timeline(records: Iterable[Record], conn: int, console: Console, unti
     table.add_column("client")
     table.add_column("")
     table.add_column("server")
-    shown = 0
+    rows = 0
     for rec in records:
         if until is not None and rec.line > until:
             break
         if rec.conn != conn:
             continue
-        shown += 1
-        text = Text(printable(describe(rec.type, rec.event), 90))
+        rows += 1
+        text = Text(shown(describe(rec.type, rec.event), 90))
         if rec.dir == "client":
             table.add_row(str(rec.line), f"{rec.t:.6f}", text, "→", "")
         elif rec.dir == "server":
@@ -113,7 +113,7 @@ def render_timeline(records: Iterable[Record], conn: int, console: Console, unti
         else:
             text.stylize("italic dim")
             table.add_row(str(rec.line), f"{rec.t:.6f}", text, "·", "")
-    if shown:
+    if rows:
         console.print(table)
     else:
         console.print(Text(f"no events on connection {conn}", style="yellow"))

@@ -1,7 +1,7 @@
 """The terminal report: a summary per trace, then each finding with its witness as a two-lane timeline.
 
-All trace text goes through `escape.printable` and into `rich.text.Text` (never markup), so a transcript with
-ANSI escapes or `[bold]` prints as text.
+All trace text goes through `escape.shown` (secrets scrubbed, escapes visible) and into `rich.text.Text` (never
+markup), so a transcript with ANSI escapes or `[bold]` prints as text.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..core.escape import printable
+from ..core.escape import shown
 from ..core.trace import Problem
 from ..engine.fold import Report, TraceReport
 from ..rules.base import Finding, Witness
@@ -31,9 +31,9 @@ _RUN = re.compile(rf"\S{{{RUN_LIMIT + 1},}}")
 
 
 def _prose(text: str, limit: int) -> str:
-    """`printable(text, limit)`, with every over-long unbroken run cut to RUN_LIMIT characters and a count."""
+    """`shown(text, limit)`, with every over-long unbroken run cut to RUN_LIMIT characters and a count."""
     cut = _RUN.sub(lambda m: f"{m.group()[:RUN_LIMIT]}… (+{len(m.group()) - RUN_LIMIT} chars)", text)
-    return printable(cut, limit)
+    return shown(cut, limit)
 
 
 def render(report: Report, console: Console) -> None:
@@ -50,9 +50,9 @@ def renderables(report: Report) -> Iterator[RenderableType]:
 
 
 def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
-    yield Text(printable(trace.path, 200), style="bold")
+    yield Text(shown(trace.path, 200), style="bold")
     if trace.unreadable:
-        yield Text(f"  unreadable: {printable(trace.unreadable, 300)}", style="red")
+        yield Text(f"  unreadable: {shown(trace.unreadable, 300)}", style="red")
         return
     counts = trace.counts()
     parts = [
@@ -67,16 +67,16 @@ def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
     if trace.header and trace.header.fields:
         client = trace.header.fields.get("client") or trace.header.fields.get("recorder")
         if client:
-            parts.append(printable(str(client), 60))
+            parts.append(shown(str(client), 60))
     yield Text("  " + " · ".join(parts))
     yield from render_problems(trace)
-    shown: Counter[str] = Counter()
+    per_rule: Counter[str] = Counter()
     for finding in trace.findings:
-        shown[finding.rule] += 1
-        if shown[finding.rule] <= MAX_FINDINGS_SHOWN_PER_RULE:
+        per_rule[finding.rule] += 1
+        if per_rule[finding.rule] <= MAX_FINDINGS_SHOWN_PER_RULE:
             yield Text()
             yield from render_finding(finding)
-    for rule, count in sorted(shown.items()):
+    for rule, count in sorted(per_rule.items()):
         if count > MAX_FINDINGS_SHOWN_PER_RULE:
             hidden = count - MAX_FINDINGS_SHOWN_PER_RULE
             yield Text(f"  … and {hidden} more {rule} findings (all of them: --format json)", style="dim")
@@ -95,7 +95,7 @@ def render_problem(problem: Problem) -> Iterator[RenderableType]:
     style = "red" if problem.severity == "error" else "yellow"
     yield Text(f"  {_prose(str(problem), 300)}", style=style)
     if problem.excerpt:
-        yield Text(f"      {printable(problem.excerpt, 200)}", style="dim")
+        yield Text(f"      {shown(problem.excerpt, 200)}", style="dim")
 
 
 def render_finding(finding: Finding) -> Iterator[RenderableType]:
@@ -120,7 +120,7 @@ def timeline(witness: tuple[Witness, ...]) -> Table:
     table.add_column("server", max_width=LANE_WIDTH, overflow="fold")
     t0 = witness[0].t if witness else 0.0
     for w in witness:
-        text = Text(printable(w.summary, 110))
+        text = Text(shown(w.summary, 110))
         rel = f"{(w.t - t0) * 1000:.1f}"
         if w.dir == "client":
             table.add_row(str(w.line), rel, text, "→", "")
@@ -143,7 +143,7 @@ def render_totals(report: Report) -> Iterator[RenderableType]:
     table = Table(title="findings by rule", box=None, header_style="bold")
     table.add_column("rule")
     table.add_column("severity")
-    names = [printable(t.path.rsplit("/", 1)[-1], 30) for t in report.traces]
+    names = [shown(t.path.rsplit("/", 1)[-1], 30) for t in report.traces]
     for name in names:
         table.add_column(name, justify="right")
     rows: dict[tuple[str, str, str], list[int]] = {}
@@ -168,7 +168,7 @@ def render_fleet_totals(report: Report) -> Iterator[RenderableType]:
             per_trace = rows.setdefault((f.rule, f.slug, f.severity), {})
             per_trace[trace.path] = per_trace.get(trace.path, 0) + 1
     for (rule, slug, severity), per_trace in sorted(rows.items()):
-        names = [printable(p.rsplit("/", 1)[-1], 30) for p in list(per_trace)[:3]]
+        names = [shown(p.rsplit("/", 1)[-1], 30) for p in list(per_trace)[:3]]
         more = f" +{len(per_trace) - 3}" if len(per_trace) > 3 else ""
         table.add_row(
             f"{rule} {slug}",
