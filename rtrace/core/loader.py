@@ -7,6 +7,7 @@ and reading goes on with the next line. Only a file that cannot be opened at all
 from __future__ import annotations
 
 import codecs
+import contextlib
 import datetime
 import io
 import os
@@ -74,6 +75,9 @@ def open_input(path: str | os.PathLike[str], allow_special: bool | None = None) 
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.stat(p).st_mode):  # a socket cannot be opened at all: say what it is
+                raise UnreadableInput(f"{p}: is a socket, not a regular file") from None
         raise UnreadableInput(f"{p}: {e.strerror or e}") from None
     try:
         mode = os.fstat(fd).st_mode

@@ -105,9 +105,20 @@ def check_ws_url(url: str, option: str) -> str:
 
 
 def is_loopback(url: str) -> bool:
-    """Whether `url`'s host is this machine (`LOOPBACK`, or any 127.x address)."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    return host in LOOPBACK or host.startswith("127.")
+    """Whether `url`'s host is this machine: `localhost`, or a loopback address (127.0.0.0/8, ::1); a name that
+    only starts like one (`127.0.0.1.example`) is not."""
+    import ipaddress
+
+    try:
+        host = urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def upstream_url(upstream: str, client_path: str) -> str:
