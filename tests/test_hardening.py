@@ -775,7 +775,7 @@ def test_a_fifo_is_read_when_allowed(tmp_path: Path) -> None:
 
 # -- user input in messages is shown, never obeyed (issue 16, class 6) ---------------------------------------------
 
-HOSTILE_NAME = "\x1b[31mred\x1b]0;title\x07\x9b2J\u202eevil\u2028x"
+HOSTILE_NAME = "\x1b[31mred\x1b]0;title\x07\x9b2J\u202eevil\u2028x\x7f"
 #: Every command, with `H` a hostile path to a trace, `M` a hostile path that does not exist, `O` a hostile output.
 HOSTILE_PATH_RUNS = {
     "analyze": ["analyze", "H"],

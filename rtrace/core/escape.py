@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-#: What JSON writers leave raw but a terminal or an editor acts on: C1 controls (U+009B is a CSI), bidi embeddings,
-#: overrides and isolates, zero-width and direction marks, line and paragraph separators, the BOM.
-_INVISIBLE = re.compile("[\u0080-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+#: What JSON writers leave raw but a terminal or an editor acts on: DEL, C1 controls (U+009B is a CSI), bidi
+#: embeddings, overrides and isolates, zero-width and direction marks, line and paragraph separators, the BOM.
+_INVISIBLE = re.compile("[\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
 #: Default cut for one payload shown in a terminal (base64 audio is megabytes).
 PREVIEW_LIMIT = 120
