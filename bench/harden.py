@@ -36,7 +36,16 @@ import orjson
 
 from rtrace.core.loader import TraceReader
 from tests.catalog_trace import CATALOG_LINES, WRONG, dumps_lines, field_paths, get_path, kind_of, mutated
-from tests.secret_corpus import PLANTS, Plant, corpus_lines, survivors
+from tests.hostile_trace import outside_code
+from tests.secret_corpus import (
+    PLANTS,
+    Plant,
+    corpus_lines,
+    keyed_session,
+    responses_lines,
+    stream_plants,
+    survivors,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "harden.json"
@@ -460,14 +469,13 @@ def class_4(quick: bool, tmp: Path) -> None:
         tally(f"show --conn {conn}", proc.stdout + proc.stderr if proc else b"", [plants[conn - 1]])
     live = [p for p in plants if all(d != "meta" for d, _ in p.lines)]
     tally("record (live)", asyncio.run(_live_record(tmp, live)), live)
-    streamed = [p for p in plants if p.kind == "streamed deltas" and any("response_id" in e for _, e in p.lines)]
+    streamed = stream_plants(plants)
     client = [p for p in plants if all(d == "client" for d, _ in p.lines)]
     tally("serve --from --record", asyncio.run(_serve_record(tmp, streamed, client)), streamed + client)
 
 
 async def _live_record(tmp: Path, plants: list[Plant]) -> bytes:
     """The plants through `rtrace record`: client events from a client, server events from a scripted upstream."""
-    from websockets.asyncio.client import connect
     from websockets.asyncio.server import ServerConnection, serve
 
     server_events = [e for p in plants for d, e in p.lines if d == "server"]
@@ -483,17 +491,7 @@ async def _live_record(tmp: Path, plants: list[Plant]) -> bytes:
     async with serve(upstream, "127.0.0.1", 0, ping_interval=None) as up:
         port = next(iter(up.sockets)).getsockname()[1]
         async with _recorder(f"ws://127.0.0.1:{port}/v1", trace) as (proc, url):
-            async with connect(
-                f"{url}/realtime?model=m&api-key={KEY}",
-                additional_headers=[("Authorization", f"Bearer {KEY}")],
-                subprotocols=["realtime", f"openai-insecure-api-key.{KEY}"],  # type: ignore[list-item]
-                max_size=None,
-            ) as ws:
-                for event in client_events:
-                    await ws.send(orjson.dumps(event).decode())
-                with contextlib.suppress(Exception):
-                    async for _ in ws:
-                        pass
+            await keyed_session(url, KEY, client_events)
             proc.send_signal(signal.SIGTERM)
             out, err = await asyncio.wait_for(proc.communicate(), 15)
     data = trace.read_bytes()
@@ -506,17 +504,8 @@ async def _serve_record(tmp: Path, streamed: list[Plant], client: list[Plant]) -
 
     from rtrace.net.server import ServerOptions, run_server
 
-    recorded, t = [], 0.0
-    for k, plant in enumerate(streamed):
-        rid = f"resp_{k}"
-        body = [{"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}}]
-        body += [{**e, "response_id": rid} for _, e in plant.lines if "response_id" in e]
-        body.append({"type": "response.done", "response": {"id": rid, "status": "completed", "output": []}})
-        for event in body:
-            t += 0.0001
-            recorded.append({"t": round(t, 6), "dir": "server", "conn": 1, "event": event})
     source, trace = tmp / "responses.jsonl", tmp / "serve.jsonl"
-    source.write_bytes(dumps_lines(recorded))
+    source.write_bytes(dumps_lines(responses_lines(streamed)))
     async with (
         run_server(ServerOptions(record=trace, from_trace=str(source))) as srv,
         connect(f"{srv.url}/realtime?model=m&api-key={KEY}", max_size=None) as ws,
@@ -650,28 +639,11 @@ def class_6(quick: bool, tmp: Path) -> None:
     for fmt, out in (("html", html), ("markdown", tmp / "evil.md")):
         proc = run(["report", str(trace), "-o", str(out)], tmp)
         text = out.read_text() if out.exists() else ""
-        prose = _outside_code(text) if fmt == "markdown" else text
+        prose = outside_code(text) if fmt == "markdown" else text
         ok = clean(proc) and "<script>alert" not in prose and "<img src=x" not in prose and "\x1b" not in text
         if fmt == "markdown":  # (the HTML report embeds the text as JSON data, shown with textContent)
             ok = ok and re.search("[\u202a-\u202e\u2028\u2029\u0080-\u009f]", text) is None
         TALLY.case(6, ok, f"report {fmt}: markup or raw controls from the trace")
-
-
-def _outside_code(md: str) -> str:
-    """Markdown without its fenced blocks and code spans (where markup is inert)."""
-    out, fence = [], ""
-    for line in md.splitlines():
-        stripped = line.lstrip()
-        if fence:
-            if stripped.startswith(fence) and not stripped.strip(fence[0]):
-                fence = ""
-            continue
-        m = re.match(r"(`{3,}|~{3,})", stripped)
-        if m:
-            fence = m.group(1)
-            continue
-        out.append(re.sub(r"(`+).*?\1", "", line))
-    return "\n".join(out)
 
 
 def _subst(arg: str, values: dict[str, str]) -> str:

@@ -4,6 +4,7 @@ characters, bidi overrides and line separators, a credential and a long audio pa
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -86,3 +87,21 @@ def write_hostile_trace(path: Path) -> Path:
     ]
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     return path
+
+
+def outside_code(md: str) -> str:
+    """The Markdown text outside fenced code blocks and inline code spans (CommonMark fences: N >= 3 backticks or
+    tildes, closed by a line of at least as many)."""
+    out, fence = [], ""
+    for line in md.splitlines():
+        stripped = line.lstrip()
+        if fence:
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = ""
+            continue
+        m = re.match(r"(`{3,}|~{3,})", stripped)
+        if m:
+            fence = m.group(1)
+            continue
+        out.append(re.sub(r"(`+).*?\1", "", line))
+    return "\n".join(out)

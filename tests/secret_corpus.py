@@ -406,6 +406,51 @@ def corpus_lines(plants: list[Plant] | None = None) -> list[dict[str, Any]]:
     return out
 
 
+def stream_plants(plants: list[Plant] | None = None) -> list[Plant]:
+    """The plants whose secret is split across the deltas of a response (what `serve --from` plays back)."""
+    return [
+        p
+        for p in (PLANTS if plants is None else plants)
+        if p.kind == "streamed deltas" and any("response_id" in e for _, e in p.lines)
+    ]
+
+
+def responses_lines(plants: list[Plant]) -> list[dict[str, Any]]:
+    """A recording of one response per stream plant (created, its deltas, done): a `serve --from` trace."""
+    out: list[dict[str, Any]] = []
+    t = 0.0
+    for k, plant in enumerate(plants):
+        rid = f"resp_{k}"
+        body = [{"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}}]
+        body += [{**e, "response_id": rid} for _, e in plant.lines if "response_id" in e]
+        body.append({"type": "response.done", "response": {"id": rid, "status": "completed", "output": []}})
+        for event in body:
+            t += 0.0001
+            out.append({"t": round(t, 6), "dir": "server", "conn": 1, "event": event})
+    return out
+
+
+async def keyed_session(base_url: str, key: str, events: list[dict[str, Any]]) -> None:
+    """A client that connects to `base_url` with `key` in the query, a header and the browser subprotocol, sends
+    `events`, and reads until the other side closes."""
+    import contextlib
+
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    async with connect(
+        f"{base_url}/realtime?model=m&api-key={key}",
+        additional_headers=[("Authorization", f"Bearer {key}"), ("api-key", key)],
+        subprotocols=["realtime", f"openai-insecure-api-key.{key}"],  # type: ignore[list-item]
+        max_size=None,
+    ) as ws:
+        for event in events:
+            await ws.send(orjson.dumps(event).decode())
+        with contextlib.suppress(ConnectionClosed):
+            async for _ in ws:
+                pass
+
+
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value

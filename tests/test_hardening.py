@@ -34,6 +34,7 @@ from rtrace.report.outputs import ReportFormat, render_bytes
 from rtrace.rules.base import Config
 
 from .catalog_trace import CATALOG_LINES, dumps_lines, field_paths, mutated, mutations
+from .hostile_trace import outside_code
 from .strategies import envelopes
 
 LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
@@ -512,25 +513,7 @@ def test_html_report_has_no_injected_markup(tmp_path: Path) -> None:
         assert html.lower().count(tag) == base.lower().count(tag), tag
     md = _run_cli(["report", str(trace), "-f", "markdown"], tmp_path).stdout.decode()
     assert "\x1b" not in md
-    assert "<script" not in _outside_code(md), "raw HTML in the Markdown report outside code"
-
-
-def _outside_code(md: str) -> str:
-    """The Markdown text outside fenced code blocks and inline code spans (CommonMark fences: N >= 3 backticks or
-    tildes, closed by a line of at least as many)."""
-    out, fence = [], ""
-    for line in md.splitlines():
-        stripped = line.lstrip()
-        if fence:
-            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
-                fence = ""
-            continue
-        m = re.match(r"(`{3,}|~{3,})", stripped)
-        if m:
-            fence = m.group(1)
-            continue
-        out.append(re.sub(r"(`+).*?\1", "", line))
-    return "\n".join(out)
+    assert "<script" not in outside_code(md), "raw HTML in the Markdown report outside code"
 
 
 # -- one bad field never discards a trace (issue 16, class 2) ------------------------------------------------------

@@ -890,7 +890,7 @@ async def scripted_upstream(events: list[dict[str, Any]], reason: str) -> AsyncI
 
 
 def test_no_planted_secret_reaches_a_live_record_trace(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from .secret_corpus import PLANTS, survivors
+    from .secret_corpus import PLANTS, keyed_session, survivors
 
     live = [p for p in PLANTS if all(d != "meta" for d, _ in p.lines)]
     trace = tmp_path / "rec.jsonl"
@@ -903,18 +903,7 @@ def test_no_planted_secret_reaches_a_live_record_trace(tmp_path: Path, capfd: py
             scripted_upstream(server_events, f"bad api-key={reason_secret}") as port,
             run_proxy(RecordOptions(upstream=f"ws://127.0.0.1:{port}/v1", output=trace)) as proxy,
         ):
-            headers = [("Authorization", f"Bearer {KEY}"), ("api-key", KEY)]
-            async with connect(
-                _url(proxy.url, f"model=m&api-key={KEY}"),
-                additional_headers=headers,
-                subprotocols=["realtime", f"openai-insecure-api-key.{KEY}"],  # type: ignore[list-item]
-                max_size=None,
-            ) as ws:
-                for event in client_events:
-                    await ws.send(orjson.dumps(event).decode())
-                with contextlib.suppress(ConnectionClosed):
-                    async for _ in ws:
-                        pass
+            await keyed_session(proxy.url, KEY, client_events)
 
     run(body, timeout=60)
     data = trace.read_bytes()
@@ -928,21 +917,12 @@ def test_no_planted_secret_reaches_a_live_record_trace(tmp_path: Path, capfd: py
 def test_no_planted_secret_reaches_a_serve_record_trace(tmp_path: Path) -> None:
     """`serve --from` plays recorded responses back: a secret split across their deltas, and any secret a client
     sends, stays out of `--record`."""
-    from .secret_corpus import PLANTS, survivors
+    from .secret_corpus import PLANTS, responses_lines, stream_plants, survivors
 
-    streamed = [p for p in PLANTS if p.kind == "streamed deltas" and any("response_id" in e for _, e in p.lines)]
+    streamed = stream_plants()
     client = [p for p in PLANTS if all(d == "client" for d, _ in p.lines)]
-    recorded, t = [], 0.0
-    for k, plant in enumerate(streamed):
-        rid = f"resp_{k}"
-        body = [{"type": "response.created", "response": {"id": rid, "status": "in_progress", "output": []}}]
-        body += [{**e, "response_id": rid} for _, e in plant.lines if "response_id" in e]
-        body.append({"type": "response.done", "response": {"id": rid, "status": "completed", "output": []}})
-        for event in body:
-            t += 0.001
-            recorded.append({"t": round(t, 6), "dir": "server", "conn": 1, "event": event})
     source = tmp_path / "responses.jsonl"
-    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in recorded))
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in responses_lines(streamed)))
     trace = tmp_path / "serve.jsonl"
 
     async def body_() -> None:
