@@ -483,9 +483,17 @@ async def _live_record(tmp: Path, plants: list[Plant]) -> bytes:
 
     async def upstream(ws: ServerConnection) -> None:
         await ws.recv()
+
+        async def drain() -> None:  # keep reading, or the close handshake waits behind unread frames
+            with contextlib.suppress(Exception):
+                async for _ in ws:
+                    pass
+
+        reading = asyncio.create_task(drain())
         for event in server_events:
             await ws.send(orjson.dumps(event).decode())
         await ws.close(4000, f"bad api-key={KEY}")
+        await reading
 
     trace = tmp / "live.jsonl"
     async with serve(upstream, "127.0.0.1", 0, ping_interval=None) as up:

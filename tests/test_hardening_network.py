@@ -875,15 +875,23 @@ def test_a_host_name_binds_one_address_and_prints_it() -> None:
 # -- planted secrets never reach a live trace (issue 16, class 4) ---------------------------------------------------
 
 
+async def _drain(ws: ServerConnection) -> None:
+    with contextlib.suppress(ConnectionClosed):
+        async for _ in ws:
+            pass
+
+
 @contextlib.asynccontextmanager
 async def scripted_upstream(events: list[dict[str, Any]], reason: str) -> AsyncIterator[int]:
     """An upstream that sends `events` once the client's first frame arrives, then closes with `reason`."""
 
     async def handler(ws: ServerConnection) -> None:
         await ws.recv()
+        drain = asyncio.create_task(_drain(ws))  # keep reading, or the close handshake waits behind unread frames
         for event in events:
             await ws.send(orjson.dumps(event).decode())
         await ws.close(4000, reason)
+        await drain
 
     async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
         yield next(iter(server.sockets)).getsockname()[1]
