@@ -203,22 +203,49 @@ def _b64_fragments(word: bytes) -> set[str]:
 
 
 _B64_HINTS = sorted({f for w in _B64_WORDS for f in _b64_fragments(w)})
-_HINT = re.compile("|".join(re.escape(w) for w in _HINT_WORDS) + r"|%[0-9a-f]{2}", re.IGNORECASE)
-_B64_HINT = re.compile("|".join(re.escape(f) for f in _B64_HINTS))
+
+
+def _trie(words: list[str]) -> str:
+    """One regex for a set of words, their common prefixes factored out (`re` tries each branch of an alternation
+    at each position; a trie tries each first character once)."""
+    tree: dict[str, Any] = {}
+    for word in words:
+        node = tree
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def walk(node: dict[str, Any]) -> str:
+        if "" in node and len(node) == 1:
+            return ""
+        branches = [re.escape(ch) + walk(child) for ch, child in sorted(node.items()) if ch]
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return walk(tree)
+
+
+# Searched in lower-cased text (one C call), so the patterns themselves need no IGNORECASE.
+_HINT = re.compile(_trie(sorted(set(_HINT_WORDS))) + r"|%[0-9a-f]{2}")
+_B64_HINT = re.compile(_trie(_B64_HINTS))
 _B64_CANDIDATE = re.compile(r"[A-Za-z0-9+/_\-]{16,1024}={0,2}")
 _PAYLOAD = re.compile(r"[A-Za-z0-9+/]{1025,}={0,2}")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
-#: Byte-level hints for JSON text as it crosses the wire (`may_hold_secret`): the text hints, plus the escapes
-#: a client may write a secret with (`\u0073k-`, `:\/\/`).
+#: Byte-level hints for JSON text as it crosses the wire (`may_hold_secret`): the text hints, the base64 ones, and
+#: the escapes a client may write a secret with (`\u0073k-`, `:\/\/`); searched in lower-cased bytes.
 _RAW_HINT = re.compile(
-    "|".join(re.escape(w) for w in (*_HINT_WORDS, *_B64_HINTS)).encode() + rb"|%[0-9a-f]{2}|\\u|\\/", re.IGNORECASE
+    _trie(sorted({*_HINT_WORDS, *(f.lower() for f in _B64_HINTS)})).encode() + rb"|%[0-9a-f]{2}|\\u|\\/"
 )
+
+
+def _hinted(text: str) -> bool:
+    return _HINT.search(text.lower()) is not None
 
 
 def may_hold_secret(raw: bytes) -> bool:
     """Whether JSON text could hold anything `scrub_secrets` removes: a writer that already has an event's bytes
     scrubs only when this says so (no false negatives: every pattern, name and encoding needs one of its hints)."""
-    return _RAW_HINT.search(raw) is not None
+    return _RAW_HINT.search(raw.lower()) is not None
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -237,7 +264,7 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def secret_spans(text: str) -> list[tuple[int, int]]:
     """Where the value patterns find secrets in `text`: sorted, merged (start, end) character spans. The name or
     prefix that gives a secret away (`sk-`, `Bearer `, `api_key=`) is outside the span and stays readable."""
-    if _HINT.search(text) is None:
+    if not _hinted(text):
         return []
     spans = []
     for pattern in _PATTERNS:
@@ -274,7 +301,7 @@ def _decoded_b64(text: str) -> str | None:
 def scrub_text(text: str, depth: int = 0) -> str:
     """`text` with every secret the model finds replaced by `[redacted]`: value patterns, JSON in the string,
     URL-encoded and base64 forms."""
-    if len(text) < 6 or (_HINT.search(text) is None and _B64_HINT.search(text) is None):
+    if len(text) < 6 or (not _hinted(text) and _B64_HINT.search(text) is None):
         return text
     if _PAYLOAD.fullmatch(text):
         return text  # an audio payload: see the module's notes on base64
