@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit e2e-envs e2e-locks browser bench bench-scale clean fuzz
+.PHONY: demo test lint unit e2e-envs e2e-locks browser bench bench-scale clean fuzz harden
 
 $(STAMP): pyproject.toml setup.py rtrace/core/_scan.c
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,13 @@ test: $(STAMP) lint browser unit
 fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_hardening.py tests/test_redact.py \
 		-p no:cacheprovider --hypothesis-show-statistics -q
+
+# Hardening tally of issue 16 (about 4 minutes; not part of `make test`): every class of attack tried many times
+# (crafted URLs and traces, a wrong-type fuzz of every field, planted secrets, hostile names, special files, signals,
+# floods, parallel clients); prints cases tried / held / failed per class, writes bench/out/harden.json; exit 1 on
+# any failure. `make harden HARDEN_ARGS='--only 4,7'` or `--quick`.
+harden: $(STAMP)
+	$(BIN)/python -m bench.harden $(HARDEN_ARGS)
 
 # Benchmarks of issues 7 and 15 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table
 # (with DuckDB's read_json as the reference of a columnar reader, installed into .venv if missing).

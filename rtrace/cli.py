@@ -2,9 +2,10 @@
 
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -66,8 +67,123 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `file:100:1` is not :100:
 
 
+#: Longest message shown (a path or a value quoted in it is user input of any length).
+MESSAGE_LIMIT = 2000
+
+
+def shown(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Text that may quote user input (a path, a URL, an option value, trace text), fit for a terminal
+    (`core.escape.shown`: secrets scrubbed, control characters, ESC and bidi overrides as escapes, cut). Every
+    message of the CLI goes through here, by `say` or `EscapedLines`."""
+    from .core.escape import shown as escaped
+
+    return escaped(text, limit)
+
+
+def say(text: str, style: str | None = None, console: Console | None = None) -> None:
+    """One message on stderr (or `console`), through `shown`."""
+    (console or stderr_console()).print(shown(text), style=style, markup=False, highlight=False)
+
+
+class EscapedLines:
+    """A text stream that passes each line written to it through `shown` (for the `print`s of `serve`, `record`)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            self._stream.write(shown(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+#: `--allow-special-files`, on every command that reads a trace by name.
+AllowSpecial = Annotated[
+    bool,
+    typer.Option(
+        "--allow-special-files", help="Also read FIFOs and devices by name (lines still bounded by --max-line-bytes)."
+    ),
+]
+
+
+def allow_special(allowed: bool) -> None:
+    """Let every reader of this run (other processes included) open FIFOs and devices (`loader.open_input`)."""
+    if allowed:
+        from .core.loader import ALLOW_SPECIAL_ENV
+
+        os.environ[ALLOW_SPECIAL_ENV] = "1"
+
+
 def _split(values: list[str] | None) -> list[str]:
     return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
+
+
+def refuse_overwrite(inputs: list[str], outputs: list[Path | str | None]) -> None:
+    """A usage error when an output is one of the inputs (or two outputs are one file): no command writes over
+    what it reads."""
+    from .core.writer import same_file
+
+    outs = [str(o) for o in outputs if o is not None and str(o) != "-"]
+    for out in outs:
+        for given in inputs:
+            if given not in ("-", "<stdin>") and "://" not in given and same_file(out, given):
+                raise UsageError(f"{out}: is the input {given}; rtrace never writes over its input (choose another)")
+    for k, a in enumerate(outs):
+        for b in outs[k + 1 :]:
+            if same_file(a, b):
+                raise UsageError(f"{a} and {b}: one file given for two outputs")
+
+
+def local_inputs(paths: list[Path]) -> list[str]:
+    """The local files among the traces the command line names (directories expanded; `file://` URLs as paths):
+    what `refuse_overwrite` compares the outputs with (a remote URL is never a local output)."""
+    from .engine.parallel import url_of
+
+    out: list[str] = []
+    for path in paths:
+        url = url_of(path)
+        if url.startswith("file://"):
+            out.append(url[len("file://") :])
+        elif "://" not in url:
+            out.extend(trace_paths([Path(url)]))
+    return out
+
+
+def stop_on_sigterm() -> None:
+    """Until the event loop installs its own handler, SIGTERM stops a server like Ctrl-C (its trace closed, exit
+    0), not the default way (killed mid-line)."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def bind_host(host: str) -> str:
+    """The one address `--host` names: an IP address as given, a name resolved to its first address. (An empty
+    host, or a name with several addresses, would bind several sockets, each on its own free port, and the URL
+    printed would reach only one of them.)"""
+    import ipaddress
+    import socket
+
+    if not host.strip() or host != host.strip() or "," in host:
+        raise UsageError(f"--host must name one address to bind, not {host!r} (127.0.0.1 by default, 0.0.0.0 for all)")
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise UsageError(f"--host {host!r}: cannot resolve it ({e})") from None
+    return str(infos[0][4][0])
 
 
 def trace_paths(paths: list[Path]) -> list[str]:
@@ -156,6 +272,8 @@ def exit_code_for(report: Report, fail_on: FailOn, strict: bool) -> ExitCode:
         return ExitCode.UNREADABLE
     if strict and any(t.problem_count for t in report.traces):
         return ExitCode.UNREADABLE
+    if any(t.failed_rules for t in report.traces):
+        return ExitCode.FINDINGS  # a rule failed on this input: the analysis is incomplete, never "clean"
     if fail_on is not FailOn.never:
         floor = SEVERITY_RANK[fail_on.value]
         if any(SEVERITY_RANK[f.severity] >= floor for f in report.findings):
@@ -207,19 +325,22 @@ def analyze(
         list[str] | None,
         typer.Option("--storage-option", help="One fsspec option for URLs, KEY=VALUE (repeat it; over the JSON)."),
     ] = None,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
+    allow_special(allow_special_files)
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
     options = storage_options_of(storage_options, storage_option)
+    side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
+    refuse_overwrite(local_inputs(paths), [output, *side.values()])
     traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
     report = Report(traces, config, rules)
     write_report(report, format, output)
-    side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
     write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes)
     for trace in traces:
         if trace.events == 0 and not trace.unreadable:
-            stderr_console().print(f"{trace.path}: no usable event", style="red", markup=False)
+            say(f"{trace.path}: no usable event", style="red")
     raise typer.Exit(exit_code_for(report, fail_on, strict))
 
 
@@ -244,10 +365,12 @@ def report(
     select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids or slugs, comma-separated).")] = None,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules (ids or slugs, comma-separated).")] = None,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Write a report to attach to a bug: Markdown with sequence diagrams, or a one-file HTML step-through view.
 
     Exit 0 when written (findings or not; `analyze` is the check), 3 when a trace cannot be read."""
+    allow_special(allow_special_files)
     from .report.outputs import ReportFormat, format_for_path, render_bytes
 
     if format is not None:
@@ -264,17 +387,19 @@ def report(
         fmt = ReportFormat.markdown
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config()
+    given = trace_paths(paths)
+    refuse_overwrite(given, [output])
     html_data = None
     if fmt is ReportFormat.html:  # the page data comes from the analysis itself: one reading of each trace
         from .report import html
 
-        folded = [html.analyze(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        folded = [html.analyze(p, config, rules, max_line_bytes) for p in given]
         traces = [trace for trace, _ in folded]
         html_data = [data for _, data in folded]
     else:
         from .engine.parallel import analyze_file
 
-        traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
+        traces = [analyze_file(p, config, rules, max_line_bytes) for p in given]
     result = Report(traces, config, rules)
     if output is None:
         sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes, html_data))
@@ -284,11 +409,13 @@ def report(
     if any(t.unreadable or t.events == 0 for t in traces):
         for t in traces:
             if t.unreadable or t.events == 0:
-                stderr_console().print(f"rtrace: {t.unreadable or t.path + ': no usable event'}", markup=False)
+                say(f"rtrace: {t.unreadable or t.path + ': no usable event'}")
         raise typer.Exit(ExitCode.UNREADABLE)
 
 
 def write_report(report: Report, format: OutputFormat, output: Path | None) -> None:
+    from .core.writer import write_replacing
+
     if format is OutputFormat.json:
         from .report import json_report
 
@@ -297,15 +424,25 @@ def write_report(report: Report, format: OutputFormat, output: Path | None) -> N
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
         else:
-            output.write_bytes(data)
+            _written(output, lambda: write_replacing(output, data))
         return
     from .report import terminal
 
     if output is None:
         terminal.render(report, stdout_console())
     else:
-        with output.open("w", encoding="utf-8") as fp:
-            terminal.render(report, Console(file=fp, width=120, color_system=None, highlight=False))
+        import io
+
+        text = io.StringIO()
+        terminal.render(report, Console(file=text, width=120, color_system=None, highlight=False))
+        _written(output, lambda: write_replacing(output, text.getvalue().encode("utf-8")))
+
+
+def _written(output: Path, write: Callable[[], None]) -> None:
+    try:
+        write()
+    except OSError as e:
+        raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
 
 
 @app.command()
@@ -314,8 +451,10 @@ def show(
     at: Annotated[int | None, typer.Option(help="Show the state after this line (default: the end).")] = None,
     conn: Annotated[int | None, typer.Option(help="Only this connection; without --at, its event timeline.")] = None,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Both conversations side by side at a line, or the timeline of one connection."""
+    allow_special(allow_special_files)
     from .engine.fold import state_at
     from .report import show as show_view
 
@@ -329,9 +468,9 @@ def show(
             count = reader.count
             show_view.render_state(state, state.last_line if at is None else at, console, [conn] if conn else None)
     for problem in reader.problems[:20]:
-        stderr_console().print(str(problem), style="yellow", markup=False)
+        say(str(problem), style="yellow")
     if count == 0:
-        stderr_console().print(f"{path}: no usable event", style="red", markup=False)
+        say(f"{path}: no usable event", style="red")
         raise typer.Exit(ExitCode.UNREADABLE)
 
 
@@ -368,27 +507,29 @@ def redact(
     audio: Annotated[bool, typer.Option(help="Also replace audio payloads by their byte count and SHA-256.")] = False,
     tool_output: Annotated[bool, typer.Option(help="Also remove tool call arguments and outputs.")] = False,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are dropped.")] = DEFAULT_MAX_LINE_BYTES,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Remove secrets (and, on request, user text, audio, tool payloads) so a trace can go into a public issue."""
+    allow_special(allow_special_files)
     from .transform.redact import RedactOptions, redact_file
 
+    refuse_overwrite([str(path)], [output])
     err = stderr_console()
     options = RedactOptions(user_text, audio, tool_output, max_line_bytes)
-    shown = str(path)
 
     def dropped(line: int, reason: str) -> None:
-        err.print(f"{shown}:{line}:1: {reason}; line dropped (a placeholder note keeps the numbering)", markup=False)
+        say(f"{path}:{line}:1: {reason}; line dropped (a placeholder note keeps the numbering)", console=err)
 
     try:
         stats = redact_file(path, output, options, dropped)
     except OSError as e:
         raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
-    err.print(
+    say(
         f"rtrace redact: {stats.lines} lines, {stats.secrets} with secrets removed, {stats.dropped} dropped"
         + (f", {stats.texts} texts" if user_text else "")
         + (f", {stats.audio} audio payloads" if audio else "")
         + (f", {stats.tool} tool payloads" if tool_output else ""),
-        markup=False,
+        console=err,
     )
 
 
@@ -469,9 +610,10 @@ def serve(
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
     from .net.server import options_from_cli, serve_main
 
+    refuse_overwrite([str(from_trace)] if from_trace else [], [record])
     try:
         options = options_from_cli(
-            host=host, port=port, latency=latency, jitter=jitter, seed=seed,
+            host=bind_host(host), port=port, latency=latency, jitter=jitter, seed=seed,
             record=str(record) if record else None, from_trace=str(from_trace) if from_trace else None,
             close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
@@ -481,7 +623,11 @@ def serve(
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
-    serve_main(options)
+    from .net.common import scrubbed_logging
+
+    stop_on_sigterm()
+    scrubbed_logging(sys.stderr)
+    serve_main(options, EscapedLines(sys.stdout), EscapedLines(sys.stderr))  # type: ignore[arg-type]
 
 
 @app.command()
@@ -540,12 +686,18 @@ def record(
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
     from .net.proxy import RecordOptions, check_upstream, record_main
 
+    bind_host(host)
     try:
         check_upstream(upstream)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    stop_on_sigterm()
     try:
-        record_main(RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio))
+        record_main(
+            RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio),
+            EscapedLines(sys.stdout),  # type: ignore[arg-type]
+            EscapedLines(sys.stderr),  # type: ignore[arg-type]
+        )
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
 
@@ -554,21 +706,24 @@ def record(
 def convert(
     path: Annotated[Path, typer.Argument(help="A HAR file, a JSON-array or JSONL event log, or a mitmproxy dump.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Convert another tool's capture to a native rtrace trace (secrets removed)."""
+    allow_special(allow_special_files)
     from .core.importers import convert as convert_file
     from .core.importers import detect
+    from .core.writer import Replacing
 
+    refuse_overwrite([str(path)], [output])
     kind = detect(str(path))
     try:
-        with open(output, "wb") as out:
+        with Replacing(output) as out:
             count = convert_file(str(path), out, kind)
+            if count == 0:
+                raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
-    except UnreadableInput:
-        output.unlink(missing_ok=True)
-        raise
-    stderr_console().print(f"rtrace convert: {count} records ({kind}) -> {output}", markup=False)
+    say(f"rtrace convert: {count} records ({kind}) -> {output}")
 
 
 @app.command()
@@ -582,30 +737,46 @@ def replay(
     timeout: Annotated[float, typer.Option(help="Seconds each wait for an answer may take.")] = 5.0,
     own_responses: Annotated[bool, typer.Option(help="The fake generates its own responses.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            metavar="NAME",
+            help="Send the key in this environment variable to --target/--compare (wss://, or ws:// on this machine).",
+        ),
+    ] = None,
+    allow_special_files: AllowSpecial = False,
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
-    from .net.common import parse_latencies
-    from .net.replay import ReplayFailed, ReplayOptions
+    allow_special(allow_special_files)
+    from .net.common import check_ws_url, parse_latencies
+    from .net.replay import ReplayFailed, ReplayOptions, check_key_target
     from .net.replay import compare as compare_replays
     from .net.replay import replay as run_replay
     from .report.replay import render
 
+    refuse_overwrite([str(path)], [output])
     try:
         default, by_type = parse_latencies(latency or []) if latency else (None, {})
         options = ReplayOptions(
             target=target, pace=pace, speed=speed, timeout=timeout, latency=default, latency_by_type=by_type,
-            recorded_responses=not own_responses, output=output,
+            recorded_responses=not own_responses, output=output, api_key_env=api_key_env,
+            on_key=lambda text: say(f"rtrace replay: {text}"),
         )  # fmt: skip
         if pace not in ("reactive", "recorded", "asap") or speed <= 0:
             raise ValueError("--pace must be reactive, recorded or asap, and --speed positive")
         if compare is not None and target != "fake":
             raise ValueError("--compare needs --target fake")
+        for option, url in (("--target", target), ("--compare", compare)):
+            if url is not None and url != "fake":
+                check_ws_url(url, option)
+                check_key_target(url, api_key_env)
     except ValueError as e:
         raise UsageError(str(e)) from None
     console = stdout_console()
 
     def emit(text: str) -> None:
-        console.print(text, markup=False, highlight=False)
+        say(text, console=console)
 
     try:
         if compare is not None:
@@ -627,7 +798,7 @@ def replay(
                     + (f"the partial trace is kept in {result.replayed}" if output else "keep it with -o FILE")
                 )
     except ReplayFailed as e:
-        stderr_console().print(f"rtrace: replay failed: {e}", markup=False)
+        say(f"rtrace: replay failed: {e}")
         raise typer.Exit(ExitCode.REPLAY_FAILED) from None
     report = result.replay_report
     raise typer.Exit(ExitCode.FINDINGS if report and any(f.severity == "error" for f in report.findings) else 0)
@@ -655,13 +826,13 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as e:
         return int(e.exit_code)
     except UnknownRule as e:
-        stderr_console().print(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)", markup=False)
+        say(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)")
         return ExitCode.USAGE
     except UsageError as e:
-        stderr_console().print(f"rtrace: {e}", markup=False)
+        say(f"rtrace: {e}")
         return ExitCode.USAGE
     except UnreadableInput as e:
-        stderr_console().print(f"rtrace: {e}", markup=False)
+        say(f"rtrace: {e}")
         return ExitCode.UNREADABLE
     except KeyboardInterrupt:
         return 130
@@ -673,9 +844,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # typer's usage errors (its own click) and anything else: never a traceback
         show, code = getattr(e, "show", None), getattr(e, "exit_code", None)
         if callable(show) and isinstance(code, int):
-            show()
+            import io
+
+            text = io.StringIO()
+            show(file=text)  # click's usage error quotes the value given: shown like every other message
+            for line in text.getvalue().splitlines():
+                sys.stderr.write(shown(line) + "\n")
             return code
-        stderr_console().print(f"rtrace: internal error: {type(e).__name__}: {e}", markup=False)
+        say(f"rtrace: internal error: {type(e).__name__}: {e}")
         if os.environ.get("RTRACE_DEBUG"):
             raise
         return 70

@@ -1,8 +1,10 @@
 """A small trace full of hostile text, for the report tests: markup, script end tags, Mermaid syntax, control
-characters, a credential and a long audio payload, in the places reports quote (item text, error messages)."""
+characters, bidi overrides and line separators, a credential and a long audio payload, in the places reports quote
+(item text, error messages)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -12,8 +14,11 @@ XSS = (
     "</script><script>document.body.setAttribute('data-pwned','1')</script>"
     "<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\"></textarea><b>bold</b>"
 )
+#: Text that reads differently from how it is stored: a right-to-left override, a line separator, an isolate.
+BIDI = "\u202eevil\u2028next line\u2066x\u2069\u009b2J"
 ERROR_TEXT = (
     f"Tool call ID 'call_gone' not found </script><img src=x onerror=alert(1)>; #35; %%{{init}}%% \x1b[31m {SECRET}"
+    f" {BIDI}"
 )
 AUDIO = "QUJD" * 4000
 
@@ -82,3 +87,21 @@ def write_hostile_trace(path: Path) -> Path:
     ]
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     return path
+
+
+def outside_code(md: str) -> str:
+    """The Markdown text outside fenced code blocks and inline code spans (CommonMark fences: N >= 3 backticks or
+    tildes, closed by a line of at least as many)."""
+    out, fence = [], ""
+    for line in md.splitlines():
+        stripped = line.lstrip()
+        if fence:
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = ""
+            continue
+        m = re.match(r"(`{3,}|~{3,})", stripped)
+        if m:
+            fence = m.group(1)
+            continue
+        out.append(re.sub(r"(`+).*?\1", "", line))
+    return "\n".join(out)

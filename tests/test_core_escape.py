@@ -34,3 +34,27 @@ def test_never_lets_a_control_character_through(text: str, limit: int) -> None:
     out = printable(text, limit)
     assert all(ch.isprintable() for ch in out)
     assert len(out) <= 6 * limit + 30
+
+
+def test_json_visible_escapes_what_a_terminal_would_act_on_and_keeps_the_value() -> None:
+    import orjson
+
+    from rtrace.core.escape import json_visible
+
+    value = {"k\u202e": ["a\u2028b", "\u009b2J", "é 漢字 \u2066x\u2069", "\ufeff"]}
+    raw = orjson.dumps(value)
+    out = json_visible(raw)
+    assert orjson.loads(out) == value
+    assert out.decode() == '{"k\\u202e":["a\\u2028b","\\u009b2J","é 漢字 \\u2066x\\u2069","\\ufeff"]}'
+    plain = orjson.dumps({"a": "é"})
+    assert json_visible(plain) is plain
+
+
+@BOUNDED
+@given(st.recursive(st.text(), lambda kids: st.lists(kids, max_size=4), max_leaves=10))
+def test_json_visible_never_changes_the_value(value: object) -> None:
+    import orjson
+
+    from rtrace.core.escape import json_visible
+
+    assert orjson.loads(json_visible(orjson.dumps(value))) == value

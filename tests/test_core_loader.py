@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -720,3 +721,95 @@ def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> N
         count = sum(e[0] if type(e) is list else 1 for e in got)
         assert count == len([r for r in rows if r[1] <= until]) == reader.count
         assert [e for e in got if type(e) is not list] == [r for r in rows if r[1] <= until and r in got]
+
+
+def test_column_of_finds_the_value_at_a_path() -> None:
+    from rtrace.core.loader import column_of
+
+    line = '{"t": 1, "event": {"type": "error", "x": [1, {"a": "}\\"]"}], "error": {"code": ["x"], "m": "m"}}}'
+    col = column_of(line, ("event", "error", "code"))
+    assert col is not None and line[col - 1 :].startswith('["x"]')
+    col = column_of(line, ("event", "x", 1, "a"))
+    assert col is not None and line[col - 1 :].startswith('"}')
+    assert column_of(line, ("event", "nope")) is None
+    assert column_of(line, ("event", "x", 7)) is None
+    assert column_of("{bad", ("a",)) is None and column_of("", ("a",)) is None
+    dup = '{"a": 1, "a": [2]}'  # the reader keeps the last of a duplicated key
+    assert column_of(dup, ("a",)) == dup.index("[") + 1
+
+
+def test_a_line_end_is_looked_for_at_most_max_skip_factor_times_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rtrace.core import loader
+
+    monkeypatch.setattr(loader, "MIN_SKIP_BYTES", 0)
+    horizon = 1000 * loader.MAX_SKIP_FACTOR
+    ok = b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created"}}\n'
+    for size, read_on in ((horizon - 10, True), (horizon + 300_000, False)):
+        reader = TraceReader(io.BytesIO(ok + b"x" * size + b"\n" + ok), "t.jsonl", max_line_bytes=1000)
+        records = list(reader)
+        if read_on:
+            assert [r.line for r in records] == [1, 3] and reader.gave_up is None  # skipped, read on
+        else:
+            assert [r.line for r in records] == [1] and reader.gave_up == 2
+            assert "no line end" in reader.problems[-1].message and reader.problems[-1].line == 2
+
+
+def test_utf16_is_converted_a_chunk_at_a_time() -> None:
+    line = '{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created","x":"é"}}\n'
+    data = (line * 5000).encode("utf-16")
+    reader = TraceReader(io.BytesIO(data), "t.jsonl")
+    records = list(reader)
+    assert len(records) == 5000 and records[-1].event["x"] == "é"
+    assert reader.problems[0].message.startswith("file is UTF-16")
+
+
+def test_open_input_refuses_special_files_without_blocking(tmp_path: Path) -> None:
+    from rtrace.core.loader import open_input
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    with pytest.raises(UnreadableInput, match="is a FIFO, not a regular file"):
+        open_input(fifo)
+    with pytest.raises(UnreadableInput, match="is a character device"):
+        open_input("/dev/zero")
+    with open_input("/dev/zero", allow_special=True) as f:
+        assert f.read(4) == b"\0\0\0\0"
+    with pytest.raises(UnreadableInput, match="is a directory"):
+        open_input(tmp_path)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_the_fast_path_looks_for_a_line_end_only_as_far_as_the_pure_path(
+    monkeypatch: pytest.MonkeyPatch, fast: bool
+) -> None:
+    """The scanner's regions (a line limit of a block or more) stop looking for a line end where `_blocks` does,
+    and give the records and problems of the pure path."""
+    from rtrace.core import loader
+
+    monkeypatch.setattr(loader, "MIN_SKIP_BYTES", 0)
+    limit = loader._CHUNK
+    horizon = limit * loader.MAX_SKIP_FACTOR
+    ok = b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"session.created"}}\n'
+    quiet = b'{"t":0.5,"dir":"server","conn":1,"event":{"type":"response.output_text.delta","delta":"x"}}\n'
+    for size, read_on in ((horizon - 10, True), (horizon + 3 * limit, False)):
+        data = ok + quiet * 3 + b"x" * size + b"\n" + ok + quiet
+        reader = TraceReader(io.BytesIO(data), "t.jsonl", max_line_bytes=limit)
+        rows = reader.rows()
+        got = list(rows.entries(TRANSITIONS, AUDIO_DELTAS) if fast else rows)
+        pure = TraceReader(io.BytesIO(data), "t.jsonl", max_line_bytes=limit)
+        want = [r[1] for r in pure.rows()]
+        lines = [e[1] for e in got]  # a row's line, or a run's last line
+        assert lines[-1] == want[-1] and [p.line for p in reader.problems] == [p.line for p in pure.problems]
+        if read_on:
+            assert want == [1, 2, 3, 4, 6, 7] and reader.gave_up is None
+        else:
+            assert want == [1, 2, 3, 4] and reader.gave_up == 5 and "no line end" in reader.problems[-1].message
+
+
+def test_the_fast_path_refuses_special_files_as_the_pure_path(tmp_path: Path) -> None:
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        with pytest.raises(UnreadableInput, match="not a regular file"):
+            with TraceReader.open(path) as reader:
+                list(reader.rows().entries(TRANSITIONS, AUDIO_DELTAS))

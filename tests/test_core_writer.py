@@ -3,15 +3,18 @@ raised."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
+from pathlib import Path
 
 import orjson
+import pytest
 
 from rtrace.core.loader import TraceReader
 from rtrace.core.trace import encode
-from rtrace.core.writer import TraceWriter
+from rtrace.core.writer import Replacing, TraceWriter, check_writable, same_file, write_replacing
 
 
 class Clock:
@@ -86,3 +89,146 @@ def test_open_writes_a_file_and_close_makes_it_durable(tmp_path: os.PathLike[str
     w.close()  # twice is harmless
     with TraceReader.open(path) as reader:
         assert [r.type for r in reader] == ["connection.opened"]
+
+
+# -- nothing lost: no half-written output, no output replaced by nothing (issue 16, class 3) ------------------------
+
+
+def test_replacing_renames_a_complete_file_and_leaves_nothing_else(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    out.write_bytes(b"old")
+    out.chmod(0o640)
+    with Replacing(out) as fp:
+        fp.write(b"new")
+        assert out.read_bytes() == b"old"  # not until the block ends
+    assert out.read_bytes() == b"new" and (out.stat().st_mode & 0o777) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+@pytest.mark.parametrize("how", ["raise", "discard"])
+def test_replacing_an_output_with_nothing_leaves_it_as_it_was(tmp_path: Path, how: str) -> None:
+    out = tmp_path / "out.json"
+    out.write_bytes(b"old")
+    replacing = Replacing(out)
+    with contextlib.suppress(RuntimeError), replacing as fp:
+        fp.write(b"half")
+        if how == "raise":
+            raise RuntimeError("interrupted")
+        replacing.discard()
+    assert out.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_replacing_never_follows_a_planted_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    link = tmp_path / "out.json"
+    link.symlink_to(victim)
+    write_replacing(link, b"report")
+    assert victim.read_bytes() == b"precious" and not link.is_symlink() and link.read_bytes() == b"report"
+
+
+def test_replacing_a_device_writes_it_in_place() -> None:
+    write_replacing(os.devnull, b"x")
+    assert os.path.exists(os.devnull) and not os.path.isfile(os.devnull)
+
+
+def test_same_file_through_links_and_spellings(tmp_path: Path) -> None:
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(b"")
+    (tmp_path / "link").symlink_to(a)
+    assert same_file(a, tmp_path / "link") and same_file(a, tmp_path / "." / "a.jsonl")
+    assert not same_file(a, tmp_path / "b.jsonl") and same_file(tmp_path / "new", tmp_path / "new")
+
+
+def test_check_writable_raises_what_opening_would(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        check_writable(tmp_path / "no" / "x.jsonl")
+    with pytest.raises(IsADirectoryError):
+        check_writable(tmp_path)
+    check_writable(tmp_path / "new.jsonl")
+    assert not (tmp_path / "new.jsonl").exists()
+
+
+def test_a_recorder_that_records_nothing_leaves_an_existing_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "rec.jsonl"
+    trace.write_bytes(b"an earlier session\n")
+    w = TraceWriter.open(trace, {"recorder": "test"}, Clock(), print)
+    w.close()
+    assert trace.read_bytes() == b"an earlier session\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]
+
+
+def test_a_recorder_trace_appears_at_the_first_record_and_grows_line_by_line(tmp_path: Path) -> None:
+    trace = tmp_path / "rec.jsonl"
+    trace.write_bytes(b"an earlier session\n")
+    w = TraceWriter.open(trace, {"recorder": "test"}, Clock(), print)
+    w.write("meta", 1, {"type": "connection.opened", "path": "/v1/realtime"})
+    assert [x.get("recorder") or x["event"]["type"] for x in lines(trace.read_bytes())] == ["test", "connection.opened"]
+    w.write("server", 1, {"type": "session.created"})
+    # Not closed (a killed recorder): every line so far is on disk, under the name asked for.
+    with TraceReader.open(trace) as reader:
+        assert [r.type for r in reader] == ["connection.opened", "session.created"] and reader.problems == []
+    assert w.lines == 3 and w.path == str(trace)
+    w.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]
+
+
+SPLIT_KEY = "sk-proj-SPLITKEY0123456789abcdefghij"
+#: A key streamed over three text deltas, between others; each followed by an audio append.
+SPLIT_PIECES = ["your key: ", SPLIT_KEY[:6], SPLIT_KEY[6:18], SPLIT_KEY[18:], " bye"]
+
+
+def _write_split_key(w: TraceWriter, flush_after: tuple[int, ...] = ()) -> None:
+    for n, piece in enumerate(SPLIT_PIECES):
+        w.write("server", 1, {"type": "response.output_text.delta", "response_id": "r", "item_id": "i", "delta": piece})
+        w.write("client", 1, {"type": "input_audio_buffer.append", "audio": "AAAA"})
+        if n in flush_after:
+            w.flush()
+
+
+def _assert_split_key_masked(trace: Path) -> None:
+    got = lines(trace.read_bytes())
+    joined = "".join(x["event"]["delta"] for x in got if x.get("event", {}).get("type", "").endswith("text.delta"))
+    assert SPLIT_KEY[3:] not in joined and "SPLITKEY" not in joined and joined.startswith("your key: sk-")
+    assert joined.endswith(" bye") and len(joined) == len("".join(SPLIT_PIECES))
+    assert joined == "your key: sk-" + "*" * len(SPLIT_KEY[3:]) + " bye"  # every piece of it masked, no more
+    assert len(got) == 1 + 2 * len(SPLIT_PIECES)
+
+
+def test_a_secret_split_across_deltas_is_masked_in_the_lines_already_written(tmp_path: Path) -> None:
+    """Each delta is written as it passes; when a secret completes across deltas, the earlier lines are rewritten
+    in place, byte for byte the same length, so a killed recorder leaves a trace without it."""
+    trace = tmp_path / "rec.jsonl"
+    w = TraceWriter.open(trace, {"recorder": "test"}, Clock(), print)
+    _write_split_key(w)
+    _assert_split_key_masked(trace)  # not closed: what a killed recorder leaves
+    w.close()
+    with TraceReader.open(trace) as reader:
+        assert len(list(reader)) == 2 * len(SPLIT_PIECES) and reader.problems == []
+
+
+@pytest.mark.parametrize("flush_after", [(), (0,), (1,), (0, 2), (0, 1, 2, 3, 4)])
+def test_a_buffered_writer_masks_a_split_secret_in_waiting_and_written_lines(
+    tmp_path: Path, flush_after: tuple[int, ...]
+) -> None:
+    """`buffered` (serve --record) with the rewrites of `DeltaWindows`: an earlier delta still waiting is masked in
+    memory, one already flushed in the file at its offset; the offsets of waiting lines are those they get."""
+    trace = tmp_path / "rec.jsonl"
+    w = TraceWriter.open(trace, {"recorder": "test"}, Clock(), print, buffered=True)
+    _write_split_key(w, flush_after)
+    w.flush()  # what a killed server leaves of the frames it sent
+    _assert_split_key_masked(trace)
+    assert w.lines == 1 + 2 * len(SPLIT_PIECES)
+    w.close()
+    with TraceReader.open(trace) as reader:
+        assert len(list(reader)) == 2 * len(SPLIT_PIECES) and reader.problems == []
+
+
+def test_a_buffered_writer_writes_nothing_until_flushed(tmp_path: Path) -> None:
+    trace = tmp_path / "rec.jsonl"
+    w = TraceWriter.open(trace, {"recorder": "test"}, Clock(), print, buffered=True)
+    w.write("meta", 1, {"type": "connection.opened", "path": "/v1/realtime"})
+    assert trace.read_bytes() == b"" and w.lines == 0
+    w.flush()
+    assert len(lines(trace.read_bytes())) == 2 and w.lines == 2

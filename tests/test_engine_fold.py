@@ -337,3 +337,58 @@ def test_unknown_events_in_a_random_reconnect_change_only_line_numbers(
     assert [(f.rule, f.conn, [mapping[n] for n in f.lines]) for f in original] == [
         (f.rule, f.conn, list(f.lines)) for f in again
     ]
+
+
+class _Explodes(RULES[0]):  # type: ignore[misc, valid-type]
+    """A rule that raises on the third fact it is given (a rule bug met by one input)."""
+
+    id = "RT999"
+    slug = "explodes"
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.seen = 0
+
+    def handlers(self) -> Any:
+        from rtrace.core.facts import FACTS
+
+        for fact_class in FACTS:
+            yield fact_class, self.boom
+
+    def boom(self, fact: Any, state: Any) -> None:
+        self.seen += 1
+        if self.seen == 3:
+            raise TypeError("unhashable type: 'list'")
+
+    def finish(self, state: Any) -> None:
+        raise AssertionError("a failed rule is not finished")
+
+
+@pytest.mark.parametrize("engine", ["rows", "records", "digest", "observed"])
+def test_a_rule_that_raises_loses_only_its_own_findings(engine: str) -> None:
+    """Class 2 of issue 16: one rule raising on one event took the whole trace (unreadable, every finding lost).
+    `observed`: the fold the HTML report watches (issue 15) isolates the rule the same way, and its observer
+    still sees every record."""
+    baseline = analyze_path(RACE_188)
+    rules = (*RULES, _Explodes)
+    if engine == "rows":
+        report = analyze_path(RACE_188, Config(), rules)
+    elif engine == "observed":
+        seen: list[int] = []
+        report = analyze_path(RACE_188, Config(), rules, observer=lambda row, facts, state: seen.append(row[1]))
+        assert len(seen) == report.events
+    else:
+        records, reader = load(RACE_188)
+        fold = Fold(Config(), rules)
+        if engine == "records":
+            fold.records(records)
+        else:
+            with TraceReader.open(RACE_188) as again:
+                fold.digested(digest(again.rows()), 0, 0)
+        report = fold.report(str(RACE_188), len(records), reader.problems, reader.problem_count, reader.header)
+    assert report.unreadable is None
+    assert [f.rule for f in report.findings] == [f.rule for f in baseline.findings]
+    assert report.failed_rules == ("RT999",)
+    failure = report.problems[0]
+    assert failure.severity == "error" and failure.line >= 1 and "RT999" in failure.message
+    assert str(failure).startswith(f"{RACE_188}:{failure.line}:1: rule RT999 failed on this event (TypeError")

@@ -89,7 +89,9 @@ def test_a_failing_trace_does_not_stop_the_others(tmp_path: Path, fleet: list[st
     paths = [fleet[0], str(boom), missing, fleet[1]]
     reports = parallel.analyze_local(paths, Config(), (*RULES, Boom), MAX, jobs=2)
     assert [r.path for r in reports] == paths
-    assert reports[1].unreadable is not None and "RuntimeError: boom" in reports[1].unreadable
+    # The rule that raised is reported with its line and drops out; the trace itself is read (issue 16, class 2).
+    assert reports[1].unreadable is None and reports[1].failed_rules == ("RT900",) and reports[1].events == 2
+    assert "RT900" in reports[1].problems[0].message and "RuntimeError: boom" in reports[1].problems[0].message
     assert reports[2].unreadable is not None and "missing.jsonl" in reports[2].unreadable
     good = parallel.analyze_local([fleet[0], fleet[1]], Config(), RULES, MAX, jobs=1)
     assert comparable([reports[0], reports[3]]) == comparable(good)
@@ -454,7 +456,7 @@ def test_s3_without_credentials_or_endpoint_is_exit_3(s3: dict[str, Any]) -> Non
     endpoint = f"--storage-option=endpoint_url={s3['endpoint']}"
     no_creds = s3_cli("analyze", "s3://rtrace-fleet/day/", endpoint)
     closed = f"http://127.0.0.1:{_free_port()}"
-    once = {"retries": 1, "config_kwargs": {"retries": {"max_attempts": 1}}}  # give up at once (botocore backs off)
+    once = {"config_kwargs": {"retries": {"max_attempts": 1}}}  # give up at once (botocore backs off)
     no_endpoint = s3_cli(
         "analyze", "s3://rtrace-fleet/day/", "--storage-options",
         json.dumps({**s3["options"], **once, "endpoint_url": closed}),

@@ -671,3 +671,284 @@ def test_bind_loopback_by_default_and_warn_otherwise(command: str) -> None:
             assert f"warning: listening on {host}, not loopback" in text, text
         else:
             assert "warning" not in text, text
+
+
+# -- the proxy never prints the upstream key (issue 16, class 1) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        f"ws://user@127.0.0.1:9/v1/realtime?api-key={KEY}",
+        f"wss://user:{KEY}@api.example/v1",
+        f"ws://{KEY}@127.0.0.1:9/v1",
+        "ws://127.0.0.1:99999/v1",
+        "ws://127.0.0.1:9/v1#frag",
+        "ws://[::1/v1",
+        f"ws://127.0.0.1:9/v1 ?api-key={KEY}",
+        "http://127.0.0.1:9/v1",
+    ],
+)
+def test_record_refuses_an_unusable_upstream_at_start(upstream: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*RTRACE, "record", "--upstream", upstream, "-o", str(tmp_path / "rec.jsonl")], capture_output=True, timeout=30
+    )
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert b"--upstream" in proc.stderr and b"Traceback" not in proc.stderr
+    assert KEY.encode() not in proc.stdout + proc.stderr and KEY[8:30].encode() not in proc.stderr
+    assert not (tmp_path / "rec.jsonl").exists()
+
+
+def test_an_upstream_failure_of_any_kind_is_a_502_a_closed_connection_and_no_key(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever `connect` raises (websockets' InvalidURI quotes the whole URL, key included), the client gets a 502,
+    the trace a `connection.closed` for its `connection.opened`, and no log the key."""
+    import logging
+
+    from websockets.exceptions import InvalidURI
+
+    from rtrace.net import proxy as proxy_module
+    from rtrace.net.common import scrubbed_logging
+
+    trace = tmp_path / "rec.jsonl"
+    errors = iter([InvalidURI(f"ws://u@h/v1?api-key={KEY}", "username provided without password"), RuntimeError(KEY)])
+
+    async def failing_connect(*args: Any, **kw: Any) -> Any:
+        raise next(errors)
+
+    monkeypatch.setattr(proxy_module, "connect", failing_connect)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    scrubbed_logging(sys.stderr)
+
+    async def body() -> None:
+        async with run_proxy(RecordOptions(upstream="ws://127.0.0.1:9/v1", output=trace)) as proxy:
+            for _ in range(2):
+                with pytest.raises(InvalidStatus) as info:
+                    await connect(_url(proxy.url, f"model=m&api-key={KEY}"))
+                assert info.value.response.status_code == 502
+                assert KEY.encode() not in (info.value.response.body or b"")
+        logging.getLogger("websockets.server").error(
+            "failed %s", f"wss://h/v1?api-key={KEY}", exc_info=RuntimeError(KEY)
+        )
+
+    run(body)
+    err = capfd.readouterr().err
+    assert KEY not in err and KEY[8:30] not in err
+    assert "api-key=[redacted]" in err  # the log record was written, scrubbed
+    records = trace_ok(trace)
+    opened = [r.conn for r in records if r.type == "connection.opened"]
+    closed = [r.conn for r in records if r.type == "connection.closed"]
+    assert opened == closed == [1, 2]
+    assert KEY not in trace.read_text() and KEY[8:30] not in trace.read_text()
+
+
+# -- replay sends a key only when asked, never in clear across the network (issue 16, class 5) ----------------------
+
+
+@contextlib.asynccontextmanager
+async def header_catcher() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
+    """A websocket endpoint that keeps each handshake's headers, says `session.created` and closes."""
+    seen: list[dict[str, str]] = []
+
+    async def handler(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        seen.append({k.lower(): v for k, v in ws.request.headers.raw_items()})
+        await ws.send('{"type":"session.created","event_id":"e1","session":{}}')
+        await ws.close()
+
+    async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
+        yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/v1", seen
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_replay_sends_the_key_only_when_asked_and_says_where(asked: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("MY_KEY", KEY)
+    result: dict[str, Any] = {}
+
+    async def body() -> None:
+        async with header_catcher() as (url, seen):
+            extra = ["--api-key-env", "MY_KEY"] if asked else []
+            result["proc"] = await _replay_async([str(SAMPLE), "--target", url, "--timeout", "0.3", *extra])
+            result["seen"] = seen
+            result["url"] = url
+
+    run(body, timeout=60)
+    proc, seen = result["proc"], result["seen"]
+    assert seen, proc.stderr
+    sent = [h.get("authorization") for h in seen]
+    assert sent == ([f"Bearer {KEY}"] * len(seen) if asked else [None] * len(seen)), sent
+    assert KEY.encode() not in proc.stdout + proc.stderr and b"Traceback" not in proc.stderr
+    told = f"the key in $MY_KEY ({len(KEY)} characters) goes to {result['url']} in the Authorization header".encode()
+    assert (told in proc.stderr) is asked, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["--target", "ws://192.0.2.1/v1", "--api-key-env", "MY_KEY"], b"unencrypted to ws://192.0.2.1/v1"),
+        (["--compare", "ws://192.0.2.1/v1", "--api-key-env", "MY_KEY"], b"unencrypted"),
+        (["--target", "wss://192.0.2.1/v1", "--api-key-env", "NO_SUCH_VARIABLE"], b"NO_SUCH_VARIABLE"),
+        (["--target", f"ws://user:{KEY}@127.0.0.1:9/v1"], b"user name or password"),
+    ],
+)
+def test_replay_refuses_to_send_a_key_where_it_must_not_go(
+    args: list[str], why: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_KEY", KEY)
+    started = time.monotonic()
+    proc = subprocess.run([*RTRACE, "replay", str(SAMPLE), *args], capture_output=True, timeout=60, env=os.environ)
+    assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+    assert KEY.encode() not in proc.stdout + proc.stderr and KEY[8:30].encode() not in proc.stderr
+    assert time.monotonic() - started < 30  # refused before connecting anywhere
+
+
+# -- smaller: a stalled client at SIGTERM, an empty --host (issue 16, class 8) -------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def flooding_upstream() -> AsyncIterator[int]:
+    """An upstream that answers `response.create` with megabytes of audio deltas, as fast as it can send them."""
+
+    async def handler(ws: ServerConnection) -> None:
+        await ws.send('{"type":"session.created","event_id":"e0","session":{}}')
+        delta = orjson.dumps({"type": "response.output_audio.delta", "delta": "QUJD" * 16000}).decode()
+        with contextlib.suppress(ConnectionClosed):
+            async for _ in ws:
+                for _ in range(100_000):
+                    await ws.send(delta)
+
+    async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
+        yield next(iter(server.sockets)).getsockname()[1]
+
+
+def test_record_exits_within_2s_of_sigterm_when_a_client_stopped_reading(tmp_path: Path) -> None:
+    trace = tmp_path / "rec.jsonl"
+    outcome: dict[str, Any] = {}
+
+    async def body() -> None:
+        async with flooding_upstream() as port:
+            proc, url = await asyncio.to_thread(_start_recorder, f"ws://127.0.0.1:{port}/v1", trace)
+            try:
+                ws = await connect(_url(url), max_size=None)
+                await until(ws, "session.created")
+                await ws.send('{"type":"response.create"}')
+                ws.transport.pause_reading()  # the client stops reading; buffers fill on every hop
+                await asyncio.sleep(1.5)
+                started = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                outcome["rc"] = await asyncio.to_thread(proc.wait, 20)
+                outcome["took"] = time.monotonic() - started
+                ws.transport.abort()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                outcome["err"] = proc.communicate()[1]
+
+    run(body, timeout=60)
+    assert outcome["rc"] == 0 and b"Traceback" not in outcome["err"], outcome
+    assert outcome["took"] < 2.0, f"record took {outcome['took']:.1f} s to exit on SIGTERM"
+    records = trace_ok(trace)
+    assert records[-1].type == "connection.closed" and records[-1].event["by"] == "recorder"
+
+
+@pytest.mark.parametrize("command", ["serve", "record"])
+@pytest.mark.parametrize("host", ["", " ", "127.0.0.1,::1"])
+def test_an_empty_or_several_hosts_are_refused(command: str, host: str) -> None:
+    extra = ["--upstream", "ws://127.0.0.1:9/v1", "-o", os.devnull] if command == "record" else []
+    proc = subprocess.run([*RTRACE, command, *extra, "--host", host], capture_output=True, timeout=30)
+    assert proc.returncode == 2 and b"--host must name one address" in proc.stderr, proc.stderr
+
+
+def test_a_host_name_binds_one_address_and_prints_it() -> None:
+    proc = subprocess.Popen([*RTRACE, "serve", "--host", "localhost"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+    assert re.search(r"listening on ws://(127\.0\.0\.1|\[::1\]):\d+/v1", first), first
+
+
+# -- planted secrets never reach a live trace (issue 16, class 4) ---------------------------------------------------
+
+
+async def _drain(ws: ServerConnection) -> None:
+    with contextlib.suppress(ConnectionClosed):
+        async for _ in ws:
+            pass
+
+
+@contextlib.asynccontextmanager
+async def scripted_upstream(events: list[dict[str, Any]], reason: str) -> AsyncIterator[int]:
+    """An upstream that sends `events` once the client's first frame arrives, then closes with `reason`."""
+
+    async def handler(ws: ServerConnection) -> None:
+        await ws.recv()
+        drain = asyncio.create_task(_drain(ws))  # keep reading, or the close handshake waits behind unread frames
+        for event in events:
+            await ws.send(orjson.dumps(event).decode())
+        await ws.close(4000, reason)
+        await drain
+
+    async with serve(handler, "127.0.0.1", 0, ping_interval=None) as server:
+        yield next(iter(server.sockets)).getsockname()[1]
+
+
+def test_no_planted_secret_reaches_a_live_record_trace(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from .secret_corpus import PLANTS, keyed_session, survivors
+
+    live = [p for p in PLANTS if all(d != "meta" for d, _ in p.lines)]
+    trace = tmp_path / "rec.jsonl"
+    reason_secret = "PlAnTreasonZq9Xw7Vu5"
+
+    async def body() -> None:
+        server_events = [e for p in live for d, e in p.lines if d == "server"]
+        client_events = [e for p in live for d, e in p.lines if d == "client"]
+        async with (
+            scripted_upstream(server_events, f"bad api-key={reason_secret}") as port,
+            run_proxy(RecordOptions(upstream=f"ws://127.0.0.1:{port}/v1", output=trace)) as proxy,
+        ):
+            await keyed_session(proxy.url, KEY, client_events)
+
+    run(body, timeout=60)
+    data = trace.read_bytes()
+    assert len(trace_ok(trace)) >= sum(len(p.lines) for p in live)  # everything was recorded
+    assert survivors(data, live) == []
+    logs = capfd.readouterr()
+    for needle in (KEY, KEY[8:30], reason_secret):
+        assert needle not in data.decode() and needle not in logs.out + logs.err, needle
+
+
+def test_no_planted_secret_reaches_a_serve_record_trace(tmp_path: Path) -> None:
+    """`serve --from` plays recorded responses back: a secret split across their deltas, and any secret a client
+    sends, stays out of `--record`."""
+    from .secret_corpus import PLANTS, responses_lines, stream_plants, survivors
+
+    streamed = stream_plants()
+    client = [p for p in PLANTS if all(d == "client" for d, _ in p.lines)]
+    source = tmp_path / "responses.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in responses_lines(streamed)))
+    trace = tmp_path / "serve.jsonl"
+
+    async def body_() -> None:
+        async with (
+            run_server(ServerOptions(record=trace, from_trace=str(source))) as srv,
+            connect(_url(srv.url, f"model=m&api-key={KEY}"), max_size=None) as ws,
+        ):
+            await until(ws, "session.created")
+            for plant in client:
+                for _, event in plant.lines:
+                    await ws.send(orjson.dumps(event).decode())
+            for _ in streamed:
+                await ws.send('{"type":"response.create"}')
+                await until(ws, "response.done")
+
+    run(body_, timeout=60)
+    data = trace.read_bytes()
+    assert survivors(data, streamed + client) == []
+    assert KEY not in data.decode() and KEY[8:30] not in data.decode()
+    joined = "".join(r.event.get("delta", "") for r in trace_ok(trace) if r.type == "response.output_text.delta")
+    assert "Your key: sk-" in joined  # the text around a masked key is kept

@@ -88,3 +88,12 @@ def test_until_stopped_returns_on_sigterm() -> None:
             loop.remove_signal_handler(sig)
 
     asyncio.run(main())
+
+
+def test_is_loopback_by_address_not_by_spelling() -> None:
+    from rtrace.net.common import is_loopback
+
+    for url in ("ws://127.0.0.1:9/v1", "ws://127.9.9.9/v1", "ws://localhost/v1", "ws://[::1]:80/v1"):
+        assert is_loopback(url), url
+    for url in ("ws://127.0.0.1.example/v1", "ws://10.0.0.1/v1", "ws://0.0.0.0/v1", "ws://api.example/v1", "ws://[::1/v1"):
+        assert not is_loopback(url), url

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,16 @@ def test_load_script_reports_unreadable_files(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
     good.write_text('[[turn]]\nwhen = { user = "x" }\ntext = "y"\n')
     assert load_script(good).turns[0].text == "y"
+
+
+def test_load_script_refuses_a_fifo_or_a_device_without_blocking(tmp_path: Path) -> None:
+    """As every input of rtrace (`core.loader.open_input`): `serve --script` never waits on a FIFO nor reads
+    /dev/zero forever."""
+    fifo = tmp_path / "s.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(ScriptError, match="not a regular file"):
+            load_script(path)
 
 
 # -- carried out by an endpoint ---------------------------------------------------------------------------

@@ -63,7 +63,8 @@ def test_problems_header_and_unreadable_as_data() -> None:
     gone = TraceReport("gone.jsonl", 0, 0, 0.0, [], [], 0, unreadable="no such file")
     data = orjson.loads(json_report.render(Report([trace, gone], Config())))
     first, second = data["traces"]
-    assert first["problems"] == [{"line": 3, "col": 9, "message": "malformed JSON: x; skipped"}]
+    assert first["problems"] == [{"line": 3, "col": 9, "message": "malformed JSON: x; skipped", "severity": "warning"}]
+    assert first["failed_rules"] == []
     assert first["problem_count"] == 7 and first["header"] == {"client": "lk", "x": [1]}
     assert first["duration"] == 0.123457 and first["summary"] == {"error": 0, "warning": 0, "info": 0}
     assert second["unreadable"] == "no such file" and second["findings"] == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -259,6 +260,7 @@ def test_property_secret_never_survives(value: Any, where: list[str], place: str
 @given(data=st.binary(max_size=300))
 def test_property_any_bytes_keeps_line_count(data: bytes) -> None:
     out, _ = _redact_bytes(data, ALL)
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark is no line
     assert out.count(b"\n") == len(data.splitlines()) or out.count(b"\n") == data.count(b"\n") + (
         0 if data.endswith(b"\n") or not data else 1
     )
@@ -280,13 +282,28 @@ def test_cli_redact(tmp_path: Path) -> None:
     assert KEY.encode() not in dst.read_bytes() + proc.stdout + proc.stderr
     assert f"{src}:6:1: malformed JSON".encode() in proc.stderr
     assert b"Traceback" not in proc.stderr
-    # In place, then unreadable input.
+    # In place is refused (no command writes over its input), then unreadable input.
+    before = src.read_bytes()
     proc = subprocess.run(
         [sys.executable, "-m", "rtrace.cli", "redact", str(src), "-o", str(src)], capture_output=True, timeout=60
     )
-    assert proc.returncode == 0 and KEY.encode() not in src.read_bytes()
-    assert not list(tmp_path.glob("*.tmp"))
+    assert proc.returncode == 2 and b"is the input" in proc.stderr and src.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     proc = subprocess.run(
         [sys.executable, "-m", "rtrace.cli", "redact", str(tmp_path / "nope")], capture_output=True, timeout=60
     )
     assert proc.returncode == 3 and b"Traceback" not in proc.stderr
+
+
+def test_the_temporary_file_is_unpredictable_and_never_a_planted_symlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16, class 8: the temporary file was `OUT.rtrace-redact-PID.tmp`, opened through any symlink there."""
+    src, out, victim = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "victim"
+    src.write_bytes(_secret_trace())
+    victim.write_bytes(b"precious")
+    monkeypatch.setattr(os, "getpid", lambda: 4242)
+    (tmp_path / "out.jsonl.rtrace-redact-4242.tmp").symlink_to(victim)
+    redact_file(src, out)
+    assert victim.read_bytes() == b"precious"
+    assert KEY.encode() not in out.read_bytes() and out.read_bytes().count(b"\n") == src.read_bytes().count(b"\n")

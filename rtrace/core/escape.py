@@ -1,12 +1,27 @@
-"""Making untrusted trace text safe to show: control characters and ANSI escapes made visible, long text cut.
+"""Making untrusted text safe to show: secrets scrubbed, control characters, ANSI escapes and bidi controls made
+visible, long text cut.
 
-Every renderer passes trace text through here (terminal) or through `html.escape` (HTML) before output.
+Every renderer and every message passes untrusted text (trace text, paths, URLs, option values) through `shown`
+(terminal, Markdown, messages), `json_visible` (the JSON it prints or quotes) or `html.escape` (HTML) before output.
 """
 
 from __future__ import annotations
 
+import re
+
+#: What JSON writers leave raw but a terminal or an editor acts on: DEL, C1 controls (U+009B is a CSI), bidi
+#: embeddings, overrides and isolates, zero-width and direction marks, line and paragraph separators, the BOM.
+_INVISIBLE = re.compile("[\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
 #: Default cut for one payload shown in a terminal (base64 audio is megabytes).
 PREVIEW_LIMIT = 120
+
+
+def shown(text: str, limit: int = PREVIEW_LIMIT) -> str:
+    """Untrusted text for people: secrets scrubbed (`core.secrets.scrub_text`), then `printable`."""
+    from .secrets import scrub_text
+
+    return printable(scrub_text(text), limit)
 
 
 def printable(text: str, limit: int = PREVIEW_LIMIT) -> str:
@@ -28,3 +43,12 @@ def printable(text: str, limit: int = PREVIEW_LIMIT) -> str:
     if len(text) > limit:
         s += f"… (+{len(text) - limit} chars)"
     return s
+
+
+def json_visible(data: bytes) -> bytes:
+    """JSON text (UTF-8) with every character of `_INVISIBLE` written as its `\\uXXXX` escape: the same JSON value,
+    shown as it is. (Such characters can only stand inside JSON strings, where the escape means the same.)"""
+    text = data.decode("utf-8")
+    if _INVISIBLE.search(text) is None:
+        return data
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")

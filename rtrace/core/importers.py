@@ -1,14 +1,16 @@
 """Other tools' captures as native traces: HAR files with `_webSocketMessages` (browser devtools, mitmproxy), JSON-array
 exports of openai-realtime-api-beta / realtime-console logs, and mitmproxy flow dumps (only if mitmproxy is installed).
 
-Owns format detection and the conversion to native records (`t`, `dir`, `conn`, `event`), secrets always scrubbed.
-Line-by-line shapes the loader already reads (native, bare events, `{time, source, event}`) are passed through it.
-It never analyzes and prints nothing.
+Owns format detection and the conversion to native records (`t`, `dir`, `conn`, `event`): `records` gives the
+events as captured, `convert` writes them with every secret removed (`core.writer.TraceWriter` with
+`core.secrets.redact_event`, secrets split across streamed deltas included). Line-by-line shapes the loader already
+reads (native, bare events, `{time, source, event}`) are passed through it. It never analyzes and prints nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 from collections.abc import Iterator
@@ -16,9 +18,9 @@ from typing import IO, Any
 
 import orjson
 
-from .loader import TraceReader, UnreadableInput
+from .loader import TraceReader, UnreadableInput, open_input
 from .secrets import redact_event, safe_path
-from .trace import dumps_header, dumps_record
+from .writer import TraceWriter
 
 #: Largest HAR / JSON-array file read whole (these formats cannot be streamed line by line).
 MAX_DOCUMENT_BYTES = 1 << 30
@@ -36,12 +38,12 @@ def detect(path: str) -> str:
         return "har"
     if lower.endswith((".mitm", ".flow", ".flows")):
         return "mitmproxy"
-    if path == "-" or os.path.isdir(path):
-        return "native"
+    if path == "-" or not os.path.isfile(path):
+        return "native"  # a stream cannot be sniffed and read again: the loader reads it (or says why not)
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             head = f.read(4096)
-    except OSError:
+    except (OSError, UnreadableInput):
         return "native"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"["):
@@ -53,15 +55,12 @@ def detect(path: str) -> str:
 
 def _read_document(path: str) -> Any:
     try:
-        size = os.path.getsize(path)
-        if size > MAX_DOCUMENT_BYTES:
-            raise ImportFailed(
-                f"{path}: {size:,} bytes, over the {MAX_DOCUMENT_BYTES:,}-byte limit for a JSON document"
-            )
-        with open(path, "rb") as f:
-            data = f.read()
+        with open_input(path) as f:
+            data = f.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as e:
         raise UnreadableInput(f"{path}: {e.strerror or e}") from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise ImportFailed(f"{path}: over the {MAX_DOCUMENT_BYTES:,}-byte limit for a JSON document")
     try:
         return orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
     except orjson.JSONDecodeError as e:
@@ -126,7 +125,7 @@ def har_records(doc: Any, source: str = "<har>") -> Iterator[dict[str, Any]]:
                     (t, n, k, {"dir": "meta", "event": {"type": "note", "text": f"{direction} frame: {event}"}})
                 )
                 continue
-            rows.append((t, n, k, {"dir": direction, "event": redact_event(event, keep_audio=True)}))
+            rows.append((t, n, k, {"dir": direction, "event": event}))
         rows.append((last, n, len(messages) + 1, {"dir": "meta", "event": {"type": "connection.closed"}}))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     base = t0 or 0.0
@@ -137,8 +136,7 @@ def har_records(doc: Any, source: str = "<har>") -> Iterator[dict[str, Any]]:
 def _via_loader(stream: IO[bytes], name: str) -> Iterator[dict[str, Any]]:
     reader = TraceReader(stream, name)
     for rec in reader:
-        event = rec.event if rec.dir in ("meta", "local") else redact_event(rec.event, keep_audio=True)
-        yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": event}
+        yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": rec.event}
 
 
 def array_records(doc: Any, source: str = "<json>") -> Iterator[dict[str, Any]]:
@@ -159,7 +157,7 @@ def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
         ) from None
     rows: list[tuple[float, int, int, dict[str, Any]]] = []
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             flows = [fl for fl in mitm_io.FlowReader(f).stream() if getattr(fl, "websocket", None) is not None]
     except OSError as e:
         raise UnreadableInput(f"{path}: {e.strerror or e}") from None
@@ -182,7 +180,7 @@ def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
                     (last, n, k, {"dir": "meta", "event": {"type": "note", "text": f"{direction} frame: {event}"}})
                 )
             else:
-                rows.append((last, n, k, {"dir": direction, "event": redact_event(event, keep_audio=True)}))
+                rows.append((last, n, k, {"dir": direction, "event": event}))
         closed: dict[str, Any] = {"type": "connection.closed"}
         if flow.websocket.close_code is not None:
             closed["code"] = int(flow.websocket.close_code)
@@ -194,7 +192,7 @@ def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
 
 
 def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
-    """Native records of any supported input."""
+    """Native records of any supported input, as captured (secrets in: `convert` removes them)."""
     kind = kind or detect(path)
     if kind == "har":
         yield from har_records(_read_document(path), path)
@@ -205,18 +203,25 @@ def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
     else:
         with TraceReader.open(path) as reader:
             for rec in reader:
-                event = rec.event if rec.dir in ("meta", "local") else redact_event(rec.event, keep_audio=True)
-                yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": event}
+                yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": rec.event}
+
+
+def _write_failed(reason: str, lines: int) -> None:
+    raise OSError(f"{reason} (after line {lines})")
 
 
 def convert(src: str, dst: IO[bytes], kind: str | None = None) -> int:
-    """Write `src` as a native trace (with a header naming its origin) to `dst`; the number of records written."""
+    """Write `src` as a native trace (with a header naming its origin) to `dst`, secrets removed (audio kept);
+    the number of records written. `dst` should be seekable: a secret split across streamed deltas is masked in
+    the lines already written."""
     kind = kind or detect(src)
-    dst.write(dumps_header({"recorder": "rtrace convert", "source_format": kind}))
+    header = {"recorder": "rtrace convert", "source_format": kind}
+    writer = TraceWriter(dst, header, lambda: 0.0, _write_failed, functools.partial(redact_event, keep_audio=True))
     count = 0
     for rec in records(src, kind):
-        dst.write(dumps_record(rec))
+        writer.write_at(rec["t"], rec["dir"], rec["conn"], rec["event"])
         count += 1
+    dst.flush()
     return count
 
 

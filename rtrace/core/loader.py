@@ -9,11 +9,14 @@ count without parsing them; the pure path gives the same records.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import datetime
 import io
 import os
+import re
+import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -26,6 +29,14 @@ from .trace import DIRECTIONS, Direction, Header, Problem, Record, dumps_header,
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 #: How many problems a reader keeps in full; beyond that it only counts them.
 MAX_KEPT_PROBLEMS = 1000
+#: How far past the start of an oversized line a reader looks for its end: `MAX_SKIP_FACTOR` times the line limit,
+#: and at least `MIN_SKIP_BYTES`; beyond that (`/dev/zero`, a stream with no newline) the rest of the input is not
+#: read.
+MAX_SKIP_FACTOR = 16
+MIN_SKIP_BYTES = 256 * 1024 * 1024
+#: Set (to anything but "" or "0") to read FIFOs, devices and sockets by name: `--allow-special-files`. Carried in
+#: the environment so every process of an analysis sees it.
+ALLOW_SPECIAL_ENV = "RTRACE_ALLOW_SPECIAL_FILES"
 
 #: Bytes read at a time.
 _CHUNK = 1 << 18
@@ -99,6 +110,70 @@ class UnreadableInput(Exception):
     """The input cannot be opened or decoded at all (missing file, a directory, permission denied)."""
 
 
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_allowed() -> bool:
+    return os.environ.get(ALLOW_SPECIAL_ENV, "") not in ("", "0")
+
+
+def open_input(path: str | os.PathLike[str], allow_special: bool | None = None) -> IO[bytes]:
+    """`path` open for reading: a regular file, or (when allowed: `allow_special`, else `ALLOW_SPECIAL_ENV`) a FIFO,
+    device or socket. Never blocks on a FIFO no one writes to (it is opened non-blocking, then checked). Raises
+    `UnreadableInput` with the reason."""
+    p = os.fspath(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.stat(p).st_mode):  # a socket cannot be opened at all: say what it is
+                raise UnreadableInput(f"{p}: is a socket, not a regular file") from None
+        raise UnreadableInput(f"{p}: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise UnreadableInput(f"{p}: is a directory")
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
+            if not (special_allowed() if allow_special is None else allow_special):
+                raise UnreadableInput(
+                    f"{p}: is {kind}, not a regular file; read it as stdin (`-`) or pass --allow-special-files"
+                )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Recoded(io.RawIOBase):
+    """A UTF-16 byte stream read as UTF-8, a chunk at a time (never the whole input in memory)."""
+
+    def __init__(self, stream: Any, codec: str) -> None:
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+        self._pending = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending and not self._done:
+            chunk = self._stream.read(_CHUNK)
+            self._done = not chunk
+            self._pending = self._decoder.decode(chunk, final=self._done).encode("utf-8")
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
 class TraceReader:
     """Iterate the records of one trace; problems and the header are collected on the reader.
 
@@ -145,19 +220,15 @@ class TraceReader:
         # Connection inference for shapes that carry no `conn`: a new session.created starts a connection.
         self._inferred_conn = 0
         self._t0: float | None = None
+        #: The line after which reading stopped for want of a line end (see `MAX_SKIP_FACTOR`), if it did.
+        self.gave_up: int | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
         p = os.fspath(path)
         if p == "-":
             return cls(sys.stdin.buffer, "<stdin>", **kw)
-        try:
-            if os.path.isdir(p):
-                raise UnreadableInput(f"{p}: is a directory")
-            stream = open(p, "rb")
-        except OSError as e:
-            raise UnreadableInput(f"{p}: {e.strerror or e}") from None
-        return cls(stream, p, **kw)
+        return cls(open_input(p), p, **kw)
 
     def close(self) -> None:
         if self._stream is not sys.stdin.buffer:
@@ -195,8 +266,7 @@ class TraceReader:
             codec = "utf-16-be"
         if codec is not None:
             self._problem(1, 1, "file is UTF-16; rtrace reads UTF-8 (converted on the fly)")
-            text = stream.read().decode(codec, errors="replace")
-            stream = io.BytesIO(text.encode("utf-8"))
+            stream = io.BufferedReader(_Recoded(stream, codec), _CHUNK)
         elif head.startswith(codecs.BOM_UTF8):
             stream.read(3)
             if self._limit is not None:
@@ -208,7 +278,9 @@ class TraceReader:
         had a newline). Read in large blocks, split in C: per-line Python work is the caller's only.
 
         An oversized line is never held: in its place the run carries its size (an `int`), which `orjson.loads`
-        refuses like any bad line, so the caller reports it on the error path at no cost to good lines.
+        refuses like any bad line, so the caller reports it on the error path at no cost to good lines. Its end is
+        looked for at most `MAX_SKIP_FACTOR` times the limit (`MIN_SKIP_BYTES` at least) past its start: beyond
+        that, the rest of the input is not read (a problem says so, and `gave_up` holds the line).
 
         With `regions` (and a line limit of at least a block), the whole lines inside a block come unsplit, as a
         `Region` (the block, where they start, where the last one's newline ends, how many): the scanner reads them
@@ -216,6 +288,7 @@ class TraceReader:
         """
         stream = self._open_stream()
         limit = self._max
+        horizon = max(limit * MAX_SKIP_FACTOR, MIN_SKIP_BYTES)
         lineno = 1
         pieces: list[bytes] = []  # the unfinished line, across blocks
         held = 0  # its length so far
@@ -231,6 +304,9 @@ class TraceReader:
                 nl = block.find(b"\n")
                 if nl < 0:
                     skipped += len(block)
+                    if skipped > horizon:
+                        self._stop_looking(lineno, skipped)
+                        return
                     continue
                 self.lines = lineno
                 yield lineno, [skipped + nl + 1], True
@@ -246,6 +322,9 @@ class TraceReader:
                         held += len(block)
                         if held > limit:
                             skipped, pieces, held = held, [], 0
+                            if skipped > horizon:
+                                self._stop_looking(lineno, skipped)
+                                return
                         continue
                     pieces.append(block[:nl])
                     joined = b"".join(pieces)
@@ -266,6 +345,9 @@ class TraceReader:
                     held += len(block) - at
                     if held > limit:
                         skipped, pieces, held = held, [], 0
+                        if skipped > horizon:
+                            self._stop_looking(lineno, skipped)
+                            return
                 continue
             # bytes, or the size of an oversized line in its place
             lines: list[Any] = block.split(b"\n")
@@ -286,6 +368,9 @@ class TraceReader:
                 held += len(tail)
                 if held > limit:
                     skipped, pieces, held = held, [], 0
+                    if skipped > horizon:
+                        self._stop_looking(lineno, skipped)
+                        return
         if skipped >= 0:
             self.lines = lineno
             yield lineno, [skipped], False
@@ -293,6 +378,25 @@ class TraceReader:
             last = b"".join(pieces)
             self.lines = lineno
             yield lineno, [last if len(last) <= limit else len(last)], False
+
+    def _stop_looking(self, lineno: int, seen: int) -> None:
+        self.lines = lineno
+        self.gave_up = lineno
+        self._problem(
+            lineno,
+            1,
+            f"no line end in the {seen:,} bytes from here (lines over {self._max:,} bytes are skipped, their end "
+            f"looked for up to {max(self._max * MAX_SKIP_FACTOR, MIN_SKIP_BYTES):,} bytes); the rest of the input is "
+            "not read",
+        )
+
+    def raw_lines(self) -> Iterator[tuple[int, bytes | int, bool]]:
+        """(line number, the line without its newline or the size of an oversized one, whether it had a newline),
+        BOM and UTF-16 handled as for records: what `rtrace redact` rewrites line for line."""
+        for start, lines, complete in self._blocks():
+            last = start + len(lines) - 1
+            for lineno, raw in enumerate(lines, start):
+                yield lineno, raw, complete or lineno != last
 
     def rows(self) -> Rows:
         """The records as plain tuples: the fields of `Record`, in order (see `Row`), when iterated.
@@ -381,7 +485,7 @@ class TraceReader:
                             yield seq, lineno, t, direction, conn, event, etype, raw_type
                             continue
                     if type(obj) is not dict:
-                        self._problem(lineno, 1, f"expected a JSON object, got {_json_kind(obj)}; skipped")
+                        self._problem(lineno, 1, f"expected a JSON object, got {json_kind(obj)}; skipped")
                         continue
                     row = self._record(lineno, obj)
                     if row is not None:
@@ -458,7 +562,7 @@ class TraceReader:
         if "type" in obj:
             return self._bare(lineno, obj)
         if event is not None:
-            self._problem(lineno, 1, f"`event` is {_json_kind(event)}, expected an object; skipped")
+            self._problem(lineno, 1, f"`event` is {json_kind(event)}, expected an object; skipped")
         else:
             self._problem(lineno, 1, "no `event` and no `type`: not a trace line; skipped")
         return None
@@ -492,7 +596,7 @@ class TraceReader:
                 t = float(t)
             else:
                 if t is not None:
-                    self._problem(lineno, 1, f"`t` is {_json_kind(t)}, expected seconds; using {self.last_t}")
+                    self._problem(lineno, 1, f"`t` is {json_kind(t)}, expected seconds; using {self.last_t}")
                 t = self.last_t
         if type(conn) is not int or conn < 1:
             if conn is not None:
@@ -560,6 +664,113 @@ class TraceReader:
         return row
 
 
+# -- where a field stands in a line ------------------------------------------------------------------------
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SCALAR = re.compile(r"[^,\]}\s]*")
+
+
+def column_of(line: str, path: Sequence[str | int]) -> int | None:
+    """The 1-based column where the value at `path` (object keys, array positions) starts in one JSON line, or
+    None when the line has no such value. A duplicated key is the last one, as the reader takes it."""
+    try:
+        at = _value_at(line, _skip_space(line, 0), tuple(path))
+    except (IndexError, ValueError):
+        return None
+    return None if at is None else at + 1
+
+
+def _skip_space(text: str, i: int) -> int:
+    m = _SPACE.match(text, i)
+    return m.end() if m else i
+
+
+def _value_at(text: str, i: int, path: tuple[str | int, ...]) -> int | None:
+    if not path:
+        return i
+    head, rest = path[0], path[1:]
+    opener = text[i]
+    if (opener == "{") != isinstance(head, str) or opener not in "{[":
+        return None
+    found = None
+    i = _skip_space(text, i + 1)
+    k = 0
+    while text[i] not in "}]":
+        if opener == "{":
+            m = _STRING.match(text, i)
+            if m is None:
+                raise ValueError(i)
+            key = orjson.loads(m.group())
+            i = _skip_space(text, m.end())
+            if text[i] != ":":
+                raise ValueError(i)
+            i = _skip_space(text, i + 1)
+            if key == head:
+                found = i
+        elif k == head:
+            found = i
+        i = _skip_space(text, _skip_value(text, i))
+        k += 1
+        if text[i] == ",":
+            i = _skip_space(text, i + 1)
+    return None if found is None else _value_at(text, found, rest)
+
+
+def _skip_value(text: str, i: int) -> int:
+    """The position just past the JSON value that starts at `i`."""
+    if text[i] == '"':
+        m = _STRING.match(text, i)
+        if m is None:
+            raise ValueError(i)
+        return m.end()
+    if text[i] not in "{[":
+        return _SCALAR.match(text, i).end()  # type: ignore[union-attr]
+    depth = 0
+    while True:
+        c = text[i]
+        if c == '"':
+            m = _STRING.match(text, i)
+            if m is None:
+                raise ValueError(i)
+            i = m.end()
+            continue
+        if c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+
+
+def lines_at(
+    path: str | os.PathLike[str], wanted: Iterable[int], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> dict[int, str]:
+    """The text of the given 1-based lines of a regular file (a line over `max_line_bytes` is left out); {} when
+    it is not a regular file or cannot be read."""
+    want = set(wanted)
+    found: dict[int, str] = {}
+    if not want or not os.path.isfile(path):
+        return found
+    last = max(want)
+    try:
+        with open(path, "rb") as fp:
+            for lineno in range(1, last + 1):
+                raw = fp.readline(max_line_bytes + 1)
+                if not raw:
+                    break
+                long = len(raw) > max_line_bytes and not raw.endswith(b"\n")
+                while long and raw and not raw.endswith(b"\n"):
+                    raw = fp.readline(1 << 20)
+                if lineno in want and not long:
+                    text = raw.decode("utf-8", "replace")
+                    found[lineno] = text.removeprefix("\ufeff") if lineno == 1 else text
+    except OSError:
+        return found
+    return found
+
+
 def _parse_time(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) / (1000.0 if value > 1e11 else 1.0)
@@ -571,7 +782,8 @@ def _parse_time(value: Any) -> float | None:
     return None
 
 
-def _json_kind(value: Any) -> str:
+def json_kind(value: Any) -> str:
+    """`a string`, `an array`, `null`, ...: a JSON value's kind as messages name it."""
     if isinstance(value, bool):
         return "a boolean"
     if value is None:

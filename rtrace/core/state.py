@@ -534,6 +534,11 @@ class TraceState:
     first_t: float | None = None
     last_t: float = 0.0
     last_line: int = 0
+    #: Fields of the wrong JSON type that `reducer.step` met and read as absent, the first `MAX_FIELD_PROBLEMS`:
+    #: (line, path of the field in the event, what was expected, the record) -- the engine reports them.
+    field_problems: list[tuple[int, tuple[str | int, ...], str, Any]] = dataclasses.field(default_factory=list)
+    #: How many there were in all.
+    field_problem_count: int = 0
 
     def conn(self, n: int) -> Connection | None:
         return self.conns.get(n)

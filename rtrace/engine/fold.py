@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..core.audio import audio_bytes
+from ..core.escape import printable
 from ..core.facts import NO_FACTS, Fact
-from ..core.loader import Row, TraceReader
+from ..core.loader import Row, TraceReader, column_of, json_kind, lines_at
 from ..core.reducer import AUDIO_DELTAS, TRANSITIONS, audio_run, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import TraceState
-from ..core.trace import DIRECTIONS, Header, Problem, Record
+from ..core.trace import DIRECTIONS, Header, Problem, Record, dumps_record
 from ..rules import RULES, select_rules
 from ..rules.base import Config, Finding, Rule
 
@@ -42,6 +43,9 @@ class TraceReport:
     unreadable: str | None = None
     #: Findings a baseline accepted (`report.baseline.apply`): known, and left out of `findings`.
     accepted: int = 0
+    #: Rules that failed on an event of this trace (each also a `problems` entry of severity `error`, with its
+    #: line): their findings stop there, the other rules' stand. The analysis is incomplete (exit 1).
+    failed_rules: tuple[str, ...] = ()
 
     def counts(self) -> Counter[str]:
         return Counter(f.severity for f in self.findings)
@@ -60,29 +64,80 @@ class Report:
         return [f for t in self.traces for f in t.findings]
 
 
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A rule (or the fold itself) raised on the record at `line`: what is left of the analysis is reported."""
+
+    line: int
+    #: The rule's id, or `fold` when `reducer.step` itself failed on the record.
+    rule: str
+    error: str
+
+    def problem(self, path: str) -> Problem:
+        if self.rule == "fold":
+            what = f"rtrace could not fold this event ({self.error}); it is skipped, the analysis goes on"
+        else:
+            what = (
+                f"rule {self.rule} failed on this event ({self.error}); its findings for this trace stop here, "
+                "the other rules' stand"
+            )
+        return Problem(path, self.line, 1, scrub_text(what), "error")
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
 class _Dispatch:
-    """The rules of one analysis and their handlers, by the fact class each subscribed to (`rules.base.on`)."""
+    """The rules of one analysis and their handlers, by the fact class each subscribed to (`rules.base.on`).
+
+    A rule that raises is isolated: the failure is kept (`failures`, with the line of the record whose fact it was
+    handling), the rule is unsubscribed from every fact and skipped at `finish`, and its findings so far stand; the
+    other rules never notice."""
 
     def __init__(self, config: Config, rules: Sequence[type[Rule[Config]]]) -> None:
         self.active = [cls(config) for cls in rules]
-        self.subscribers: dict[type[Fact], list[Callable[[Any, TraceState], Iterable[Finding] | None]]] = {}
+        self.subscribers: dict[type[Fact], tuple[Callable[[Any, TraceState], Iterable[Finding] | None], ...]] = {}
         for rule in self.active:
             for fact_class, handler in rule.handlers():
-                self.subscribers.setdefault(fact_class, []).append(handler)
+                self.subscribers[fact_class] = (*self.subscribers.get(fact_class, ()), handler)
         self.findings: list[Finding] = []
+        self.failures: list[Failure] = []
+        self._failed: set[int] = set()
 
     def feed(self, facts: Iterable[Fact], state: TraceState) -> None:
         get = self.subscribers.get
         for fact in facts:
             for handler in get(type(fact), ()):
-                out = handler(fact, state)
+                try:
+                    out = handler(fact, state)
+                except Exception as e:  # a bug of one rule on one input: that rule stops, the others go on
+                    self.fail(getattr(handler, "__self__", None), fact.rec.line, e)
+                    get = self.subscribers.get
+                    continue
                 if out:
                     self.findings.extend(out)
+
+    def fail(self, rule: Any, line: int, e: BaseException) -> None:
+        """Take `rule` out of this analysis after it raised `e` on the record at `line`."""
+        if rule is None or id(rule) in self._failed:
+            return
+        self._failed.add(id(rule))
+        self.failures.append(Failure(line, str(getattr(rule, "id", type(rule).__name__)), _error_text(e)))
+        self.subscribers = {
+            k: tuple(h for h in hs if getattr(h, "__self__", None) is not rule) for k, hs in self.subscribers.items()
+        }
 
     def finish(self, state: TraceState) -> list[Finding]:
         self.feed(finish(state), state)
         for rule in self.active:
-            out = rule.finish(state)
+            if id(rule) in self._failed:
+                continue
+            try:
+                out = rule.finish(state)
+            except Exception as e:
+                self.fail(rule, state.last_line, e)
+                continue
             if out:
                 self.findings.extend(out)
         self.findings.sort(key=Finding.sort_key)
@@ -175,7 +230,11 @@ class Fold:
             if quiet is not None:
                 tick(state, quiet, last_t, last_line, count)
                 quiet = None
-            _, facts = step(state, Record(*row))
+            try:
+                _, facts = step(state, Record(*row))
+            except Exception as e:
+                self.step_failed(line, e)
+                continue
             if facts:
                 feed(facts, state)
         if quiet is not None:
@@ -194,7 +253,11 @@ class Fold:
                 tick(state, conn, t, line)
                 observer(row, NO_FACTS, state)
                 continue
-            _, facts = step(state, Record(*row))
+            try:
+                _, facts = step(state, Record(*row))
+            except Exception as e:
+                self.step_failed(line, e)
+                facts = NO_FACTS
             if facts:
                 feed(facts, state)
             observer(row, facts, state)
@@ -213,7 +276,11 @@ class Fold:
         first = line + line0 - count + 1
         for k in range(count):
             event = {"type": etype, "item_id": item_id, "delta": "", "rtrace_audio_bytes": sizes[k]}
-            _, facts = step(state, Record(seq + seq0 + k, first + k, times[k], direction, n, event, etype, etype))
+            try:
+                _, facts = step(state, Record(seq + seq0 + k, first + k, times[k], direction, n, event, etype, etype))
+            except Exception as e:
+                self.step_failed(first + k, e)
+                continue
             if facts:
                 feed(facts, state)
 
@@ -222,9 +289,18 @@ class Fold:
         state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
         for rec in records:
             by_dir[rec.dir] += 1
-            _, facts = step(state, rec)
+            try:
+                _, facts = step(state, rec)
+            except Exception as e:
+                self.step_failed(rec.line, e)
+                continue
             if facts:
                 feed(facts, state)
+
+    def step_failed(self, line: int, e: BaseException) -> None:
+        """`reducer.step` raised on the record at `line` (a bug: `step` checks what it reads): the record is
+        skipped and reported, the trace goes on."""
+        self.dispatch.failures.append(Failure(line, "fold", _error_text(e)))
 
     def findings(self) -> list[Finding]:
         """End of the trace: every open connection ends, each rule finishes; the findings in report order."""
@@ -245,7 +321,11 @@ class Fold:
                 continue
             seq, line, t, direction, n, event, etype, raw_type = entry
             by_dir[direction] += 1
-            _, facts = step(state, Record(seq + seq0, line + line0, t, direction, n, event, etype, raw_type))
+            try:
+                _, facts = step(state, Record(seq + seq0, line + line0, t, direction, n, event, etype, raw_type))
+            except Exception as e:
+                self.step_failed(line + line0, e)
+                continue
             if facts:
                 feed(facts, state)
 
@@ -255,6 +335,12 @@ class Fold:
         state = self.state
         findings = self.findings()
         first = state.first_t or 0.0
+        failures = self.dispatch.failures
+        found = field_problems(path, state)
+        if found:
+            problems = sorted(problems + found, key=lambda p: p.line)
+        problems = [f.problem(path) for f in failures] + problems
+        problem_count += state.field_problem_count
         return TraceReport(
             path=path,
             events=events,
@@ -264,10 +350,49 @@ class Fold:
             problems=[
                 dataclasses.replace(p, message=scrub_text(p.message), excerpt=scrub_text(p.excerpt)) for p in problems
             ],
-            problem_count=problem_count,
+            problem_count=problem_count + len(failures),
             header=header,
             by_dir={d: count for d, count in self.by_dir.items() if count},
+            failed_rules=tuple(dict.fromkeys(f.rule for f in failures)),
         )
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def _as_written(rec: Record) -> str:
+    """The record as rtrace writes it, its audio payload empty (as `digest` passes it on): where a column is
+    counted when the line itself cannot be read again (stdin, a remote file)."""
+    event = rec.event
+    key = AUDIO_FIELDS.get(rec.type)
+    if key is not None and key in event:
+        event = {**event, key: ""}
+    return dumps_record({"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": event}).decode()
+
+
+def field_problems(path: str, state: TraceState) -> list[Problem]:
+    """The fields `reducer.step` read as absent because of their type, as problems at their line and column (the
+    column from the file's line when it can be read again, else from the record written back as rtrace writes it)."""
+    if not state.field_problems:
+        return []
+    lines = lines_at(path, {line for line, *_ in state.field_problems})
+    out = []
+    for line, where, expected, rec in state.field_problems:
+        value: Any = rec.event
+        for p in where:
+            value = value[p]
+        text = lines.get(line)
+        col = None
+        if text is not None:
+            col = column_of(text, ("event", *where)) or column_of(text, where)
+        excerpt = "" if col is None or text is None else printable(text[max(0, col - 41) : col + 39], 80)
+        if col is None:
+            col = column_of(_as_written(rec), ("event", *where)) or 1
+        message = f"`{_dotted(where)}` of {rec.type} is {json_kind(value)}, expected {expected}; read as absent"
+        out.append(Problem(path, line, col, message, excerpt=excerpt))
+    out.sort(key=lambda p: (p.line, p.col))
+    return out
 
 
 def analyze_records(
@@ -336,7 +461,8 @@ def digest(rows: Iterable[Row]) -> Iterator[Row | Run]:
             run = None
         seen.add(n)
         key = AUDIO_FIELDS.get(etype)
-        if key is not None and type(event.get(key)) is str:
+        counted = event.get("rtrace_audio_bytes") if key is not None else None
+        if key is not None and type(event.get(key)) is str and (counted is None or type(counted) is int):
             slim = dict(event)
             slim[key] = ""
             if type(slim.get("rtrace_audio_bytes")) is not int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -97,7 +98,8 @@ class SessionRecorder:
         self._poll: asyncio.Task[None] | None = None
         self._restore: Callable[[], None] | None = None
         header = {"recorder": "rtrace.integrations.livekit", "version": __version__, "client": _livekit_version()}
-        self.writer: TraceWriter | None = TraceWriter.open(path, header, time.monotonic, trace_write_failed)
+        redact = functools.partial(redact_event, keep_audio=keep_audio)
+        self.writer: TraceWriter | None = TraceWriter.open(path, header, time.monotonic, trace_write_failed, redact)
         self._write("meta", {"type": "connection.opened"})
         self._on("openai_client_event_queued", self._client_event)
         self._on("openai_server_event_received", self._server_event)
@@ -156,12 +158,12 @@ class SessionRecorder:
 
     def _client_event(self, event: Any) -> None:
         if isinstance(event, dict):
-            self._write("client", redact_event(event, self.keep_audio))
+            self._write("client", event)  # redacted by the writer (streamed deltas joined first)
         self._later()
 
     def _server_event(self, event: Any) -> None:
         if isinstance(event, dict):
-            self._write("server", redact_event(event, self.keep_audio))
+            self._write("server", event)
         self._later()
 
     def _generation_created(self, event: Any) -> None:
@@ -192,7 +194,7 @@ class SessionRecorder:
             return
         if items != self._last_items:
             self._last_items = items
-            self._write("local", redact_event({"type": "local.conversation", "items": items}, self.keep_audio))
+            self._write("local", {"type": "local.conversation", "items": items})
 
     async def _poll_loop(self) -> None:
         while self.writer is not None:

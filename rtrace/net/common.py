@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 import urllib.parse
 from typing import IO
 
-from ..core.secrets import safe_path
+from ..core.escape import shown
+from ..core.secrets import safe_path, scrub_text
 
 #: Host names that only this machine can reach (`serve`, `record` warn when told to listen elsewhere).
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -34,18 +36,89 @@ def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
         )
 
 
+class _ScrubbingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return shown(super().format(record), 4000).replace("\\x0a", "\n")
+
+
+def scrubbed_logging(err: IO[str]) -> None:
+    """Every log record of this process (websockets', asyncio's, tracebacks included) goes to `err` with secrets
+    scrubbed (`core.secrets.scrub_text`) and control characters shown: an exception text may quote a URL with a
+    key in it."""
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(_ScrubbingFormatter("rtrace: %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h.formatter, _ScrubbingFormatter)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    if root.level > logging.WARNING or root.level == logging.NOTSET:
+        root.setLevel(logging.WARNING)
+
+
 def host_for_url(host: str) -> str:
     """`host` as it stands in a URL: an IPv6 address in brackets."""
     return f"[{host}]" if ":" in host else host
 
 
 def safe_url(url: str) -> str:
-    """`url` fit to print: no user or password, and no secret query parameter (`safe_path`)."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += f":{parts.port}"
+    """`url` fit to print: no user or password, and no secret query parameter (`safe_path`); never raises."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # not a URL at all (an unclosed IPv6 bracket): shown scrubbed
+        return scrub_text(url)
+    netloc = host_for_url(parts.hostname or "")
+    with contextlib.suppress(ValueError):  # an invalid port is left out
+        if parts.port:
+            netloc += f":{parts.port}"
     return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
+
+
+def check_ws_url(url: str, option: str) -> str:
+    """`url` if a websocket connection can be made to it and to any client path below it (`upstream_url`): a ws://
+    or wss:// URL with a host, a valid port, no fragment, no space, and no user name or password (credentials travel
+    in headers, never in a URL that a log or an error message may show). Raises ValueError, its text scrubbed."""
+    from websockets.exceptions import InvalidURI
+    from websockets.uri import parse_uri
+
+    quoted = shown(url, 200)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as e:
+        raise ValueError(f"{option} is not a usable websocket URL ({e}): {quoted!r}") from None
+    if parts.scheme not in ("ws", "wss") or not parts.netloc:
+        raise ValueError(f"{option} must be a ws:// or wss:// URL, not {quoted!r}")
+    if "@" in parts.netloc:
+        raise ValueError(
+            f"{option} must not hold a user name or password (credentials go in headers): "
+            + repr(shown(safe_url(url), 200))
+        )
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ValueError(f"{option} has a space or a control character in it: {quoted!r}")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError(f"{option} must not have a #fragment: {quoted!r}")
+    try:
+        parse_uri(upstream_url(url, "/v1/realtime?model=m"))
+    except (InvalidURI, ValueError) as e:
+        why = str(e).rsplit(": ", 1)[-1] if isinstance(e, InvalidURI) else str(e)
+        raise ValueError(f"{option} is not a usable websocket URL ({scrub_text(why)}): {quoted!r}") from None
+    return url
+
+
+def is_loopback(url: str) -> bool:
+    """Whether `url`'s host is this machine: `localhost`, or a loopback address (127.0.0.0/8, ::1); a name that
+    only starts like one (`127.0.0.1.example`) is not."""
+    import ipaddress
+
+    try:
+        host = urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def upstream_url(upstream: str, client_path: str) -> str:
@@ -120,10 +193,13 @@ async def until_stopped() -> None:
 __all__ = [
     "LOOPBACK",
     "MAX_FRAME_BYTES",
+    "check_ws_url",
     "host_for_url",
+    "is_loopback",
     "parse_duration",
     "parse_latencies",
     "safe_url",
+    "scrubbed_logging",
     "trace_write_failed",
     "until_stopped",
     "upstream_url",

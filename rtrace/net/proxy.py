@@ -1,8 +1,9 @@
 """`rtrace record`: a recording websocket proxy between a realtime client and its endpoint.
 
 Owns the proxy: one upstream connection per client connection, frames forwarded unchanged and in order, each one
-written as it passes (`rtrace.core.writer.TraceWriter`) after `rtrace.core.secrets.redact_event` scrubbed secrets and
-audio payloads. Credentials are passed through to the upstream, never written or printed.
+written as it passes (`rtrace.core.writer.TraceWriter`, which scrubs secrets and audio payloads with
+`rtrace.core.secrets.redact_event`, and secrets split across streamed deltas). Credentials are passed through to the
+upstream, never written or printed.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import http
 import itertools
 import os
 import sys
 import time
-import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
@@ -26,12 +27,15 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.http11 import Request, Response
 
 from .. import __version__
+from ..core.escape import shown
 from ..core.secrets import redact_event, safe_path, scrub_text
 from ..core.writer import TraceWriter
 from .common import (
     MAX_FRAME_BYTES,
+    check_ws_url,
     host_for_url,
     safe_url,
+    scrubbed_logging,
     trace_write_failed,
     until_stopped,
     upstream_url,
@@ -100,10 +104,15 @@ class RecordingProxy:
     def __init__(self, options: RecordOptions, writer: TraceWriter | None = None) -> None:
         self.options = options
         self.writer = writer
+        if writer is not None and writer.redact is None:
+            writer.redact = functools.partial(redact_event, keep_audio=options.keep_audio)
         self._conns = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._server: Server | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: The two sockets of each connection being proxied, by conn (`stop` aborts those a close cannot end).
+        self._live: dict[int, tuple[ServerConnection, ClientConnection]] = {}
+        self._stopping = False
         self.port = 0
         self.connections = 0
 
@@ -126,9 +135,17 @@ class RecordingProxy:
 
     async def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         conn = next(self._conns)
+        self._write("meta", conn, {"type": "connection.opened", "path": safe_path(request.path)})
+        try:
+            return await self._open_upstream(ws, request, conn)
+        except Exception as e:  # nothing may reach a log unscrubbed, and every opened connection is closed
+            reason = shown(f"{type(e).__name__}: {e}", 300)
+            self._note(conn, f"upstream unreachable: {reason}")
+            self._write("meta", conn, {"type": "connection.closed", "by": "recorder", "status": 502})
+            return ws.respond(http.HTTPStatus.BAD_GATEWAY, f"rtrace record: upstream unreachable: {reason}\n")
+
+    async def _open_upstream(self, ws: ServerConnection, request: Request, conn: int) -> Response | None:
         path = request.path
-        shown = safe_path(path)
-        self._write("meta", conn, {"type": "connection.opened", "path": shown})
         headers = [(k, v) for k, v in request.headers.raw_items() if k.lower() not in _HOP_HEADERS]
         offered = [
             p.strip()
@@ -160,7 +177,7 @@ class RecordingProxy:
                 phrase = http.HTTPStatus.BAD_GATEWAY
             return ws.respond(phrase, body or f"rtrace record: upstream refused: HTTP {status}\n")
         except (OSError, InvalidHandshake, TimeoutError, asyncio.TimeoutError) as e:
-            reason = scrub_text(f"{type(e).__name__}: {e}")[:300]
+            reason = shown(f"{type(e).__name__}: {e}", 300)
             self._note(conn, f"upstream unreachable: {reason}")
             self._write("meta", conn, {"type": "connection.closed", "by": "server", "status": 502})
             return ws.respond(http.HTTPStatus.BAD_GATEWAY, f"rtrace record: upstream unreachable: {reason}\n")
@@ -187,7 +204,7 @@ class RecordingProxy:
         if not isinstance(event, dict):
             self._note(conn, f"{direction} sent JSON that is not an object (not written)")
             return
-        self._write(direction, conn, redact_event(event, self.options.keep_audio))
+        self._write(direction, conn, event)  # the writer redacts, knowing the stream each delta belongs to
 
     async def _pump(
         self,
@@ -212,6 +229,7 @@ class RecordingProxy:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        self._live[conn] = (ws, upstream)
         to_up = asyncio.create_task(self._pump(ws, upstream, "client", conn))
         to_client = asyncio.create_task(self._pump(upstream, ws, "server", conn))
         by = "client"
@@ -219,8 +237,10 @@ class RecordingProxy:
             done, _ = await asyncio.wait({to_up, to_client}, return_when=asyncio.FIRST_COMPLETED)
             by = "client" if to_up in done else "server"
             first, other = (ws, upstream) if by == "client" else (upstream, ws)
-            if by == "client" and ws.protocol.close_rcvd_then_sent is False:
-                by = "recorder"  # the recorder closed the client side itself (1001: it is shutting down)
+            if by == "client" and (
+                ws.protocol.close_rcvd_then_sent is False or (self._stopping and ws.protocol.close_rcvd is None)
+            ):
+                by = "recorder"  # the recorder closed (or, shutting down, aborted) the client side itself
             rcvd = first.protocol.close_rcvd
             code = int(rcvd.code) if rcvd is not None else 1006
             reason = rcvd.reason if rcvd is not None else ""
@@ -251,6 +271,7 @@ class RecordingProxy:
             closed["client"] = client_state
             closed["server"] = server_state
             self._write("meta", conn, closed)
+            self._live.pop(conn, None)
             if task is not None:
                 self._tasks.discard(task)
 
@@ -270,18 +291,27 @@ class RecordingProxy:
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
 
-    async def stop(self, grace: float = 3.0) -> None:
-        """Close every client connection (1001; each upstream gets the same), give the handlers `grace` seconds to
-        write their `connection.closed`, then cancel what is left."""
+    async def stop(self, grace: float = 1.0) -> None:
+        """Close every client connection (1001; each upstream gets the same) and give the handlers `grace` seconds
+        to end. A peer that stopped reading cannot take a close frame: then both sockets of its connection are
+        aborted, and the handlers, which write `connection.closed` however they end, get half a second more
+        before they are cancelled. Within 2 s of SIGTERM, whatever the peers do."""
+        self._stopping = True
         if self._server is not None:
             self._server.close()
             try:
                 await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), grace)
             except asyncio.TimeoutError:
-                for task in list(self._tasks):
-                    task.cancel()
-                await asyncio.gather(*self._tasks, return_exceptions=True)
-                await self._server.wait_closed()
+                for ws, upstream in list(self._live.values()):
+                    ws.transport.abort()
+                    upstream.transport.abort()
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), 0.5)
+                except asyncio.TimeoutError:
+                    for task in list(self._tasks):
+                        task.cancel()
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                    await self._server.wait_closed()
             self._server = None
         for pending in self._pending.values():
             if pending.upstream is not None:
@@ -295,7 +325,8 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
-        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed)
+        redact = functools.partial(redact_event, keep_audio=options.keep_audio)
+        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, redact)
     proxy = RecordingProxy(options, writer)
     try:
         await proxy.start()
@@ -307,11 +338,8 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
 
 
 def check_upstream(url: str) -> str:
-    """`url` if it is a ws:// or wss:// URL without credentials in it; raises ValueError otherwise."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("ws", "wss") or not parts.netloc:
-        raise ValueError(f"--upstream must be a ws:// or wss:// URL, not {scrub_text(url)!r}")
-    return url
+    """`url` if every connection can be forwarded to it (`common.check_ws_url`); raises ValueError otherwise."""
+    return check_ws_url(url, "--upstream")
 
 
 async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:
@@ -323,6 +351,7 @@ async def _record_forever(options: RecordOptions, announce: Callable[[RecordingP
 def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
     """`rtrace record`: print where to point the client, then record until Ctrl-C or SIGTERM."""
     check_upstream(options.upstream)
+    scrubbed_logging(err)
     exposure = "use the upstream through this proxy with their own credentials, and is recorded"
     warn_unless_loopback(options.host, exposure, err)
 

@@ -3,7 +3,7 @@
 Owns pacing (reactive, recorded, asap), the mapping of server-assigned ids from the recording to the replay, the
 divergences between the recorded and the replayed answers, and the side-by-side findings. It does not judge the
 conversation itself (that is `rtrace.engine.fold`, run on both traces), and a key for a real endpoint comes from the
-environment, never written.
+environment only when asked (`api_key_env`), never over ws:// to another machine, and is never written.
 """
 
 from __future__ import annotations
@@ -16,22 +16,22 @@ import tempfile
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, WebSocketException
 
 from .. import __version__
-from ..core.escape import printable
+from ..core.escape import shown
 from ..core.loader import TraceReader
 from ..core.secrets import redact_event, safe_path
 from ..core.trace import Record
 from ..core.writer import TraceWriter
 from ..engine.fold import TraceReport, analyze_path
 from ..rules.base import Config
-from .common import LOOPBACK, safe_url, trace_write_failed, upstream_url
+from .common import is_loopback, safe_url, trace_write_failed, upstream_url
 
 PACES = ("reactive", "recorded", "asap")
 #: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming
@@ -84,6 +84,11 @@ class ReplayOptions:
     output: str | os.PathLike[str] | None = None
     #: Only the first N connections.
     max_conns: int | None = None
+    #: Send the key held by this environment variable (`Authorization: Bearer`) to a real endpoint; none is sent
+    #: unless asked, never to the in-process fake, and never over ws:// to a host other than this machine.
+    api_key_env: str | None = None
+    #: Told, once per endpoint, where a key went (the key itself scrubbed): the CLI prints it.
+    on_key: Callable[[str], None] | None = None
 
 
 @dataclasses.dataclass
@@ -216,7 +221,7 @@ def plan(records: list[Record]) -> tuple[list[_Step], list[Record]]:
 
 def _short(event: dict[str, Any]) -> str:
     text = orjson.dumps(event).decode()
-    return printable(text, 100)
+    return shown(text, 100)
 
 
 class _Session:
@@ -272,7 +277,7 @@ class _Session:
 
     def on_server(self, event: dict[str, Any]) -> None:
         etype = str(event.get("type"))
-        self.writer.write("server", self.conn, redact_event(event))
+        self.writer.write("server", self.conn, event)  # redacted by the writer
         line = self.writer.lines
         self.result.received += 1
         self.answers.append(etype)
@@ -290,7 +295,7 @@ class _Session:
                 Divergence(
                     self.conn,
                     "error",
-                    f"an error the recording does not have: {printable(str(err.get('code') or err.get('message')))}",
+                    f"an error the recording does not have: {shown(str(err.get('code') or err.get('message')))}",
                     cause[1] if cause else None,
                     line,
                     "",
@@ -314,7 +319,7 @@ class _Session:
             await self.ws.send(orjson.dumps(event).decode())
         except ConnectionClosed:
             return False
-        self.writer.write("client", self.conn, redact_event(event))
+        self.writer.write("client", self.conn, event)
         self.result.sent += 1
         self.last_sent = (self.writer.lines, step.rec.line)
         if isinstance(event.get("event_id"), str):
@@ -402,23 +407,66 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[int, list[Record]], d
     return by_conn, paths, header
 
 
-def _headers_for(target: str) -> list[tuple[str, str]]:
-    host = urllib.parse.urlsplit(target).hostname or ""
-    key = os.environ.get("OPENAI_API_KEY")
-    if key:
-        return [("Authorization", f"Bearer {key}")]
-    if host not in LOOPBACK:
-        raise ReplayFailed(f"{safe_url(target)}: a real endpoint needs OPENAI_API_KEY in the environment")
-    return []
+def check_key_target(target: str, env: str | None) -> None:
+    """Raise ValueError when a key asked for (`env`) would go where it must not: missing, or over ws:// to a host
+    other than this machine (anyone on the way could read it)."""
+    if env is None or target == "fake":
+        return
+    if not os.environ.get(env):
+        raise ValueError(f"--api-key-env {env}: no such variable in the environment (or it is empty)")
+    if urllib.parse.urlsplit(target).scheme != "wss" and not is_loopback(target):
+        raise ValueError(
+            f"--api-key-env: the key would cross the network unencrypted to {safe_url(target)}; use a wss:// URL"
+        )
+
+
+def _headers_for(target: str, options: ReplayOptions) -> list[tuple[str, str]]:
+    env = options.api_key_env
+    if env is None:
+        return []
+    try:
+        check_key_target(target, env)
+    except ValueError as e:
+        raise ReplayFailed(str(e)) from None
+    key = os.environ[env]
+    if options.on_key is not None:
+        where = safe_url(target)
+        options.on_key(f"the key in ${env} ({len(key)} characters) goes to {where} in the Authorization header")
+    return [("Authorization", f"Bearer {key}")]
+
+
+def _writer(target: str, out: str | os.PathLike[str] | IO[bytes]) -> TraceWriter:
+    header = {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)}
+    if isinstance(out, (str, os.PathLike)):
+        return TraceWriter.open(out, header, time.monotonic, trace_write_failed, redact_event)
+    return TraceWriter(out, header, time.monotonic, trace_write_failed, redact_event)
 
 
 async def replay_to(
-    target: str, by_conn: dict[int, list[Record]], paths: dict[int, str], options: ReplayOptions, out: IO[bytes]
+    target: str,
+    by_conn: dict[int, list[Record]],
+    paths: dict[int, str],
+    options: ReplayOptions,
+    out: str | os.PathLike[str] | IO[bytes],
 ) -> ReplayResult:
-    """Replay against a websocket base URL, writing the replayed trace to `out`."""
-    headers = _headers_for(target)
-    header = {"recorder": "rtrace replay", "version": __version__, "target": safe_url(target)}
-    writer = TraceWriter(out, header, time.monotonic, trace_write_failed)
+    """Replay against a websocket base URL, writing the replayed trace to `out` (a file object, or a path whose
+    file appears with the first connection made: an endpoint that cannot be reached leaves it as it was)."""
+    headers = _headers_for(target, options) if options.target != "fake" else []
+    writer = _writer(target, out)
+    try:
+        return await _replay_conns(target, headers, by_conn, paths, options, writer)
+    finally:
+        writer.close()
+
+
+async def _replay_conns(
+    target: str,
+    headers: list[tuple[str, str]],
+    by_conn: dict[int, list[Record]],
+    paths: dict[int, str],
+    options: ReplayOptions,
+    writer: TraceWriter,
+) -> ReplayResult:
     ids: dict[str, str] = {}
     keep = client_ids([r for recs in by_conn.values() for r in recs])
     conns: list[ConnResult] = []
@@ -428,7 +476,6 @@ async def replay_to(
         records = by_conn[conn]
         path = paths.get(conn, "/v1/realtime?model=gpt-realtime")
         url = upstream_url(target, path)
-        writer.write("meta", n, {"type": "connection.opened", "path": safe_path(path)})
         try:
             ws = await connect(
                 url,
@@ -440,9 +487,14 @@ async def replay_to(
                 proxy=None,
             )
         except InvalidStatus as e:
-            raise ReplayFailed(f"{safe_url(url)}: the endpoint refused: HTTP {e.response.status_code}") from None
+            status = e.response.status_code
+            hint = " (no key was sent: --api-key-env NAME sends one)" if status in (401, 403) and not headers else ""
+            raise ReplayFailed(f"{safe_url(url)}: the endpoint refused: HTTP {status}{hint}") from None
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as e:
-            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {printable(str(e))}") from None
+            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {shown(str(e))}") from None
+        except WebSocketException as e:  # an invalid URL (InvalidURI quotes it whole): scrubbed, never raised on
+            raise ReplayFailed(f"{safe_url(url)}: cannot connect: {shown(str(e))}") from None
+        writer.write("meta", n, {"type": "connection.opened", "path": safe_path(path)})
         session = _Session(ws, n, records, options, writer, ids, keep)
         await session.run()
         closed: dict[str, Any] = {"type": "connection.closed", "by": "client"}
@@ -474,7 +526,7 @@ async def _target(options: ReplayOptions, trace: str, header: dict[str, Any]) ->
         yield srv.url
 
 
-async def replay_async(path: str, options: ReplayOptions, out: IO[bytes]) -> ReplayResult:
+async def replay_async(path: str, options: ReplayOptions, out: str | os.PathLike[str] | IO[bytes]) -> ReplayResult:
     by_conn, paths, header = read_trace(path)
     if not any(r.dir == "client" for recs in by_conn.values() for r in recs):
         raise ReplayFailed(f"{path}: no client event to replay")
@@ -496,8 +548,7 @@ def replay(path: str, options: ReplayOptions, config: Config | None = None) -> R
         os.close(fd)
     out_path = os.fspath(options.output) if options.output is not None else str(tmp)
     try:
-        with open(out_path, "wb") as out:
-            result = asyncio.run(replay_async(path, options, out))
+        result = asyncio.run(replay_async(path, options, out_path))
         result.original, result.replayed = path, out_path if tmp is None else "(not kept)"
         result.original_report = analyze_path(path, config)
         result.replay_report = analyze_path(out_path, config)

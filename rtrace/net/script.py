@@ -177,10 +177,14 @@ def _holds(turn: Turn, ctx: ResponseContext) -> bool:
 
 def load_script(path: str | os.PathLike[str]) -> Script:
     """Read and check a script file. Raises ScriptError (`file:line: ...`)."""
+    from ..core.loader import UnreadableInput, open_input
+
     shown = os.fspath(path)
     try:
-        with open(path, "rb") as fh:
+        with open_input(path) as fh:  # a FIFO or a device is refused by name, as every input of rtrace
             data = fh.read()
+    except UnreadableInput as e:
+        raise ScriptError(f"cannot read the script: {e}") from None
     except OSError as e:
         raise ScriptError(f"{shown}: cannot read the script: {e.strerror or e}") from None
     try:

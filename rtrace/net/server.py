@@ -29,7 +29,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from .. import __version__
-from ..core.secrets import safe_path, scrub_secrets
+from ..core.secrets import may_hold_secret, safe_path, scrub_secrets
 from ..core.trace import encode
 from ..core.writer import Clock, TraceWriter
 from .common import (
@@ -108,16 +108,9 @@ class ServerOptions:
         return self.latency_by_type.get(event_type, self.latency)
 
 
-#: Only an event whose JSON holds one of these (lower-cased) can hold a secret `scrub_secrets` would remove; the
-#: others are written as they are (scrubbing every event costs more than the latency being measured).
-_SECRET_HINTS = (
-    b"sk-", b"ek_", b"bearer", b"basic", b"insecure", b"key", b"token", b"secret", b"password", b"cookie",
-    b"auth", b"sig", b"proxy",
-)  # fmt: skip
-
-
 #: Seconds a line with no frame after it (a client event not answered yet, a note) waits before it is written.
 FLUSH_EVERY = 0.05
+
 
 class Recorder(TraceWriter):
     """The server's trace: a line per event, secrets scrubbed first (`rtrace.core.secrets.scrub_secrets`), buffered
@@ -127,9 +120,9 @@ class Recorder(TraceWriter):
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
         if raw is None:
             raw = encode(event)
-        low = raw.lower()
-        if any(hint in low for hint in _SECRET_HINTS):
-            # Keys, bearer tokens, `client_secret`s, `ek_...` never reach a trace.
+        if may_hold_secret(raw):
+            # Keys, bearer tokens, `client_secret`s, `ek_...` never reach a trace (`core.secrets` says which
+            # events can hold one; scrubbing every event costs more than the latency being measured).
             raw = encode(scrub_secrets(event))
         super().write(direction, conn, event, raw)
 

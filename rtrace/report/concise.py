@@ -2,22 +2,21 @@
 
 For editors and grep. The line is where the finding became certain (`at_line`); the column is always 1 (a trace
 line is one event). Input problems follow as `path:line:col: input [warning] message`; an unreadable trace is one
-`path: unreadable: why` line. All trace text is made printable (`core.escape.printable`) and scrubbed of secrets.
+`path: unreadable: why` line. All trace text is scrubbed of secrets and made printable (`core.escape.shown`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..core.escape import printable
+from ..core.escape import shown
 from ..engine.fold import Report, TraceReport
-from .excerpt import scrub_text
 
 MESSAGE_CHARS = 300
 
 
 def _text(text: str, limit: int) -> str:
-    return printable(scrub_text(text), limit)
+    return shown(text, limit)
 
 
 def trace_lines(trace: TraceReport) -> Iterator[str]:

@@ -7,21 +7,19 @@ scrubbed of credentials before it leaves this module. It never returns a line it
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from ..core import secrets as redact
+from ..core.escape import json_visible
 
 #: Strings longer than this are cut (base64 audio deltas are kilobytes).
 STRING_LIMIT = 160
 #: Keys whose value is a payload, never worth quoting in full.
 PAYLOAD_KEYS = frozenset({"audio", "delta", "data", "image_url", "file_data"})
 PAYLOAD_LIMIT = 24
-#: Field names treated as credentials here on top of `redact.SECRET_FIELDS` (a report is stricter than a trace).
-_SECRET_KEY = re.compile(r"(?i)(authorization|api[-_]?key|secret|password|cookie|^token$|access[-_]?token)")
 
 
 def scrub_text(text: str) -> str:
@@ -41,14 +39,12 @@ def _cut_all(value: Any, key: str = "") -> Any:
     if isinstance(value, list):
         return [_cut_all(v, key) for v in value]
     if isinstance(value, str):
-        if value and _SECRET_KEY.search(key):
-            return redact.REDACTED
         return _cut(value, PAYLOAD_LIMIT if key in PAYLOAD_KEYS else STRING_LIMIT)
     return value
 
 
 def scrub(value: Any) -> Any:
-    """A JSON value with secrets redacted (`redact.scrub_secrets` and stricter field names) and long strings cut."""
+    """A JSON value with secrets redacted (`core.secrets.scrub_secrets`, the one model) and long strings cut."""
     return _cut_all(redact.scrub_secrets(value))
 
 
@@ -59,7 +55,7 @@ def quote_line(raw: bytes) -> str:
     except orjson.JSONDecodeError:
         text = raw.decode("utf-8", errors="replace")
         return _cut(scrub_text(text), STRING_LIMIT * 2)
-    return orjson.dumps(scrub(obj)).decode("utf-8")
+    return json_visible(orjson.dumps(scrub(obj))).decode("utf-8")
 
 
 def read_lines(path: str | os.PathLike[str], lines: Iterable[int]) -> dict[int, str]:

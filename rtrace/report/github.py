@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..core.escape import printable
+from ..core.escape import shown
 from ..engine.fold import Report, TraceReport
-from .excerpt import scrub_text
 
 COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 MESSAGE_CHARS = 1000
@@ -27,7 +26,7 @@ def escape_property(text: str) -> str:
 
 
 def _clean(text: str, limit: int) -> str:
-    return printable(scrub_text(text), limit)
+    return shown(text, limit)
 
 
 def trace_lines(trace: TraceReport) -> Iterator[str]:

@@ -6,7 +6,7 @@ Stable and deterministic: keys sorted, findings in trace order, no wall-clock ti
      "config": {"ack_timeout": 5.0, "burst_window": 0.01, "reply_timeout": 10.0},
      "rules": ["RT101", ...],
      "traces": [{"path", "events", "connections", "duration", "header", "problem_count",
-                 "problems": [{"line", "col", "message"}],
+                 "problems": [{"line", "col", "message", "severity"}], "failed_rules": [rule id, ...],
                  "summary": {"error": n, "warning": n, "info": n},
                  "accepted": n (only when a baseline accepted findings),
                  "findings": [{"rule", "slug", "severity", "conn", "message", "explanation",
@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from ..core.escape import json_visible
 from ..engine.fold import Report, TraceReport
 from ..rules.base import as_json
 
@@ -37,7 +38,10 @@ def trace_json(trace: TraceReport) -> dict[str, Any]:
         "header": trace.header.fields if trace.header else None,
         "unreadable": trace.unreadable,
         "problem_count": trace.problem_count,
-        "problems": [{"line": p.line, "col": p.col, "message": p.message} for p in trace.problems],
+        "problems": [
+            {"line": p.line, "col": p.col, "message": p.message, "severity": p.severity} for p in trace.problems
+        ],
+        "failed_rules": list(trace.failed_rules),
         "summary": {sev: counts.get(sev, 0) for sev in ("error", "warning", "info")},
         "findings": [as_json(f) for f in trace.findings],
         **({"accepted": trace.accepted} if trace.accepted else {}),
@@ -54,4 +58,4 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def render(report: Report) -> bytes:
-    return orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return json_visible(orjson.dumps(report_json(report), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)) + b"\n"

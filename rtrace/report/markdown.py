@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from ..core.escape import printable
+from ..core.escape import shown
 from ..engine.fold import Report, TraceReport
 from ..rules.base import Finding, Witness, ms
-from .excerpt import read_lines, scrub, scrub_text
+from .excerpt import read_lines, scrub
 
 #: Longest label put on a Mermaid arrow.
 LABEL_CHARS = 120
@@ -22,14 +22,14 @@ _MERMAID_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,()/+=@'\-]")
 
 def md_text(text: str, limit: int = 2000) -> str:
     """Untrusted text as inert Markdown: one line, HTML and Markdown syntax escaped."""
-    s = printable(scrub_text(text), limit).replace("\n", " ")
+    s = shown(text, limit).replace("\n", " ")
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", s)
 
 
 def mermaid_label(text: str, limit: int = LABEL_CHARS) -> str:
     """Text for a Mermaid message: every character outside a small safe set as an entity code (`#59;`)."""
-    s = printable(scrub_text(text), limit).replace("\n", " ")
+    s = shown(text, limit).replace("\n", " ")
     return _MERMAID_UNSAFE.sub(lambda m: f"#{ord(m.group(0))};", s)
 
 

@@ -81,6 +81,9 @@ def write_outputs(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     html_data: Sequence[TraceData | None] | None = None,
 ) -> None:
-    """Write each requested format to its path (raises OSError when a path cannot be written)."""
+    """Write each requested format to its path, whole or not at all (`core.writer.write_replacing`); raises OSError
+    when a path cannot be written."""
+    from ..core.writer import write_replacing
+
     for fmt, path in outputs:
-        path.write_bytes(render_bytes(report, fmt, max_line_bytes, html_data))
+        write_replacing(path, render_bytes(report, fmt, max_line_bytes, html_data))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core.escape import printable
+from ..core.escape import shown
 from ..engine.fold import TraceReport
 from ..net.replay import ReplayResult
 
@@ -24,7 +24,7 @@ def _finding_rows(report: TraceReport | None) -> dict[str, list[str]]:
 
 def render(result: ReplayResult, emit: Callable[[str], None]) -> None:
     """The replay summary: connections, divergences (both lines), findings of the original next to the replay's."""
-    emit(f"replayed {printable(result.original)} against {printable(result.target)} -> {printable(result.replayed)}")
+    emit(f"replayed {shown(result.original)} against {shown(result.target)} -> {shown(result.replayed)}")
     for c in result.conns:
         emit(f"  conn {c.conn}: {c.sent} sent, {c.received} received, {c.timeouts} wait(s) timed out")
     if result.divergences:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
+from ..core.escape import json_visible
 from ..engine.fold import Report, TraceReport
 from ..rules.base import Finding, Rule
 from .excerpt import scrub_text
@@ -163,4 +164,4 @@ def _trace_notifications(trace: TraceReport, uri: str, a_index: int, out: list[d
 
 
 def render(report: Report) -> bytes:
-    return orjson.dumps(report_sarif(report), option=orjson.OPT_INDENT_2) + b"\n"
+    return json_visible(orjson.dumps(report_sarif(report), option=orjson.OPT_INDENT_2)) + b"\n"

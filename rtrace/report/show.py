@@ -12,7 +12,7 @@ from rich.text import Text
 
 from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.escape import printable
+from ..core.escape import shown
 from ..core.state import Connection, TraceState, client_view, divergence
 from ..core.trace import Record
 
@@ -23,12 +23,12 @@ _GAP = "  "
 
 def item_cell(item: Item | None, item_id: str) -> Cell:
     if item is None:
-        return [(printable(item_id, 40), "")]
-    cell = [(printable(item.label(), 70), "")]
+        return [(shown(item_id, 40), "")]
+    cell = [(shown(item.label(), 70), "")]
     if item.text:
-        cell.append((f"  {printable(item.text, 50)!s}", "dim"))
+        cell.append((f"  {shown(item.text, 50)!s}", "dim"))
     if item.arguments:
-        cell.append((f"  args={printable(item.arguments, 40)}", "dim"))
+        cell.append((f"  args={shown(item.arguments, 40)}", "dim"))
     if item.copies > 1:
         cell.append((f"  ×{item.copies}", "magenta"))
     return cell
@@ -199,14 +199,14 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
             parts.append(f"only in the client view: {', '.join(diff.only_client)}")
         if diff.reordered:
             parts.append(f"order differs: {', '.join(diff.reordered)}")
-        out.append("divergence: " + "; ".join(printable(p, 300) for p in parts) + "\n", "yellow")
+        out.append("divergence: " + "; ".join(shown(p, 300) for p in parts) + "\n", "yellow")
     if conn.pending:
         out.append("pending client changes:\n", "bold")
         for change in conn.pending.values():
-            out.append(f"  line {change.line}: {printable(change.summary, 120)}\n")
+            out.append(f"  line {change.line}: {shown(change.summary, 120)}\n")
     open_responses = [r for r in conn.responses.values() if r.open]
     for resp in open_responses:
-        out.append(f"response {printable(resp.id, 60)} generating since line {resp.created_line}\n", "cyan")
+        out.append(f"response {shown(resp.id, 60)} generating since line {resp.created_line}\n", "cyan")
 
 
 def render_timeline(records: Iterable[Record], conn: int, console: Console, until: int | None = None) -> None:
@@ -217,14 +217,14 @@ def render_timeline(records: Iterable[Record], conn: int, console: Console, unti
     table.add_column("client")
     table.add_column("")
     table.add_column("server")
-    shown = 0
+    rows = 0
     for rec in records:
         if until is not None and rec.line > until:
             break
         if rec.conn != conn:
             continue
-        shown += 1
-        text = Text(printable(describe(rec.type, rec.event), 90))
+        rows += 1
+        text = Text(shown(describe(rec.type, rec.event), 90))
         if rec.dir == "client":
             table.add_row(str(rec.line), f"{rec.t:.6f}", text, "→", "")
         elif rec.dir == "server":
@@ -232,7 +232,7 @@ def render_timeline(records: Iterable[Record], conn: int, console: Console, unti
         else:
             text.stylize("italic dim")
             table.add_row(str(rec.line), f"{rec.t:.6f}", text, "·", "")
-    if shown:
+    if rows:
         console.print(table)
     else:
         console.print(Text(f"no events on connection {conn}", style="yellow"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..core.escape import printable
+from ..core.escape import shown
 from ..net.sweep import RunResult, SweepResult, label
 
 
@@ -18,7 +18,7 @@ def progress(r: RunResult, console: Console) -> None:
     status = "timeout" if r.exit_code is None else f"exit {r.exit_code}"
     found = ", ".join(sorted({f.rule for f in r.findings})) or "no finding"
     line = f"{label(r.latency)} run {r.run}: {status}, {found}  {r.trace}"
-    console.print(printable(line, 4096), markup=False, soft_wrap=True)
+    console.print(shown(line, 4096), markup=False, soft_wrap=True)
 
 
 def render(result: SweepResult, console: Console) -> None:
@@ -57,7 +57,7 @@ def _first_trace(result: SweepResult, rule_id: str, slug: str, console: Console)
                 lines = ",".join(str(n) for n in hit.lines[:6]) if hit.lines else ""
                 where = f"{r.trace}:{hit.lines[0]}" if hit.lines else str(r.trace)
                 console.print(
-                    printable(f"  {rule_id} {slug} at {label(latency)}: {where}  (lines {lines})", 4096),
+                    shown(f"  {rule_id} {slug} at {label(latency)}: {where}  (lines {lines})", 4096),
                     markup=False,
                     soft_wrap=True,
                 )

@@ -1,7 +1,7 @@
 """The terminal report: a summary per trace, then each finding with its witness as a two-lane timeline.
 
-All trace text goes through `escape.printable` and into `rich.text.Text` (never markup), so a transcript with
-ANSI escapes or `[bold]` prints as text.
+All trace text goes through `escape.shown` (secrets scrubbed, escapes visible) and into `rich.text.Text` (never
+markup), so a transcript with ANSI escapes or `[bold]` prints as text.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ..core.escape import printable
+from ..core.escape import printable, shown
+from ..core.secrets import scrub_text
 from ..core.trace import Problem
 from ..engine.fold import Report, TraceReport
 from ..rules.base import Finding, Witness
@@ -31,9 +32,9 @@ _RUN = re.compile(rf"\S{{{RUN_LIMIT + 1},}}")
 
 
 def _prose(text: str, limit: int) -> str:
-    """`printable(text, limit)`, with every over-long unbroken run cut to RUN_LIMIT characters and a count."""
+    """`shown(text, limit)`, with every over-long unbroken run cut to RUN_LIMIT characters and a count."""
     cut = _RUN.sub(lambda m: f"{m.group()[:RUN_LIMIT]}… (+{len(m.group()) - RUN_LIMIT} chars)", text)
-    return printable(cut, limit)
+    return shown(cut, limit)
 
 
 #: Trace names in the totals tables are cut to this many characters, in the middle.
@@ -43,11 +44,11 @@ NAME_CHARS = 30
 def trace_name(path: str, limit: int = NAME_CHARS) -> str:
     """The file name of `path` for a table column, cut in the middle when long: traces of one fleet usually share
     a prefix and differ at the end (`reconnect-during-tool.livekit-1.8.4.jsonl` -> `reconnect-dur…ekit-1.8.4.jsonl`)."""
-    name = path.rsplit("/", 1)[-1]
+    name = scrub_text(path.rsplit("/", 1)[-1])
     if len(name) > limit:
         head = (limit - 1) // 2
         name = f"{name[:head]}…{name[len(name) - (limit - 1 - head):]}"
-    return printable(name, limit * 4)
+    return printable(name, limit * 4)  # scrubbed before it was cut
 
 
 def render(report: Report, console: Console) -> None:
@@ -64,9 +65,9 @@ def renderables(report: Report) -> Iterator[RenderableType]:
 
 
 def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
-    yield Text(printable(trace.path, 200), style="bold")
+    yield Text(shown(trace.path, 200), style="bold")
     if trace.unreadable:
-        yield Text(f"  unreadable: {printable(trace.unreadable, 300)}", style="red")
+        yield Text(f"  unreadable: {shown(trace.unreadable, 300)}", style="red")
         return
     counts = trace.counts()
     parts = [
@@ -81,16 +82,16 @@ def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
     if trace.header and trace.header.fields:
         client = trace.header.fields.get("client") or trace.header.fields.get("recorder")
         if client:
-            parts.append(printable(str(client), 60))
+            parts.append(shown(str(client), 60))
     yield Text("  " + " · ".join(parts))
     yield from render_problems(trace)
-    shown: Counter[str] = Counter()
+    per_rule: Counter[str] = Counter()
     for finding in trace.findings:
-        shown[finding.rule] += 1
-        if shown[finding.rule] <= MAX_FINDINGS_SHOWN_PER_RULE:
+        per_rule[finding.rule] += 1
+        if per_rule[finding.rule] <= MAX_FINDINGS_SHOWN_PER_RULE:
             yield Text()
             yield from render_finding(finding)
-    for rule, count in sorted(shown.items()):
+    for rule, count in sorted(per_rule.items()):
         if count > MAX_FINDINGS_SHOWN_PER_RULE:
             hidden = count - MAX_FINDINGS_SHOWN_PER_RULE
             yield Text(f"  … and {hidden} more {rule} findings (all of them: --format json)", style="dim")
@@ -109,7 +110,7 @@ def render_problem(problem: Problem) -> Iterator[RenderableType]:
     style = "red" if problem.severity == "error" else "yellow"
     yield Text(f"  {_prose(str(problem), 300)}", style=style)
     if problem.excerpt:
-        yield Text(f"      {printable(problem.excerpt, 200)}", style="dim")
+        yield Text(f"      {shown(problem.excerpt, 200)}", style="dim")
 
 
 def render_finding(finding: Finding) -> Iterator[RenderableType]:
@@ -134,7 +135,7 @@ def timeline(witness: tuple[Witness, ...]) -> Table:
     table.add_column("server", max_width=LANE_WIDTH, overflow="fold")
     t0 = witness[0].t if witness else 0.0
     for w in witness:
-        text = Text(printable(w.summary, 110))
+        text = Text(shown(w.summary, 110))
         rel = f"{(w.t - t0) * 1000:.1f}"
         if w.dir == "client":
             table.add_row(str(w.line), rel, text, "→", "")

@@ -1,22 +1,27 @@
 """`rtrace redact`: a trace made safe to publish, line for line.
 
-Secrets always go (`rtrace.core.secrets`); user text, audio and tool payloads on request. Ids, types, order, times
-and the line count are kept, so an analysis of the redacted trace finds what the original's did. A line that
-cannot be parsed may hold a secret too: it becomes a `note` placeholder, never a copy. No terminal output here.
+Secrets always go (`rtrace.core.secrets`, with a secret split across the deltas of a stream joined first:
+`DeltaWindows`, each such delta masked, the earlier ones rewritten in place in the output); user text, audio and tool
+payloads on request. Ids, types, order, times and the line count are kept, so an analysis of the redacted trace
+finds what the original's did. A line that cannot be parsed may hold a secret too: it becomes a `note` placeholder,
+never a copy. No terminal output here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
-from collections.abc import Callable, Iterator
+import tempfile
+from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
 
-from ..core.loader import DEFAULT_MAX_LINE_BYTES, UnreadableInput
-from ..core.secrets import AUDIO_FIELDS, scrub_secrets, strip_audio
+from ..core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput, open_input
+from ..core.secrets import AUDIO_FIELDS, STREAMS, DeltaWindows, scrub_secrets, strip_audio
+from ..core.writer import Replacing, rewrite_at
 
 #: The text of the placeholder written for a line that could not be read.
 DROPPED_NOTE = "line dropped by rtrace redact"
@@ -144,22 +149,15 @@ class _Rewriter:
                 self.walk(v, depth + 1)
 
 
-def _lines(stream: IO[bytes], limit: int) -> Iterator[bytes | int]:
-    """The lines of `stream` without their newline; an oversized line as its size (never held in memory)."""
-    while True:
-        line = stream.readline(limit + 1)
-        if not line:
-            return
-        if len(line) > limit and not line.endswith(b"\n"):
-            size = len(line)
-            while True:
-                more = stream.readline(1 << 20)
-                size += len(more)
-                if not more or more.endswith(b"\n"):
-                    break
-            yield size
-            continue
-        yield line[:-1] if line.endswith(b"\n") else line
+class _Written:
+    """A delta line already written to the output: where, and the objects to write it again from."""
+
+    __slots__ = ("event", "field", "length", "line", "offset")
+
+    def __init__(self, line: dict[str, Any], event: dict[str, Any], field: str) -> None:
+        self.line, self.event, self.field = line, event, field
+        self.offset = -1
+        self.length = 0
 
 
 def redact_stream(
@@ -168,39 +166,113 @@ def redact_stream(
     options: RedactOptions | None = None,
     on_drop: Callable[[int, str], None] | None = None,
 ) -> RedactStats:
-    """Rewrite a trace line for line. `on_drop(line, reason)` is told about each line replaced by a placeholder."""
+    """Rewrite a trace line for line. `on_drop(line, reason)` is told about each line replaced by a placeholder.
+    Lines are split as the loader splits them (`TraceReader.raw_lines`: BOM, UTF-16, oversized lines, and no end
+    looked for beyond `MAX_SKIP_FACTOR` times the limit). A delta that shares a secret with the deltas before it is
+    rewritten in `dst` where it stands (`dst` must then be seekable; `redact_file` sees to it)."""
     options = options or RedactOptions()
     stats = RedactStats()
     rewriter = _Rewriter(options, stats)
     last_t, last_conn = 0.0, 1
-    for lineno, raw in enumerate(_lines(src, options.max_line_bytes), 1):
+    reader = TraceReader(src, "<redact>", max_line_bytes=options.max_line_bytes)
+    windows: DeltaWindows[_Written] = DeltaWindows()
+    at = 0  # bytes written so far: where the next line starts
+
+    def put(data: bytes) -> int:
+        nonlocal at
+        start = at
+        dst.write(data)
+        at += len(data)
+        return start
+
+    def placeholder(lineno: int, reason: str) -> None:
+        stats.dropped += 1
+        stats.notes.append((lineno, reason))
+        if on_drop is not None:
+            on_drop(lineno, reason)
+        note = {"type": "note", "text": DROPPED_NOTE}
+        put(orjson.dumps({"t": last_t, "dir": "meta", "conn": last_conn, "event": note}) + b"\n")
+
+    for lineno, raw, _ in reader.raw_lines():
         stats.lines = lineno
-        if lineno == 1 and isinstance(raw, bytes) and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
         if isinstance(raw, bytes) and not raw.strip():
-            dst.write(raw + b"\n")
+            put(raw + b"\n")
             continue
-        out, reason = _redact_line(raw, rewriter, stats)
-        if out is None:
-            stats.dropped += 1
-            stats.notes.append((lineno, reason))
-            if on_drop is not None:
-                on_drop(lineno, reason)
-            note = {"type": "note", "text": DROPPED_NOTE}
-            out = orjson.dumps({"t": last_t, "dir": "meta", "conn": last_conn, "event": note})
-        else:
-            t, conn = _envelope(out)
-            last_t = t if t is not None else last_t
-            last_conn = conn if conn is not None else last_conn
-        dst.write(out + b"\n")
+        redacted, reason = _redact_line(raw, rewriter, stats)
+        if redacted is None:
+            placeholder(lineno, reason)
+            continue
+        original, clean = redacted
+        t, conn = _envelope(clean)
+        last_t = t if t is not None else last_t
+        last_conn = conn if conn is not None else last_conn
+        written = _stream_delta(windows, original, clean, last_conn, options, stats)
+        data = orjson.dumps(clean) + b"\n"
+        start = put(data)
+        if written is not None:
+            mine, earlier = written
+            mine.offset, mine.length = start, len(data)
+            for line, text in earlier:
+                line.event[line.field] = text
+                again = orjson.dumps(line.line) + b"\n"
+                if len(again) == line.length:
+                    rewrite_at(dst, line.offset, again)
+    if reader.gave_up is not None:
+        stats.lines = reader.gave_up
+        placeholder(reader.gave_up, reader.problems[-1].message if reader.problems else "no line end")
     return stats
 
 
-def _envelope(line: bytes) -> tuple[float | None, int | None]:
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None, None
+def _event_of(obj: Any) -> dict[str, Any] | None:
+    if not isinstance(obj, dict):
+        return None
+    event = obj.get("event")
+    if isinstance(event, dict):
+        return event
+    return obj if "type" in obj else None
+
+
+def _stream_delta(
+    windows: DeltaWindows[_Written],
+    original: Any,
+    clean: Any,
+    conn: int,
+    options: RedactOptions,
+    stats: RedactStats,
+) -> tuple[_Written, list[tuple[_Written, str]]] | None:
+    """Feed a line to the delta windows: for a streamed delta, (its handle, the earlier deltas to rewrite), with
+    its own text set masked where needed; None for any other line (a done or a close ends windows)."""
+    source, event = _event_of(original), _event_of(clean)
+    if source is None or event is None:
+        return None
+    etype = source.get("type")
+    spec = STREAMS.get(str(etype))
+    if spec is None:
+        windows.end(conn, source)
+        if etype == "connection.closed":
+            windows.close(conn)
+        return None
+    field, _, family = spec
+    if (options.tool_output and family in ("arguments", "mcp_arguments")) or (
+        options.user_text and family != "arguments" and family != "mcp_arguments"
+    ):
+        return None  # the whole text is replaced by its tag anyway
+    text = source.get(field)
+    if not isinstance(text, str):
+        return None
+    event[field] = text
+    mine = _Written(clean, event, field)
+    earlier = []
+    for line, now in windows.delta(conn, source, mine):
+        if line is mine:
+            event[field] = now
+        else:
+            earlier.append((line, now))
+    stats.secrets += len(earlier)  # lines written before the secret showed, rewritten now
+    return mine, earlier
+
+
+def _envelope(obj: Any) -> tuple[float | None, int | None]:
     if not isinstance(obj, dict):
         return None, None
     t, conn = obj.get("t"), obj.get("conn")
@@ -210,7 +282,8 @@ def _envelope(line: bytes) -> tuple[float | None, int | None]:
     )
 
 
-def _redact_line(raw: bytes | int, rewriter: _Rewriter, stats: RedactStats) -> tuple[bytes | None, str]:
+def _redact_line(raw: bytes | int, rewriter: _Rewriter, stats: RedactStats) -> tuple[tuple[Any, Any] | None, str]:
+    """(the line as read, the line redacted), or None and why the line cannot be kept."""
     if isinstance(raw, int):
         return None, f"line is {raw:,} bytes, over the {rewriter.options.max_line_bytes:,}-byte limit"
     try:
@@ -231,7 +304,8 @@ def _redact_line(raw: bytes | int, rewriter: _Rewriter, stats: RedactStats) -> t
                 rewriter.event(event)
             elif "type" in clean:
                 rewriter.event(clean)
-        return orjson.dumps(clean), ""
+        orjson.dumps(clean)
+        return (obj, clean), ""
     except RecursionError:
         return None, "nested too deeply"
     except orjson.JSONEncodeError as e:
@@ -244,29 +318,25 @@ def redact_file(
     options: RedactOptions | None = None,
     on_drop: Callable[[int, str], None] | None = None,
 ) -> RedactStats:
-    """Redact `src` into `dst` (`None` or `-`: stdout). The output appears only once complete (written beside it,
-    then renamed), so an interrupted run never leaves a half-redacted file; `dst` may be `src`."""
+    """Redact `src` into `dst` (`None` or `-`: stdout). The output appears only once complete (`core.writer.
+    Replacing`: a new temporary file beside it, renamed), so an interrupted run never leaves a half-redacted file,
+    and an input with no line leaves `dst` as it was (`UnreadableInput`). The CLI refuses `dst` = `src`."""
     s = os.fspath(src)
-    try:
-        if os.path.isdir(s):
-            raise UnreadableInput(f"{s}: is a directory")
-        fin = sys.stdin.buffer if s == "-" else open(s, "rb")
-    except OSError as e:
-        raise UnreadableInput(f"{s}: {e.strerror or e}") from None
+    fin = sys.stdin.buffer if s == "-" else open_input(s)
     try:
         d = None if dst is None else os.fspath(dst)
         if d is None or d == "-":
-            stats = redact_stream(fin, sys.stdout.buffer, options, on_drop)
+            # Through a temporary file: deltas may be rewritten where they stand, which a pipe cannot do.
+            with tempfile.TemporaryFile() as spool:
+                stats = redact_stream(fin, spool, options, on_drop)
+                spool.seek(0)
+                shutil.copyfileobj(spool, sys.stdout.buffer)
             sys.stdout.buffer.flush()
             return stats
-        tmp = f"{d}.rtrace-redact-{os.getpid()}.tmp"
-        try:
-            with open(tmp, "wb") as fout:
-                stats = redact_stream(fin, fout, options, on_drop)
-            os.replace(tmp, d)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with Replacing(d) as fout:
+            stats = redact_stream(fin, fout, options, on_drop)
+            if stats.lines == 0:
+                raise UnreadableInput(f"{s}: no line to redact; {d} is not written")
         return stats
     finally:
         if fin is not sys.stdin.buffer:
