@@ -454,7 +454,7 @@ def test_s3_without_credentials_or_endpoint_is_exit_3(s3: dict[str, Any]) -> Non
     endpoint = f"--storage-option=endpoint_url={s3['endpoint']}"
     no_creds = s3_cli("analyze", "s3://rtrace-fleet/day/", endpoint)
     closed = f"http://127.0.0.1:{_free_port()}"
-    once = {"retries": 1, "config_kwargs": {"retries": {"max_attempts": 1}}}  # give up at once (botocore backs off)
+    once = {"config_kwargs": {"retries": {"max_attempts": 1}}}  # give up at once (botocore backs off)
     no_endpoint = s3_cli(
         "analyze", "s3://rtrace-fleet/day/", "--storage-options",
         json.dumps({**s3["options"], **once, "endpoint_url": closed}),
