@@ -4,7 +4,7 @@ import os
 import sys
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from .engine.fold import Report, TraceReport
 from .net.examples import EXAMPLE_SCRIPT, EXAMPLE_TOOL
 from .rules import RULES, UnknownRule, find_rule, select_rules
 from .rules.base import SEVERITY_RANK, Config
+
+if TYPE_CHECKING:
+    from .net.server import ServerOptions
 
 
 class ExitCode(IntEnum):
@@ -164,11 +167,19 @@ def analyze(
     scheduler: Annotated[
         str | None, typer.Option(help="Dask scheduler address (tcp://host:8786), for --engine dask.")
     ] = None,
+    follow: Annotated[
+        bool, typer.Option(help="Read the trace as it grows, each finding on stderr as it is found; Ctrl-C ends.")
+    ] = False,
+    follow_timeout: Annotated[
+        float | None, typer.Option(help="With --follow: end after this many seconds without a new line.")
+    ] = None,
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = Config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
-    if engine is Engine.local and jobs == 1:
+    if follow:
+        traces = [follow_trace(paths, config, rules, max_line_bytes, follow_timeout)]
+    elif engine is Engine.local and jobs == 1:
         from .engine.parallel import analyze_file
 
         traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
@@ -182,6 +193,35 @@ def analyze(
         if trace.events == 0 and not trace.unreadable:
             stderr_console().print(f"{trace.path}: no usable event", style="red", markup=False)
     raise typer.Exit(exit_code_for(report, fail_on, strict))
+
+
+def follow_trace(
+    paths: list[Path], config: Config, rules: tuple, max_line_bytes: int, idle: float | None
+) -> TraceReport:
+    """`analyze --follow`: one file, folded as it grows (`engine.live`) until Ctrl-C or `idle` seconds without a
+    new line; each finding is printed to stderr as it becomes certain."""
+    import signal
+    import threading
+
+    from .engine.live import FollowFile, finding_line, fold_live
+
+    if len(paths) != 1 or str(paths[0]) == "-" or paths[0].is_dir():
+        raise UsageError("--follow reads one trace file")
+    if idle is not None and idle <= 0:
+        raise UsageError("--follow-timeout must be a positive number of seconds")
+    err = stderr_console()
+    stop = threading.Event()
+    try:
+        stream = FollowFile(paths[0], stop, idle)
+    except OSError as e:
+        raise UnreadableInput(f"{paths[0]}: {e.strerror or e}") from None
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())  # Ctrl-C ends the trace, which is then reported
+    try:
+        reader = TraceReader(stream, str(paths[0]), max_line_bytes=max_line_bytes)  # type: ignore[arg-type]
+        return fold_live(reader, lambda f, at_end: err.print(finding_line(f, at_end), markup=False), config, rules)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        stream.close()
 
 
 def write_side_outputs(report: Report, paths: dict[str, Path], max_line_bytes: int) -> None:
@@ -376,6 +416,9 @@ TranscriptOpt = Annotated[
 VadThresholdOpt = Annotated[
     float | None, typer.Option(help="Server VAD: RMS of a speech frame, fraction of full scale (0.02).")
 ]
+LiveOpt = Annotated[
+    bool | None, typer.Option(help="Print each finding to stderr as it becomes certain (default: on a terminal).")
+]
 ScriptOpt = Annotated[
     Path | None, typer.Option(help="A scenario script (TOML): turns that answer, call, fail, close, delay.")
 ]
@@ -415,6 +458,13 @@ def serve(
     transcript: TranscriptOpt = None,
     vad_threshold: VadThresholdOpt = None,
     script: ScriptOpt = None,
+    live: LiveOpt = None,
+    exit_with_findings: Annotated[
+        bool, typer.Option(help="At the end (SIGTERM, Ctrl-C): print the report; exit 1 on findings at --fail-on.")
+    ] = False,
+    fail_on: Annotated[FailOn, typer.Option(help="With --exit-with-findings: the severity that fails.")] = (
+        FailOn.error
+    ),
 ) -> None:
     """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
@@ -432,7 +482,31 @@ def serve(
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
-    serve_main(options)
+    live = sys.stderr.isatty() if live is None else live
+    if live or exit_with_findings:
+        serve_watched(options, live, fail_on if exit_with_findings else None)
+    else:
+        serve_main(options)
+
+
+def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) -> None:
+    """`serve --live` / `--exit-with-findings`: the recording folded as it is written (`net.live.watch`); at the
+    end, with `fail_on`, the report on stdout and exit 1 on findings at that severity or above."""
+    import dataclasses
+
+    from .net.live import watch
+    from .net.server import serve_main
+
+    watched = watch(lambda path, tap: serve_main(dataclasses.replace(options, record=path, tap=tap)), options.record,
+                    live)  # fmt: skip
+    if fail_on is None:
+        return
+    write_report(Report([watched.report], Config()), OutputFormat.terminal, None)
+    if watched.trace is not None:
+        print(f"rtrace serve: trace kept at {watched.trace}", flush=True)
+    floor = SEVERITY_RANK.get(fail_on.value)
+    if floor is not None and any(SEVERITY_RANK[f.severity] >= floor for f in watched.report.findings):
+        raise typer.Exit(ExitCode.FINDINGS)
 
 
 @app.command()
@@ -487,6 +561,7 @@ def record(
     port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
+    live: LiveOpt = None,
 ) -> None:
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
     from .net.proxy import RecordOptions, check_upstream, record_main
@@ -495,8 +570,16 @@ def record(
         check_upstream(upstream)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio)
     try:
-        record_main(RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio))
+        if sys.stderr.isatty() if live is None else live:
+            import dataclasses
+
+            from .net.live import watch
+
+            watch(lambda path, tap: record_main(dataclasses.replace(options, output=path, tap=tap)), output, True)
+        else:
+            record_main(options)
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
 

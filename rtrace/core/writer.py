@@ -18,6 +18,8 @@ from .trace import dumps_header, dumps_record
 
 #: Seconds, monotonic: what a record's `t` is measured with (from the writer's creation).
 Clock = Callable[[], float]
+#: Given each line once it is written whole (the header included): how live findings see a recording.
+Tap = Callable[[bytes], None]
 #: Told once why writing stopped (`OSError.strerror`, e.g. "No space left on device") and how many lines the
 #: trace kept.
 OnFailure = Callable[[str, int], None]
@@ -33,8 +35,11 @@ class TraceWriter:
     on.
     """
 
-    def __init__(self, fp: IO[bytes], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure) -> None:
+    def __init__(
+        self, fp: IO[bytes], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure, tap: Tap | None = None
+    ) -> None:
         self._fp: IO[bytes] | None = fp
+        self._tap = tap
         self._clock = clock
         self._on_failure = on_failure
         self._t0 = clock()
@@ -48,9 +53,14 @@ class TraceWriter:
 
     @classmethod
     def open(
-        cls: type[_W], path: str | os.PathLike[str], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure
+        cls: type[_W],
+        path: str | os.PathLike[str],
+        header: dict[str, Any] | None,
+        clock: Clock,
+        on_failure: OnFailure,
+        tap: Tap | None = None,
     ) -> _W:
-        return cls(open(path, "wb"), header, clock, on_failure)
+        return cls(open(path, "wb"), header, clock, on_failure, tap)
 
     def _put(self, line: bytes) -> None:
         if self._fp is None or self.failed is not None:
@@ -67,6 +77,8 @@ class TraceWriter:
         self.lines += 1
         with contextlib.suppress(OSError, AttributeError, ValueError):
             self._good = self._fp.tell()
+        if self._tap is not None:
+            self._tap(line)
 
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
         """One line for `event`, timed now (`raw`: the event's JSON, when the caller has it already)."""

@@ -27,7 +27,7 @@ from websockets.http11 import Request, Response
 
 from .. import __version__
 from ..core.secrets import redact_event, safe_path, scrub_text
-from ..core.writer import TraceWriter
+from ..core.writer import Tap, TraceWriter
 from .common import (
     MAX_FRAME_BYTES,
     host_for_url,
@@ -73,6 +73,8 @@ class RecordOptions:
     header: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Seconds to wait for the upstream handshake.
     open_timeout: float = 10.0
+    #: Given each line of `output` once written (live findings: `rtrace.engine.live.LiveFold.tap`).
+    tap: Tap | None = None
 
 
 @dataclasses.dataclass
@@ -295,7 +297,7 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
-        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed)
+        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, options.tap)
     proxy = RecordingProxy(options, writer)
     try:
         await proxy.start()
