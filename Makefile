@@ -88,6 +88,7 @@ bench: $(STAMP) .venv-mitm/.installed
 	$(BIN)/python -m bench.run
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_record.py --mitmdump .venv-mitm/bin/mitmdump
+	$(BIN)/python bench/bench_minimize.py
 
 # Scaling suite of issue 15 (minutes; not part of `make test`): every session shape at 1x, 4x and 16x (traces cached
 # under bench/data/scale/), time against the orjson floor, peak RSS and growth exponent; exit 1 unless every shape

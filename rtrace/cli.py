@@ -18,6 +18,7 @@ from .rules.base import SEVERITY_RANK, Config
 
 if TYPE_CHECKING:
     from .net.server import ServerOptions
+    from .report.outputs import ReportFormat
 
 
 class ExitCode(IntEnum):
@@ -243,6 +244,9 @@ def report(
     select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids or slugs, comma-separated).")] = None,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules (ids or slugs, comma-separated).")] = None,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+    minimize: Annotated[
+        bool, typer.Option(help="Also a minimal reproducer per rule found (files beside -o; quoted in Markdown).")
+    ] = False,
 ) -> None:
     """Write a report to attach to a bug: Markdown with sequence diagrams, or a one-file HTML step-through view.
 
@@ -267,16 +271,54 @@ def report(
 
     traces = [analyze_file(p, config, rules, max_line_bytes) for p in trace_paths(paths)]
     result = Report(traces, config, rules)
+    if minimize:
+        if output is None and fmt is not ReportFormat.markdown:
+            raise UsageError("--minimize writes its reproducers beside --output; give -o (or Markdown to stdout)")
+        data = report_with_reproducers(result, fmt, output, max_line_bytes)
+    else:
+        data = render_bytes(result, fmt, max_line_bytes)
     if output is None:
-        sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes))
+        sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        write_side_outputs(result, {fmt.value: output}, max_line_bytes)
+        try:
+            output.write_bytes(data)
+        except OSError as e:
+            raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
     if any(t.unreadable or t.events == 0 for t in traces):
         for t in traces:
             if t.unreadable or t.events == 0:
                 stderr_console().print(f"rtrace: {t.unreadable or t.path + ': no usable event'}", markup=False)
         raise typer.Exit(ExitCode.UNREADABLE)
+
+
+def report_with_reproducers(report: Report, fmt: "ReportFormat", output: Path | None, max_line_bytes: int) -> bytes:
+    """`report --minimize`: a reproducer per trace and rule found (`transform.minimize`), written beside `output`
+    as `STEM.min-RULE.jsonl` (`STEM.K.min-RULE.jsonl` for the Kth of several traces; a temporary folder without
+    `output`); Markdown quotes each."""
+    import tempfile
+
+    from .report import markdown
+    from .report.outputs import ReportFormat, render_bytes
+    from .transform import minimize as mz
+
+    data = render_bytes(report, fmt, max_line_bytes)
+    with tempfile.TemporaryDirectory(prefix="rtrace-min-") as tmp:
+        folder, stem = (output.parent, output.stem) if output is not None else (Path(tmp), "report")
+        made: list[tuple[str, str, int, str, str]] = []
+        for k, trace in enumerate(report.traces, start=1):
+            for rule_id in dict.fromkeys(f.rule for f in trace.findings):
+                found = mz.minimize(trace.path, find_rule(rule_id), report.config, max_line_bytes=max_line_bytes)
+                name = f"{stem}.{k}.min-{rule_id}.jsonl" if len(report.traces) > 1 else f"{stem}.min-{rule_id}.jsonl"
+                try:
+                    with open(folder / name, "wb") as out:
+                        mz.write(found, out, max_line_bytes=max_line_bytes)
+                except OSError as e:
+                    raise UsageError(f"{folder / name}: cannot write: {e.strerror or e}") from None
+                made.append((trace.path, rule_id, found.records, str(folder / name), name))
+        if fmt is ReportFormat.markdown and made:
+            data = data.rstrip(b"\n") + b"\n\n" + markdown.render_reproducers(made).encode("utf-8")
+    return data
 
 
 def write_report(report: Report, format: OutputFormat, output: Path | None) -> None:
@@ -381,6 +423,42 @@ def redact(
         + (f", {stats.tool} tool payloads" if tool_output else ""),
         markup=False,
     )
+
+
+@app.command("minimize")
+def minimize_command(
+    path: Annotated[Path, typer.Argument(help="The trace with the finding.")],
+    rule: Annotated[str, typer.Option("--rule", "-r", help="The rule (id or slug) whose finding must still hold.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Write the reproducer here.")],
+    max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """The fewest records of a trace in which a rule's finding still holds (delta debugging over connections, turns
+    and records, the protocol kept valid); writes them and prints their report."""
+    import time
+
+    from .engine.fold import analyze_path
+    from .transform import minimize as mz
+
+    found = find_rule(rule)
+    if output.exists() and path.exists() and output.resolve() == path.resolve():
+        raise UsageError(f"{output}: is the input; write the reproducer elsewhere")
+    started = time.perf_counter()
+    try:
+        result = mz.minimize(path, found, max_line_bytes=max_line_bytes)
+    except mz.NothingToMinimize as e:
+        raise UsageError(str(e)) from None
+    try:
+        with output.open("wb") as out:
+            written = mz.write(result, out, max_line_bytes=max_line_bytes)
+    except OSError as e:
+        raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
+    seconds = time.perf_counter() - started
+    stderr_console().print(
+        f"rtrace minimize: {result.records} records -> {written} lines ({found.id} {found.slug} holds; "
+        f"{result.tests} candidates folded in {seconds:.2f} s) -> {output}",
+        markup=False,
+    )
+    write_report(Report([analyze_path(output, max_line_bytes=max_line_bytes)], Config()), OutputFormat.terminal, None)
 
 
 def _verbatim(text: str) -> str:
