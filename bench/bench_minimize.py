@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= met
         print(
             f"{name}: {alone.records:,} records ({trace.stat().st_size / 1e6:.1f} MB) -> {lines} lines "
-            f"({len(header['minimized']['lines'])} records and the header; target <= {max_lines}) in {seconds:.2f} s (target < {max_seconds:g} s): "
+            f"({len(header['minimized']['lines'])} records and the header; target <= {max_lines}) "
+            f"in {seconds:.2f} s (target < {max_seconds:g} s): "
             f"{'met' if met else 'MISSED'}; delta debugging alone: {len(alone.lines) + 1} lines, "
             f"{alone.tests} folds, {alone_s:.2f} s in process"
         )
