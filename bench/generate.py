@@ -269,14 +269,20 @@ class Session:
         )
         self.items.append({k: v for k, v in done.items() if k not in ("object", "status")})
 
-    def tool_output(self) -> str:
-        """The client runs the tool, sends its output, and asks for the next response (returns its event id)."""
+    def _run_tool(self) -> dict[str, Any]:
+        """The client runs the tool of the last call and creates its output (confirmed); returns the output item."""
         w = self.w
         call = self.items[-1]
         w.advance(0.2 + w.rng.random() * 0.3)
         out = {"id": f"item_o{self.responses:08d}", "type": "function_call_output", "call_id": call["call_id"]}
         out["output"] = json.dumps({"ok": True, "summary": " ".join(_say(w.rng, 8))})
         self.create(out)
+        return out
+
+    def tool_output(self) -> str:
+        """The client runs the tool, sends its output, and asks for the next response (returns its event id)."""
+        w = self.w
+        self._run_tool()
         w.advance(0.003)
         request = self.request_response()
         w.advance(0.3)
@@ -286,11 +292,7 @@ class Session:
         """The #7880 race: the output is created and confirmed, then a push computed from a snapshot taken before
         that confirmation deletes it, in one burst with the user's next text (RT101, RT102)."""
         w = self.w
-        call = self.items[-1]
-        w.advance(0.2 + w.rng.random() * 0.3)
-        out = {"id": f"item_o{self.responses:08d}", "type": "function_call_output", "call_id": call["call_id"]}
-        out["output"] = json.dumps({"ok": True, "summary": " ".join(_say(w.rng, 8))})
-        self.create(out)
+        out = self._run_tool()
         w.advance(0.0017)
         w.client("conversation.item.delete", "chat_ctx_delete", item_id=out["id"])
         self.items.remove(out)
