@@ -169,7 +169,7 @@ def analyze(
         str | None, typer.Option(help="Dask scheduler address (tcp://host:8786), for --engine dask.")
     ] = None,
     follow: Annotated[
-        bool, typer.Option(help="Read the trace as it grows, each finding on stderr as it is found; Ctrl-C ends.")
+        bool, typer.Option("--follow", help="Read the trace as it grows; findings on stderr as found; Ctrl-C ends.")
     ] = False,
     follow_timeout: Annotated[
         float | None, typer.Option(help="With --follow: end after this many seconds without a new line.")
@@ -538,7 +538,10 @@ def serve(
     script: ScriptOpt = None,
     live: LiveOpt = None,
     exit_with_findings: Annotated[
-        bool, typer.Option(help="At the end (SIGTERM, Ctrl-C): print the report; exit 1 on findings at --fail-on.")
+        bool,
+        typer.Option(
+            "--exit-with-findings", help="At the end (SIGTERM, Ctrl-C): print the report; exit 1 on --fail-on findings."
+        ),
     ] = False,
     fail_on: Annotated[FailOn, typer.Option(help="With --exit-with-findings: the severity that fails.")] = (
         FailOn.error
