@@ -283,8 +283,12 @@ def test_nothing_is_left_running_threads_loops_or_ports(users: pytest.Pytester, 
 
         @pytest.mark.asyncio
         async def test_async(rtrace_server):
+            import asyncio
             open({str(ports)!r}, "a").write(f"{{rtrace_server.port}}\\n")
             await achat(rtrace_server.realtime_url)
+            rtrace_server.close()
+            # the server never ran on the test's loop: only the test's own task is there
+            assert asyncio.all_tasks() == {{asyncio.current_task()}}
 
         def test_left_open(rtrace_server):
             # a client the test never closes: the server's stop closes it
