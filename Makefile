@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint unit e2e-envs e2e-locks browser bench bench-scale clean fuzz
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py rtrace/core/_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
@@ -79,11 +79,13 @@ fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_hardening.py tests/test_redact.py \
 		-p no:cacheprovider --hypothesis-show-statistics -q
 
-# Benchmarks of issue 7 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table.
+# Benchmarks of issues 7 and 15 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table
+# (with DuckDB's read_json as the reference of a columnar reader, installed into .venv if missing).
 # Also the fake server's ack-latency accuracy and the recorder's added latency against mitmdump (reverse mode),
 # mitmproxy from its own venv so it never meets the project's dependencies.
 bench: $(STAMP) .venv-mitm/.installed
 	command -v jq >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq)
+	$(BIN)/python -c "import duckdb" 2>/dev/null || $(BIN)/python -m pip install -q 'duckdb>=1.0'  # issue 15's reference
 	$(BIN)/python -m bench.generate
 	$(BIN)/python -m bench.run
 	$(BIN)/python bench/bench_serve.py

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from bench.run import FLOOR, ROOT, RTRACE
+from bench.run import FLOOR, ROOT, RTRACE, LoadSampler
 from bench.scale import DATA, DEFAULT_SEED, SHAPES, SIZES, Case, case_from_json
 
 OUT = ROOT / "bench" / "out" / "scale.json"
@@ -280,11 +280,13 @@ def main(argv: list[str] | None = None) -> int:
         "shapes": [],
     }
     started = time.perf_counter()
-    for name in names:
-        print(f"{name}:", file=sys.stderr, flush=True)
-        shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data)
-        shape.update(judge(shape["sizes"], args.timeout))
-        results["shapes"].append(shape)
+    with LoadSampler() as sampler:
+        for name in names:
+            print(f"{name}:", file=sys.stderr, flush=True)
+            shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data)
+            shape.update(judge(shape["sizes"], args.timeout))
+            results["shapes"].append(shape)
+    results["load_during"] = sampler.summary()
     results["load_after"] = os.getloadavg()
     results["total_s"] = time.perf_counter() - started
     args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -295,10 +297,12 @@ def main(argv: list[str] | None = None) -> int:
 def report(results: dict[str, Any]) -> int:
     """Print the results; 1 if any shape is not linear."""
     before, after = results["load_before"], results["load_after"]
+    during = results.get("load_during")
+    seen = f", {during['min']:.2f}-{during['max']:.2f} during (mean {during['mean']:.2f})" if during else ""
     print(
         f"\n{results['date']} on {results['machine']}; best of {results['repeat']} (runs over {REPEAT_UNDER:.0f} s "
-        f"once), timeout {results['timeout_s']:.0f} s; load average {before[0]:.2f} before, {after[0]:.2f} after; "
-        f"{results['total_s'] / 60:.1f} min\n"
+        f"once), timeout {results['timeout_s']:.0f} s; load average {before[0]:.2f} before, {after[0]:.2f} after"
+        f"{seen}; {results['total_s'] / 60:.1f} min\n"
     )
     print(table(results))
     failed = [s["shape"] for s in results["shapes"] if s["verdict"] != "linear"]

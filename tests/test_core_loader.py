@@ -497,3 +497,226 @@ def _native_lines(n: int) -> list[dict[str, Any]]:
         {"t": float(k), "dir": "server", "conn": 1, "event": {"type": "session.updated", "session": {}}}
         for k in range(n)
     ]
+
+
+# -- the fast path: the C scanner takes only what a full parse reads the same way -------------------------------
+
+from rtrace.core import loader as loader_module  # noqa: E402
+from rtrace.core.catalog import BETA_TO_GA  # noqa: E402
+from rtrace.core.reducer import AUDIO_DELTAS, TRANSITIONS  # noqa: E402
+from rtrace.core.trace import DIRECTIONS  # noqa: E402
+
+SCANNER = loader_module._scanner
+needs_scanner = pytest.mark.skipif(SCANNER is None, reason="the C scanner is not built")
+TABLE = loader_module.scan_table(TRANSITIONS, AUDIO_DELTAS)
+#: Types the scanner may take (quiet or audio somewhere), types it must leave (transitions, unknown), beta names.
+QUIET = ["response.output_text.delta", "input_audio_buffer.append", "rate_limits.updated", "response.text.delta"]
+AUDIO = ["response.output_audio.delta", "response.audio.delta"]
+OTHERS = ["conversation.item.create", "response.done", "x.unknown", "", "response.output_text.DELTA"]
+TYPES = st.sampled_from(QUIET + AUDIO + OTHERS + sorted(BETA_TO_GA)[:6])
+#: Text with what JSON must escape, non-ASCII, and what a naive scanner trips on.
+_CHARS = st.sampled_from(list('ab "\\/\n\t\x00\x1f\x7fé€😀\ud83d{}[],:'))
+TEXT = st.one_of(st.text(alphabet=_CHARS, max_size=8), st.just("type"))
+SCALARS = st.one_of(TEXT, st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.booleans(), st.none())
+VALUES = st.recursive(SCALARS, lambda v: st.lists(v, max_size=3) | st.dictionaries(TEXT, v, max_size=3))
+
+
+def _encode(value: Any, style: str) -> str:
+    """JSON text of `value`: compact as rtrace writes it, with spaces as Python's json does, or with every
+    non-ASCII character (and '/') escaped."""
+    if style == "spaces":
+        return json.dumps(value, ensure_ascii=False)
+    if style == "ascii":
+        return json.dumps(value, ensure_ascii=True).replace("/", "\\/")
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # a lone surrogate stays: bad UTF-8
+
+
+@st.composite
+def trace_lines(draw: st.DrawFn) -> bytes:
+    """One trace line: a native record of any type, keys in any order, odd values and encodings; or a mutation of
+    one (truncated, a byte changed, a duplicate key, an escaped type, bad UTF-8, whitespace)."""
+    event: dict[str, Any] = {"type": draw(TYPES)}
+    if draw(st.integers(0, 3)):
+        event["item_id"] = draw(st.one_of(st.just("item_a"), st.just("item_a"), TEXT, SCALARS))
+    if draw(st.integers(0, 3)):
+        event["delta"] = draw(st.one_of(st.sampled_from(["AAAAAA==", "QUJD", "QQ=", "Q"]), TEXT, SCALARS))
+    if draw(st.integers(0, 5)) == 0:
+        event["rtrace_audio_bytes"] = draw(st.integers(0, 99))
+    for k in draw(st.lists(TEXT, max_size=3)):
+        event[k] = draw(VALUES)
+    keys = list(event)
+    draw(st.randoms()).shuffle(keys)
+    event = {k: event[k] for k in keys}
+    top: dict[str, Any] = {
+        "t": draw(st.one_of(st.floats(-1e6, 1e9, allow_nan=False), st.integers(0, 9), st.just("1.5"))),
+        "dir": draw(st.sampled_from([*DIRECTIONS, "Server", "src"])),
+        "conn": draw(st.one_of(st.integers(1, 3), st.integers(-1, 0), st.just(2**40), st.just(1.0))),
+        "event": event,
+    }
+    if draw(st.booleans()):
+        top[draw(TEXT)] = draw(VALUES)
+    order = list(top)
+    if draw(st.booleans()):
+        draw(st.randoms()).shuffle(order)
+    text = _encode({k: top[k] for k in order}, draw(st.sampled_from(["compact", "spaces", "ascii"])))
+    raw = text.encode("utf-8", "surrogatepass")
+    mutation = draw(st.sampled_from(["none"] * 6 + ["cut", "byte", "dup-type", "escape-type", "dup-top", "ws"]))
+    if mutation == "cut":
+        raw = raw[: draw(st.integers(0, max(0, len(raw) - 1)))]
+    elif mutation == "byte" and raw:
+        k = draw(st.integers(0, len(raw) - 1))
+        bad = draw(st.sampled_from([0x00, 0x22, 0x5C, 0x7D, 0x2C, 0x80, 0xC0, 0xED, 0xFF]))
+        raw = raw[:k] + bytes([bad]) + raw[k + 1 :]
+    elif mutation == "dup-type":
+        raw = raw.replace(b'"event":{', b'"event":{"type":"conversation.item.create",', 1)
+        raw = raw.replace(b'"event": {', b'"event": {"type": "response.done", ', 1)
+    elif mutation == "escape-type":
+        raw = raw.replace(b".delta", b"\\u002edelta", 1).replace(b"rate_", b"rate\\u005f", 1)
+    elif mutation == "dup-top":
+        raw = raw[:-1] + b',"t":2.5,"conn":2}'
+    elif mutation == "ws":
+        raw = b" \t" + raw.replace(b":", b" : ", 2) + b" \r"
+    return raw
+
+
+#: Bytes of any kind, one line each.
+ARBITRARY_LINES = st.binary(max_size=60).map(lambda b: b.replace(b"\n", b" "))
+
+
+def _expected(raw: bytes) -> tuple[str, float, int, str, Any] | None:
+    """What a full parse makes of one line, as the fold sees it: ('quiet' or 'audio', t, conn, dir, (item_id,
+    bytes) for audio), or None when the line is no record of either kind."""
+    try:
+        obj = orjson.loads(raw)
+        event, raw_type = obj["event"], obj["event"]["type"]
+        etype = loader_module._GA_NAMES[raw_type]
+        direction, t, conn = loader_module._DIRECTIONS[obj["dir"]], obj["t"], obj["conn"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    if type(t) is not float or type(conn) is not int or conn < 1:
+        return None
+    if (direction, etype) in AUDIO_DELTAS:
+        from rtrace.core.audio import delta_bytes
+
+        item_id = event.get("item_id")
+        return "audio", t, conn, direction, (item_id, delta_bytes(event))
+    if (direction, etype) in TRANSITIONS:
+        return None
+    return "quiet", t, conn, direction, None
+
+
+def _scanned(lines: list[bytes], seen: set[int]) -> list[tuple[int, tuple[Any, ...]]]:
+    """The runs the scanner makes of `lines` (a block of them), each with the index of its last line."""
+    block = b"".join(line + b"\n" for line in lines)
+    out, k = [], 0
+    for entry in SCANNER.scan(block, 0, len(block), TABLE, seen):  # type: ignore[union-attr]
+        if type(entry) is bytes:
+            assert entry == lines[k]
+            k += 1
+            continue
+        k += entry[0]
+        out.append((k - 1, entry))
+    assert k == len(lines)
+    return out
+
+
+@needs_scanner
+@BOUNDED
+@given(st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)))
+def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(lines: list[bytes], seen: set[int]) -> None:
+    """Every line of a run the scanner takes is a record a full parse reads as quiet (or an audio delta) on a
+    connection the reader has seen, with the run's direction and connection; the run's t is its last line's, and
+    an audio run's item and bytes are its lines'."""
+    known = set(seen)
+    for last, entry in _scanned(lines, seen):
+        count, t, conn, d = entry[:4]
+        first = last - count + 1
+        before = {got[2] for got in map(_expected, lines[:first]) if got is not None}
+        assert conn in known | before, "a connection's first line must be left whole"
+        for k in range(first, last + 1):
+            got = _expected(lines[k])
+            assert got is not None, lines[k]
+            kind, t_k, conn_k, dir_k, audio = got
+            assert (kind, conn_k, dir_k) == ("quiet" if len(entry) == 4 else "audio", conn, DIRECTIONS[d])
+            if k == last:
+                assert t_k == t and type(t) is float
+            if len(entry) > 4:
+                item_id, n_bytes, times, sizes = entry[4:]
+                assert audio == (item_id, sizes[k - last + count - 1]) and times[k - last + count - 1] == t_k
+                assert n_bytes == sum(sizes)
+
+
+@needs_scanner
+def test_the_scanner_takes_the_canonical_lines_of_every_quiet_type() -> None:
+    """Lines as rtrace writes them (and with spaces, as Python's json does) are taken: the fast path is used."""
+    lines = []
+    for raw, ga in sorted(loader_module._GA_NAMES.items()):
+        for direction in DIRECTIONS:
+            if (direction, ga) not in TRANSITIONS:
+                for style in ("compact", "spaces"):
+                    event = {"event_id": "ev_1", "type": raw, "delta": "héllo \"x\" \\n"}
+                    lines.append(_encode({"t": 1.25, "dir": direction, "conn": 1, "event": event}, style).encode())
+    taken = sum(entry[0] for _, entry in _scanned(lines, {1}))
+    assert taken == len(lines)
+    delta = {"type": AUDIO[0], "item_id": "i", "delta": "AAAA"}
+    audio = orjson.dumps({"t": 2.5, "dir": "server", "conn": 1, "event": delta})
+    [(_, entry)] = _scanned([audio, audio], {1})
+    assert entry[:6] == (2, 2.5, 1, 1, "i", 6)
+
+
+def _report_both_ways(data: bytes, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    from rtrace.engine.fold import analyze_reader
+    from rtrace.rules.base import Config
+
+    config = Config(ack_timeout=0.2, reply_timeout=0.5)
+    fast = analyze_reader(TraceReader(io.BytesIO(data), "t.jsonl"), config)
+    with monkeypatch.context() as m:
+        m.setattr(loader_module, "_scanner", None)
+        pure = analyze_reader(TraceReader(io.BytesIO(data), "t.jsonl"), config)
+    return fast, pure
+
+
+@needs_scanner
+@BOUNDED
+@given(envelopes(max_size=50), st.lists(trace_lines(), max_size=30), st.randoms())
+def test_the_fast_path_gives_the_report_of_a_full_parse_on_random_traces(
+    lines: list[dict[str, Any]], odd: list[bytes], rnd: Any
+) -> None:
+    """A random trace (the reducer's strategies) with odd lines mixed in: the report, problems and counts included,
+    is the one the pure path gives."""
+    raw = [orjson.dumps(line) for line in lines]
+    for line in odd:
+        raw.insert(rnd.randint(0, len(raw)), line)
+    fast, pure = _report_both_ways(b"\n".join(raw) + b"\n", pytest.MonkeyPatch())
+    assert fast == pure
+
+
+@needs_scanner
+def test_the_fast_path_gives_the_report_of_a_full_parse_on_every_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    from .conftest import SAMPLES
+
+    for path in sorted(SAMPLES.rglob("*.jsonl")):
+        fast, pure = _report_both_ways(path.read_bytes(), monkeypatch)
+        assert fast == pure, path
+
+
+def test_the_scanner_is_built_where_ci_runs() -> None:
+    """`make test` in a fresh clone (CI) builds the C scanner: the fast path is what CI tests, not only the pure one."""
+    import os
+
+    if not os.environ.get("CI"):
+        pytest.skip("only CI promises a C compiler")
+    assert SCANNER is not None
+
+
+def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> None:
+    from .test_engine_fold import RACE_188
+
+    data = RACE_188.read_bytes()
+    rows = list(TraceReader(io.BytesIO(data), "t.jsonl").rows())
+    for until in (1, 2, 17, 45, len(rows)):
+        reader = TraceReader(io.BytesIO(data), "t.jsonl")
+        got = list(reader.rows().entries(TRANSITIONS, AUDIO_DELTAS, until_line=until))
+        count = sum(e[0] if type(e) is list else 1 for e in got)
+        assert count == len([r for r in rows if r[1] <= until]) == reader.count
+        assert [e for e in got if type(e) is not list] == [r for r in rows if r[1] <= until and r in got]

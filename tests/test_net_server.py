@@ -547,3 +547,53 @@ def test_options_from_cli() -> None:
     ):  # fmt: skip
         with pytest.raises(ValueError):
             options_from_cli(**bad)  # type: ignore[arg-type]
+
+
+def test_a_killed_recording_server_leaves_every_frame_its_clients_saw_in_the_trace(tmp_path: Path) -> None:
+    """`--record` is buffered (issue 15), but each event reaches the kernel before its frame is sent: kill -9 the
+    server while three clients push creates, and every server event a client received is a line of the trace, with
+    the client create it acknowledged before it."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "killed.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rtrace.cli", "serve", "--latency", "5ms", "--record", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    seen: list[dict[str, Any]] = []
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1]
+
+        async def client(k: int) -> None:
+            ws = await connect(f"{url}/realtime?model=gpt-realtime")
+            seen.append(await recv(ws))
+            n = 0
+            try:
+                while True:
+                    await ws.send(user(f"hello {n}", f"item_{k}_{n}"))
+                    n += 1
+                    seen.append(await recv(ws))
+            except ConnectionClosed:
+                return
+
+        async def main() -> None:
+            tasks = [asyncio.create_task(client(k)) for k in range(3)]
+            await asyncio.sleep(0.5)
+            proc.send_signal(signal.SIGKILL)
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
+
+        run(main, timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    recorded = [rec for rec in TraceReader.open(path) if rec.dir == "server"]
+    ids = {rec.event.get("event_id") for rec in recorded}
+    assert len(seen) > 30 and all(ev.get("event_id") in ids for ev in seen)
+    creates = {rec.event["item"]["id"] for rec in TraceReader.open(path) if rec.type == "conversation.item.create"}
+    acked = {ev["item"]["id"] for ev in seen if ev.get("type") == "conversation.item.added"}
+    assert acked <= creates

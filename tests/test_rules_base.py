@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import typing
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rtrace.core.facts import FACTS, ChangeAnswered, ChangeSent, ConnClosed, Fact
 from rtrace.core.state import Change, TraceState
@@ -122,3 +126,24 @@ def test_dispatch_is_by_class_and_hands_a_rule_only_what_it_subscribed_to() -> N
     rule = Counting(Config())
     handlers = dict(rule.handlers())
     assert set(handlers) == {ChangeSent, ConnClosed}
+
+
+def test_a_burst_keeps_a_few_changes_whatever_its_length() -> None:
+    """A pipeline of 10,000 creates is one burst: it keeps its size, its last time, its item ids (when asked) and
+    the first creates the rules quote, not every change (memory bounded by live state, issue 15)."""
+    bursts = Bursts(0.01, ids=True)
+    for k in range(10_000):
+        burst = bursts.add(Change("conversation.item.create", 1, k, k + 1, k * 1e-6, item_id=f"i{k % 7}"))
+    assert len(burst) == 10_000 and len(burst.creates) <= 12 and burst.ids == {f"i{k}" for k in range(7)}
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c", "d", "e", None]), max_size=30), st.sampled_from(["a", "b", "z", None]))
+def test_a_burst_names_the_first_creates_of_another_id_as_a_full_list_would(ids: list[Any], other: Any) -> None:
+    bursts = Bursts(0.01)
+    creates = [Change("conversation.item.create", 1, k, k + 1, 0.0, item_id=i) for k, i in enumerate(ids)]
+    burst = None
+    for change in creates:
+        burst = bursts.add(change)
+    if burst is not None:
+        assert burst.creates_besides(other) == [c for c in creates if c.item_id != other][:3]
+        assert burst.creates[:3] == creates[:3]

@@ -18,6 +18,7 @@ Pure data, no I/O.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -77,25 +78,27 @@ def item_from_event(obj: dict[str, Any]) -> Item | None:
     item_id = obj.get("id")
     if not isinstance(item_id, str) or not item_id:
         return None
-    item = Item(id=item_id, type=str(obj.get("type") or "unknown"))
+    kind = obj.get("type")
+    item = Item(id=item_id, type=sys.intern(kind) if type(kind) is str and kind else str(kind or "unknown"))
     update_item(item, obj)
     return item
 
 
 def update_item(item: Item, obj: dict[str, Any]) -> None:
     """Fold a (possibly partial) wire item object into `item`."""
+    # Roles, names and statuses repeat across items: each is kept once (`sys.intern`), not once per item.
     role = obj.get("role")
-    if isinstance(role, str):
-        item.role = role
+    if type(role) is str:
+        item.role = sys.intern(role)
     call_id = obj.get("call_id")
-    if isinstance(call_id, str) and call_id:
+    if type(call_id) is str and call_id:
         item.call_id = call_id
     name = obj.get("name")
-    if isinstance(name, str):
-        item.name = name
+    if type(name) is str:
+        item.name = sys.intern(name)
     status = obj.get("status")
-    if isinstance(status, str):
-        item.status = status
+    if type(status) is str:
+        item.status = sys.intern(status)
     args = obj.get("arguments")
     if isinstance(args, str) and (args or not item.arguments):
         item.arguments = args[:ARGUMENTS_CHARS]
@@ -142,8 +145,9 @@ class Conversation:
         #: call_id -> id of the `function_call` item that carries it (the latest indexed, when several do).
         self.by_call: dict[str, str] = {}
         #: call_id -> ids of every `function_call` item that carries it, in the order they were indexed (a replay or
-        #: a duplicate may carry a call_id twice): who takes over in `by_call` when one goes.
-        self._calls: dict[str, dict[str, None]] = {}
+        #: a duplicate may carry a call_id twice): who takes over in `by_call` when one goes. The id itself while
+        #: it is the only one (the usual case: no container per call).
+        self._calls: dict[str, str | dict[str, None]] = {}
         #: call_id -> ids of `function_call_output` items that answer it.
         self.outputs_by_call: dict[str, set[str]] = {}
 
@@ -164,6 +168,14 @@ class Conversation:
 
     def get(self, item_id: str) -> Item | None:
         return self.items.get(item_id)
+
+    def linked_copy(self) -> Conversation:
+        """A conversation in the same order holding the same items, whose own inserts and removes leave this one
+        alone (its call_id indexes start empty: it is for its order, `Connection.expected_ids`)."""
+        copy = Conversation()
+        copy.items, copy._next, copy._prev = dict(self.items), dict(self._next), dict(self._prev)
+        copy.head, copy.tail = self.head, self.tail
+        return copy
 
     def previous_of(self, item_id: str) -> str | None:
         return self._prev.get(item_id)
@@ -227,9 +239,14 @@ class Conversation:
         if item.call_id is None:
             return
         if item.type == "function_call":
-            calls = self._calls.setdefault(item.call_id, {})
-            calls.pop(item.id, None)
-            calls[item.id] = None
+            calls = self._calls.get(item.call_id)
+            if calls is None or calls == item.id:
+                self._calls[item.call_id] = item.id
+            else:
+                if type(calls) is str:
+                    calls = self._calls[item.call_id] = {calls: None}
+                calls.pop(item.id, None)  # type: ignore[union-attr]
+                calls[item.id] = None  # type: ignore[index]
             self.by_call[item.call_id] = item.id
         elif item.type == "function_call_output":
             self.outputs_by_call.setdefault(item.call_id, set()).add(item.id)
@@ -238,8 +255,12 @@ class Conversation:
         if item.call_id is None:
             return
         if item.type == "function_call":
-            calls = self._calls.get(item.call_id, {})
-            calls.pop(item.id, None)
+            calls = self._calls.get(item.call_id)
+            if type(calls) is str:
+                calls = {calls: None}
+            elif calls is None:
+                calls = {}
+            calls.pop(item.id, None)  # type: ignore[union-attr]
             if self.by_call.get(item.call_id) == item.id:
                 # Another function_call may carry the same call_id (a replay, a duplicate): the latest takes over.
                 if calls:
@@ -248,6 +269,10 @@ class Conversation:
                     del self.by_call[item.call_id]
             if not calls:
                 self._calls.pop(item.call_id, None)
+            elif len(calls) == 1:
+                self._calls[item.call_id] = next(iter(calls))
+            else:
+                self._calls[item.call_id] = calls
         elif item.type == "function_call_output":
             outs = self.outputs_by_call.get(item.call_id)
             if outs is not None:

@@ -1,7 +1,9 @@
 """Reading traces: native JSONL, bare events, and openai-realtime-api-beta `{time, source, event}` logs.
 
 Streams line by line and never raises on bad input: each problem becomes a `Problem` with `file:line:col`,
-and reading goes on with the next line. Only a file that cannot be opened at all raises `UnreadableInput`.
+and reading goes on with the next line. Only a file that cannot be opened at all raises `UnreadableInput`. A fold
+reads through `Rows.entries`, where the optional C scanner (`_scan.c`) takes the lines a full parse would only
+count without parsing them; the pure path gives the same records.
 """
 
 from __future__ import annotations
@@ -38,6 +40,59 @@ _DIRECTIONS: dict[str, Direction] = {d: d for d in DIRECTIONS}
 
 #: A record as a plain tuple, the fields of `Record` in order: (seq, line, t, dir, conn, event, type, raw_type).
 Row = tuple[int, int, float, Direction, int, dict[str, Any], str, str]
+#: Whole lines of a block, in place: (the block, where the first starts, where the last one's newline ends, how many).
+Region = tuple[bytes, int, int, int]
+
+
+try:  # the fast path's scanner, when it was built (setup.py); without it every line takes the pure path
+    from . import _scan as _scanner
+except ImportError:  # pragma: no cover - a machine without a C compiler
+    _scanner = None  # type: ignore[assignment]
+
+
+class Rows:
+    """What `TraceReader.rows` returns: iterated, the records as `Row`s, every line parsed (the reference path)."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self, reader: TraceReader) -> None:
+        self.reader = reader
+
+    def __iter__(self) -> Iterator[Row]:
+        return self.reader._entries()  # type: ignore[return-value]
+
+    def entries(
+        self,
+        transitions: frozenset[tuple[str, str]],
+        audio: frozenset[tuple[str, str]],
+        until_line: int | None = None,
+    ) -> Iterator[Row | list[Any]]:
+        """The records for a fold, with the lines a full parse would only count taken as runs (see
+        `TraceReader._entries`): a line whose (dir, type) is not in `transitions` (it only moves the clocks), or
+        is in `audio` (an audio delta: only an item's audio length moves). Without the C scanner, every record
+        comes as a `Row`: the fold then makes the same runs itself, at the speed of the pure path."""
+        return self.reader._entries(scan_table(transitions, audio), until_line)
+
+
+_TABLES: dict[tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]], dict[bytes, int]] = {}
+
+
+def scan_table(transitions: frozenset[tuple[str, str]], audio: frozenset[tuple[str, str]]) -> dict[bytes, int]:
+    """What the scanner takes of each raw event type of the catalogue (beta names included): bit k when it is quiet
+    in direction k of `DIRECTIONS`, bit 4 + k when it is an audio delta there."""
+    table = _TABLES.get((transitions, audio))
+    if table is None:
+        table = {}
+        for raw, ga in _GA_NAMES.items():
+            bits = 0
+            for k, direction in enumerate(DIRECTIONS):
+                if (direction, ga) in audio:
+                    bits |= 16 << k
+                elif (direction, ga) not in transitions:
+                    bits |= 1 << k
+            table[raw.encode()] = bits
+        _TABLES[(transitions, audio)] = table
+    return table
 
 
 class UnreadableInput(Exception):
@@ -148,12 +203,16 @@ class TraceReader:
                 self._limit -= 3
         return stream
 
-    def _blocks(self) -> Iterator[tuple[int, list[bytes | int], bool]]:
+    def _blocks(self, regions: bool = False) -> Iterator[tuple[int, list[bytes | int] | Region, bool]]:
         """The file as runs of lines: (number of the first line, lines without their newline, whether the last one
         had a newline). Read in large blocks, split in C: per-line Python work is the caller's only.
 
         An oversized line is never held: in its place the run carries its size (an `int`), which `orjson.loads`
         refuses like any bad line, so the caller reports it on the error path at no cost to good lines.
+
+        With `regions` (and a line limit of at least a block), the whole lines inside a block come unsplit, as a
+        `Region` (the block, where they start, where the last one's newline ends, how many): the scanner reads them
+        in place. A line that spans blocks still comes as a list of one.
         """
         stream = self._open_stream()
         limit = self._max
@@ -178,6 +237,36 @@ class TraceReader:
                 lineno += 1
                 skipped = -1
                 block = block[nl + 1 :]
+            if regions and limit >= _CHUNK:
+                at = 0
+                if pieces:  # the line the previous blocks began ends in this one (or goes on past it)
+                    nl = block.find(b"\n")
+                    if nl < 0:
+                        pieces.append(block)
+                        held += len(block)
+                        if held > limit:
+                            skipped, pieces, held = held, [], 0
+                        continue
+                    pieces.append(block[:nl])
+                    joined = b"".join(pieces)
+                    pieces, held = [], 0
+                    self.lines = lineno
+                    yield lineno, [joined if len(joined) <= limit else len(joined) + 1], True
+                    lineno += 1
+                    at = nl + 1
+                last = block.rfind(b"\n", at)
+                if last >= 0:
+                    count = block.count(b"\n", at, last + 1)
+                    self.lines = lineno + count - 1
+                    yield lineno, (block, at, last + 1, count), True
+                    lineno += count
+                    at = last + 1
+                if at < len(block):
+                    pieces.append(block[at:])
+                    held += len(block) - at
+                    if held > limit:
+                        skipped, pieces, held = held, [], 0
+                continue
             # bytes, or the size of an oversized line in its place
             lines: list[Any] = block.split(b"\n")
             tail: bytes = lines.pop()
@@ -205,25 +294,69 @@ class TraceReader:
             self.lines = lineno
             yield lineno, [last if len(last) <= limit else len(last)], False
 
-    def rows(self) -> Iterator[Row]:
-        """Iterate the records as plain tuples: the fields of `Record`, in order (see `Row`).
+    def rows(self) -> Rows:
+        """The records as plain tuples: the fields of `Record`, in order (see `Row`), when iterated.
 
         The fast form behind `__iter__`, for callers that build a `Record` only when they need one (`analysis`).
-        A well-formed native line takes the inline path; anything else goes through the general one.
+        A well-formed native line takes the inline path; anything else goes through the general one. What it
+        returns also offers `Rows.entries`, the fast path of a fold (`engine.fold.Fold.rows`).
         """
+        return Rows(self)
+
+    def _entries(
+        self, table: dict[bytes, int] | None = None, until_line: int | None = None
+    ) -> Iterator[Row | list[Any]]:
+        """The records (`Row`s) of the trace, up to `until_line` when given. With `table` (see `Rows.entries`) and
+        the C scanner built, runs of lines it takes (`_scan.scan`) come as lists instead: [count, line of the
+        last, its t, conn, dir] for quiet ones, and [count, line of the last, its t, conn, dir, item_id, audio
+        bytes, each one's t, each one's bytes, seq of the first] for audio deltas. A run's connection is always
+        one a row of this reader named before (the fold must meet a connection's first record whole)."""
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
         ga_names = _GA_NAMES
         directions = _DIRECTIONS
+        dirs = DIRECTIONS
+        scan = _scanner.scan if _scanner is not None and table is not None else None
+        seen: set[int] = set()  # the connections of the rows yielded: the scanner leaves their first line whole
         native = 0
         try:
-            for start, lines, complete in self._blocks():
-                for lineno, raw in enumerate(lines, start):
+            for start, lines, complete in self._blocks(regions=scan is not None):
+                if isinstance(lines, tuple):  # whole lines in place, for the scanner
+                    block, a, b, n = lines
+                    if until_line is not None and start + n > until_line:
+                        b = a
+                        for _ in range(max(0, until_line - start + 1)):
+                            b = block.index(b"\n", b) + 1
+                        n = until_line - start + 1
+                    plan: list[Any] = scan(block, a, b, table, seen)  # type: ignore[arg-type,misc]
+                    final = start + n - 1
+                else:
+                    if until_line is not None and start + len(lines) > until_line:
+                        lines = lines[: max(0, until_line - start + 1)]
+                        complete = True  # the line after the last kept one is known to exist
+                    plan = lines
+                    final = start + len(lines) - 1
+                nxt = start
+                for raw in plan:
+                    if type(raw) is tuple:
+                        # A run of lines the scanner took: only the counters and the clocks move.
+                        count, t, conn, d = raw[:4]
+                        nxt += count
+                        native += count
+                        seq = self.count
+                        self.count = seq + count
+                        self.last_t = t
+                        if len(raw) == 4:
+                            yield [count, nxt - 1, t, conn, dirs[d]]
+                        else:
+                            yield [count, nxt - 1, t, conn, dirs[d], *raw[4:], seq]
+                        continue
+                    lineno = nxt
+                    nxt += 1
                     try:
-                        obj = loads(raw)  # type: ignore[arg-type]
+                        obj = loads(raw)
                     except decode_error as e:
-                        last = not complete and lineno == start + len(lines) - 1
-                        obj = self._unparsed(lineno, raw, not last, e)
+                        obj = self._unparsed(lineno, raw, complete or lineno != final, e)
                         if obj is None:
                             continue
                     # The inline path: a native line whose fields are all as expected gives the row `_native`
@@ -244,6 +377,7 @@ class TraceReader:
                             seq = self.count
                             self.count = seq + 1
                             self.last_t = t
+                            seen.add(conn)
                             yield seq, lineno, t, direction, conn, event, etype, raw_type
                             continue
                     if type(obj) is not dict:
@@ -251,10 +385,13 @@ class TraceReader:
                         continue
                     row = self._record(lineno, obj)
                     if row is not None:
+                        seen.add(row[4])
                         yield row
                 if native:
                     self.shapes["native"] = self.shapes.get("native", 0) + native
                     native = 0
+                if until_line is not None and final >= until_line:
+                    break
         except OSError as e:
             self._problem(self.count + 1, 1, f"read error: {e.strerror or e}; the rest of the file is skipped")
         finally:

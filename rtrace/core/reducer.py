@@ -16,6 +16,8 @@ Ground rules:
 
 from __future__ import annotations
 
+import heapq
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -106,6 +108,18 @@ def tick(state: TraceState, conn: Connection, t: float, line: int, count: int = 
     conn.last_t = t
 
 
+def audio_run(state: TraceState, conn: Connection, t: float, line: int, count: int, item_id: str, n_bytes: int) -> None:
+    """`step` for `count` audio deltas in a row (`AUDIO_DELTAS`) on `conn`, a connection `state` already holds, for
+    item `item_id`, `n_bytes` of audio in all, the last at `t` and `line`, when no connection awaits its pairing
+    (`state.awaiting` is empty; else each must go through `step`, which may settle one): the clocks move and the
+    item's audio grows, exactly as `step` would do them (they yield no fact, and a connection that ended keeps
+    nothing pending and no response open between records, so `_after_close` has nothing to do)."""
+    tick(state, conn, t, line, count)
+    item = conn.conv.items.get(item_id)
+    if item is not None:
+        item.audio_bytes += n_bytes
+
+
 def finish(state: TraceState) -> list[Fact]:
     """End of trace: every connection still open ends here (`trace-end`)."""
     facts: list[Fact] = []
@@ -132,22 +146,50 @@ def _open(state: TraceState, rec: Record, facts: list[Fact]) -> Connection:
     n = rec.conn
     # A connection opened without a `connection.opened` note ends the implicit ones before it: a client-side
     # recording has one socket at a time. Connections opened by a note end only with their close note.
-    for other in list(state.conns.values()):
-        if other.open and not other.explicit and other.n < n:
+    if state.implicit and state.implicit[0] < n:
+        for other in _implicit_before(state, n):
             _close(state, other, rec, "superseded", facts)
     conn = Connection(n=n, opened_line=rec.line, opened_t=rec.t)
     if rec.dir == "meta" and rec.type == "connection.opened":
         _read_opened(conn, rec)
     # The same ordinal opened again after its close (a recorder that reuses ordinals) starts afresh.
+    if n not in state.conns:
+        state.rank[n] = len(state.rank)
     state.conns[n] = conn
+    heapq.heappush(state.live, n)
+    if not conn.explicit:
+        heapq.heappush(state.implicit, n)
     facts.append(ConnOpened(rec, conn))
-    if any(other.open and other.n < n for other in state.conns.values() if other is not conn):
+    if _lowest_open(state) < n:
         # An older connection is still open: it may be the one this replaces, if it ends soon.
         conn.early = []
         state.awaiting[n] = (conn, state.last_ended)
     else:
         _pair(state, state.last_ended, conn, rec, facts)
     return conn
+
+
+def _implicit_before(state: TraceState, n: int) -> list[Connection]:
+    """The open connections without a `connection.opened` note whose ordinal is below `n`, in the order they were
+    first seen (`state.conns`' order), taken off `state.implicit`."""
+    found: dict[int, Connection] = {}
+    heap = state.implicit
+    while heap and heap[0] < n:
+        other = state.conns.get(heapq.heappop(heap))
+        if other is not None and other.open and not other.explicit:
+            found[other.n] = other
+    return sorted(found.values(), key=lambda c: state.rank[c.n])
+
+
+def _lowest_open(state: TraceState) -> float:
+    """The lowest ordinal of an open connection (infinity: none is open); ended ones leave `state.live` here."""
+    heap = state.live
+    while heap:
+        other = state.conns.get(heap[0])
+        if other is not None and other.open:
+            return heap[0]
+        heapq.heappop(heap)
+    return math.inf
 
 
 def _read_opened(conn: Connection, rec: Record) -> None:
@@ -247,7 +289,7 @@ def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change
         summary=describe(rec.type, ev),
         **kw,
     )
-    conn.pending[rec.seq] = change
+    conn.pending.add(change)
     if conn.early is not None:
         conn.early.append(change)
     facts.append(ChangeSent(rec, change))
@@ -268,6 +310,14 @@ def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list
         item.created_t = rec.t
         item.arguments_done = True
     prev = ev.get("previous_item_id")
+    if isinstance(prev, str) and prev:
+        # Usually the id of an item held or being created: keep that string, not a copy per create.
+        held = conn.conv.items.get(prev)
+        if held is not None:
+            prev = held.id
+        else:
+            before = conn.pending.oldest("conversation.item.create", prev)
+            prev = before.item_id if before is not None and before.item_id is not None else prev
     _send(
         conn,
         rec,
@@ -307,7 +357,7 @@ def _c_simple(state: TraceState, conn: Connection, rec: Record, facts: list[Fact
 
 
 def _answer(conn: Connection, change: Change, rec: Record, status: str, how: str, facts: list[Fact]) -> None:
-    del conn.pending[change.seq]
+    conn.pending.remove(change)
     change.status = status  # type: ignore[assignment]
     change.answer_line = rec.line
     change.answer_t = rec.t
@@ -315,10 +365,7 @@ def _answer(conn: Connection, change: Change, rec: Record, status: str, how: str
 
 
 def _oldest(conn: Connection, kind: str, item_id: str | None = None) -> Change | None:
-    for change in conn.pending.values():
-        if change.kind == kind and (item_id is None or change.item_id == item_id):
-            return change
-    return None
+    return conn.pending.oldest(kind, item_id)
 
 
 _QUOTED = re.compile(r"'([^']{1,200})'")
@@ -331,25 +378,22 @@ def _join_error(
     answer (`catalog.error_answers`; None: anything): quoted ids and arrival order only look at those."""
     if not conn.pending or (answers is not None and not answers):
         return None, None  # nothing waits, or a session-level error that answers no client event
+    pending = conn.pending
     event_id = error.get("event_id")
     if isinstance(event_id, str) and event_id:
-        for change in conn.pending.values():
-            if change.event_id == event_id:
-                return change, "event-id"
-    candidates = [c for c in conn.pending.values() if answers is None or c.kind in answers]
+        change = pending.with_event_id(event_id)
+        if change is not None:
+            return change, "event-id"
     message = error.get("message")
     if isinstance(message, str):
         quoted = set(_QUOTED.findall(message))
         if quoted:
-            for change in candidates:
-                item = change.item
-                keys = {change.item_id, change.previous_item_id}
-                if item is not None:
-                    keys.add(item.call_id)
-                if quoted & keys:
-                    return change, "quoted-id"
+            change = pending.quoting(quoted, answers)
+            if change is not None:
+                return change, "quoted-id"
     # Ack-less events (append) never wait; take the oldest change that is waiting and that the code can answer.
-    return (candidates[0], "order") if candidates else (None, None)
+    change = pending.oldest_of(answers)
+    return (change, "order") if change is not None else (None, None)
 
 
 def _s_error(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
@@ -396,14 +440,8 @@ def _s_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[
         item.source = "audio"
     elif change is None:
         # A create without a client-chosen id: the oldest id-less create of the same item type.
-        for c in conn.pending.values():
-            if (
-                c.kind == "conversation.item.create"
-                and c.item_id is None
-                and (c.item is None or c.item.type == item.type)
-            ):
-                change, how = c, "order"
-                break
+        change = conn.pending.oldest_idless_create(item.type)
+        how = "order"
         if change is None and conn.active is not None:
             # A response item whose output_item.added was not recorded.
             item.source = "response"
@@ -506,16 +544,11 @@ def _s_response_created(state: TraceState, conn: Connection, rec: Record, facts:
     md = body.get("metadata")
     request, how = None, "order"
     if isinstance(md, dict) and isinstance(md.get("client_event_id"), str):
-        wanted = md["client_event_id"]
-        for change in conn.pending.values():
-            if change.kind == "response.create" and change.event_id == wanted:
-                request, how = change, "metadata"
-                break
+        request = conn.pending.with_event_id(md["client_event_id"], "response.create")
+        if request is not None:
+            how = "metadata"
     if request is None:
-        for change in conn.pending.values():
-            if change.kind == "response.create" and (change.conversation == "none") != resp.in_conversation:
-                request = change
-                break
+        request = conn.pending.oldest_reply(resp.in_conversation)
     replaced = None
     if resp.in_conversation:
         if conn.active is not None and conn.active.open:
@@ -575,7 +608,7 @@ def _forget_old_responses(conn: Connection, resp: Response) -> None:
     done = conn.done_responses
     done.append(resp.id)
     while len(done) > KEPT_DONE_RESPONSES:
-        old = conn.responses.get(done.popleft())
+        old = conn.responses.get(done.pop(0))
         if old is not None and not old.open and old is not conn.active:
             del conn.responses[old.id]
 
@@ -685,3 +718,5 @@ _TABLE: dict[tuple[str, str], Handler] = {
 
 #: The (direction, type) pairs that change the model; any other record only moves the clocks (see `tick`).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(_TABLE)
+#: The pairs whose only change is an item's audio length (see `audio_run`).
+AUDIO_DELTAS: frozenset[tuple[str, str]] = frozenset(k for k, handler in _TABLE.items() if handler is _s_audio_delta)

@@ -25,8 +25,9 @@ No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.endpoint`) k
 
 from __future__ import annotations
 
-import collections
 import dataclasses
+import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from .audio import DEFAULT_FORMAT, audio_ms
@@ -72,6 +73,285 @@ class Change:
 
     def latency(self) -> float | None:
         return None if self.answer_t is None else self.answer_t - self.t
+
+
+# -- pending changes -----------------------------------------------------------------------------------------
+
+_CREATE = "conversation.item.create"
+_DELETE = "conversation.item.delete"
+
+
+class _Queue:
+    """Two or more pending changes under one key of a `Pending` index, oldest first. A change answered leaves it
+    lazily: the head moves past answered ones, and the list is compacted once they outnumber the pending ones, so
+    each change costs O(1) amortized and the list holds at most twice what is pending."""
+
+    __slots__ = ("changes", "dead", "head", "live")
+
+    def __init__(self, first: Change, second: Change) -> None:
+        self.changes = [first, second]
+        self.head = 0
+        self.live = 2
+        self.dead = 0
+
+
+#: One key's pending changes: the change itself when it is the only one (the usual case: no container), else a
+#: `_Queue`.
+_Bucket = Change | _Queue
+#: An index with nothing filed in it yet, shared (never written: `Pending._keys` makes a real one first).
+_NONE: dict[Any, Any] = {}
+
+
+def _file(index: dict[Any, _Bucket], key: Any, change: Change) -> None:
+    """File `change` (the newest) under `key` of `index`."""
+    held = index.get(key)
+    if held is None:
+        index[key] = change
+    elif type(held) is _Queue:
+        held.changes.append(change)
+        held.live += 1
+    else:
+        index[key] = _Queue(held, change)  # type: ignore[arg-type]
+
+
+class Pending:
+    """The changes of one connection still awaiting an answer, oldest first (by `seq`).
+
+    A mapping seq -> `Change` for whoever walks them all (the client view, `show`); and the lookups the reducer
+    and the rules make, each O(1) (amortized) however many changes wait: the oldest of a kind, the oldest of a
+    kind about one item id, the oldest id-less create of an item type, the oldest `response.create` in or out of
+    the conversation, and the changes that carry an event id, a call_id, or quote an id. Adding and removing a
+    change is O(1) as well: a pipeline of 200,000 creates acknowledged in order costs what one create costs, 200,000
+    times. A change's fields must not change while it waits (they are its keys), and only a create carries an item
+    and a `previous_item_id` (as the reducer makes them).
+    """
+
+    __slots__ = ("_calls", "_events", "_idless", "_items", "_kinds", "_prevs", "_removed", "_replies", "_seqs")
+
+    def __init__(self) -> None:
+        #: Every pending change by seq, in seq order.
+        self._seqs: dict[int, Change] = {}
+        # The indexes, each the shared empty `_NONE` until a change is filed in it (most connections, and every
+        # closed one, have nothing pending: they cost no dict).
+        #: By kind (`conversation.item.create`, ...).
+        self._kinds: dict[str, _Bucket] = _NONE
+        #: kind -> item id -> changes about that id (`Change.item_id`).
+        self._items: dict[str, dict[str, _Bucket]] = _NONE
+        #: Creates without an item id, by the type of the item they carry (None: no item).
+        self._idless: dict[str | None, _Bucket] = _NONE
+        #: By `event_id`, any kind.
+        self._events: dict[str, _Bucket] = _NONE
+        #: Creates by the call_id of their item, and by their `previous_item_id` (that one only once an error quoted
+        #: an id: None until then, built from `_seqs` when first needed).
+        self._calls: dict[str, _Bucket] = _NONE
+        self._prevs: dict[str, _Bucket] | None = None
+        #: `response.create`s by whether they are in the conversation (`conversation` is not "none").
+        self._replies: dict[bool, _Bucket] = _NONE
+        #: Removals since `_seqs` was last rebuilt (a dict keeps the slots of removed keys until it grows).
+        self._removed = 0
+
+    # -- the mapping ------------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def __bool__(self) -> bool:
+        return bool(self._seqs)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._seqs)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._seqs
+
+    def __getitem__(self, seq: int) -> Change:
+        return self._seqs[seq]
+
+    def __setitem__(self, seq: int, change: Change) -> None:
+        if seq != change.seq:
+            raise ValueError(f"change of seq {change.seq} filed under {seq}")
+        self.add(change)
+
+    def __delitem__(self, seq: int) -> None:
+        self.remove(self._seqs[seq])
+
+    def values(self) -> Iterable[Change]:
+        return self._seqs.values()
+
+    def items(self) -> Iterable[tuple[int, Change]]:
+        return self._seqs.items()
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    # -- adding and removing ----------------------------------------------------------------------------------
+
+    def add(self, change: Change) -> None:
+        """File a change just sent (its seq is the newest)."""
+        if change.seq in self._seqs:
+            raise ValueError(f"a change of seq {change.seq} is pending already")
+        self._seqs[change.seq] = change
+        for index, key in self._keys(change, file=True):
+            _file(index, key, change)
+
+    def remove(self, change: Change) -> None:
+        """Take an answered change out (KeyError when it is not pending)."""
+        if self._seqs.get(change.seq) is not change:
+            raise KeyError(change.seq)
+        del self._seqs[change.seq]
+        seqs = self._seqs
+        for index, key in self._keys(change):
+            held = index[key]
+            if held is change:
+                del index[key]
+                continue
+            assert type(held) is _Queue
+            held.live -= 1
+            if not held.live:
+                del index[key]
+                continue
+            held.dead += 1
+            if held.dead > held.live:
+                held.changes = [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
+                held.head = held.dead = 0
+        self._removed += 1
+        if self._removed > 2 * len(seqs) + 64:
+            self._seqs = dict(seqs)  # a copy keeps no slot of the removed keys: walks stay O(pending)
+            self._removed = 0
+
+    def _keys(self, change: Change, file: bool = False) -> list[tuple[dict[Any, _Bucket], Any]]:
+        """The (index, key) pairs `change` is filed under (with `file`, each index made real first)."""
+        kind = change.kind
+        if file and self._kinds is _NONE:
+            self._kinds, self._items = {}, {}
+        keys: list[tuple[dict[Any, _Bucket], Any]] = [(self._kinds, kind)]
+        if change.item_id is not None:
+            by_id = self._items.get(kind)
+            if by_id is None:
+                by_id = self._items[kind] = {}
+            keys.append((by_id, change.item_id))
+        if change.event_id is not None:
+            if file and self._events is _NONE:
+                self._events = {}
+            keys.append((self._events, change.event_id))
+        if kind == _CREATE:
+            item = change.item
+            if change.item_id is None:
+                if file and self._idless is _NONE:
+                    self._idless = {}
+                keys.append((self._idless, item.type if item is not None else None))
+            if item is not None and item.call_id is not None:
+                if file and self._calls is _NONE:
+                    self._calls = {}
+                keys.append((self._calls, item.call_id))
+            if change.previous_item_id is not None and self._prevs is not None:
+                keys.append((self._prevs, change.previous_item_id))
+        elif kind == "response.create":
+            if file and self._replies is _NONE:
+                self._replies = {}
+            keys.append((self._replies, change.conversation != "none"))
+        return keys
+
+    # -- lookups ----------------------------------------------------------------------------------------------
+
+    def _first(self, index: dict[Any, _Bucket] | None, key: Any) -> Change | None:
+        held = index.get(key) if index else None
+        if held is None or type(held) is not _Queue:
+            return held  # type: ignore[return-value]
+        changes, k, seqs = held.changes, held.head, self._seqs
+        while seqs.get(changes[k].seq) is not changes[k]:
+            k += 1
+        held.head = k
+        return changes[k]
+
+    def _all(self, index: dict[Any, _Bucket] | None, key: Any, limit: int | None = None) -> list[Change]:
+        """The pending changes under `key`, oldest first (the first `limit` of them)."""
+        held = index.get(key) if index else None
+        if held is None:
+            return []
+        if type(held) is not _Queue:
+            return [held]  # type: ignore[list-item]
+        seqs = self._seqs
+        if limit is None:
+            return [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
+        out: list[Change] = []
+        for c in itertools.islice(held.changes, held.head, None):
+            if seqs.get(c.seq) is c:
+                out.append(c)
+                if len(out) == limit:
+                    break
+        return out
+
+    def oldest(self, kind: str, item_id: str | None = None) -> Change | None:
+        """The oldest pending change of `kind` (about `item_id`, when given)."""
+        if item_id is None:
+            return self._first(self._kinds, kind)
+        return self._first(self._items.get(kind), item_id)
+
+    def oldest_of(self, kinds: Iterable[str] | None) -> Change | None:
+        """The oldest pending change of any of `kinds` (None: of any kind)."""
+        found = None
+        for kind in self._kinds if kinds is None else kinds:
+            change = self._first(self._kinds, kind)
+            if change is not None and (found is None or change.seq < found.seq):
+                found = change
+        return found
+
+    def oldest_idless_create(self, item_type: str) -> Change | None:
+        """The oldest create without an item id whose item is of `item_type` (or that carries no item)."""
+        typed = self._first(self._idless, item_type)
+        bare = self._first(self._idless, None)
+        if typed is None or (bare is not None and bare.seq < typed.seq):
+            return bare
+        return typed
+
+    def oldest_reply(self, in_conversation: bool) -> Change | None:
+        """The oldest `response.create` in the conversation (True) or out of band (False)."""
+        return self._first(self._replies, in_conversation)
+
+    def oldest_replies(self, in_conversation: bool, count: int) -> list[Change]:
+        """The oldest `count` `response.create`s in the conversation (True) or out of band (False)."""
+        return self._all(self._replies, in_conversation, count)
+
+    def with_event_id(self, event_id: str, kind: str | None = None) -> Change | None:
+        """The oldest pending change (of `kind`, when given) that carries `event_id`."""
+        for change in self._all(self._events, event_id):
+            if kind is None or change.kind == kind:
+                return change
+        return None
+
+    def quoting(self, quoted: Iterable[str], kinds: frozenset[str] | None) -> Change | None:
+        """The oldest pending change of one of `kinds` (None: any) whose item id, previous_item_id or item call_id
+        is one of `quoted`."""
+        found: Change | None = None
+        creates = kinds is None or _CREATE in kinds
+        if creates and self._prevs is None:
+            self._prevs = {}
+            for filed in self._seqs.values():
+                if filed.kind == _CREATE and filed.previous_item_id is not None:
+                    _file(self._prevs, filed.previous_item_id, filed)
+        for key in quoted:
+            held = [self._first(by_id, key) for kind, by_id in self._items.items() if kinds is None or kind in kinds]
+            if creates:
+                held += (self._first(self._prevs, key), self._first(self._calls, key))
+            for change in held:
+                if change is not None and (found is None or change.seq < found.seq):
+                    found = change
+        return found
+
+    def about(self, kind: str, item_id: str) -> list[Change]:
+        """The pending changes of `kind` about `item_id`, oldest first."""
+        return self._all(self._items.get(kind), item_id)
+
+    def creates_for_call(self, call_id: str) -> list[Change]:
+        """The pending creates of an item carrying `call_id`, oldest first."""
+        return self._all(self._calls, call_id)
+
+    def count(self, kind: str) -> int:
+        held = self._kinds.get(kind)
+        if held is None:
+            return 0
+        return held.live if type(held) is _Queue else 1
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -127,11 +407,12 @@ class Connection:
     #: Changes sent while the connection this one replaces may still be open: kept until the pairing is known.
     early: list[Change] | None = None
     conv: Conversation = dataclasses.field(default_factory=Conversation)
-    #: Every change still awaiting an answer, oldest first, keyed by seq.
-    pending: dict[int, Change] = dataclasses.field(default_factory=dict)
+    #: Every change still awaiting an answer, oldest first, keyed by seq (with the lookups of `Pending`).
+    pending: Pending = dataclasses.field(default_factory=Pending)
     #: Responses by id: every open one and the latest done ones (see `reducer.KEPT_DONE_RESPONSES`).
     responses: dict[str, Response] = dataclasses.field(default_factory=dict)
-    done_responses: collections.deque[str] = dataclasses.field(default_factory=collections.deque)
+    #: Ids of the done responses still in `responses`, oldest first.
+    done_responses: list[str] = dataclasses.field(default_factory=list)
     #: The in-conversation response currently generating.
     active: Response | None = None
     #: Item ids announced by `input_audio_buffer.committed` and not yet added.
@@ -159,34 +440,32 @@ class Connection:
         """The client view built from pending changes: confirmed conversation + pending creates - pending deletes.
 
         This is what the server will hold once it has processed everything already sent (events are handled
-        in arrival order), assuming each pending change succeeds.
+        in arrival order), assuming each pending change succeeds. O(items + pending): the changes are applied to
+        a linked copy of the conversation (`Conversation.linked_copy`).
         """
-        order = self.conv.ids()
+        if not self.pending:
+            return self.conv.ids()
+        view = self.conv.linked_copy()
         for change in self.pending.values():
-            if change.kind == "conversation.item.delete" and change.item_id in order:
-                order.remove(change.item_id)
-            elif change.kind == "conversation.item.create" and change.item_id and change.item_id not in order:
+            item_id = change.item_id
+            if change.kind == "conversation.item.delete" and item_id is not None and item_id in view:
+                view.remove(item_id)
+            elif change.kind == "conversation.item.create" and item_id and item_id not in view:
                 prev = change.previous_item_id
-                if prev == "root":
-                    order.insert(0, change.item_id)
-                elif prev and prev in order:
-                    order.insert(order.index(prev) + 1, change.item_id)
-                else:
-                    order.append(change.item_id)
-        return order
+                after = None if prev == "root" else prev if prev and prev in view else view.tail
+                view.insert(Item(id=item_id, type="message"), after)
+        return view.ids()
 
     def expected_item(self, item_id: str) -> Item | None:
         """The item `item_id` as the server will hold it after pending changes (None: not there)."""
-        found = None
-        item = self.conv.get(item_id)
-        if item is not None:
-            found = item
-        for change in self.pending.values():
-            if change.item_id != item_id:
-                continue
-            if change.kind == "conversation.item.delete":
+        found = self.conv.get(item_id)
+        if not self.pending:
+            return found
+        changes = self.pending.about(_DELETE, item_id) + self.pending.about(_CREATE, item_id)
+        for change in sorted(changes, key=_seq):
+            if change.kind == _DELETE:
                 found = None
-            elif change.kind == "conversation.item.create" and change.item is not None:
+            elif change.item is not None:
                 found = change.item
         return found
 
@@ -194,32 +473,43 @@ class Connection:
         """The `function_call` item carrying `call_id` once pending changes are applied."""
         item_id = self.conv.by_call.get(call_id)
         found = self.conv.get(item_id) if item_id else None
-        for change in self.pending.values():
-            if change.kind == "conversation.item.delete" and found is not None and change.item_id == found.id:
-                found = None
-            elif (
-                change.kind == "conversation.item.create"
-                and change.item is not None
-                and change.item.type == "function_call"
-                and change.item.call_id == call_id
-            ):
+        if not self.pending:
+            return found
+        for change in self._replayed(call_id, "function_call", [found] if found is not None else []):
+            if change.kind == _DELETE:
+                if found is not None and change.item_id == found.id:
+                    found = None
+            else:
                 found = change.item
         return found
 
     def expected_outputs(self, call_id: str) -> list[Item]:
         """`function_call_output` items answering `call_id` once pending changes are applied."""
         outs = [self.conv.items[i] for i in self.conv.outputs_by_call.get(call_id, ())]
-        for change in self.pending.values():
-            if change.kind == "conversation.item.delete":
+        if not self.pending:
+            return outs
+        for change in self._replayed(call_id, "function_call_output", outs):
+            if change.kind == _DELETE:
                 outs = [o for o in outs if o.id != change.item_id]
-            elif (
-                change.kind == "conversation.item.create"
-                and change.item is not None
-                and change.item.type == "function_call_output"
-                and change.item.call_id == call_id
-            ):
+            else:
+                assert change.item is not None
                 outs.append(change.item)
         return outs
+
+    def _replayed(self, call_id: str, item_type: str, held: list[Item]) -> list[Change]:
+        """The pending changes that can change which `item_type` items carry `call_id`, oldest first: the creates
+        of such items, and the deletes of them or of the `held` ones (no other change can touch them)."""
+        creates = [
+            c for c in self.pending.creates_for_call(call_id) if c.item is not None and c.item.type == item_type
+        ]
+        ids = {item.id for item in held}
+        ids.update(c.item.id for c in creates if c.item is not None)
+        deletes = [d for item_id in ids for d in self.pending.about(_DELETE, item_id)]
+        return sorted(creates + deletes, key=_seq) if deletes else creates
+
+
+def _seq(change: Change) -> int:
+    return change.seq
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -234,6 +524,12 @@ class TraceState:
     #: Connections opened while an older one was still open, by ordinal: each waits for the older one to end
     #: within `reducer.OVERLAP_WINDOW`, with the connection it replaces otherwise (the latest ended before it).
     awaiting: dict[int, tuple[Connection, Connection | None]] = dataclasses.field(default_factory=dict)
+    #: Heaps of the ordinals of the open connections, and of the open ones without a `connection.opened` note
+    #: (`reducer._open` ends those when a later one begins); an ordinal stays until it comes up after its end.
+    live: list[int] = dataclasses.field(default_factory=list)
+    implicit: list[int] = dataclasses.field(default_factory=list)
+    #: Ordinal -> the order in which it was first seen (the order of `conns`).
+    rank: dict[int, int] = dataclasses.field(default_factory=dict)
     records: int = 0
     first_t: float | None = None
     last_t: float = 0.0

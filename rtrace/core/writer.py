@@ -18,7 +18,8 @@ from .trace import dumps_header, dumps_record
 
 #: Seconds, monotonic: what a record's `t` is measured with (from the writer's creation).
 Clock = Callable[[], float]
-#: Given each line once it is written whole (the header included): how live findings see a recording.
+#: Given the bytes of each write once they reached the file (whole lines, the header included; a buffered writer
+#: hands over several lines at once): how live findings see a recording.
 Tap = Callable[[bytes], None]
 #: Told once why writing stopped (`OSError.strerror`, e.g. "No space left on device") and how many lines the
 #: trace kept.
@@ -30,13 +31,23 @@ _W = TypeVar("_W", bound="TraceWriter")
 class TraceWriter:
     """Each line written whole and flushed, so a killed recorder loses at most one.
 
+    `buffered`: lines wait in memory until `flush`, which hands them all to the kernel in one write (a recorder
+    under load: `serve` flushes before each frame it sends, so every frame sent is in the trace before the peer can
+    see it; what waits is what no frame answered yet).
+
     A write that fails (a full disk, a vanished file) does not raise: the trace is cut back to its last whole line,
     `failed` says why, `on_failure` is told once, and later writes are dropped, so the session being recorded goes
     on.
     """
 
     def __init__(
-        self, fp: IO[bytes], header: dict[str, Any] | None, clock: Clock, on_failure: OnFailure, tap: Tap | None = None
+        self,
+        fp: IO[bytes],
+        header: dict[str, Any] | None,
+        clock: Clock,
+        on_failure: OnFailure,
+        buffered: bool = False,
+        tap: Tap | None = None,
     ) -> None:
         self._fp: IO[bytes] | None = fp
         self._tap = tap
@@ -48,6 +59,10 @@ class TraceWriter:
         #: Why writing stopped, or None while the trace is complete.
         self.failed: str | None = None
         self._good = 0
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            self._good = fp.tell()
+        self._buffered = buffered
+        self._waiting: list[bytes] = []
         if header is not None:
             self._put(dumps_header(header))
 
@@ -58,15 +73,30 @@ class TraceWriter:
         header: dict[str, Any] | None,
         clock: Clock,
         on_failure: OnFailure,
+        buffered: bool = False,
         tap: Tap | None = None,
     ) -> _W:
-        return cls(open(path, "wb"), header, clock, on_failure, tap)
+        return cls(open(path, "wb"), header, clock, on_failure, buffered, tap)
 
     def _put(self, line: bytes) -> None:
         if self._fp is None or self.failed is not None:
             return
+        if self._buffered:
+            self._waiting.append(line)
+            return
+        self._write(line, 1)
+
+    def flush(self) -> None:
+        """Hand the lines waiting (`buffered`) to the kernel, in one write."""
+        if self._waiting:
+            waiting, self._waiting = self._waiting, []
+            self._write(b"".join(waiting), len(waiting))
+
+    def _write(self, data: bytes, lines: int) -> None:
+        if self._fp is None or self.failed is not None:
+            return
         try:
-            self._fp.write(line)
+            self._fp.write(data)
             self._fp.flush()
         except OSError as e:
             self.failed = e.strerror or str(e)
@@ -74,11 +104,10 @@ class TraceWriter:
                 self._fp.truncate(self._good)
             self._on_failure(self.failed, self.lines)
             return
-        self.lines += 1
-        with contextlib.suppress(OSError, AttributeError, ValueError):
-            self._good = self._fp.tell()
+        self.lines += lines
+        self._good += len(data)
         if self._tap is not None:
-            self._tap(line)
+            self._tap(data)
 
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
         """One line for `event`, timed now (`raw`: the event's JSON, when the caller has it already)."""
@@ -90,6 +119,7 @@ class TraceWriter:
         self._put(head + str(int(conn)).encode() + b',"event":' + raw + b"}\n")
 
     def close(self) -> None:
+        self.flush()
         if self._fp is not None:
             with contextlib.suppress(OSError):
                 self._fp.flush()

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from ..core.audio import audio_bytes
 from ..core.facts import NO_FACTS, Fact
 from ..core.loader import Row, TraceReader
-from ..core.reducer import TRANSITIONS, finish, step, tick
+from ..core.reducer import AUDIO_DELTAS, TRANSITIONS, audio_run, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import TraceState
 from ..core.trace import DIRECTIONS, Header, Problem, Record
@@ -96,8 +96,14 @@ class Observer(Protocol):
     def __call__(self, row: Row, facts: Sequence[Fact], state: TraceState) -> None: ...
 
 
-#: A run of quiet records (see `Fold`) as `digest` passes it on: [how many, line of the last, its `t`, conn, dir].
+#: A run of quiet records (see `Fold`) as `digest` passes it on: [how many, line of the last, its `t`, conn, dir];
+#: or a run of audio deltas for one item, as the reader's fast path takes them (`loader.Rows.entries`): [how many,
+#: line of the last, its `t`, conn, dir, item_id, audio bytes, each one's `t`, each one's bytes, seq of the first].
 Run = list[Any]
+#: The length of a quiet run (an audio run is longer).
+QUIET_RUN = 5
+#: The event type of the audio deltas a run folds, by direction.
+_AUDIO_TYPES = {direction: etype for direction, etype in AUDIO_DELTAS}
 
 
 class Fold:
@@ -120,18 +126,40 @@ class Fold:
 
     def rows(self, rows: Iterable[Row], until_line: int | None = None) -> None:
         """Fold rows as `TraceReader.rows` yields them; with `until_line`, stop after the last row at or before
-        that line (`show --at`)."""
+        that line (`show --at`). What `TraceReader.rows` returns is read through its fast path (`Rows.entries`):
+        the runs of lines its scanner takes come as `Run`s."""
         if until_line is not None:
             rows = itertools.takewhile(lambda row: row[1] <= until_line, rows)
         if self.observer is not None:
             self._observed(rows, self.observer)
             return
+        entries = getattr(rows, "entries", None)
+        if entries is not None:
+            rows = entries(TRANSITIONS, AUDIO_DELTAS)
         state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
         conns = state.conns
         transitions = TRANSITIONS
         quiet = None  # the connection of the current run of quiet records, with its count and last clock
         count, last_t, last_line = 0, 0.0, 0
         for row in rows:
+            if type(row) is list:  # a run the reader took
+                if len(row) == QUIET_RUN:
+                    k, line, t, n, direction = row
+                    by_dir[direction] += k
+                    conn = conns[n]
+                    if conn is quiet:
+                        count += k
+                        last_t, last_line = t, line
+                        continue
+                    if quiet is not None:
+                        tick(state, quiet, last_t, last_line, count)
+                    quiet, count, last_t, last_line = conn, k, t, line
+                    continue
+                if quiet is not None:
+                    tick(state, quiet, last_t, last_line, count)
+                    quiet = None
+                self._audio(row, 0, 0)
+                continue
             _, line, t, direction, n, _, etype, _ = row
             by_dir[direction] += 1
             conn = conns.get(n)
@@ -171,6 +199,24 @@ class Fold:
                 feed(facts, state)
             observer(row, facts, state)
 
+    def _audio(self, run: Run, seq0: int, line0: int) -> None:
+        """Fold a run of audio deltas (see `Run`), its seqs and lines counting from `seq0` and `line0`."""
+        count, line, t, n, direction, item_id, n_bytes, times, sizes, seq = run
+        state = self.state
+        self.by_dir[direction] += count
+        if not state.awaiting:
+            audio_run(state, state.conns[n], t, line + line0, count, item_id, n_bytes)
+            return
+        # A connection awaits its pairing, which any of these records may settle: each goes through `step`, its
+        # payload as a byte count (as `digest` passes one on).
+        etype, feed = _AUDIO_TYPES[direction], self.dispatch.feed
+        first = line + line0 - count + 1
+        for k in range(count):
+            event = {"type": etype, "item_id": item_id, "delta": "", "rtrace_audio_bytes": sizes[k]}
+            _, facts = step(state, Record(seq + seq0 + k, first + k, times[k], direction, n, event, etype, etype))
+            if facts:
+                feed(facts, state)
+
     def records(self, records: Iterable[Record]) -> None:
         """Fold `Record`s (tests, a trace built in memory): each through `step`, no fast path."""
         state, feed, by_dir = self.state, self.dispatch.feed, self.by_dir
@@ -190,6 +236,9 @@ class Fold:
         conns = state.conns
         for entry in entries:
             if type(entry) is list:
+                if len(entry) != QUIET_RUN:
+                    self._audio(entry, seq0, line0)
+                    continue
                 count, line, t, n, direction = entry
                 by_dir[direction] += count
                 tick(state, conns[n], t, line + line0, count)
@@ -252,10 +301,25 @@ def digest(rows: Iterable[Row]) -> Iterator[Row | Run]:
     payloads become their byte count (`rtrace_audio_bytes`, which the reducer reads in their place), so what
     crosses between processes is small.
     """
+    entries = getattr(rows, "entries", None)
+    if entries is not None:  # what `TraceReader.rows` returns: its fast path
+        rows = entries(TRANSITIONS, AUDIO_DELTAS)
     transitions = TRANSITIONS
     seen: set[int] = set()
     run: Run | None = None
     for row in rows:
+        if type(row) is list:  # a run the reader took: a quiet one joins the current run
+            if len(row) == QUIET_RUN and run is not None and run[3] == row[3] and run[4] == row[4]:
+                run[0] += row[0]
+                run[1] = row[1]
+                run[2] = row[2]
+                continue
+            if run is not None:
+                yield run
+            run = list(row) if len(row) == QUIET_RUN else None
+            if run is None:
+                yield row
+            continue
         _, line, t, direction, n, _, etype, _ = row
         if n in seen and (direction, etype) not in transitions:
             if run is not None and run[3] == n and run[4] == direction:

@@ -297,7 +297,7 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
-        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, options.tap)
+        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, tap=options.tap)
     proxy = RecordingProxy(options, writer)
     try:
         await proxy.start()

@@ -120,8 +120,13 @@ _SECRET_HINTS = (
 )  # fmt: skip
 
 
+#: Seconds a line with no frame after it (a client event not answered yet, a note) waits before it is written.
+FLUSH_EVERY = 0.05
+
 class Recorder(TraceWriter):
-    """The server's trace: one flushed line per event, secrets scrubbed first (`rtrace.core.secrets.scrub_secrets`)."""
+    """The server's trace: a line per event, secrets scrubbed first (`rtrace.core.secrets.scrub_secrets`), buffered
+    and handed to the kernel before each frame is sent (`flush`), so a killed server leaves every frame a client
+    saw in the trace; what waits is only what no frame answered yet (flushed within `FLUSH_EVERY` seconds)."""
 
     def write(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
         if raw is None:
@@ -179,8 +184,8 @@ class _Outbox:
                 self.on_meta(em.meta)
             if em.event is not None:
                 raw = orjson.dumps(em.event)
+                self.on_sent(em.event, raw)  # in the trace (and the kernel) before the frame leaves
                 await self.ws.send(raw, text=True)
-                self.on_sent(em.event, raw)
             if em.close is not None:
                 await self.close(*em.close)
                 return
@@ -200,7 +205,7 @@ class _Session:
             ws,
             opts,
             rng,
-            lambda ev, raw: server.record("server", conn, ev, raw),
+            lambda ev, raw: server.record("server", conn, ev, raw, sent=True),
             lambda note: server.record("meta", conn, note),
             self.close,
         )
@@ -263,6 +268,7 @@ class _Session:
         """Close the websocket as the endpoint asked: 1006 ends the TCP connection with no close frame, 1005 sends
         a close frame without a code, any other code a close frame with it."""
         self.note_closed("server", code, reason)
+        self.server.flush_trace()  # the close is in the trace before the peer sees it
         if code == ABNORMAL:
             transport = self.ws.transport
             if transport is not None:
@@ -335,6 +341,7 @@ class RealtimeServer:
             with TraceReader.open(options.from_trace) as reader:
                 self.source = ResponseSource(recorded_responses(reader))
         self.recorder: Recorder | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self._conns = itertools.count(1)
         self.sessions: set[_Session] = set()
         self.port = 0
@@ -359,9 +366,24 @@ class RealtimeServer:
         """How many connections are open now."""
         return len(self.sessions)
 
-    def record(self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None) -> None:
+    def record(
+        self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None, sent: bool = False
+    ) -> None:
+        """Put `event` in the trace; `sent`: it is about to leave as a frame, so it reaches the kernel now."""
         if self.recorder is not None:
             self.recorder.write(direction, conn, event, raw)  # the recorder scrubs secrets
+            if sent:
+                self.recorder.flush()
+
+    def flush_trace(self) -> None:
+        """Hand what the trace holds to the kernel (before a frame leaves; and every `FLUSH_EVERY` seconds)."""
+        if self.recorder is not None:
+            self.recorder.flush()
+
+    async def _flush_every(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_EVERY)
+            self.flush_trace()
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = urllib.parse.urlsplit(request.path).path
@@ -383,6 +405,7 @@ class RealtimeServer:
         note = f"handshake refused: HTTP {response.status_code} {why} for {path}" + (f": {body}" if body else "")
         self.record("meta", conn, {"type": "note", "note": note})
         self.record("meta", conn, {"type": "connection.closed", "by": "server", "status": response.status_code})
+        self.flush_trace()
         log = self.options.log or _stderr
         log(f"rtrace serve: refused a handshake: HTTP {response.status_code} {why} for {path}")
 
@@ -411,7 +434,8 @@ class RealtimeServer:
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
             }
-            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, o.tap)
+            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True, tap=o.tap)
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_every())
         self._server = await serve(
             self._handler,
             o.host,
@@ -432,6 +456,10 @@ class RealtimeServer:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
         if self.recorder is not None:
             self.recorder.close()
 

@@ -259,21 +259,73 @@ def as_json(finding: Finding) -> dict[str, Any]:
     }
 
 
+class Burst:
+    """One burst: a run of a connection's client changes each sent within the window of the previous one (one push
+    computed from one snapshot). It keeps what the rules read of it, not every change: its size, when it last
+    grew, the first creates in it (each item id at most `_COPIES` times, until `_IDS` distinct ids: that holds the
+    first three creates of any id other than a given one, see `creates_besides`), and with `ids` the item ids
+    it creates. A burst of 200,000 pipelined creates costs a few changes, not 200,000."""
+
+    __slots__ = ("_counts", "changes", "creates", "ids", "last_t")
+
+    _IDS = 4
+    _COPIES = 3
+
+    def __init__(self, ids: bool) -> None:
+        #: Changes in it, and the time of the latest.
+        self.changes = 0
+        self.last_t = 0.0
+        #: The first creates (see above), in order.
+        self.creates: list[Change] = []
+        self._counts: dict[str | None, int] = {}
+        #: The item ids (None: an id-less create) of every create in it, when asked for.
+        self.ids: set[str | None] | None = set() if ids else None
+
+    def __len__(self) -> int:
+        return self.changes
+
+    def add(self, change: Change) -> None:
+        self.changes += 1
+        self.last_t = change.t
+        if change.kind != "conversation.item.create":
+            return
+        if self.ids is not None:
+            self.ids.add(change.item_id)
+        counts = self._counts
+        seen = counts.get(change.item_id, 0)
+        if (seen or len(counts) < self._IDS) and seen < self._COPIES:
+            counts[change.item_id] = seen + 1
+            self.creates.append(change)
+
+    def creates_besides(self, item_id: str | None) -> list[Change]:
+        """The first three creates in the burst whose item id is not `item_id`, in order (all of them when fewer).
+
+        Exact: a create among those three either has an id seen fewer than three times before it (else three
+        earlier ones come first), or comes before the burst's fourth distinct id (else three other ids come
+        first); `add` keeps both kinds."""
+        return [c for c in self.creates if c.item_id != item_id][:3]
+
+
 class Bursts:
-    """Groups each connection's client changes into bursts: runs of changes each sent within
-    `window` seconds of the previous one. One burst is one push computed from one snapshot."""
+    """Groups each connection's client changes into bursts (`Burst`): runs of changes each sent within `window`
+    seconds of the previous one. With `ids`, each burst keeps the item ids it creates."""
 
-    def __init__(self, window: float) -> None:
+    def __init__(self, window: float, ids: bool = False) -> None:
         self.window = window
-        self._current: dict[int, list[Change]] = {}
+        self.ids = ids
+        self._current: dict[int, Burst] = {}
 
-    def add(self, change: Change) -> list[Change]:
-        """Record a sent change; return the burst it belongs to (a live list that later changes may join)."""
+    def forget(self, conn: int) -> None:
+        """`conn` ended: its burst is over."""
+        self._current.pop(conn, None)
+
+    def add(self, change: Change) -> Burst:
+        """Record a sent change; return the burst it belongs to (live: later changes may join it)."""
         burst = self._current.get(change.conn)
-        if burst is None or change.t - burst[-1].t > self.window:
-            burst = []
+        if burst is None or change.t - burst.last_t > self.window:
+            burst = Burst(self.ids)
             self._current[change.conn] = burst
-        burst.append(change)
+        burst.add(change)
         return burst
 
 

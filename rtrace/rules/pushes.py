@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..core.conversation import Item
 from ..core.facts import ChangeAnswered, ChangeSent, ConnClosed, Fact, ItemAdded, ItemDeleted, LocalSnapshot
-from ..core.state import Change, Connection, TraceState, divergence
-from .base import ITEM_CHANGES, Bursts, Config, Finding, Rule, Witness, ms, on
+from ..core.state import Change, Connection, Divergence, TraceState, divergence
+from .base import ITEM_CHANGES, Burst, Bursts, Config, Finding, Rule, Witness, ms, on
 
 
 class StaleSnapshotDelete(Rule[Config]):
@@ -47,10 +47,12 @@ class StaleSnapshotDelete(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        self.bursts = Bursts(self.config.burst_window)
+        self.bursts = Bursts(self.config.burst_window, ids=True)
+        #: conn -> the latest ack delays of its creates. A connection's state goes when it ends: a change sent on
+        #: a connection that ended is no push the server applies (it is indeterminate at once), and is not judged.
         self.rtts: dict[int, list[float]] = {}
         #: conn -> the current burst and its deletes waiting for a create: (delete, item, create, reference rtt).
-        self.waiting: dict[int, tuple[list[Change], list[tuple[Change, Item, Witness | None, float]]]] = {}
+        self.waiting: dict[int, tuple[Burst, list[tuple[Change, Item, Witness | None, float]]]] = {}
 
     @on(ChangeAnswered)
     def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
@@ -69,6 +71,8 @@ class StaleSnapshotDelete(Rule[Config]):
         if change.kind not in ITEM_CHANGES:
             return None
         conn = state.conns[change.conn]
+        if not conn.open:
+            return None
         burst = self.bursts.add(change)
         held = self.waiting.get(conn.n)
         if held is not None and held[0] is not burst:
@@ -95,17 +99,24 @@ class StaleSnapshotDelete(Rule[Config]):
         self.waiting.setdefault(conn.n, (burst, []))[1].append((change, item, create, rtt))
         return self._judge_waiting(conn, burst)
 
-    def _judge_waiting(self, conn: Connection, burst: list[Change]) -> list[Finding] | None:
+    @on(ConnClosed)
+    def closed(self, fact: ConnClosed, state: TraceState) -> None:
+        n = fact.conn.n
+        self.bursts.forget(n)
+        self.rtts.pop(n, None)
+        self.waiting.pop(n, None)
+
+    def _judge_waiting(self, conn: Connection, burst: Burst) -> list[Finding] | None:
         held = self.waiting.get(conn.n)
         if held is None or held[0] is not burst:
             return None
         waiting = held[1]
-        creates = [c for c in burst if c.kind == "conversation.item.create"]
+        assert burst.ids is not None
         out = []
         for entry in list(waiting):
             delete, item, create, rtt = entry
-            others = [c for c in creates if c.item_id != item.id]
-            if any(c.item_id == item.id for c in creates):
+            others = burst.creates_besides(item.id)
+            if item.id in burst.ids:
                 waiting.remove(entry)  # delete + create of the same id: an update in place
                 continue
             if not others:
@@ -304,10 +315,14 @@ class LocalServerDivergence(Rule[Config]):
         #: conn -> (snapshot witness, snapshot time) of a divergence not yet resolved.
         self.open: dict[int, tuple[Witness, float]] = {}
         self.reported: set[tuple[int, tuple[str, ...], tuple[str, ...]]] = set()
+        #: conn -> how its open divergence's snapshot differs from its server conversation, while neither changed
+        #: (a divergence open for seconds is judged at every change: the conversation is walked once, not each time).
+        self.diffs: dict[int, Divergence] = {}
 
     @on(LocalSnapshot)
     def snapshot(self, fact: LocalSnapshot, state: TraceState) -> None:
         conn = fact.conn
+        self.diffs.pop(conn.n, None)
         local_ids = [i.id for i in fact.items]
         if divergence(local_ids, conn.expected_ids()):
             self.open.setdefault(conn.n, (Witness.of(fact.rec), fact.rec.t))
@@ -321,6 +336,8 @@ class LocalServerDivergence(Rule[Config]):
 
     @on(ItemAdded, ItemDeleted, ConnClosed)
     def server(self, fact: ItemAdded | ItemDeleted | ConnClosed, state: TraceState) -> list[Finding] | None:
+        if not isinstance(fact, ConnClosed):
+            self.diffs.pop(fact.conn.n, None)  # the conversation changed
         return self._judge(fact, fact.conn)
 
     def _judge(self, fact: Fact, conn: Connection) -> list[Finding] | None:
@@ -328,20 +345,18 @@ class LocalServerDivergence(Rule[Config]):
         if conn.local is None or conn.n not in self.open:
             return None
         snap, t0 = self.open[conn.n]
-        local_ids = [i.id for i in conn.local]
         closing = isinstance(fact, ConnClosed)
-        if closing:
-            diff = divergence(local_ids, conn.conv.ids())
-        else:
-            if any(c.kind in ITEM_CHANGES for c in conn.pending.values()):
-                return None
-            diff = divergence(local_ids, conn.conv.ids())
-            if diff and fact.rec.t - t0 <= self.config.ack_timeout:
-                return None
-        if not diff:
-            self.open.pop(conn.n, None)
+        if not closing and any(conn.pending.count(kind) for kind in ITEM_CHANGES):
+            return None
+        diff = self.diffs.get(conn.n)
+        if diff is None:
+            diff = self.diffs[conn.n] = divergence([i.id for i in conn.local], conn.conv.ids())
+        if not closing and diff and fact.rec.t - t0 <= self.config.ack_timeout:
             return None
         del self.open[conn.n]
+        del self.diffs[conn.n]
+        if not diff:
+            return None
         key = (conn.n, diff.only_client, diff.only_server)
         if key in self.reported:
             return None

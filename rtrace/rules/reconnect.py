@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Iterable
 
 from ..core.conversation import Item
-from ..core.facts import ChangeSent, ConnClosed, Reconnected, ResponseCreated
+from ..core.facts import ChangeSent, ConnClosed, ConnOpened, Reconnected, ResponseCreated
 from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Config, Finding, Rule, Witness, on
 
 _FUNCTION_ITEMS = ("function_call", "function_call_output")
+_CREATE = "conversation.item.create"
+_DELETE = "conversation.item.delete"
+
+
+def _output_call(change: Change) -> str | None:
+    """The call_id of the `function_call_output` a change creates (None: not such a create, or no call_id)."""
+    item = change.item
+    if change.kind == _CREATE and item is not None and item.type == "function_call_output":
+        return item.call_id
+    return None
 
 
 class _Replay:
@@ -18,6 +30,7 @@ class _Replay:
     def __init__(self, previous: Connection, lost: list[Item]) -> None:
         self.previous = previous
         self.lost = lost
+        self.lost_calls = {i.call_id for i in lost}
         self.previous_ids = set(previous.conv.items)
         self.previous_calls = {i.call_id for i in previous.conv if i.call_id}
         self.recreated: list[Change] = []
@@ -94,7 +107,7 @@ class FunctionCallLostOnReconnect(Rule[Config]):
         where the judgment is certain)."""
         item = change.item
         if change.kind == "conversation.item.create" and item is not None:
-            if item.type == "function_call_output" and item.call_id in {i.call_id for i in replay.lost}:
+            if item.type == "function_call_output" and item.call_id in replay.lost_calls:
                 if item.call_id not in replay.created_calls:
                     del self.replays[change.conn]
                     return self._judge(replay, at, change)
@@ -177,21 +190,41 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        #: Changes unanswered when their connection closed, each with what later connections did about it.
-        self.lost: list[_Unanswered] = []
+        #: Changes unanswered when their connection closed that may still be reported, by seq (in the order they
+        #: were lost), each with what later connections did about it. A create sent again, or a delete done again,
+        #: is settled and leaves.
+        self.lost: dict[int, _Unanswered] = {}
+        #: The same, by item id (those that have one), and the creates of a tool output by its call_id.
+        self.by_item: dict[str, list[_Unanswered]] = {}
+        self.by_call: dict[str, list[_Unanswered]] = {}
+        #: Those no later connection has followed yet, by the ordinal of their connection (and a heap of them).
+        self.unfollowed: dict[int, list[_Unanswered]] = {}
+        self.unfollowed_heap: list[int] = []
 
     @on(ConnClosed)
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
         if fact.conn.ended_by == "trace-end":
             return  # the recording stopped; nothing says the connection was lost
         for change in fact.indeterminate:
-            if change.kind in ("conversation.item.create", "conversation.item.delete"):
-                self.lost.append(_Unanswered(change, Witness.answer(change)))
+            if change.kind == _CREATE:
+                item = change.item
+                if not change.item_id and not (item and item.call_id):
+                    continue  # nothing to recognise it by if it is sent again: never reported
+            elif change.kind != _DELETE or not change.item_id:
+                continue
+            entry = self.lost[change.seq] = _Unanswered(change, Witness.answer(change))
+            if change.item_id:
+                self.by_item.setdefault(change.item_id, []).append(entry)
+            if _output_call(change) is not None:
+                self.by_call.setdefault(_output_call(change), []).append(entry)  # type: ignore[arg-type]
+            if change.conn not in self.unfollowed:
+                heapq.heappush(self.unfollowed_heap, change.conn)
+            self.unfollowed.setdefault(change.conn, []).append(entry)
 
     @on(Reconnected)
     def reconnected(self, fact: Reconnected, state: TraceState) -> None:
-        for entry in self.lost:
-            if entry.change.conn == fact.previous.n and entry.next_conn is None:
+        for entry in self.unfollowed.pop(fact.previous.n, ()):
+            if entry.next_conn is None:
                 entry.next_conn = fact.conn.n
         for change in fact.early:
             self._resent(change)
@@ -202,46 +235,56 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
 
     def _resent(self, change: Change) -> None:
         """What a change of a later connection does to each lost one."""
-        if not self.lost or change.kind not in ("conversation.item.create", "conversation.item.delete"):
+        if not self.lost or change.kind not in (_CREATE, _DELETE):
             return
-        sent = change.item
-        for entry in self.lost:
-            old = entry.change
-            if change.conn <= old.conn:
-                continue
-            if entry.next_conn is None:
-                entry.next_conn = change.conn
-            if change.kind == "conversation.item.create":
-                same_id = bool(old.item_id) and change.item_id == old.item_id
-                same_call = (
-                    old.item is not None
-                    and old.item.type == "function_call_output"
-                    and sent is not None
-                    and sent.type == "function_call_output"
-                    and old.item.call_id is not None
-                    and sent.call_id == old.item.call_id
-                )
-                if same_id or same_call:
-                    entry.resent = True
-                if same_id and change.conn == entry.next_conn:
+        n = change.conn
+        heap = self.unfollowed_heap
+        while heap and heap[0] < n:  # the first later connection that sends a create or delete follows them
+            for entry in self.unfollowed.pop(heapq.heappop(heap), ()):
+                if entry.next_conn is None:
+                    entry.next_conn = n
+        if change.kind == _CREATE:
+            for entry in list(self.by_item.get(change.item_id, ())) if change.item_id else ():
+                if n <= entry.change.conn:
+                    continue
+                if entry.change.kind == _CREATE:
+                    self._settle(entry)  # sent again
+                elif n == entry.next_conn:
                     entry.recreated_next = True
-            elif change.item_id == old.item_id:
-                entry.deleted_later = True
+            call_id = _output_call(change)
+            for entry in list(self.by_call.get(call_id, ())) if call_id is not None else ():
+                if n > entry.change.conn:
+                    self._settle(entry)  # the tool output sent again (under any item id)
+        else:
+            for entry in list(self.by_item.get(change.item_id, ())) if change.item_id else ():
+                if n > entry.change.conn and entry.change.kind == _DELETE:
+                    self._settle(entry)  # deleted again later
+
+    def _settle(self, entry: _Unanswered) -> None:
+        """`entry` can no longer be reported: forget it."""
+        change = entry.change
+        del self.lost[change.seq]
+        for index, key in ((self.by_item, change.item_id), (self.by_call, _output_call(change))):
+            held = index.get(key) if key else None
+            if held is not None and entry in held:
+                held.remove(entry)
+                if not held:
+                    del index[key]  # type: ignore[arg-type]
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
-        for entry in self.lost:
+        ordinals = sorted(state.conns)
+        for entry in self.lost.values():
             change, ended = entry.change, entry.ended
-            nxt = entry.next_conn or next((n for n in sorted(state.conns) if n > change.conn), None)
+            later = bisect.bisect_right(ordinals, change.conn)
+            nxt = entry.next_conn or (ordinals[later] if later < len(ordinals) else None)
             if nxt is None:
                 continue
-            if change.kind == "conversation.item.create":
+            if change.kind == _CREATE:
                 item = change.item
-                if entry.resent or (not change.item_id and not (item and item.call_id)):
-                    continue
                 what = f"create of {item.label() if item else change.item_id} was never sent again"
             else:
-                if not change.item_id or not entry.recreated_next or entry.deleted_later:
+                if not entry.recreated_next:
                     continue
                 what = (
                     f"delete of {change.item_id} was undone: connection {nxt} re-created the item and never deleted it"
@@ -265,17 +308,15 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
 class _Unanswered:
     """A change left indeterminate by a closed connection, and what the connections after it did."""
 
+    __slots__ = ("change", "ended", "next_conn", "recreated_next")
+
     def __init__(self, change: Change, ended: Witness | None) -> None:
         self.change = change
         self.ended = ended
         #: The connection that replaced it (else the first connection after it that sent a change).
         self.next_conn: int | None = None
-        #: A later connection created the same item id (or, for a tool output, the same call id).
-        self.resent = False
         #: The next connection re-created the item (for deletes: the replay brought it back).
         self.recreated_next = False
-        #: A later connection deleted the item.
-        self.deleted_later = False
 
 
 #: The changes whose loss at a final close RT122 reports, and what the user loses with each.
@@ -344,11 +385,20 @@ class ChangesLostAtFinalClose(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
+        #: Connections that closed with changes unanswered and that no later connection follows (yet).
         self.closed: list[tuple[Connection, list[Change], Witness | None]] = []
+        #: The highest ordinal opened so far: a connection below it is followed, and is not this rule's to judge.
+        self.highest = 0
+
+    @on(ConnOpened)
+    def conn_opened(self, fact: ConnOpened, state: TraceState) -> None:
+        if fact.conn.n > self.highest:
+            self.highest = fact.conn.n
+            self.closed.clear()  # each is below it (none is kept below the highest)
 
     @on(ConnClosed)
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
-        if fact.conn.ended_by == "trace-end":
+        if fact.conn.ended_by == "trace-end" or fact.conn.n < self.highest:
             return
         lost = [c for c in fact.indeterminate if c.kind in _LOSABLE]
         if lost:
@@ -357,7 +407,7 @@ class ChangesLostAtFinalClose(Rule[Config]):
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
         for conn, lost, closed in self.closed:
-            if conn.replaced_by is not None or any(n > conn.n for n in state.conns):
+            if conn.replaced_by is not None or conn.n < self.highest:
                 continue  # a later connection: unconfirmed-item-lost-on-reconnect's or RT124's to judge
             end = closed.line if closed else state.last_line
             listed = ", ".join(_what_is_lost(c) for c in lost[:4])
@@ -425,6 +475,8 @@ class ReconnectRestoresNothing(Rule[Config]):
         super().__init__(config)
         #: new conn -> (the connection it replaced, itself), while it has restored nothing and asked for nothing.
         self.watch: dict[int, tuple[Connection, Connection]] = {}
+        #: replaced conn -> (it, its event count then, the (role, text) of its messages), while a watch needs it.
+        self.messages: dict[int, tuple[Connection, int, set[tuple[str | None, str]]]] = {}
 
     @on(Reconnected)
     def reconnected(self, fact: Reconnected, state: TraceState) -> list[Finding] | None:
@@ -446,21 +498,27 @@ class ReconnectRestoresNothing(Rule[Config]):
         n = fact.conn.n
         if n not in self.watch or fact.response.request is not None:
             return None
-        previous, conn = self.watch.pop(n)
+        previous, conn = self._unwatch(n)
         return [self._finding(previous, conn, Witness.of(fact.rec), "the server starts a response", fact.rec.line)]
 
     @on(ConnClosed)
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
-        self.watch.pop(fact.conn.n, None)
+        if fact.conn.n in self.watch:
+            self._unwatch(fact.conn.n)
+
+    def _unwatch(self, n: int) -> tuple[Connection, Connection]:
+        previous, conn = self.watch.pop(n)
+        self.messages.pop(previous.n, None)
+        return previous, conn
 
     def _change(self, change: Change, at: int) -> list[Finding] | None:
         previous, conn = self.watch[change.conn]
-        if change.kind in _SETTINGS or (change.kind == "conversation.item.create" and _restores(change, previous)):
-            del self.watch[change.conn]
+        if change.kind in _SETTINGS or (change.kind == "conversation.item.create" and self._restores(change, previous)):
+            self._unwatch(change.conn)
             return None
         if change.kind != "response.create":
             return None
-        del self.watch[change.conn]
+        self._unwatch(change.conn)
         return [self._finding(previous, conn, Witness.sent(change), "asks for a response", at)]
 
     def _finding(self, previous: Connection, conn: Connection, trigger: Witness, what: str, at: int) -> Finding:
@@ -480,19 +538,25 @@ class ReconnectRestoresNothing(Rule[Config]):
         )
 
 
-def _restores(change: Change, previous: Connection) -> bool:
-    """Whether a create re-creates an item `previous` held: the same id, the same call_id, or a message with the
-    same role and text (a replay under new ids)."""
-    item = change.item
-    if item is None:
-        return False
-    if item.id and item.id in previous.conv:
-        return True
-    if item.call_id and (item.call_id in previous.conv.by_call or item.call_id in previous.conv.outputs_by_call):
-        return True
-    return item.type == "message" and bool(item.text) and any(
-        old.type == "message" and old.role == item.role and old.text == item.text for old in previous.conv
-    )
+    def _restores(self, change: Change, previous: Connection) -> bool:
+        """Whether a create re-creates an item `previous` held: the same id, the same call_id, or a message with
+        the same role and text (a replay under new ids)."""
+        item = change.item
+        if item is None:
+            return False
+        if item.id and item.id in previous.conv:
+            return True
+        if item.call_id and (item.call_id in previous.conv.by_call or item.call_id in previous.conv.outputs_by_call):
+            return True
+        if item.type != "message" or not item.text:
+            return False
+        # The messages `previous` holds, by (role, text), taken again only when a record of its own came since (a
+        # late event): a replay of N messages under new ids costs O(N), not O(N) per message.
+        cached = self.messages.get(previous.n)
+        if cached is None or cached[0] is not previous or cached[1] != previous.events:
+            said = {(old.role, old.text) for old in previous.conv if old.type == "message"}
+            cached = self.messages[previous.n] = (previous, previous.events, said)
+        return (item.role, item.text) in cached[2]
 
 
 class ResponseCreateLostOnReconnect(Rule[Config]):
@@ -529,8 +593,13 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        #: response.creates unanswered at a close, each with its close and the connection that replaced it.
-        self.lost: list[tuple[Change, Witness | None, list[int]]] = []
+        #: response.creates unanswered at a close and not asked for again since, by seq, each with its close and
+        #: the connection that replaced it.
+        self.lost: dict[int, tuple[Change, Witness | None, list[int]]] = {}
+        #: Seqs of those whose connection no reconnect replaced yet, by the connection's ordinal.
+        self.unreplaced: dict[int, list[int]] = {}
+        #: (ordinal, seq) of those replaced: a heap, so that a later request settles the oldest first.
+        self.replaced: list[tuple[int, int]] = []
 
     @on(ConnClosed)
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
@@ -538,13 +607,15 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
             return
         for change in fact.indeterminate:
             if change.kind == "response.create":
-                self.lost.append((change, Witness.answer(change), []))
+                self.lost[change.seq] = (change, Witness.answer(change), [])
+                self.unreplaced.setdefault(change.conn, []).append(change.seq)
 
     @on(Reconnected)
     def reconnected(self, fact: Reconnected, state: TraceState) -> None:
-        for change, _, replaced_by in self.lost:
-            if change.conn == fact.previous.n and not replaced_by:
-                replaced_by.append(fact.conn.n)
+        for seq in self.unreplaced.pop(fact.previous.n, ()):
+            change, _, replaced_by = self.lost[seq]
+            replaced_by.append(fact.conn.n)
+            heapq.heappush(self.replaced, (change.conn, seq))
         for change in fact.early:
             self._asked(change.conn, change.kind)
 
@@ -558,12 +629,15 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
             self._asked(fact.conn.n, "response.create")
 
     def _asked(self, conn: int, kind: str) -> None:
-        if kind == "response.create" and self.lost:
-            self.lost = [entry for entry in self.lost if not (entry[2] and conn > entry[0].conn)]
+        """A request on `conn` settles every replaced one of an older connection."""
+        if kind == "response.create":
+            heap = self.replaced
+            while heap and heap[0][0] < conn:
+                del self.lost[heapq.heappop(heap)[1]]
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
-        for change, closed, replaced_by in self.lost:
+        for change, closed, replaced_by in self.lost.values():
             if not replaced_by:
                 continue
             end = f" at line {closed.line}" if closed else ""

@@ -344,8 +344,8 @@ class ConcurrentResponseCreate(Rule[Config]):
         if conn.active is not None and conn.active.open:
             self.suspect[change.seq] = (change, Witness.response_created(conn.active))
             return
-        for other in conn.pending.values():
-            if other is not change and other.kind == "response.create" and other.conversation != "none":
+        for other in conn.pending.oldest_replies(True, 2):
+            if other is not change:
                 self.suspect[change.seq] = (change, Witness.sent(other))
                 break
 

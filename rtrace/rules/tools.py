@@ -13,13 +13,14 @@ from ..core.facts import (
     ItemAdded,
     ItemDeleted,
     ItemDone,
+    ItemUpdated,
     ResponseCreated,
     ResponseDone,
     ServerError,
     SessionUpdated,
 )
 from ..core.state import Change, Connection, TraceState, unfinished_call
-from .base import Bursts, Config, Finding, Rule, Witness, ms, on
+from .base import Burst, Bursts, Config, Finding, Rule, Witness, ms, on
 
 
 class DeletedFunctionCallOutput(Rule[Config]):
@@ -63,12 +64,13 @@ class DeletedFunctionCallOutput(Rule[Config]):
         super().__init__(config)
         self.bursts = Bursts(self.config.burst_window)
         #: The burst of each delete still waiting for its answer.
-        self.burst_of: dict[int, list[Change]] = {}
+        self.burst_of: dict[int, Burst] = {}
 
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
-        if change.kind.startswith("conversation.item."):
+        if change.kind.startswith("conversation.item.") and state.conns[change.conn].open:
+            # (a change sent after its connection ended can have no answer: no delete of it is ever confirmed)
             burst = self.bursts.add(change)
             if change.kind == "conversation.item.delete":
                 self.burst_of[change.seq] = burst
@@ -81,23 +83,24 @@ class DeletedFunctionCallOutput(Rule[Config]):
     def closed(self, fact: ConnClosed, state: TraceState) -> None:
         for change in fact.indeterminate:
             self.burst_of.pop(change.seq, None)
+        self.bursts.forget(fact.conn.n)
 
     @on(ItemDeleted)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> list[Finding] | None:
         delete, gone, conn = fact.change, fact.item, fact.conn
         if delete is None or gone is None or gone.type != "function_call_output" or not gone.call_id:
             return None
-        burst = self.burst_of.get(delete.seq, [])
+        burst = self.burst_of.get(delete.seq)
         call = conn.expected_call(gone.call_id)
         if call is None or conn.expected_outputs(gone.call_id):
             return None
         return [self._finding(fact, conn, gone, call, delete, burst)]
 
     def _finding(
-        self, fact: ItemDeleted, conn: Connection, item: Item, call: Item, delete: Change, burst: list[Change]
+        self, fact: ItemDeleted, conn: Connection, item: Item, call: Item, delete: Change, burst: Burst | None
     ) -> Finding:
         create = Witness.created(item, conn)
-        mates = [c for c in burst if c is not delete and c.kind == "conversation.item.create"]
+        mates = burst.creates[:3] if burst is not None else []
         parts = []
         if create is not None:
             parts.append(
@@ -171,23 +174,24 @@ class UnansweredFunctionCall(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        #: (conn, call_id) -> the witness of why it is unanswered now (call added, or its output deleted).
-        self.unanswered: dict[tuple[int, str], list[Witness]] = {}
+        #: conn -> call_id -> the witness of why it is unanswered now (call added, or its output deleted); a
+        #: connection's calls go when it closes.
+        self.unanswered: dict[int, dict[str, list[Witness]]] = {}
         #: (conn, call_id) -> True once its current unanswered stretch was reported (reported once per stretch).
         self.reported: dict[tuple[int, str], bool] = {}
         self.answered_calls: set[str] = set()
         #: (conn, call_id) -> the latest output sent for it that the server rejected, or that was unconfirmed when
         #: the connection ended: its create and its answer (the error, or the close).
         self.failed: dict[tuple[int, str], tuple[Change, Witness | None]] = {}
-        self.at_close: list[tuple[Connection, Item, list[Witness], Witness | None]] = []
+        self.at_close: list[tuple[int, Item, list[Witness], Witness | None]] = []
 
     @on(ItemAdded, ItemDone)
     def item(self, fact: ItemAdded | ItemDone, state: TraceState) -> None:
         item, conn = fact.item, fact.conn
         if item.type == "function_call" and item.call_id and isinstance(fact, ItemAdded):
-            self.unanswered.setdefault((conn.n, item.call_id), [Witness.added(item, conn)])
+            self.unanswered.setdefault(conn.n, {}).setdefault(item.call_id, [Witness.added(item, conn)])
         elif item.type == "function_call_output" and item.call_id:
-            self.unanswered.pop((conn.n, item.call_id), None)
+            self.unanswered.get(conn.n, {}).pop(item.call_id, None)
             self.reported.pop((conn.n, item.call_id), None)
             self.failed.pop((conn.n, item.call_id), None)
             self.answered_calls.add(item.call_id)
@@ -205,10 +209,10 @@ class UnansweredFunctionCall(Rule[Config]):
             return
         key = (conn.n, gone.call_id)
         if gone.type == "function_call":
-            self.unanswered.pop(key, None)
+            self.unanswered.get(conn.n, {}).pop(gone.call_id, None)
         elif gone.type == "function_call_output" and gone.call_id in conn.conv.by_call:
             call = conn.conv.items[conn.conv.by_call[gone.call_id]]
-            self.unanswered[key] = [Witness.added(call, conn), Witness.of(fact.rec)]
+            self.unanswered.setdefault(conn.n, {})[gone.call_id] = [Witness.added(call, conn), Witness.of(fact.rec)]
             self.reported.pop(key, None)
 
     @on(ConnClosed)
@@ -217,15 +221,12 @@ class UnansweredFunctionCall(Rule[Config]):
         for change in fact.indeterminate:
             if (call_id := _output_call(change)) is not None:
                 self.failed[(conn.n, call_id)] = (change, Witness.answer(change))
-        for (n, call_id), why in list(self.unanswered.items()):
-            if n != conn.n:
-                continue
-            del self.unanswered[(n, call_id)]
-            if self.reported.pop((n, call_id), False):
+        for call_id, why in self.unanswered.pop(conn.n, {}).items():
+            if self.reported.pop((conn.n, call_id), False):
                 continue
             item_id = conn.conv.by_call.get(call_id)
             if item_id is not None and not unfinished_call(conn.conv.items[item_id]):
-                self.at_close.append((conn, conn.conv.items[item_id], why, Witness.closed(conn)))
+                self.at_close.append((conn.n, conn.conv.items[item_id], why, Witness.closed(conn)))
 
     @on(ResponseCreated)
     def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
@@ -245,8 +246,9 @@ class UnansweredFunctionCall(Rule[Config]):
 
     def _judge(self, conn: Connection, trigger: Witness, what: str, event_id: str | None) -> list[Finding]:
         out = []
-        for (n, call_id), why in self.unanswered.items():
-            if n != conn.n or self.reported.get((n, call_id)):
+        n = conn.n
+        for call_id, why in self.unanswered.get(n, {}).items():
+            if self.reported.get((n, call_id)):
                 continue
             pending_call = conn.expected_call(call_id)
             if pending_call is None or conn.expected_outputs(call_id) or unfinished_call(pending_call):
@@ -277,25 +279,28 @@ class UnansweredFunctionCall(Rule[Config]):
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
-        for conn, call, why, closed in self.at_close:
+        failed_by_call: dict[str, list[tuple[int, Change, Witness | None]]] = {}
+        for (n, call_id), (change, answer) in sorted(self.failed.items()):
+            failed_by_call.setdefault(call_id, []).append((n, change, answer))
+        for n, call, why, closed in self.at_close:
             if call.call_id in self.answered_calls or call.call_id is None:
                 continue
             end = closed.line if closed else state.last_line
-            failed = self.failed.get((conn.n, call.call_id))
+            failed = self.failed.get((n, call.call_id))
             what = "no function_call_output"
             if failed is not None:
                 what = f"no confirmed function_call_output ({_failure(*failed, at_close=True)})"
             later = [
-                f"connection {n} sent one at line {change.line} and {_outcome(change, answer)}"
-                for (n, call_id), (change, answer) in sorted(self.failed.items())
-                if call_id == call.call_id and n > conn.n
+                f"connection {m} sent one at line {change.line} and {_outcome(change, answer)}"
+                for m, change, answer in failed_by_call.get(call.call_id, ())
+                if m > n
             ]
             tail = f" ({'; '.join(later)})" if later else ""
             out.append(
                 self.finding(
-                    conn.n,
-                    f"connection {conn.n} ended with {call.label()} unanswered",
-                    f"{call.label()} (line {call.added_line}) had {what} when connection {conn.n} "
+                    n,
+                    f"connection {n} ended with {call.label()} unanswered",
+                    f"{call.label()} (line {call.added_line}) had {what} when connection {n} "
                     f"ended at line {end}, and no later connection answered call {call.call_id}{tail}.",
                     [*why, *_failure_witness(failed), closed],
                     end,
@@ -376,8 +381,8 @@ class NoResponseAfterToolOutput(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        #: conn -> outputs sent since the last response asked for on it, oldest first.
-        self.waiting: dict[int, list[Change]] = {}
+        #: conn -> outputs sent since the last response asked for on it, by seq (oldest first).
+        self.waiting: dict[int, dict[int, Change]] = {}
         #: call_ids whose output the server confirmed: a later create of an output for them is a replay.
         self.answered: set[str] = set()
 
@@ -399,15 +404,15 @@ class NoResponseAfterToolOutput(Rule[Config]):
             change = fact.change
             call_id = _output_call(change)
             if call_id is not None and call_id not in self.answered:
-                self.waiting.setdefault(change.conn, []).append(change)
+                self.waiting.setdefault(change.conn, {})[change.seq] = change
             elif change.kind == "response.create":
                 self.waiting.pop(change.conn, None)
         elif isinstance(fact, ChangeAnswered) and (call_id := _output_call(fact.change)) is not None:
             if fact.change.status == "confirmed":
                 self.answered.add(call_id)
             outputs = self.waiting.get(fact.change.conn)
-            if fact.change.status == "rejected" and outputs is not None and fact.change in outputs:
-                outputs.remove(fact.change)
+            if fact.change.status == "rejected" and outputs is not None:
+                outputs.pop(fact.change.seq, None)
         elif isinstance(fact, ResponseCreated) and fact.response.request is None:
             self.waiting.pop(fact.conn.n, None)
         elif isinstance(fact, ConnClosed):
@@ -417,14 +422,16 @@ class NoResponseAfterToolOutput(Rule[Config]):
     def _overdue(self, fact: Fact) -> list[Finding] | None:
         t, limit = fact.rec.t, self.config.reply_timeout
         out = []
-        for n, outputs in list(self.waiting.items()):
-            if not outputs:
+        for n, sent in list(self.waiting.items()):
+            if not sent:
                 del self.waiting[n]
                 continue
-            if t - outputs[0].t <= limit:
+            first = next(iter(sent.values()))
+            if t - first.t <= limit:
                 continue
             del self.waiting[n]
-            first, last = outputs[0], outputs[-1]
+            outputs = list(sent.values())
+            last = outputs[-1]
             labels = ", ".join(f"{c.item.label() if c.item else c.summary} (line {c.line})" for c in outputs[:3])
             answered = Witness.answer(last) if last.status == "confirmed" else None
             out.append(
@@ -480,9 +487,21 @@ class OutputForUnknownCall(Rule[Config]):
     def __init__(self, config: Config) -> None:
         super().__init__(config)
         self.suspect: dict[int, Change] = {}
-        #: (conn, call_id) -> where the function_call was deleted; a connection's entries go when it closes.
-        self.deleted_call: dict[tuple[int, str], Witness] = {}
+        #: conn -> call_id -> where the function_call was deleted; a connection's entries go when it closes.
+        self.deleted_call: dict[int, dict[str, Witness]] = {}
+        #: Seqs of the `error` records already reported through the change they answer.
         self.joined: set[int] = set()
+        #: call_id -> ordinals of the connections whose conversation held a `function_call` carrying it (at some
+        #: point; the finding checks the conversation as it is): where to look for the call's home.
+        self.homes: dict[str, list[int]] = {}
+
+    @on(ItemAdded, ItemDone, ItemUpdated)
+    def call_seen(self, fact: ItemAdded | ItemDone | ItemUpdated, state: TraceState) -> None:
+        item = fact.item
+        if item.type == "function_call" and item.call_id:
+            homes = self.homes.setdefault(item.call_id, [])
+            if not homes or homes[-1] != fact.conn.n:
+                homes.append(fact.conn.n)
 
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
@@ -495,7 +514,7 @@ class OutputForUnknownCall(Rule[Config]):
     @on(ItemDeleted)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
         if fact.item is not None and fact.item.type == "function_call" and fact.item.call_id:
-            self.deleted_call[(fact.conn.n, fact.item.call_id)] = Witness.of(fact.rec)
+            self.deleted_call.setdefault(fact.conn.n, {})[fact.item.call_id] = Witness.of(fact.rec)
 
     @on(ChangeAnswered)
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
@@ -520,13 +539,14 @@ class OutputForUnknownCall(Rule[Config]):
                 out.append(self._finding(state, change, Witness.answer(change), fact.rec.line))
         # Nothing sent on this connection can be judged after this, and a connection opened again under the
         # same ordinal starts a new conversation: its deleted calls are forgotten (memory stays flat).
-        for key in [key for key in self.deleted_call if key[0] == fact.conn.n]:
-            del self.deleted_call[key]
+        self.deleted_call.pop(fact.conn.n, None)
         return out
 
     @on(ServerError)
     def error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
-        if fact.cause is None and fact.error.get("code") == "invalid_tool_call_id" and fact.rec.seq not in self.joined:
+        joined = fact.rec.seq in self.joined
+        self.joined.discard(fact.rec.seq)  # the error's own record: no later fact names it
+        if fact.cause is None and fact.error.get("code") == "invalid_tool_call_id" and not joined:
             msg = fact.error.get("message")
             return [
                 self.finding(
@@ -545,13 +565,13 @@ class OutputForUnknownCall(Rule[Config]):
         call_id = item.call_id
         witness: list[Witness | None] = [Witness.sent(change), answer]
         cause = ""
-        deleted = self.deleted_call.get((change.conn, call_id))
+        deleted = self.deleted_call.get(change.conn, {}).get(call_id)
         if deleted is not None:
             cause = f" The function_call for {call_id} was deleted at line {deleted.line}."
             witness.insert(0, deleted)
         else:
-            for n in sorted(state.conns, reverse=True):
-                if n >= change.conn:
+            for n in sorted(set(self.homes.get(call_id, ())), reverse=True):
+                if n >= change.conn or n not in state.conns:
                     continue
                 old = state.conns[n]
                 item_id = old.conv.by_call.get(call_id)

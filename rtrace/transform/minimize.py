@@ -329,7 +329,7 @@ def write(result: Minimized, out: IO[bytes], **reader_kw: Any) -> int:
     records as native lines, re-read whole from the original. Returns the number of lines written."""
     keep = set(result.lines)
     with TraceReader.open(result.path, **reader_kw) as reader:
-        rows = reader.rows()
+        rows = iter(reader.rows())
         first = next(rows, None)
         fields = dict(reader.header.fields) if reader.header else {}
         fields["minimized"] = {

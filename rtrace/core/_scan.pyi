@@ -1,0 +1,5 @@
+"""The C scanner of the reader's fast path (`_scan.c`); see its source for what it takes and returns."""
+
+from typing import Any
+
+def scan(buffer: bytes, start: int, end: int, table: dict[bytes, int], seen: set[int]) -> list[Any]: ...
