@@ -4,11 +4,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit e2e-envs e2e-locks browser bench bench-scale clean fuzz harden
+.PHONY: demo test lint unit dist e2e-envs e2e-locks browser bench bench-scale clean fuzz harden
 
-$(STAMP): pyproject.toml setup.py rtrace/core/_scan.c
+RUNTIME := $(VENV)/.runtime
+
+# The tool alone (what `make demo` needs): rtrace editable with its four runtime dependencies.
+$(RUNTIME): pyproject.toml setup.py rtrace/core/_scan.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(RUNTIME)
+
+# The test toolchain on top (what `make test` needs).
+$(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
@@ -56,7 +64,7 @@ $(NODE_STAMP): $(NODE_E2E)/package.json $(NODE_E2E)/package-lock.json
 
 e2e-envs: $(E2E_STAMPS) $(E2E_LOCKED_STAMPS) $(NODE_STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	-$(BIN)/rtrace analyze sample_traces/real/tool-output-race.livekit-1.8.8.jsonl
 	@echo
 	@echo "(exit 1 above means: findings at error severity, as expected for livekit-agents 1.8.8)"
@@ -72,7 +80,22 @@ unit: $(STAMP) e2e-envs
 browser:
 	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-test: $(STAMP) lint browser unit
+# The package as users get it (issue 17): build the sdist and the wheel, check their metadata, install the wheel into a
+# clean venv and run the command from there (version, `python -m rtrace`, an analysis of a bundled sample).
+DIST := build/dist
+dist: $(STAMP)
+	rm -rf $(DIST) build/venv-wheel
+	$(BIN)/uv build -q --sdist --wheel --out-dir $(DIST)
+	$(BIN)/twine check --strict $(DIST)/*
+	$(BIN)/uv venv -q --python $(PYTHON) build/venv-wheel
+	$(BIN)/uv pip install -q --python build/venv-wheel/bin/python $(DIST)/*.whl
+	cd build && venv-wheel/bin/rtrace --version && venv-wheel/bin/python -m rtrace -V
+	cd build && venv-wheel/bin/python -c "import rtrace.core._scan" || { echo "dist: the wheel has no C scanner" >&2; exit 1; }
+	cd build && venv-wheel/bin/rtrace analyze ../sample_traces/real/tool-output-race.livekit-1.8.9.jsonl
+	cd build && venv-wheel/bin/rtrace analyze -f json ../sample_traces/real/tool-output-race.livekit-1.8.8.jsonl >/dev/null; \
+		test $$? -eq 1 || { echo "dist: the installed wheel did not find the 1.8.8 race (exit 1)" >&2; exit 1; }
+
+test: $(STAMP) lint dist browser unit
 
 # Long local fuzz run of the hardening properties (minutes; not part of `make test`); prints the example counts.
 fuzz: $(STAMP)

@@ -12,12 +12,15 @@ from rich.console import Console
 
 from . import __version__
 from .core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
+from .core.writer import write_replacing
 from .engine.fold import Report, TraceReport
 from .net.examples import EXAMPLE_SCRIPT, EXAMPLE_TOOL
+from .report.console import plain_console, stderr_console, stdout_console
 from .rules import RULES, UnknownRule, find_rule, select_rules
 from .rules.base import SEVERITY_RANK, Config
 
 if TYPE_CHECKING:
+    from .engine.settings import Settings
     from .net.server import ServerOptions
     from .report.outputs import ReportFormat
 
@@ -49,10 +52,20 @@ class Engine(str, Enum):
 class OutputFormat(str, Enum):
     terminal = "terminal"
     json = "json"
+    concise = "concise"
+    github = "github"
+    sarif = "sarif"
+    junit = "junit"
+    markdown = "markdown"
+    html = "html"
+
+
+#: What `-o FILE` writes, by the file's extension (anything else needs `--format`).
+OUTPUT_SUFFIXES = {".txt": OutputFormat.terminal, ".log": OutputFormat.terminal}
 
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     help="Trace analyzer and race detector for realtime LLM websocket sessions.",
     pretty_exceptions_enable=False,
@@ -60,15 +73,6 @@ app = typer.Typer(
 )
 
 
-def stdout_console() -> Console:
-    console = Console(highlight=False, soft_wrap=False, emoji=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, soft_wrap=False, width=120, emoji=False)
-    return console
-
-
-def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # `file:100:1` is not :100:
 
 
 #: Longest message shown (a path or a value quoted in it is user input of any length).
@@ -87,6 +91,11 @@ def shown(text: str, limit: int = MESSAGE_LIMIT) -> str:
 def say(text: str, style: str | None = None, console: Console | None = None) -> None:
     """One message on stderr (or `console`), through `shown`."""
     (console or stderr_console()).print(shown(text), style=style, markup=False, highlight=False)
+
+
+def _verbatim(text: str) -> str:
+    """`text` shown as it is in a command's help: kept from rewrapping, brackets kept from rich markup."""
+    return "\b\n" + "\n".join("  " + line.replace("[", "\\[") for line in text.splitlines())
 
 
 class EscapedLines:
@@ -285,12 +294,24 @@ def exit_code_for(report: Report, fail_on: FailOn, strict: bool) -> ExitCode:
     return ExitCode.OK
 
 
-@app.command()
+ANALYZE_EXAMPLES = """Examples:
+  rtrace analyze session.jsonl                  # the findings, with the lines that prove them
+  rtrace analyze traces/ -f concise             # one line per finding
+  rtrace analyze traces/ --statistics           # findings per rule
+  rtrace analyze t.jsonl -o report.sarif        # format from the extension
+  rtrace analyze t.jsonl --baseline known.json --write-baseline
+Settings: [tool.rtrace] in pyproject.toml, or rtrace.toml (looked for upward)."""
+
+
+@app.command(epilog=_verbatim(ANALYZE_EXAMPLES))
 def analyze(
+    ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of *.jsonl traces; - for stdin.")],
-    format: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.terminal,
+    format: Annotated[
+        OutputFormat | None, typer.Option("--format", "-f", help="Output format (default: from -o, else terminal).")
+    ] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the report here instead of stdout.")
+        Path | None, typer.Option("--output", "-o", help="Write the report here; the extension picks the format.")
     ] = None,
     fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding is at or above this severity.")] = FailOn.error,
     select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids or slugs, comma-separated).")] = None,
@@ -307,6 +328,20 @@ def analyze(
     junit_path: Annotated[Path | None, typer.Option("--junit", help="Also write a JUnit XML report here.")] = None,
     html_path: Annotated[Path | None, typer.Option("--html", help="Also write the HTML report here.")] = None,
     markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Also write Markdown here.")] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Only the findings, one line each; nothing when clean.")
+    ] = False,
+    statistics: Annotated[bool, typer.Option("--statistics", help="Only the count of findings per rule.")] = False,
+    baseline: Annotated[
+        Path | None, typer.Option(help="Accept the findings this file lists (known ones); report the others.")
+    ] = None,
+    write_baseline: Annotated[
+        bool, typer.Option("--write-baseline", help="Write every finding of this run to --baseline FILE; exit 0.")
+    ] = False,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="Settings from this file (rtrace.toml or pyproject.toml).")
+    ] = None,
+    isolated: Annotated[bool, typer.Option("--isolated", help="Ignore every settings file.")] = False,
     jobs: Annotated[
         int,
         typer.Option(
@@ -339,22 +374,113 @@ def analyze(
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
     allow_special(allow_special_files)
+    settings = project_settings(config_file, isolated)
+    given = Given(ctx, settings)
+    select = given("select", select)
+    ignore = given("ignore", ignore)
+    fail_on = FailOn(given("fail_on", fail_on))
+    strict = given("strict", strict)
+    baseline = given("baseline", baseline)
     rules = tuple(select_rules(_split(select), _split(ignore)))
-    config = Config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
+    config = given.config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
+    fmt = output_format(format, output)
+    if write_baseline and baseline is None:
+        raise UsageError("--write-baseline writes the file --baseline names; give --baseline FILE")
     options = storage_options_of(storage_options, storage_option)
     side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
-    refuse_overwrite(local_inputs(paths), [output, *side.values()])
+    named = local_inputs(paths)
+    refuse_overwrite(named, [output, *side.values(), baseline if write_baseline else None])
+    known = None if write_baseline or baseline is None else load_baseline(baseline)
     if follow:
         traces = [follow_trace(paths, config, rules, max_line_bytes, follow_timeout)]
     else:
         traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
     report = Report(traces, config, rules)
-    write_report(report, format, output)
+    if write_baseline:
+        assert baseline is not None
+        from .report import baseline as baselines
+
+        _written(baseline, lambda: write_replacing(baseline, baselines.render(report)))
+        say(f"rtrace analyze: {len(report.findings)} findings written to the baseline {baseline}")
+        raise typer.Exit(ExitCode.OK)
+    if known is not None:
+        from .report import baseline as baselines
+
+        report = baselines.apply(report, known)
+    write_report(report, fmt, output, quiet=quiet, statistics=statistics, max_line_bytes=max_line_bytes)
     write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes)
     for trace in traces:
         if trace.events == 0 and not trace.unreadable:
             say(f"{trace.path}: no usable event", style="red")
     raise typer.Exit(exit_code_for(report, fail_on, strict))
+
+
+def project_settings(config_file: Path | None, isolated: bool) -> "Settings":
+    from .engine.settings import SettingsError, resolve
+
+    if config_file is not None and isolated:
+        raise UsageError("--config and --isolated exclude each other")
+    try:
+        return resolve(config_file, isolated)
+    except SettingsError as e:
+        raise UsageError(str(e)) from None
+
+
+class Given:
+    """An option's value: the command line's when given there, else the settings file's, else the default."""
+
+    def __init__(self, ctx: typer.Context, settings: "Settings") -> None:
+        self._ctx = ctx
+        self._settings = settings
+
+    def __call__(self, name: str, value: Any) -> Any:
+        source = self._ctx.get_parameter_source(name)
+        from_file = getattr(self._settings, name)
+        if from_file is None or getattr(source, "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP"):
+            return value
+        return list(from_file) if isinstance(from_file, tuple) else from_file
+
+    def config(self, **given: float) -> Config:
+        """The rules' thresholds: `given` (the command line's, by field) where given there, else the file's."""
+        defaults = Config()
+        values = {}
+        for name in ("ack_timeout", "burst_window", "reply_timeout"):
+            value = given.get(name, getattr(defaults, name))
+            from_file = getattr(self._settings, name)
+            values[name] = self(name, value) if name in given else value if from_file is None else from_file
+        return Config(**values)
+
+
+def load_baseline(path: Path) -> frozenset[str]:
+    from .report.baseline import BaselineError, load
+
+    try:
+        return load(path)
+    except BaselineError as e:
+        raise UsageError(str(e)) from None
+
+
+def output_format(format: OutputFormat | None, output: Path | None) -> OutputFormat:
+    """The format `--format` names, or the one `-o`'s extension asks for; a usage error when the two disagree or
+    the extension says nothing (writing terminal text into `out.json` is never what was meant)."""
+    from .report.outputs import format_for_path
+
+    if output is None or str(output) == "-":
+        return format or OutputFormat.terminal
+    by_name = format_for_path(output)
+    implied = OutputFormat(by_name.value) if by_name is not None else OUTPUT_SUFFIXES.get(output.suffix.lower())
+    if format is None:
+        if implied is None:
+            raise UsageError(
+                f"-o {output}: cannot tell the format from the extension; name it .json, .sarif, .xml (JUnit), .md, "
+                ".html or .txt, or give --format"
+            )
+        return implied
+    if implied is not None and implied is not format and not (
+        format in (OutputFormat.concise, OutputFormat.github) and implied is OutputFormat.terminal
+    ):
+        raise UsageError(f"-o {output} asks for {implied.value} but --format says {format.value}; make them agree")
+    return format
 
 
 def follow_trace(
@@ -397,8 +523,15 @@ def write_side_outputs(
         raise UsageError(f"{e.filename or ''}: cannot write: {e.strerror or e}") from None
 
 
-@app.command()
+REPORT_EXAMPLES = """Examples:
+  rtrace report session.jsonl -o bug.md         # Markdown with sequence diagrams, for an issue
+  rtrace report session.jsonl -o bug.html       # one file, step through every event
+  rtrace report session.jsonl -o bug.md --minimize   # and the fewest lines that still show each finding"""
+
+
+@app.command(epilog=_verbatim(REPORT_EXAMPLES))
 def report(
+    ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of *.jsonl traces.")],
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here; the extension picks the format.")
@@ -411,6 +544,10 @@ def report(
     minimize: Annotated[
         bool, typer.Option(help="Also a minimal reproducer per rule found (files beside -o; quoted in Markdown).")
     ] = False,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="Settings from this file (rtrace.toml or pyproject.toml).")
+    ] = None,
+    isolated: Annotated[bool, typer.Option("--isolated", help="Ignore every settings file.")] = False,
 ) -> None:
     """Write a report to attach to a bug: Markdown with sequence diagrams, or a one-file HTML step-through view.
 
@@ -430,8 +567,9 @@ def report(
         fmt = found
     else:
         fmt = ReportFormat.markdown
-    rules = tuple(select_rules(_split(select), _split(ignore)))
-    config = Config()
+    settings = Given(ctx, project_settings(config_file, isolated))
+    rules = tuple(select_rules(_split(settings("select", select)), _split(settings("ignore", ignore))))
+    config = settings.config()
     given = trace_paths(paths)
     refuse_overwrite(given, [output])
     html_data = None
@@ -464,6 +602,9 @@ def report(
             raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
     else:
         write_side_outputs(result, {fmt.value: output}, max_line_bytes, html_data)
+    if output is not None:
+        count, findings = len(traces), len(result.findings)
+        say(f"rtrace report: {fmt.value} of {count} trace{'s' if count != 1 else ''}, {findings} findings -> {output}")
     if any(t.unreadable or t.events == 0 for t in traces):
         for t in traces:
             if t.unreadable or t.events == 0:
@@ -500,14 +641,39 @@ def report_with_reproducers(report: Report, fmt: "ReportFormat", output: Path | 
     return data
 
 
-def write_report(report: Report, format: OutputFormat, output: Path | None) -> None:
-    from .core.writer import write_replacing
+def write_report(
+    report: Report,
+    format: OutputFormat,
+    output: Path | None,
+    quiet: bool = False,
+    statistics: bool = False,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """The report in `format` on stdout or into `output` (whole or not at all). `statistics`: the count per rule
+    only; `quiet` (terminal): the concise lines of the findings only."""
+    data: bytes | None = None
+    if statistics:
+        from .report.concise import statistics as per_rule
 
-    if format is OutputFormat.json:
+        data = per_rule(report).encode("utf-8")
+    elif format is OutputFormat.json:
         from .report import json_report
 
         data = json_report.render(report)
-        if output is None:
+    elif format is OutputFormat.concise or (quiet and format is OutputFormat.terminal):
+        from .report import concise
+
+        data = concise.render(report).encode("utf-8")
+    elif format is OutputFormat.github:
+        from .report import github
+
+        data = github.render(report).encode("utf-8")
+    elif format is not OutputFormat.terminal:
+        from .report.outputs import ReportFormat, render_bytes
+
+        data = render_bytes(report, ReportFormat(format.value), max_line_bytes)
+    if data is not None:
+        if output is None or str(output) == "-":
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
         else:
@@ -515,13 +681,13 @@ def write_report(report: Report, format: OutputFormat, output: Path | None) -> N
         return
     from .report import terminal
 
-    if output is None:
+    if output is None or str(output) == "-":
         terminal.render(report, stdout_console())
     else:
         import io
 
         text = io.StringIO()
-        terminal.render(report, Console(file=text, width=120, color_system=None, highlight=False))
+        terminal.render(report, plain_console(text))
         _written(output, lambda: write_replacing(output, text.getvalue().encode("utf-8")))
 
 
@@ -545,20 +711,31 @@ def show(
     from .engine.fold import state_at
     from .report import show as show_view
 
+    if at is not None and at < 1:
+        raise UsageError(f"--at {at}: lines count from 1")
+    if conn is not None and conn < 1:
+        raise UsageError(f"--conn {conn}: connections count from 1")
     console = stdout_console()
     with TraceReader.open(path, max_line_bytes=max_line_bytes) as reader:
         if conn is not None and at is None:
-            show_view.render_timeline(reader, conn, console)
+            conns = show_view.render_timeline(reader, conn, console)
             count = reader.count
         else:
             state = state_at(reader, at)
-            count = reader.count
-            show_view.render_state(state, state.last_line if at is None else at, console, [conn] if conn else None)
+            count, conns = reader.count, set(state.conns)
+            if count and at is not None and at > reader.lines:
+                raise UsageError(f"--at {at}: {path} has {reader.lines} lines")
+            if count and (conn is None or conn in conns):
+                shown_at = state.last_line if at is None else at
+                show_view.render_state(state, shown_at, console, [conn] if conn else None)
     for problem in reader.problems[:20]:
         say(str(problem), style="yellow")
     if count == 0:
         say(f"{path}: no usable event", style="red")
         raise typer.Exit(ExitCode.UNREADABLE)
+    if conn is not None and conn not in conns:
+        has = f"connections 1 to {max(conns)}" if len(conns) > 1 else "one connection (1)"
+        raise UsageError(f"--conn {conn}: {path} has {has}" + (f" up to line {at}" if at is not None else ""))
 
 
 @app.command()
@@ -654,11 +831,6 @@ def minimize_command(
         markup=False,
     )
     write_report(Report([analyze_path(output, max_line_bytes=max_line_bytes)], Config()), OutputFormat.terminal, None)
-
-
-def _verbatim(text: str) -> str:
-    """`text` shown as it is in a command's help: kept from rewrapping, brackets kept from rich markup."""
-    return "\b\n" + "\n".join("  " + line.replace("[", "\\[") for line in text.splitlines())
 
 
 # The fake endpoint's options, shared by `serve` and `sweep` (both go through `net.server.options_from_cli`).
@@ -982,7 +1154,7 @@ def version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Print the version.")
+        bool, typer.Option("--version", "-V", callback=version_callback, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
     pass

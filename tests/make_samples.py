@@ -1104,7 +1104,7 @@ def _() -> TraceBuilder:
     return b
 
 
-# -- RT116-RT121: the server's own event stream (protocol.md section 5) ---------------------------------------
+# -- RT116-RT121: the server's own event stream (docs/protocol.md section 5) ---------------------------------------
 
 
 @scenario("response-done-without-created/positive-unknown-response")

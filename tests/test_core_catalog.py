@@ -1,4 +1,4 @@
-"""The event catalogue: sides, beta -> GA renames (protocol.md 1.2-1.4), which events an error can answer (1.7)."""
+"""The event catalogue: sides, beta -> GA renames (docs/protocol.md 1.2-1.4), which events an error can answer (1.7)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_sets_are_disjoint() -> None:
 
 
 def test_client_events_of_the_protocol() -> None:
-    # protocol.md 1.2: 11 GA client events + the beta-only transcription_session.update.
+    # docs/protocol.md 1.2: 11 GA client events + the beta-only transcription_session.update.
     assert len(CLIENT_EVENTS) == 12
     assert {
         "conversation.item.create",
@@ -75,7 +75,7 @@ def test_beta_renames() -> None:
     assert normalize_type("anything") == "anything"
 
 
-# -- which client events an error can answer (protocol.md 1.7, 3) ----------------------------------------------
+# -- which client events an error can answer (docs/protocol.md 1.7, 3) ----------------------------------------------
 
 
 @pytest.mark.parametrize(

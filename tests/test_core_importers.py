@@ -145,7 +145,7 @@ def test_native_traces_pass_through(tmp_path: Path) -> None:
 
 
 def test_mitmproxy_dump(tmp_path: Path) -> None:
-    pytest.importorskip("mitmproxy", reason="mitmproxy is an optional extra (pip install 'rtrace[mitmproxy]')")
+    pytest.importorskip("mitmproxy", reason="mitmproxy is an optional extra (pip install 'rtrace-cli[mitmproxy]')")
     from mitmproxy import io as mitm_io
     from mitmproxy.test import tflow
     from mitmproxy.websocket import WebSocketMessage

@@ -1,6 +1,6 @@
 """The event catalogue: every realtime event type, which side sends it, and the beta -> GA renames.
 
-Facts from the OpenAI realtime types (GA and beta) as summarised in protocol.md section 1. This module is
+Facts from the OpenAI realtime types (GA and beta) as summarised in docs/protocol.md section 1. This module is
 data only: no parsing, no state.
 """
 
@@ -88,7 +88,7 @@ META_EVENTS: Final = frozenset({"connection.opened", "connection.closed", "fault
 #: `local.generation.opened` / `local.generation.closed` carry `response_id` when known.
 LOCAL_EVENTS: Final = frozenset({"local.conversation", "local.generation.opened", "local.generation.closed"})
 
-#: Beta wire names and their GA equivalents (protocol.md 1.4). `conversation.item.created` maps to
+#: Beta wire names and their GA equivalents (docs/protocol.md 1.4). `conversation.item.created` maps to
 #: `conversation.item.added`; the reducer treats the missing `done` as implied.
 BETA_TO_GA: Final = {
     "conversation.item.created": "conversation.item.added",
@@ -100,7 +100,7 @@ BETA_TO_GA: Final = {
     "response.audio_transcript.done": "response.output_audio_transcript.done",
 }
 
-#: Error codes the API is known to send (protocol.md 1.7).
+#: Error codes the API is known to send (docs/protocol.md 1.7).
 FATAL_ERROR_CODES: Final = frozenset(
     {"insufficient_quota", "invalid_api_key", "account_deactivated", "billing_hard_limit_reached"}
 )
@@ -108,7 +108,7 @@ FATAL_ERROR_CODES: Final = frozenset(
 _ITEM_REFS: Final = frozenset({"conversation.item.delete", "conversation.item.truncate", "conversation.item.retrieve"})
 _SESSION_UPDATES: Final = frozenset({"session.update", "transcription_session.update"})
 
-#: Which client event types an `error` with this code can answer (protocol.md 1.7 and 3, and the fake server's
+#: Which client event types an `error` with this code can answer (docs/protocol.md 1.7 and 3, and the fake server's
 #: own codes). An empty set: a session-level error, which answers no client event (expiry, fatal account
 #: errors). A code not listed (`server_error`, one rtrace has not seen) may answer any client event. Codes that
 #: only say a field was wrong (`GENERIC_ERROR_CODES`) are narrowed by the error's `param` (`ERROR_PARAMS`).

@@ -3,7 +3,7 @@
 One model for both ends: the reducer keeps each connection's server conversation in it, and the fake server
 (`rtrace.net.endpoint`) keeps the conversation it serves in it. Ground rules, the same for both:
 
-* An id is in the conversation once. Inserting an id already there (the API accepts a duplicate id, protocol.md
+* An id is in the conversation once. Inserting an id already there (the API accepts a duplicate id, docs/protocol.md
   2.3) adds no position: the item's `copies` count grows, and the copies stand where the first one does.
 * Removing an id takes it out with all its copies. One delete, one `conversation.item.deleted`, the id is gone: an
   observer cannot tell a server that appended a duplicate from one that ignored it (their acks are the same), so

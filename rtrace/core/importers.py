@@ -153,7 +153,7 @@ def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
         from mitmproxy import io as mitm_io
     except ImportError:
         raise ImportFailed(
-            f"{path}: reading mitmproxy flow dumps needs mitmproxy (pip install 'rtrace[mitmproxy]')"
+            f"{path}: reading mitmproxy flow dumps needs mitmproxy (pip install 'rtrace-cli[mitmproxy]')"
         ) from None
     rows: list[tuple[float, int, int, dict[str, Any]]] = []
     try:

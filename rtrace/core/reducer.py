@@ -6,7 +6,7 @@ Ground rules:
   yields no fact (deltas, audio appends, unknown types): that keeps the hot path to one dict lookup.
 * A fact is data that says what a record *meant* (a change confirmed, an item added by a response, a response
   left open). Rules (`rtrace.rules`) read facts; they never re-derive state from raw events.
-* Answers are joined to the client change they answer in this order (protocol.md 2.1, 1.7): by item id; for
+* Answers are joined to the client change they answer in this order (docs/protocol.md 2.1, 1.7): by item id; for
   errors by `error.event_id`, then by ids quoted in the error message, then by arrival order (the server handles
   a connection's events first come, first served). Quoted ids and order only consider the event types the
   error's code can answer (`catalog.error_answers`): a session-level error (`session_expired`) answers none.

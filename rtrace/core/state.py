@@ -3,7 +3,7 @@
 Ground rules of this module (the reducer relies on them):
 
 * Everything is keyed by connection. A websocket connection is a new, empty server conversation; no id
-  carries over to the next connection unless the client creates it again (protocol.md section 3). A new
+  carries over to the next connection unless the client creates it again (docs/protocol.md section 3). A new
   connection *replaces* the latest one that ended before it opened, or shortly after (a client may open the
   new socket before the old one's close is recorded): the reducer pairs them whatever the order of the lines.
 * The server conversation is what the server's own events say, in order. `previous_item_id` on a server event

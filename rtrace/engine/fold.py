@@ -46,6 +46,8 @@ class TraceReport:
     #: Rules that failed on an event of this trace (each also a `problems` entry of severity `error`, with its
     #: line): their findings stop there, the other rules' stand. The analysis is incomplete (exit 1).
     failed_rules: tuple[str, ...] = ()
+    #: What the analysis could not judge on this trace, for people (e.g. `untimed_note`): renderers print them.
+    notes: tuple[str, ...] = ()
 
     def counts(self) -> Counter[str]:
         return Counter(f.severity for f in self.findings)
@@ -175,6 +177,7 @@ class Fold:
         self, config: Config, rules: Sequence[type[Rule[Config]]], observer: Observer | None = None
     ) -> None:
         self.dispatch = _Dispatch(config, rules)
+        self.rules = tuple(rules)
         self.state = TraceState()
         self.by_dir = dict.fromkeys(DIRECTIONS, 0)
         self.observer = observer
@@ -341,11 +344,13 @@ class Fold:
             problems = sorted(problems + found, key=lambda p: p.line)
         problems = [f.problem(path) for f in failures] + problems
         problem_count += state.field_problem_count
+        duration = max(0.0, state.last_t - first)
+        untimed = untimed_note(self.rules) if events > 1 and duration == 0.0 else None
         return TraceReport(
             path=path,
             events=events,
             connections=len(state.conns),
-            duration=max(0.0, state.last_t - first),
+            duration=duration,
             findings=[without_secrets(f) for f in findings],
             problems=[
                 dataclasses.replace(p, message=scrub_text(p.message), excerpt=scrub_text(p.excerpt)) for p in problems
@@ -354,7 +359,21 @@ class Fold:
             header=header,
             by_dir={d: count for d, count in self.by_dir.items() if count},
             failed_rules=tuple(dict.fromkeys(f.rule for f in failures)),
+            notes=(untimed,) if untimed else (),
         )
+
+
+def untimed_note(rules: Sequence[type[Rule[Config]]]) -> str | None:
+    """What to say of a trace whose events all have one time (no timestamps: every record takes the time of the one
+    before): the rules that judge by time (`Rule.timed`) see one instant, so a timeout never fires and every change is
+    one burst. None when none of them was selected."""
+    timed = [r.id for r in rules if r.timed]
+    if not timed:
+        return None
+    return (
+        f"no timestamps (every event at 0 s): {', '.join(timed)} judge by time and could not run as meant "
+        "(no timeout can fire; every change counts as one burst)"
+    )
 
 
 def _dotted(path: tuple[str | int, ...]) -> str:

@@ -287,7 +287,7 @@ def storage_error(url: str, e: BaseException) -> str:
     names = {cls.__name__ for cls in type(e).__mro__}
     scheme = url.split("://", 1)[0]
     if isinstance(e, ImportError):
-        hint = " (pip install 'rtrace[s3]')" if scheme in ("s3", "s3a") else ""
+        hint = " (pip install 'rtrace-cli[s3]')" if scheme in ("s3", "s3a") else ""
         return f"{url}: reading {scheme}:// URLs needs its fsspec backend{hint}: {e}"
     if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"}:
         return (
@@ -454,7 +454,7 @@ def analyze_dask(
     try:
         from distributed import Client
     except ImportError:
-        raise EngineUnavailable("--engine dask needs dask[distributed] (pip install 'rtrace[dask]')") from None
+        raise EngineUnavailable("--engine dask needs dask[distributed] (pip install 'rtrace-cli[dask]')") from None
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT)
     except (OSError, ValueError) as e:  # refused, timed out, or not an address at all

@@ -1,5 +1,5 @@
 """The fake realtime endpoint, sans I/O: one `EndpointConnection` per websocket keeps the conversation the way the
-API does (protocol.md sections 2 and 3) and turns client frames into server events, their pacing as data.
+API does (docs/protocol.md sections 2 and 3) and turns client frames into server events, their pacing as data.
 
 No sockets, no asyncio, no clocks here: `rtrace.net.server` moves the frames and the time. The conversation is the
 analyzer's own model (`rtrace.core.conversation.Conversation`, each item's payload in `Item.wire`); responses are
@@ -42,7 +42,8 @@ CallDeleteMode = Literal["allow", "cascade", "reject"]
 
 @dataclasses.dataclass
 class EndpointOptions:
-    """How the fake endpoint behaves where the API leaves a choice (protocol.md sections 2.3 and 7) and its script."""
+    """How the fake endpoint behaves where the API leaves a choice (docs/protocol.md sections 2.3 and 7), and its
+    script."""
 
     #: An item created with an id already present (2.3): appended again (gpt-realtime-1.5; the conversation counts
     #: a copy, see `rtrace.core.conversation`), ignored (gpt-4o-realtime-preview), or rejected with an error.
@@ -96,7 +97,7 @@ class EndpointOptions:
     #: and events before the default script does; its `transcripts` serve when `transcripts` is empty.
     script: Script | None = None
     model: str = "gpt-realtime"
-    #: The API's session limit (60 minutes since GA, protocol.md section 3): `session_expired`, then close 1001.
+    #: The API's session limit (60 minutes since GA, docs/protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
     max_session_seconds: float | None = 3600.0
 

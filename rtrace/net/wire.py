@@ -101,7 +101,7 @@ def item_text(item: dict[str, Any]) -> str:
 def error_event(
     code: str | None, message: str, param: str | None, event_id: str | None, etype: str = "invalid_request_error"
 ) -> dict[str, Any]:
-    """An `error` server event (protocol.md 1.7); `event_id` is the offending client event's, when echoed."""
+    """An `error` server event (docs/protocol.md 1.7); `event_id` is the offending client event's, when echoed."""
     return {
         "type": "error",
         "error": {"type": etype, "code": code, "message": message, "param": param, "event_id": event_id},
@@ -125,7 +125,7 @@ def usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
     }
 
 
-#: What `rate_limits.updated` says (protocol.md 7.1: whether the GA API still sends it is not known).
+#: What `rate_limits.updated` says (docs/protocol.md 7.1: whether the GA API still sends it is not known).
 RATE_LIMITS = [
     {"name": "requests", "limit": 1000, "remaining": 999, "reset_seconds": 60.0},
     {"name": "tokens", "limit": 50000, "remaining": 49000, "reset_seconds": 60.0},

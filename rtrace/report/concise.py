@@ -32,7 +32,31 @@ def trace_lines(trace: TraceReport) -> Iterator[str]:
     hidden = trace.problem_count - len(trace.problems)
     if hidden > 0:
         yield f"{path}: input [warning] {hidden} more input problems not listed"
+    for note in trace.notes:
+        yield f"{path}: note: {_text(note, MESSAGE_CHARS)}"
 
 
 def render(report: Report) -> str:
     return "".join(f"{line}\n" for trace in report.traces for line in trace_lines(trace))
+
+
+def statistics(report: Report) -> str:
+    """`--statistics`: one line per rule that found something (count, id, slug, severity), most found first, then
+    the total; `no findings` when there is none."""
+    from collections import Counter
+
+    counts = Counter(f.rule for f in report.findings)
+    if not counts:
+        return "no findings\n"
+    rules = {r.id: r for r in report.rules}
+    width = len(str(max(counts.values())))
+    slug_width = max(len(rules[k].slug) if k in rules else 0 for k in counts)
+    lines = []
+    for rule_id, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        rule = rules.get(rule_id)
+        slug, severity = (rule.slug, rule.severity) if rule else ("", "")
+        lines.append(f"{n:>{width}}  {rule_id}  {slug:<{slug_width}}  {severity}".rstrip())
+    total = sum(counts.values())
+    traces = sum(1 for t in report.traces if t.findings)
+    lines.append(f"{total} finding{'s' if total != 1 else ''} in {traces} of {len(report.traces)} traces")
+    return "".join(f"{line}\n" for line in lines)

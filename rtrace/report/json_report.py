@@ -9,6 +9,7 @@ Stable and deterministic: keys sorted, findings in trace order, no wall-clock ti
                  "problems": [{"line", "col", "message", "severity"}], "failed_rules": [rule id, ...],
                  "summary": {"error": n, "warning": n, "info": n},
                  "accepted": n (only when a baseline accepted findings),
+                 "notes": [what the analysis could not judge, for people] (only when there are some),
                  "findings": [{"rule", "slug", "severity", "conn", "message", "explanation",
                                "lines", "at_line", "ids": {"items", "call_ids", "responses", "event_ids"},
                                "witness": [{"line", "t", "dir", "conn", "type", "summary"}], "fix"}]}]}
@@ -45,6 +46,7 @@ def trace_json(trace: TraceReport) -> dict[str, Any]:
         "summary": {sev: counts.get(sev, 0) for sev in ("error", "warning", "info")},
         "findings": [as_json(f) for f in trace.findings],
         **({"accepted": trace.accepted} if trace.accepted else {}),
+        **({"notes": list(trace.notes)} if trace.notes else {}),
     }
 
 

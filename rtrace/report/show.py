@@ -209,8 +209,9 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
         out.append(f"response {shown(resp.id, 60)} generating since line {resp.created_line}\n", "cyan")
 
 
-def render_timeline(records: Iterable[Record], conn: int, console: Console, until: int | None = None) -> None:
-    """One line per event of connection `conn`: line, time, direction, summary."""
+def render_timeline(records: Iterable[Record], conn: int, console: Console, until: int | None = None) -> set[int]:
+    """One line per event of connection `conn`: line, time, direction, summary. Returns the connections the
+    trace has (nothing is printed when `conn` is not one of them: the caller says so)."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("line", justify="right", style="dim")
     table.add_column("t", justify="right", style="dim")
@@ -218,9 +219,11 @@ def render_timeline(records: Iterable[Record], conn: int, console: Console, unti
     table.add_column("")
     table.add_column("server")
     rows = 0
+    seen: set[int] = set()
     for rec in records:
         if until is not None and rec.line > until:
             break
+        seen.add(rec.conn)
         if rec.conn != conn:
             continue
         rows += 1
@@ -234,5 +237,4 @@ def render_timeline(records: Iterable[Record], conn: int, console: Console, unti
             table.add_row(str(rec.line), f"{rec.t:.6f}", text, "·", "")
     if rows:
         console.print(table)
-    else:
-        console.print(Text(f"no events on connection {conn}", style="yellow"))
+    return seen

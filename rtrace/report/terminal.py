@@ -79,11 +79,15 @@ def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
         f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info") if counts[s]
     )
     parts.append(sev or "no findings")
+    if trace.accepted:
+        parts.append(f"{trace.accepted} accepted by the baseline")
     if trace.header and trace.header.fields:
         client = trace.header.fields.get("client") or trace.header.fields.get("recorder")
         if client:
             parts.append(shown(str(client), 60))
     yield Text("  " + " · ".join(parts))
+    for note in trace.notes:
+        yield Text(f"  note: {shown(note, 500)}", style="yellow")
     yield from render_problems(trace)
     per_rule: Counter[str] = Counter()
     for finding in trace.findings:

@@ -173,6 +173,9 @@ class Rule(Generic[ConfigT]):
     title: ClassVar[str]
     #: The likely fix, one or two sentences.
     fix: ClassVar[str]
+    #: The rule judges by the records' times (a timeout, a burst window, an age): on a trace without timestamps it
+    #: cannot run, and the report says so (`engine.fold.untimed_note`).
+    timed: ClassVar[bool] = False
     #: Fact class -> names of the methods subscribed to it (collected from `@on` when the class is made).
     subscriptions: ClassVar[dict[type[Fact], tuple[str, ...]]] = {}
 

@@ -1,4 +1,4 @@
-"""Rules about the server's own event stream (protocol.md section 5: A9, A13, A14, A18, A19, A21): events a
+"""Rules about the server's own event stream (docs/protocol.md section 5: A9, A13, A14, A18, A19, A21): events a
 client mirror cannot place, duplicates, expiry, and reconnect loops on fatal errors."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class DuplicateItemId(Rule[Config]):
 
     **What it means.** The API accepts a create with an existing id: on current models it appends a second copy
     (the model sees the message twice) and reports `previous_item_id` equal to the item's own id; older models
-    ignored it (protocol.md 2.3). Mirrors keyed by id break either way.
+    ignored it (docs/protocol.md 2.3). Mirrors keyed by id break either way.
 
     **Usual cause.** A retry of a create whose ack was slow, or an update sent as a create without the delete.
 
@@ -128,6 +128,7 @@ class SessionExpired(Rule[Config]):
     """
 
     id = "RT119"
+    timed = True
     slug = "session-expired"
     severity = "warning"
     title = "the session hit its maximum duration"

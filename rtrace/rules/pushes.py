@@ -37,6 +37,7 @@ class StaleSnapshotDelete(Rule[Config]):
     """
 
     id = "RT102"
+    timed = True
     slug = "stale-snapshot-delete"
     severity = "error"
     title = "a push deleted an item it had just created, computed from a stale snapshot"
@@ -186,6 +187,7 @@ class AckTimeout(Rule[Config]):
     """
 
     id = "RT110"
+    timed = True
     slug = "ack-timeout"
     severity = "warning"
     title = "a create/delete/truncate got no answer within the ack timeout"
@@ -302,6 +304,7 @@ class LocalServerDivergence(Rule[Config]):
     """
 
     id = "RT115"
+    timed = True
     slug = "local-server-divergence"
     severity = "error"
     title = "the client's conversation and the server's differ beyond the pending window"

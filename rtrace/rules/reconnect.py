@@ -171,7 +171,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
 
     **What it means.** The change is lost: a create the old socket never confirmed is missing from the new
     conversation, or a delete the old socket never confirmed is undone because the replay re-created the item.
-    Replays built from a mirror of *confirmed* items have exactly this blind spot (protocol.md 4.3).
+    Replays built from a mirror of *confirmed* items have exactly this blind spot (docs/protocol.md 4.3).
 
     **How it is judged.** Needs the end of the trace. A lost create: no later connection creates the same item id
     (for a `function_call_output`, the same call id). A lost delete: the next connection (the one that replaced
@@ -441,7 +441,7 @@ class ReconnectRestoresNothing(Rule[Config]):
     """A connection replaced one that held a conversation, and asked for a response without restoring anything:
     no `session.update` and no replay of the old items.
 
-    **What it means.** A new connection is a new, empty session with default settings (protocol.md section 3):
+    **What it means.** A new connection is a new, empty session with default settings (docs/protocol.md section 3):
     the model answers with no memory of the conversation, the default instructions, voice and tools. The user
     hears an agent that forgot everything, and a tool output sent later is rejected (`invalid_tool_call_id`).
 

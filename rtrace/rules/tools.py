@@ -52,6 +52,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
     """
 
     id = "RT101"
+    timed = True
     slug = "deleted-function-call-output"
     severity = "error"
     title = "a function_call_output was deleted while its function_call stayed"
@@ -350,7 +351,7 @@ class NoResponseAfterToolOutput(Rule[Config]):
     while the trace went on.
 
     **What it means.** The model does not answer a tool output on its own: the client must send
-    `response.create` (protocol.md 2.6). Without it the agent goes silent after its tool answered, and the user
+    `response.create` (docs/protocol.md 2.6). Without it the agent goes silent after its tool answered, and the user
     waits for an answer that never comes.
 
     **How it is judged.** From the output's create, on its connection: a `response.create` (in the conversation
@@ -374,6 +375,7 @@ class NoResponseAfterToolOutput(Rule[Config]):
     """
 
     id = "RT125"
+    timed = True
     slug = "no-response-after-tool-output"
     severity = "warning"
     title = "no response was asked for after a tool output"

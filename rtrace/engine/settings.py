@@ -1,0 +1,174 @@
+"""Project settings: `[tool.rtrace]` in `pyproject.toml`, or an `rtrace.toml` of its own, found as ruff finds its.
+
+Looked for from the working directory upward: in each directory, `rtrace.toml` (or `.rtrace.toml`), then a
+`pyproject.toml` that has a `[tool.rtrace]` table; the first found is used and the search stops (settings are not
+merged across directories). `--config FILE` names the file instead, `--isolated` uses none. An option given on the
+command line wins over the file.
+
+    [tool.rtrace]                 # in rtrace.toml: the same keys at the top level
+    select = ["RT101", "unanswered-function-call"]
+    ignore = ["RT107"]
+    fail-on = "warning"           # error (default), warning, info, never
+    ack-timeout = "5s"            # durations take a unit: 500ms, 1.5s, 2m
+    burst-window = "10ms"
+    reply-timeout = "10s"
+    strict = false
+    baseline = "rtrace-baseline.json"   # relative to the settings file
+
+Every problem names the file and the key (`pyproject.toml: [tool.rtrace] fail-on: ...`); an unknown key is an
+error with the closest known one, so a typo never turns a setting off silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+FILES = ("rtrace.toml", ".rtrace.toml")
+FAIL_ON = ("error", "warning", "info", "never")
+#: key -> (Settings field, kind)
+KEYS: dict[str, tuple[str, str]] = {
+    "select": ("select", "rules"),
+    "ignore": ("ignore", "rules"),
+    "fail-on": ("fail_on", "fail-on"),
+    "ack-timeout": ("ack_timeout", "duration"),
+    "burst-window": ("burst_window", "duration"),
+    "reply-timeout": ("reply_timeout", "duration"),
+    "strict": ("strict", "bool"),
+    "baseline": ("baseline", "path"),
+}
+
+
+class SettingsError(ValueError):
+    """A settings file that cannot be read or holds a wrong value (the message names the file and the key)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What a settings file says; None where it says nothing."""
+
+    path: Path | None = None
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    fail_on: str | None = None
+    ack_timeout: float | None = None
+    burst_window: float | None = None
+    reply_timeout: float | None = None
+    strict: bool | None = None
+    baseline: Path | None = None
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m)\s*$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0}
+
+
+def parse_seconds(text: str) -> float:
+    """`500ms`, `1.5s`, `2m` -> seconds; `0` alone needs no unit. Raises ValueError naming the fix."""
+    if text.strip() == "0":
+        return 0.0
+    found = _DURATION.match(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a duration: write it with a unit, e.g. \"500ms\", \"1.5s\", \"2m\"")
+    return float(found.group(1)) * _UNIT[found.group(2)]
+
+
+def candidates(start: Path) -> Iterator[Path]:
+    """The directories looked in, from `start` up to the root."""
+    start = start.resolve()
+    yield start
+    yield from start.parents
+
+
+def find(start: Path) -> Path | None:
+    """The settings file that applies in `start`, or None."""
+    for folder in candidates(start):
+        for name in FILES:
+            if (folder / name).is_file():
+                return folder / name
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue  # another tool's broken file is not ours to refuse; it is skipped
+            if isinstance(table, dict) and "rtrace" in table:
+                return pyproject
+    return None
+
+
+def load(path: Path) -> Settings:
+    """The settings in `path` (`rtrace.toml`: top level; `pyproject.toml`: `[tool.rtrace]`)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise SettingsError(f"{path}: cannot read it: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SettingsError(f"{path}: not valid TOML: {e}") from None
+    where = f"{path}:"
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("rtrace", {})
+        where = f"{path}: [tool.rtrace]"
+        if not isinstance(data, dict):
+            raise SettingsError(f"{where} must be a table")
+    values: dict[str, Any] = {"path": path}
+    for key, value in data.items():
+        if key not in KEYS:
+            near = difflib.get_close_matches(key, list(KEYS), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else f" (known: {', '.join(KEYS)})"
+            raise SettingsError(f"{where} unknown key {key!r}{hint}")
+        field, kind = KEYS[key]
+        values[field] = _value(where, key, kind, value, path.parent)
+    return Settings(**values)
+
+
+def _value(where: str, key: str, kind: str, value: object, folder: Path) -> object:
+    if kind == "rules":
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise SettingsError(f"{where} {key} must be a list of rule ids or slugs")
+        return tuple(v.strip() for item in value for v in item.split(",") if v.strip())
+    if kind == "fail-on":
+        if value not in FAIL_ON:
+            raise SettingsError(f"{where} {key} must be one of {', '.join(FAIL_ON)}, not {value!r}")
+        return value
+    if kind == "duration":
+        if not isinstance(value, str):
+            raise SettingsError(f"{where} {key} must be a duration string with a unit, e.g. \"5s\" or \"500ms\"")
+        try:
+            return parse_seconds(value)
+        except ValueError as e:
+            raise SettingsError(f"{where} {key}: {e}") from None
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise SettingsError(f"{where} {key} must be true or false")
+        return value
+    if kind == "path":
+        if not isinstance(value, str) or not value.strip():
+            raise SettingsError(f"{where} {key} must be a file name")
+        return folder / value
+    raise AssertionError(kind)
+
+
+def resolve(config: Path | None, isolated: bool, cwd: Path | None = None) -> Settings:
+    """The settings of this run: none with `isolated`, `config` when given, else the one found from `cwd`."""
+    if isolated:
+        return Settings()
+    if config is not None:
+        if not config.is_file():
+            raise SettingsError(f"{config}: no such settings file")
+        return load(config)
+    found = find(cwd or Path.cwd())
+    return load(found) if found is not None else Settings()

@@ -1,0 +1,74 @@
+"""The consoles every command prints through: on a terminal, rich as it is; anywhere else, plain lines.
+
+Output that is not a terminal (a pipe, a file, a CI log) is read by tools and people who diff it, so it is:
+- as wide as `COLUMNS` says when it is set (as on a terminal), else 120 columns (rich's 80 cuts the witness
+  tables of a finding in two);
+- without colour codes and without the spaces rich pads each table cell and paragraph with: every line is
+  written with its trailing blanks removed (`StrippedLines`), so `grep`, `diff` and `wc -L` see the text.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO
+
+from rich.console import Console
+
+#: Width of output that is not a terminal, when `COLUMNS` does not say.
+PIPE_WIDTH = 120
+
+
+class StrippedLines:
+    """A text stream that writes each line without its trailing blanks (a partial line waits for its end)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        if lines:
+            self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            self._stream.write(self._partial.rstrip(" "))
+            self._partial = ""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def columns(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
+    """The width `COLUMNS` asks for, or None when it is unset or not a positive number."""
+    value = environ.get("COLUMNS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def plain_console(stream: IO[str], width: int | None = None) -> Console:
+    """A console writing plain lines to `stream`: no colour, no trailing blanks, `width` (else COLUMNS or 120)."""
+    return Console(
+        file=StrippedLines(stream),  # type: ignore[arg-type]
+        width=width or columns() or PIPE_WIDTH,
+        color_system=None,
+        force_terminal=False,
+        highlight=False,
+        soft_wrap=False,
+        emoji=False,
+    )
+
+
+def stdout_console(stream: IO[str] | None = None) -> Console:
+    """Rich on a terminal (its own width, COLUMNS included); plain lines otherwise."""
+    import sys
+
+    stream = stream or sys.stdout
+    console = Console(file=stream, highlight=False, soft_wrap=False, emoji=False)
+    return console if console.is_terminal else plain_console(stream)
+
+
+def stderr_console() -> Console:
+    """Messages: soft-wrapped (a `file:100:1` location is never cut) and never markup."""
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
