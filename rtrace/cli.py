@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .engine.settings import Settings
     from .net.server import ServerOptions
     from .report.outputs import ReportFormat
+    from .report.progress import Progress
 
 
 class ExitCode(IntEnum):
@@ -96,6 +97,14 @@ def say(text: str, style: str | None = None, console: Console | None = None) -> 
 def _verbatim(text: str) -> str:
     """`text` shown as it is in a command's help: kept from rewrapping, brackets kept from rich markup."""
     return "\b\n" + "\n".join("  " + line.replace("[", "\\[") for line in text.splitlines())
+
+
+def working(what: str) -> "Progress":
+    """A spinner with the time spent on stderr, drawn only on a terminal once the work lasts a second
+    (`report.progress`); `with working("redacting x"): ...`."""
+    from .report.progress import Progress
+
+    return Progress(what)
 
 
 class EscapedLines:
@@ -394,7 +403,9 @@ def analyze(
     if follow:
         traces = [follow_trace(paths, config, rules, max_line_bytes, follow_timeout)]
     else:
-        traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
+        more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+        with working(f"analyzing {paths[0]}{more}"):
+            traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
     report = Report(traces, config, rules)
     if write_baseline:
         assert baseline is not None
@@ -573,16 +584,17 @@ def report(
     given = trace_paths(paths)
     refuse_overwrite(given, [output])
     html_data = None
-    if fmt is ReportFormat.html:  # the page data comes from the analysis itself: one reading of each trace
-        from .report import html
+    with working(f"reading {len(given)} trace{'s' if len(given) != 1 else ''}"):
+        if fmt is ReportFormat.html:  # the page data comes from the analysis itself: one reading of each trace
+            from .report import html
 
-        folded = [html.analyze(p, config, rules, max_line_bytes) for p in given]
-        traces = [trace for trace, _ in folded]
-        html_data = [data for _, data in folded]
-    else:
-        from .engine.parallel import analyze_file
+            folded = [html.analyze(p, config, rules, max_line_bytes) for p in given]
+            traces = [trace for trace, _ in folded]
+            html_data = [data for _, data in folded]
+        else:
+            from .engine.parallel import analyze_file
 
-        traces = [analyze_file(p, config, rules, max_line_bytes) for p in given]
+            traces = [analyze_file(p, config, rules, max_line_bytes) for p in given]
     result = Report(traces, config, rules)
     if minimize:
         if output is None and fmt is not ReportFormat.markdown:
@@ -698,7 +710,13 @@ def _written(output: Path, write: Callable[[], None]) -> None:
         raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
 
 
-@app.command()
+SHOW_EXAMPLES = """Examples:
+  rtrace show session.jsonl                     # both conversations at the end
+  rtrace show session.jsonl --at 45             # after line 45 (a witness line of a finding)
+  rtrace show session.jsonl --conn 2            # the event timeline of connection 2"""
+
+
+@app.command(epilog=_verbatim(SHOW_EXAMPLES))
 def show(
     path: Annotated[Path, typer.Argument(help="A trace file.")],
     at: Annotated[int | None, typer.Option(help="Show the state after this line (default: the end).")] = None,
@@ -738,7 +756,12 @@ def show(
         raise UsageError(f"--conn {conn}: {path} has {has}" + (f" up to line {at}" if at is not None else ""))
 
 
-@app.command()
+RULES_EXAMPLES = """Examples:
+  rtrace rules                                  # every rule: id, slug, severity
+  rtrace rules RT101                            # what it means, why it matters, the fix"""
+
+
+@app.command(epilog=_verbatim(RULES_EXAMPLES))
 def rules(
     name: Annotated[str | None, typer.Argument(help="A rule id or slug to explain.")] = None,
 ) -> None:
@@ -763,7 +786,12 @@ def rules(
     console.print(Markdown(rule.doc()))
 
 
-@app.command()
+REDACT_EXAMPLES = """Examples:
+  rtrace redact session.jsonl -o clean.jsonl    # keys and tokens removed
+  rtrace redact session.jsonl -o clean.jsonl --user-text --audio   # for a public issue"""
+
+
+@app.command(epilog=_verbatim(REDACT_EXAMPLES))
 def redact(
     path: Annotated[Path, typer.Argument(help="The trace to clean; - for stdin.")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")] = None,
@@ -785,7 +813,8 @@ def redact(
         say(f"{path}:{line}:1: {reason}; line dropped (a placeholder note keeps the numbering)", console=err)
 
     try:
-        stats = redact_file(path, output, options, dropped)
+        with working(f"redacting {path}"):
+            stats = redact_file(path, output, options, dropped)
     except OSError as e:
         raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
     say(
@@ -797,7 +826,11 @@ def redact(
     )
 
 
-@app.command("minimize")
+MINIMIZE_EXAMPLES = """Example:
+  rtrace minimize session.jsonl --rule RT101 -o repro.jsonl"""
+
+
+@app.command("minimize", epilog=_verbatim(MINIMIZE_EXAMPLES))
 def minimize_command(
     path: Annotated[Path, typer.Argument(help="The trace with the finding.")],
     rule: Annotated[str, typer.Option("--rule", "-r", help="The rule (id or slug) whose finding must still hold.")],
@@ -869,8 +902,15 @@ ScriptOpt = Annotated[
 ]
 
 
+SERVE_EXAMPLES = """Examples:
+  rtrace serve --latency 120ms --record session.jsonl        # then point the agent at the printed URL
+  rtrace serve --drop-after response.done:function_call       # drop the socket while a tool runs
+  rtrace serve --exit-with-findings --record session.jsonl   # exit 1 at the end if a race was seen"""
+
+
 @app.command(
-    epilog="A script (the schema: README, or the docstring of rtrace.net.script):\n\n"
+    epilog=_verbatim(SERVE_EXAMPLES)
+    + "\n\nA script (the schema: README, or the docstring of rtrace.net.script):\n\n"
     + _verbatim(EXAMPLE_SCRIPT)
     + "\n\nA custom tool, called on each user turn:\n\n"
     + _verbatim(EXAMPLE_TOOL)
@@ -964,7 +1004,12 @@ def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) 
         raise typer.Exit(ExitCode.FINDINGS)
 
 
-@app.command()
+SWEEP_EXAMPLES = """Examples:
+  rtrace sweep --latency 0,10,50,200ms --runs 5 -- python my_agent_test.py
+  rtrace sweep --drop-after response.done -- npm test"""
+
+
+@app.command(epilog=_verbatim(SWEEP_EXAMPLES))
 def sweep(
     command: Annotated[list[str], typer.Argument(help="The command to run, after --.")],
     latency: Annotated[str, typer.Option(help="Latencies to try, e.g. 0,10,50,200ms.")] = "0,10,50,200ms",
@@ -1009,7 +1054,12 @@ def sweep(
     raise typer.Exit(1 if result.has_errors() else 0)
 
 
-@app.command()
+RECORD_EXAMPLES = """Examples:
+  rtrace record --upstream wss://api.openai.com/v1/realtime -o session.jsonl
+  OPENAI_BASE_URL=<printed URL> python my_agent.py    # in another shell"""
+
+
+@app.command(epilog=_verbatim(RECORD_EXAMPLES))
 def record(
     upstream: Annotated[str, typer.Option(help="The real endpoint, e.g. wss://api.openai.com/v1/realtime.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the trace here.")],
@@ -1043,7 +1093,12 @@ def record(
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
 
 
-@app.command()
+CONVERT_EXAMPLES = """Examples:
+  rtrace convert capture.har -o session.jsonl   # browser devtools export
+  rtrace convert flows.mitm -o session.jsonl    # mitmdump -w (pip install 'rtrace-cli[mitmproxy]')"""
+
+
+@app.command(epilog=_verbatim(CONVERT_EXAMPLES))
 def convert(
     path: Annotated[Path, typer.Argument(help="A HAR file, a JSON-array or JSONL event log, or a mitmproxy dump.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
@@ -1058,7 +1113,7 @@ def convert(
     refuse_overwrite([str(path)], [output])
     kind = detect(str(path))
     try:
-        with Replacing(output) as out:
+        with Replacing(output) as out, working(f"converting {path}"):
             count = convert_file(str(path), out, kind)
             if count == 0:
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
@@ -1067,7 +1122,12 @@ def convert(
     say(f"rtrace convert: {count} records ({kind}) -> {output}")
 
 
-@app.command()
+REPLAY_EXAMPLES = """Examples:
+  rtrace replay session.jsonl                   # against an in-process fake, recorded answers
+  rtrace replay session.jsonl --target fake --compare wss://example.test/v1/realtime"""
+
+
+@app.command(epilog=_verbatim(REPLAY_EXAMPLES))
 def replay(
     path: Annotated[Path, typer.Argument(help="The recorded trace.")],
     target: Annotated[str, typer.Option(help="fake (an in-process rtrace serve) or a ws:// / wss:// URL.")] = "fake",

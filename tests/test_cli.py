@@ -214,3 +214,204 @@ def test_report_minimize_attaches_a_reproducer_per_rule(tmp_path: Path, capsys: 
         assert (tmp_path / f"bug.min-{rule}.jsonl").exists()
     assert main(["report", str(RACE_188), "--minimize", "--format", "html"]) == 2
     assert "--minimize writes its reproducers beside --output" in capsys.readouterr().err
+
+
+# -- habits of the tools users trust (issue 17) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "starts"),
+    [("r.json", b"{"), ("r.sarif", b"{"), ("r.xml", b"<?xml"), ("r.md", b"#"), ("r.html", b"<!doctype html"),
+     ("r.txt", str(RACE_188).encode())],
+)  # fmt: skip
+def test_output_follows_the_extension(name: str, starts: bytes, tmp_path: Path) -> None:
+    out = tmp_path / name
+    assert main(["analyze", str(RACE_188), "-o", str(out)]) == 1
+    assert out.read_bytes().lower().startswith(starts.lower())
+    if name.endswith(".sarif"):
+        assert json.loads(out.read_bytes())["version"] == "2.1.0"
+
+
+def test_an_output_whose_extension_says_nothing_or_disagrees_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["analyze", str(RACE_188), "-o", str(tmp_path / "out.data")]) == 2
+    assert "cannot tell the format from the extension" in capsys.readouterr().err
+    assert main(["analyze", str(RACE_188), "-f", "json", "-o", str(tmp_path / "out.html")]) == 2
+    assert "asks for html but --format says json" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert main(["analyze", str(RACE_188), "-f", "concise", "-o", str(tmp_path / "out.txt")]) == 1
+    assert (tmp_path / "out.txt").read_text().startswith(f"{RACE_188}:")
+
+
+def test_concise_is_one_line_per_finding_and_github_one_annotation_each(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(RACE_188), "-f", "concise"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(line.startswith(f"{RACE_188}:") for line in lines)
+    assert f"{RACE_188}:47:1: RT101 [error] function_call_output" in lines[2]
+    assert main(["analyze", str(RACE_188), "-f", "github"]) == 1
+    annotations = capsys.readouterr().out.splitlines()
+    assert [a.split(" ", 1)[0] for a in annotations] == ["::warning", "::error", "::error", "::warning"]
+
+
+def test_quiet_prints_only_findings_and_nothing_when_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(RACE_188), "-q"]) == 1
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 4 and "events" not in out
+    assert main(["analyze", str(RACE_189), "-q", "--select", "RT101"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_statistics_counts_per_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(RACE_188), "--statistics"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["2", "RT103", "unanswered-function-call", "warning"]
+    assert sorted(line.split()[1] for line in lines[1:3]) == ["RT101", "RT102"]
+    assert lines[-1] == "4 findings in 1 of 1 traces"
+
+
+def _settings(folder: Path, text: str, name: str = "pyproject.toml") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+
+
+def test_settings_from_pyproject_upward_and_the_command_line_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(tmp_path, '[tool.rtrace]\nignore = ["RT103"]\nfail-on = "never"\n')
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "deep" / "er")
+    assert main(["analyze", str(RACE_188), "--statistics"]) == 0  # fail-on never, RT103 ignored
+    assert "RT103" not in capsys.readouterr().out
+    assert main(["analyze", str(RACE_188), "--statistics", "--fail-on", "error"]) == 1
+    assert main(["analyze", str(RACE_188), "--statistics", "--ignore", "RT101"]) == 0
+    assert "RT103" in capsys.readouterr().out  # --ignore given: the file's list is not used
+    assert main(["analyze", str(RACE_188), "--statistics", "--isolated"]) == 1
+    _settings(tmp_path / "deep", 'fail-on = "error"\nselect = ["RT103"]\n', "rtrace.toml")
+    assert main(["analyze", str(RACE_188), "--statistics"]) == 0  # the nearest file, not merged with the other
+    assert capsys.readouterr().out.split()[1] == "RT103"
+
+
+def test_settings_thresholds_and_explicit_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "ci.toml"
+    config.write_text('ack-timeout = "1ms"\nselect = ["ack-timeout"]\n')
+    assert main(["analyze", str(RACE_188), "--config", str(config), "-f", "json", "--fail-on", "warning"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["config"]["ack_timeout"] == 0.001 and data["rules"] == ["RT110"]
+    assert data["traces"][0]["findings"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("ignor = ['RT103']\n", "unknown key 'ignor' (did you mean 'ignore'?)"),
+     ("ack-timeout = 5\n", "must be a duration string with a unit"),
+     ("ack-timeout = '5'\n", "write it with a unit"),
+     ("fail-on = 'sometimes'\n", "fail-on must be one of error, warning, info, never"),
+     ("select = [\n", "not valid TOML")],
+)  # fmt: skip
+def test_a_wrong_setting_is_a_usage_error_naming_the_file_and_key(
+    text: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "rtrace.toml"
+    config.write_text(text)
+    assert main(["analyze", str(RACE_189), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and str(config) in err and "Traceback" not in err
+
+
+def test_a_baseline_accepts_known_findings_and_reports_new_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = tmp_path / "known.json"
+    assert main(["analyze", str(RACE_188), "--select", "RT103", "--baseline", str(known), "--write-baseline"]) == 0
+    assert "2 findings written to the baseline" in capsys.readouterr().err
+    assert main(["analyze", str(RACE_188), "--baseline", str(known), "-f", "json"]) == 1
+    trace = json.loads(capsys.readouterr().out)["traces"][0]
+    assert trace["accepted"] == 2 and sorted(f["rule"] for f in trace["findings"]) == ["RT101", "RT102"]
+    assert main(["analyze", str(RACE_188), "--baseline", str(known), "--select", "RT103"]) == 0
+    assert "2 accepted by the baseline" in capsys.readouterr().out
+    assert main(["analyze", str(RACE_188), "--write-baseline"]) == 2
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["analyze", str(RACE_188), "--baseline", str(tmp_path / "bad.json")]) == 2
+    assert "not an rtrace baseline" in capsys.readouterr().err
+
+
+def test_a_trace_without_timestamps_says_the_timing_rules_could_not_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    untimed = tmp_path / "untimed.jsonl"
+    lines = [json.loads(line) for line in RACE_188.read_text().splitlines()]
+    untimed.write_text("".join(json.dumps({k: v for k, v in x.items() if k != "t"}) + "\n" for x in lines))
+    main(["analyze", str(untimed)])
+    out = capsys.readouterr().out
+    assert "note: no timestamps" in out and "RT110" in out and "RT125" in out
+    main(["analyze", str(untimed), "-f", "json"])
+    assert json.loads(capsys.readouterr().out)["traces"][0]["notes"][0].startswith("no timestamps")
+    main(["analyze", str(RACE_188), "-f", "json"])
+    assert "notes" not in json.loads(capsys.readouterr().out)["traces"][0]
+    main(["analyze", str(untimed), "--select", "RT103"])
+    assert "note:" not in capsys.readouterr().out  # no timed rule selected: nothing was lost
+
+
+def test_show_out_of_range_line_or_connection_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["show", str(RACE_188), "--at", "999"]) == 2
+    assert "--at 999" in capsys.readouterr().err
+    assert main(["show", str(RACE_188), "--at", "0"]) == 2
+    assert main(["show", str(RACE_188), "--conn", "5"]) == 2
+    assert "has one connection" in capsys.readouterr().err
+    assert main(["show", str(RACE_188), "--at", "40", "--conn", "2"]) == 2
+    assert main(["show", str(RACE_188), "--at", "76"]) == 0
+    assert main(["show", str(RACE_188), "--conn", "1"]) == 0
+
+
+def test_report_says_what_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bug.md"
+    assert main(["report", str(RACE_188), "-o", str(out)]) == 0
+    assert capsys.readouterr().err.strip() == f"rtrace report: markdown of 1 trace, 4 findings -> {out}"
+
+
+def test_version_short_flag_and_python_dash_m() -> None:
+    import subprocess
+    import sys
+
+    from rtrace import __version__
+
+    for args in (["-m", "rtrace", "-V"], ["-m", "rtrace", "--version"]):
+        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (0, f"rtrace {__version__}\n")
+    done = subprocess.run([sys.executable, "-m", "rtrace", "analyze", str(RACE_188), "-q"], capture_output=True)
+    assert done.returncode == 1 and done.stdout.count(b"\n") == 4
+
+
+def test_shell_completion_is_on() -> None:
+    import subprocess
+    import sys
+
+    rtrace = Path(sys.executable).parent / "rtrace"
+    done = subprocess.run([str(rtrace), "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "complete -o default -F _rtrace_completion rtrace" in done.stdout
+
+
+def test_every_command_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer.main
+
+    from rtrace.cli import app
+
+    names = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert {"analyze", "report", "show", "serve", "sweep", "record", "replay", "redact", "convert"} <= set(names)
+    for name in names:
+        assert main([name, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "Example" in out and f"rtrace {name.replace('_', '-')}" in out, name
+
+
+def test_piped_output_has_no_padding_and_follows_columns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["analyze", str(RACE_188)])
+    out = capsys.readouterr().out
+    assert all(line == line.rstrip() for line in out.splitlines()) and max(map(len, out.splitlines())) <= 120
+    monkeypatch.setenv("COLUMNS", "70")
+    main(["analyze", str(RACE_188)])
+    narrow = capsys.readouterr().out.splitlines()
+    assert max(map(len, narrow)) <= 70 and len(narrow) > len(out.splitlines())

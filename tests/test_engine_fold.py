@@ -392,3 +392,20 @@ def test_a_rule_that_raises_loses_only_its_own_findings(engine: str) -> None:
     failure = report.problems[0]
     assert failure.severity == "error" and failure.line >= 1 and "RT999" in failure.message
     assert str(failure).startswith(f"{RACE_188}:{failure.line}:1: rule RT999 failed on this event (TypeError")
+
+
+def test_a_trace_without_times_has_a_note_naming_the_timed_rules(tmp_path: Path) -> None:
+    from rtrace.engine.fold import untimed_note
+    from rtrace.rules import RULES
+
+    timed = [r.id for r in RULES if r.timed]
+    assert timed == ["RT101", "RT102", "RT110", "RT115", "RT119", "RT125"]
+    note = untimed_note(RULES)
+    assert note is not None and all(rule in note for rule in timed)
+    assert untimed_note([r for r in RULES if not r.timed]) is None
+    trace = tmp_path / "untimed.jsonl"
+    trace.write_text('{"dir": "client", "conn": 1, "event": {"type": "session.update", "session": {}}}\n' * 3)
+    assert analyze_path(trace).notes == (note,)
+    trace.write_text('{"t": 0.5, "dir": "client", "conn": 1, "event": {"type": "session.update", "session": {}}}\n')
+    assert analyze_path(trace).notes == ()  # one event: nothing to time
+    assert analyze_path(REAL / "tool-output-race.livekit-1.8.8.jsonl").notes == ()

@@ -505,3 +505,12 @@ def test_dask_a_trace_that_kills_its_worker_fails_alone(tmp_path: Path, fleet: l
     assert reports[3].unreadable is not None and "cluster" in reports[3].unreadable
     good = parallel.analyze_local([p for p in paths if p != str(die)], Config(), RULES, MAX, jobs=1)
     assert comparable([r for k, r in enumerate(reports) if k != 3]) == comparable(good)
+
+
+def test_a_storage_option_the_backend_does_not_take_is_named() -> None:
+    from rtrace.engine.parallel import storage_error
+
+    e = TypeError("AioSession.__init__() got an unexpected keyword argument 'retries'")
+    assert storage_error("s3://b/day/", e) == (
+        "s3://b/day/: the s3:// backend has no storage option 'retries' (see its fsspec docs)"
+    )

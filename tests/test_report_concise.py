@@ -48,3 +48,17 @@ def test_problems_unreadable_traces_and_hostile_text(tmp_path: Path) -> None:
     assert lines[2] == "gone.jsonl: unreadable: no such file"
     assert "\x1b" not in text and "\x07" not in text and "ABCDEFGHIJKLMNOP1234" not in text
     assert len(lines) == 3  # the newline in the message did not make a line of its own
+
+
+def test_statistics_one_line_per_rule_most_found_first_then_the_total() -> None:
+    traces = [analyze_path(REAL / f"tool-output-race.livekit-{v}.jsonl") for v in ("1.8.8", "1.8.9")]
+    text = concise.statistics(Report(traces, Config()))
+    rows = [line.split() for line in text.splitlines()]
+    assert rows[0] == ["3", "RT103", "unanswered-function-call", "warning"]
+    assert rows[-1] == ["5", "findings", "in", "2", "of", "2", "traces"]
+    assert concise.statistics(Report([], Config())) == "no findings\n"
+
+
+def test_notes_are_lines_of_their_own() -> None:
+    trace = TraceReport("t.jsonl", 2, 1, 0.0, [], [], 0, notes=("no timestamps",))
+    assert concise.render(Report([trace], Config())) == "t.jsonl: note: no timestamps\n"

@@ -302,6 +302,9 @@ def storage_error(url: str, e: BaseException) -> str:
         return f"{url}: access denied ({e})"
     if isinstance(e, OSError):
         return f"{url}: {e.strerror or e}"
+    unknown = re.search(r"unexpected keyword argument '([^']+)'", str(e)) if isinstance(e, TypeError) else None
+    if unknown:  # a --storage-option the backend does not take: the user's typo, named as such
+        return f"{url}: the {scheme}:// backend has no storage option {unknown.group(1)!r} (see its fsspec docs)"
     return f"{url}: {type(e).__name__}: {e}"
 
 

@@ -1,0 +1,76 @@
+"""Settings files: where they are found, what they may say, and how a wrong one is reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rtrace.engine.settings import Settings, SettingsError, find, load, parse_seconds, resolve
+
+
+def test_found_upward_nearest_first_rtrace_toml_before_pyproject(tmp_path: Path) -> None:
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find(deep) is None or not str(find(deep)).startswith(str(tmp_path))
+    (tmp_path / "pyproject.toml").write_text("[tool.rtrace]\nstrict = true\n")
+    assert find(deep) == tmp_path / "pyproject.toml"
+    (tmp_path / "a" / "pyproject.toml").write_text("[tool.black]\nline-length = 1\n")  # not ours: looked past
+    assert find(deep) == tmp_path / "pyproject.toml"
+    (tmp_path / "a" / "rtrace.toml").write_text("strict = false\n")
+    assert find(deep) == tmp_path / "a" / "rtrace.toml"
+    (tmp_path / "a" / "b" / "pyproject.toml").write_text("[tool.rtrace]\n")
+    assert find(deep) == deep / "pyproject.toml"
+    (tmp_path / "a" / "b" / "pyproject.toml").write_text("not = [toml\n")  # another tool's broken file
+    assert find(deep) == tmp_path / "a" / "rtrace.toml"
+
+
+def test_every_key_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "rtrace.toml"
+    path.write_text(
+        'select = ["RT101", "RT102,RT103"]\nignore = "RT107"\nfail-on = "warning"\nack-timeout = "2s"\n'
+        'burst-window = "15ms"\nreply-timeout = "1.5m"\nstrict = true\nbaseline = "known.json"\n'
+    )
+    assert load(path) == Settings(
+        path=path, select=("RT101", "RT102", "RT103"), ignore=("RT107",), fail_on="warning", ack_timeout=2.0,
+        burst_window=0.015, reply_timeout=90.0, strict=True, baseline=tmp_path / "known.json",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("selekt = []\n", "did you mean 'select'"), ("zzz = 1\n", "known: select"),
+     ("select = [1]\n", "list of rule ids"), ("strict = 'yes'\n", "true or false"),
+     ("burst-window = '10'\n", "with a unit"), ("baseline = ''\n", "a file name"), ("[x\n", "not valid TOML")],
+)  # fmt: skip
+def test_a_wrong_value_names_the_file_and_the_key(tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "rtrace.toml"
+    path.write_text(text)
+    with pytest.raises(SettingsError, match=says) as e:
+        load(path)
+    assert str(path) in str(e.value)
+
+
+def test_pyproject_table_and_resolve(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "x"\n[tool.rtrace]\nfail-on = "info"\n')
+    assert load(path).fail_on == "info"
+    assert resolve(None, True, tmp_path) == Settings()
+    assert resolve(path, False, Path("/")).fail_on == "info"
+    assert resolve(None, False, tmp_path).path == path
+    with pytest.raises(SettingsError, match="no such settings file"):
+        resolve(tmp_path / "missing.toml", False)
+    path.write_text("[tool]\nrtrace = 1\n")
+    with pytest.raises(SettingsError, match="must be a table"):
+        load(path)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("500ms", 0.5), ("1.5s", 1.5), ("2m", 120.0), (".5s", 0.5)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["5", "5 h", "-1s", "s", ""])
+def test_a_duration_without_a_unit_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="with a unit"):
+        parse_seconds(text)

@@ -1,0 +1,53 @@
+"""Progress bars: only on a terminal, only after the delay, never a line left behind."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from rtrace.report.progress import Progress, wanted
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_no_bar_on_a_pipe_or_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not wanted(io.StringIO())
+    assert wanted(Tty()) or not wanted(Tty())  # TERM=dumb in some CI shells: decided by the environment
+    monkeypatch.setenv("RTRACE_NO_PROGRESS", "1")
+    assert not wanted(Tty())
+    stream = Tty()
+    with Progress("work", stream=stream, delay=0.0) as p:
+        time.sleep(0.1)
+        p.advance()
+        assert not p.shown
+    assert stream.getvalue() == ""
+
+
+def test_a_bar_appears_after_the_delay_on_a_terminal_and_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RTRACE_NO_PROGRESS", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    stream = Tty()
+    with Progress("redacting \x1b[31mbig.jsonl", total=10, stream=stream, delay=0.05) as p:
+        deadline = time.monotonic() + 5
+        while not p.shown and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert p.shown
+        p.advance(5)
+    assert not p.shown
+    drawn = stream.getvalue()
+    assert "redacting" in drawn and "\x1b[31mbig" not in drawn  # the name is shown escaped, never obeyed
+
+
+def test_work_shorter_than_the_delay_draws_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RTRACE_NO_PROGRESS", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    stream = Tty()
+    with Progress("quick", stream=stream, delay=0.5) as p:
+        p.advance()
+    time.sleep(0.6)  # the timer was cancelled: it never draws after the work ended
+    assert stream.getvalue() == "" and not p.shown
