@@ -858,10 +858,9 @@ def minimize_command(
     except OSError as e:
         raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
     seconds = time.perf_counter() - started
-    stderr_console().print(
+    say(
         f"rtrace minimize: {result.records} records -> {written} lines ({found.id} {found.slug} holds; "
-        f"{result.tests} candidates folded in {seconds:.2f} s) -> {output}",
-        markup=False,
+        f"{result.tests} candidates folded in {seconds:.2f} s) -> {output}"
     )
     write_report(Report([analyze_path(output, max_line_bytes=max_line_bytes)], Config()), OutputFormat.terminal, None)
 

@@ -415,3 +415,77 @@ def test_piped_output_has_no_padding_and_follows_columns(
     main(["analyze", str(RACE_188)])
     narrow = capsys.readouterr().out.splitlines()
     assert max(map(len, narrow)) <= 70 and len(narrow) > len(out.splitlines())
+
+
+# -- every command, every option, bad values: a usage error or a clean answer, never an internal error --------------
+
+#: What each command needs to run at all (a bad option is added to it); `{tmp}` is the test's folder.
+BASE: dict[str, list[str]] = {
+    "analyze": [str(RACE_189)],
+    "report": [str(RACE_189), "-o", "{tmp}/r.md"],
+    "show": [str(RACE_189)],
+    "rules": [],
+    "redact": [str(RACE_189), "-o", "{tmp}/clean.jsonl"],
+    "minimize": [str(RACE_188), "--rule", "RT101", "-o", "{tmp}/min.jsonl"],
+    "serve": [],
+    "sweep": ["--runs", "1", "--", "true"],
+    "record": ["--upstream", "ws://127.0.0.1:9/v1", "-o", "{tmp}/rec.jsonl"],
+    "convert": [str(RACE_189), "-o", "{tmp}/conv.jsonl"],
+    "replay": [str(RACE_189)],
+}
+#: Values no option takes as meant; the ones that happen to be valid for an option just run it.
+BAD = ["", "bogus", "-1", "99999999999999999999999", "nan", "\x1b[31mred"]
+
+
+def _walk() -> list[tuple[str, str, str]]:
+    import typer.main
+
+    from rtrace.cli import app
+
+    group = typer.main.get_command(app)
+    cases = []
+    for name, command in sorted(group.commands.items()):  # type: ignore[attr-defined]
+        assert name in BASE, f"the walk does not know how to run `rtrace {name}`: add it to BASE"
+        for param in command.params:
+            if param.param_type_name != "option" or param.is_flag or param.name in ("help",):
+                continue
+            cases.extend((name, param.opts[0], value) for value in BAD)
+    return cases
+
+
+@pytest.fixture
+def nothing_runs_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers, proxies, sweeps and replays stop where they would start serving: the walk checks what the command
+    line is given, not the network."""
+
+    async def no_server(*args: object, **kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr("rtrace.net.server.serve_forever", no_server)
+    monkeypatch.setattr("rtrace.net.proxy._record_forever", no_server)
+    monkeypatch.setattr("rtrace.net.sweep.sweep_main", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.replay.replay", lambda *a, **k: pytest.skip("not reached"))
+
+
+def test_every_command_walked_with_bad_values_never_fails_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], nothing_runs_forever: None
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a value taken as a file name lands here
+    monkeypatch.setenv("RTRACE_NO_PROGRESS", "1")
+    cases = _walk()
+    assert len(cases) > 300
+    seen: dict[int, int] = {}
+    for command, option, value in cases:
+        argv = [command, *(a.format(tmp=tmp_path) for a in BASE[command])]
+        where = argv.index("--") if "--" in argv else len(argv)
+        argv[where:where] = [option, value]
+        try:
+            code = main(argv)
+        except pytest.skip.Exception:
+            code = 0  # got past every check to the network: the value was valid
+        err = capsys.readouterr().err
+        assert code in (0, 1, 2, 3, 4), (argv, code, err)
+        assert "Traceback" not in err and "internal error" not in err, (argv, err)
+        assert "\x1b[31m" not in err, (argv, err)  # the value is shown, never obeyed
+        seen[code] = seen.get(code, 0) + 1
+    assert seen.get(2, 0) > len(cases) // 3  # most bad values are usage errors
