@@ -75,3 +75,105 @@ def test_docs_testing_quotes_the_vitest_files_ci_runs() -> None:
     assert setup == (folder / "rtrace.globalSetup.mjs").read_text(encoding="utf-8")
     assert config == "// vitest.config.mjs\n" + (folder / "vitest.config.mjs").read_text(encoding="utf-8")
     assert "(docs/testing.md)" in SECTION
+
+
+# -- every command README shows is run (docs cannot rot) -------------------------------------------------------------
+
+#: A client for README's sweep line (`-- pytest tests/test_my_agent.py`): one plain turn against the fake endpoint.
+MY_AGENT_TEST = '''
+import asyncio, json, os
+import websockets
+
+def test_one_turn():
+    async def turn():
+        async with websockets.connect(os.environ["RTRACE_REALTIME_URL"]) as ws:
+            assert json.loads(await ws.recv())["type"] == "session.created"
+            await ws.send(json.dumps({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": "hello"}]}}))
+            await ws.send(json.dumps({"type": "response.create"}))
+            while json.loads(await ws.recv())["type"] != "response.done":
+                pass
+    asyncio.run(turn())
+'''
+#: Commands that serve until Ctrl-C: started, their announcement read, then SIGTERM (exit 0).
+SERVING = ("serve", "record")
+
+
+def readme_commands() -> list[tuple[int, list[str]]]:
+    """(README line, argv) of every `rtrace ...` line in README's fenced blocks (comments dropped)."""
+    found, opened = [], None
+    for number, line in enumerate(README.splitlines(), 1):
+        if line.startswith("```"):
+            opened = line[3:].strip() if opened is None else None
+            continue
+        if opened in ("", "sh", "bash", "console") and line.lstrip().startswith("rtrace "):
+            found.append((number, shlex.split(line, comments=True)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding every file README's commands name: traces, a fleet, a HAR, the scenario script."""
+    import json
+    import shutil
+
+    from .test_core_importers import har_of
+
+    work = tmp_path_factory.mktemp("readme")
+    real = ROOT / "sample_traces" / "real"
+    race = real / "tool-output-race.livekit-1.8.8.jsonl"
+    reconnect = real / "reconnect-during-tool.livekit-1.8.4.jsonl"  # two connections: `show --conn 2` has one
+    for name, trace in (("trace.jsonl", reconnect), ("a.jsonl", race), ("b.jsonl", reconnect)):
+        shutil.copy(trace, work / name)
+    shutil.copy(race, work / "recorded.jsonl")
+    shutil.copytree(real, work / "sample_traces" / "real")  # README's commands on the bundled traces
+    (work / "traces").mkdir()
+    for trace in real.glob("*.jsonl"):
+        shutil.copy(trace, work / "traces" / trace.name)
+    (work / "capture.har").write_text(json.dumps(har_of(race)))
+    (script,) = [b for b in blocks(README, "toml") if b.startswith("# scenario.toml")]
+    (work / "scenario.toml").write_text(script)
+    (work / "tests").mkdir()
+    (work / "tests" / "test_my_agent.py").write_text(MY_AGENT_TEST)
+    assert main(["analyze", str(work / "traces"), "--baseline", str(work / "known.json"), "--write-baseline"]) == 0
+    return work
+
+
+def _env(work: Path) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", RTRACE_NO_PROGRESS="1")
+    env["OPENAI_API_KEY"] = "sk-readme-test-not-a-key"  # README's --api-key-env line; nothing listens for it here
+    return env
+
+
+@pytest.mark.parametrize(("line", "argv"), readme_commands(), ids=[f"README:{n}" for n, _ in readme_commands()])
+def test_every_readme_command_runs_as_written(line: int, argv: list[str], workdir: Path) -> None:
+    import signal
+
+    command = [sys.executable, "-m", "rtrace", *argv[1:]]
+    if argv[1] in SERVING:
+        proc = subprocess.Popen(command, cwd=workdir, env=_env(workdir), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None
+        announced = [proc.stdout.readline()]
+        while announced[-1] and b"Ctrl-C" not in announced[-1]:
+            announced.append(proc.stdout.readline())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert b"Ctrl-C" in announced[-1] and proc.returncode == 0, (line, announced, err)
+        return
+    if "--follow" in argv:  # "Ctrl-C or 30 s idle ends": Ctrl-C after a second
+        proc = subprocess.Popen(command, cwd=workdir, env=_env(workdir), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            proc.communicate(timeout=1.5)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and b"error RT1" in err, (line, err)  # findings told live, on stderr
+        return
+    done = subprocess.run(command, cwd=workdir, env=_env(workdir), capture_output=True, text=True, timeout=300)
+    reaches_openai = any("api.openai.com" in a or "127.0.0.1:9000" in a for a in argv)
+    # Without the network (and with nothing on port 9000) a replay to an endpoint cannot reach it: exit 4, said so.
+    allowed = (4,) if reaches_openai and argv[1] == "replay" else (0, 1)
+    assert done.returncode in allowed, (line, argv, done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
