@@ -177,3 +177,19 @@ def test_every_readme_command_runs_as_written(line: int, argv: list[str], workdi
     allowed = (4,) if reaches_openai and argv[1] == "replay" else (0, 1)
     assert done.returncode in allowed, (line, argv, done.returncode, done.stderr[-2000:])
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_the_docs_name_no_file_outside_the_repository() -> None:
+    import re
+
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        assert "../" not in text, doc
+        for target in re.findall(r"\]\(([^)#\s]+)", text):  # every relative link resolves inside the repository
+            if "://" not in target and not target.startswith("mailto:"):
+                assert (doc.parent / target).resolve().is_relative_to(ROOT) and (doc.parent / target).exists(), (
+                    doc, target
+                )
+        paths = r"`((?:docs|rtrace|tests|bench|sample_traces)/[\w./-]+\.(?:md|py|toml|jsonl|c))`"
+        for named in re.findall(paths, text) if doc.name != "protocol.md" else ():  # it cites other repositories
+            assert (ROOT / named).exists() or named in ("rtrace/a/b.py", "tests/test_a_b.py"), (doc, named)  # patterns
