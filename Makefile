@@ -99,7 +99,7 @@ test: $(STAMP) lint dist browser unit
 
 # Long local fuzz run of the hardening properties (minutes; not part of `make test`); prints the example counts.
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_hardening.py tests/test_redact.py \
+	HYPOTHESIS_PROFILE=long $(BIN)/python -m pytest tests/test_hardening.py tests/test_transform_redact.py \
 		-p no:cacheprovider --hypothesis-show-statistics -q
 
 # Hardening tally of issue 16 (about 4 minutes; not part of `make test`): every class of attack tried many times

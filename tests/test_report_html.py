@@ -640,3 +640,11 @@ def test_browser_several_traces_in_one_page(chromium: str, tmp_path: Path) -> No
     assert result["trace"] == RECONNECT_184.name
     assert result["rules_rendered"] == [f.rule for f in analyze_path(RECONNECT_184).findings]
     assert result["steps"][0]["conn"] == 2
+
+
+def test_page_data_shows_invisible_characters_escaped() -> None:
+    from rtrace.report.html import embed_json
+
+    text = embed_json({"say": "a\u202eb\u0085c</script>"})
+    assert "\u202e" not in text and "\\u202e" in text and "\u0085" not in text and "</script>" not in text
+    assert json.loads(text) == {"say": "a\u202eb\u0085c</script>"}

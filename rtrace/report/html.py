@@ -32,6 +32,7 @@ import orjson
 from .. import __version__
 from ..core.conversation import Item
 from ..core.describe import DESCRIBED, describe
+from ..core.escape import json_visible
 from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
@@ -493,8 +494,9 @@ def unpack(packed: dict[str, Any]) -> dict[str, Any]:
 
 
 def embed_json(value: Any) -> str:
-    """JSON safe inside a `<script type="application/json">` element."""
-    text = orjson.dumps(value).decode("utf-8")
+    """JSON safe inside a `<script type="application/json">` element, and shown as it is: bidi overrides, C1 and
+    other invisible characters as their `\\uXXXX` escapes (`core.escape.json_visible`), the same JSON value."""
+    text = json_visible(orjson.dumps(value)).decode("utf-8")
     return (
         text.replace("&", "\\u0026")
         .replace("<", "\\u003c")
