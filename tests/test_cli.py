@@ -124,7 +124,7 @@ def test_reply_timeout_option(tmp_path: Path) -> None:
     from .conftest import SAMPLES
 
     trace = SAMPLES / "rules/no-response-after-tool-output/positive-silent-after-output.jsonl"
-    for option, expected in ((["--reply-timeout", "20"], []), ([], ["RT125"])):
+    for option, expected in ((["--reply-timeout", "20s"], []), ([], ["RT125"])):
         out = tmp_path / "report.json"
         assert main(["analyze", str(trace), "--format", "json", "-o", str(out), *option]) == 0  # a warning
         data = json.loads(out.read_text())
@@ -164,7 +164,7 @@ def test_analyze_follow_prints_each_finding_as_the_file_grows_then_the_report(
 
     writer = threading.Thread(target=grow)
     writer.start()
-    code = main(["analyze", "--follow", "--follow-timeout", "0.5", str(path)])
+    code = main(["analyze", "--follow", "--follow-timeout", "0.5s", str(path)])
     writer.join()
     assert code == 1
     captured = capsys.readouterr()

@@ -16,7 +16,10 @@ CLIENT = [sys.executable, str(Path(__file__).resolve().parent / "sweep_client.py
 def test_parse_latency_list() -> None:
     assert parse_latency_list("0,10,50,200ms") == pytest.approx([0.0, 0.01, 0.05, 0.2])
     assert parse_latency_list("0.1,0.2s") == pytest.approx([0.1, 0.2])
-    assert parse_latency_list("5") == pytest.approx([0.005])
+    assert parse_latency_list("0") == [0.0]
+    for bare in ("5", "0,10,50"):  # no unit anywhere: refused, never guessed
+        with pytest.raises(ValueError, match="unit"):
+            parse_latency_list(bare)
     with pytest.raises(ValueError):
         parse_latency_list("")
     with pytest.raises(ValueError):

@@ -40,8 +40,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from .common import parse_duration
-from .faults import matches, valid_close_code
+from ..core.durations import parse_duration
+from .faults import check_spec, matches, valid_close_code
 
 Moment = Literal["response", "event", "sent"]
 
@@ -341,6 +341,11 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         if spec is not None and not re.fullmatch(r"[a-z_.]+(:[a-z_]+)?", spec):
             example = "conversation.item.create:function_call_output"
             raise fail(f"`{key}` must be TYPE or TYPE:ITEM_TYPE, e.g. {example}", f"when.{key}")
+        if spec is not None:
+            try:
+                check_spec(spec, "client" if key == "event" else "server", f"`when.{key}` =")
+            except ValueError as e:
+                raise fail(str(e), f"when.{key}") from None
         fields[key] = spec
 
     fields["text"] = text_of("text", raw, "text")
@@ -366,14 +371,15 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         fields["close"] = close
     delay = raw.get("delay")
     if delay is not None:
-        try:
-            seconds = float(delay) if isinstance(delay, int | float) and not isinstance(delay, bool) else None
-            if seconds is None and isinstance(delay, str):
-                seconds = parse_duration(delay)
+        if isinstance(delay, bool) or not isinstance(delay, (str, int, float)):
+            raise fail('`delay` must be a duration: "2s", "250ms"', "delay")
+        try:  # one grammar with the command line: a number needs a unit (0 excepted)
+            seconds = parse_duration(delay if isinstance(delay, str) else repr(delay))
         except ValueError as e:
-            raise fail(f"`delay`: {e}", "delay") from None
-        if seconds is None or not 0 <= seconds < 86400:
-            raise fail("`delay` must be a duration: \"2s\", \"250ms\", or seconds", "delay")
+            raise fail(f"`delay`: {getattr(e, 'why', e)}" + (" (in quotes)" if not isinstance(delay, str) else ""),
+                       "delay") from None  # fmt: skip
+        if not seconds < 86400:
+            raise fail('`delay` must be under a day: "2s", "250ms"', "delay")
         fields["delay"] = seconds
     fields["error"] = text_of("error", raw, "error")
     times = raw.get("times")
