@@ -777,7 +777,7 @@ def serve(
 ) -> None:
     """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
-    from .net.server import options_from_cli, serve_main
+    from .net.server import options_from_cli
 
     refuse_overwrite([str(from_trace)] if from_trace else [], [record])
     try:
@@ -797,24 +797,29 @@ def serve(
     stop_on_sigterm()
     scrubbed_logging(sys.stderr)
     live = sys.stderr.isatty() if live is None else live
-    if live or exit_with_findings:
-        serve_watched(options, live, fail_on if exit_with_findings else None)
-    else:
-        serve_main(options, EscapedLines(sys.stdout), EscapedLines(sys.stderr))  # type: ignore[arg-type]
+    serve_watched(options, live, fail_on if exit_with_findings else None)
 
 
 def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) -> None:
-    """`serve --live` / `--exit-with-findings`: the recording folded as it is written (`net.live.watch`); at the
-    end, with `fail_on`, the report on stdout and exit 1 on findings at that severity or above."""
+    """`serve`: the recording folded as it is written (`net.live.watch`; a temporary trace without --record), a
+    line per connection and a summary at the end on stderr (`net.live.ConnectionLog`), each finding as it is
+    found with `live`; with `fail_on` (--exit-with-findings), the report on stdout at the end and exit 1 on
+    findings at that severity or above."""
     import dataclasses
 
-    from .net.live import watch
+    from .net.live import ConnectionLog, watch
     from .net.server import serve_main
 
     out: Any = EscapedLines(sys.stdout)
     err: Any = EscapedLines(sys.stderr)
-    watched = watch(lambda path, tap: serve_main(dataclasses.replace(options, record=path, tap=tap), out, err),
-                    options.record, live)  # fmt: skip
+    log = ConnectionLog("rtrace serve", say)
+    temporary = options.record is None
+
+    def run(path: str, tap: Any) -> None:
+        serve_main(dataclasses.replace(options, record=path, tap=tap), out, err, temporary)
+
+    watched = watch(run, options.record, live, err, log=log)
+    say(log.summary(watched.trace, temporary))
     if fail_on is None:
         return
     write_report(Report([watched.report], Config()), OutputFormat.terminal, None)
@@ -898,15 +903,14 @@ def record(
     out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
     stop_on_sigterm()
     try:
-        if sys.stderr.isatty() if live is None else live:
-            import dataclasses
+        import dataclasses
 
-            from .net.live import watch
+        from .net.live import ConnectionLog, watch
 
-            watch(lambda path, tap: record_main(dataclasses.replace(options, output=path, tap=tap), out, err),  # type: ignore[arg-type]
-                  output, True)  # fmt: skip
-        else:
-            record_main(options, out, err)  # type: ignore[arg-type]
+        log = ConnectionLog("rtrace record", say)
+        watched = watch(lambda path, tap: record_main(dataclasses.replace(options, output=path, tap=tap), out, err),  # type: ignore[arg-type]
+                        output, sys.stderr.isatty() if live is None else live, err, log=log)  # type: ignore[arg-type]  # fmt: skip
+        say(log.summary(watched.trace, False))
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
 

@@ -214,3 +214,62 @@ def test_report_minimize_attaches_a_reproducer_per_rule(tmp_path: Path, capsys: 
         assert (tmp_path / f"bug.min-{rule}.jsonl").exists()
     assert main(["report", str(RACE_188), "--minimize", "--format", "html"]) == 2
     assert "--minimize writes its reproducers beside --output" in capsys.readouterr().err
+
+
+#: Every option of every command that takes a time, each given a bare number: a usage error naming the option
+#: and the fix, never a guess (serve read `--latency 50` as 50 s, sweep as 50 ms) and never an internal error.
+BARE_DURATIONS = [
+    (["analyze", str(RACE_189), "--ack-timeout", "5"], "--ack-timeout 5: a duration needs a unit: 5ms or 5s"),
+    (["analyze", str(RACE_189), "--burst-window", "0.01"], "--burst-window 0.01: a duration needs a unit"),
+    (["analyze", str(RACE_189), "--reply-timeout", "10"], "--reply-timeout 10: a duration needs a unit"),
+    (["analyze", "--follow", str(RACE_189), "--follow-timeout", "30"], "--follow-timeout 30: a duration needs"),
+    (["serve", "--latency", "50"], "--latency 50: a duration needs a unit: 50ms or 50s"),
+    (["serve", "--latency", "conversation.item.added=120"], "--latency conversation.item.added=120: a duration"),
+    (["serve", "--jitter", "5"], "--jitter 5: a duration needs a unit: 5ms or 5s"),
+    (["serve", "--expire-after", "10"], "--expire-after 10: a duration needs a unit"),
+    (["serve", "--story-chunk-delay", "60"], "--story-chunk-delay 60: a duration needs a unit"),
+    (["sweep", "--latency", "0,10,50", "--", "true"], "--latency 0,10,50: a list of durations needs a unit"),
+    (["sweep", "--timeout", "300", "--", "true"], "--timeout 300: a duration needs a unit"),
+    (["replay", str(RACE_189), "--latency", "50"], "--latency 50: a duration needs a unit"),
+    (["replay", str(RACE_189), "--timeout", "5"], "--timeout 5: a duration needs a unit: 5ms or 5s"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BARE_DURATIONS, ids=[" ".join(a[:1] + a[-2:-1]) for a, _ in BARE_DURATIONS])
+def test_a_bare_number_for_a_time_is_a_usage_error_naming_the_fix(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "internal error" not in err
+
+
+def test_every_time_option_takes_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    argv = ["analyze", str(RACE_189), "--ack-timeout", "5s", "--burst-window", "10ms", "--reply-timeout", "0.5m"]
+    assert main([*argv, "--format", "json", "-o", str(out)]) == 0  # `--ack-timeout 5s` was refused (a float option)
+    config = json.loads(out.read_text())["config"]
+    assert (config["ack_timeout"], config["burst_window"], config["reply_timeout"]) == (5.0, 0.01, 30.0)
+    assert main(["analyze", str(RACE_189), "--ack-timeout", "0"]) == 0  # 0 needs no unit
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["serve", "--drop-on", "bogus.type"], "--drop-on bogus.type: 'bogus.type' is not a client event"),
+        (["serve", "--latency", "foo=50ms"], "--latency foo: 'foo' is not a server event"),
+        (["serve", "--drop-on", "conversation.item.creat"], "(did you mean conversation.item.create?)"),
+        (["serve", "--error-on", "response.done"], "response.done is a server event; --error-on takes"),
+        (["serve", "--drop-after", "conversation.item.create"], "conversation.item.create is a client event"),
+        (["serve", "--drop-after", "response.done:function_cal"], "(did you mean function_call?)"),
+        (["serve", "--latency", "conversation.item.created=5ms"], "the beta name of conversation.item.added"),
+        (["replay", str(RACE_189), "--latency", "bogus=5ms"], "--latency bogus: 'bogus' is not a server event"),
+    ],
+)
+def test_options_naming_event_types_are_checked_against_the_catalog(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve --drop-on bogus.type` was accepted and never fired."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "internal error" not in err

@@ -628,8 +628,11 @@ def parse_tool(text: str) -> tuple[str, str | None]:
     return name, json.dumps(value, ensure_ascii=False)
 
 
-def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
-    """`rtrace serve`: print where to connect, then serve until Ctrl-C or SIGTERM."""
+def serve_main(
+    options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr, temporary: bool = False
+) -> None:
+    """`rtrace serve`: print where to connect and what the server does (`describe`), then serve until Ctrl-C or
+    SIGTERM. `temporary`: `options.record` is a trace of rtrace's own, not the user's (not announced)."""
     warn_unless_loopback(options.host, "connect (no authentication)", err)
 
     def announce(server: RealtimeServer) -> None:
@@ -639,7 +642,7 @@ def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] =
         print(f"  RTRACE_URL={server.url}", file=out)
         for line in describe(options):
             print(f"  {line}", file=out)
-        if options.record is not None:
+        if options.record is not None and not temporary:
             print(f"  recording to {options.record}", file=out)
         print("  Ctrl-C to stop.", file=out)
         out.flush()
