@@ -14,6 +14,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 from rtrace.core.writer import Tap
+from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
 from rtrace.net.live import ConnectionLog, watch
 from rtrace.net.server import ServerOptions, run_server
@@ -196,21 +197,20 @@ def test_the_connection_log_tells_each_connection_and_a_summary() -> None:
         b'{"t":0.2,"dir":"client","conn":1,"event":{"type":"response.create"}}',
         b'{"t":0.3,"dir":"server","conn":1,"event":{"type":"response.created"}}',
         b'{"t":0.4,"dir":"meta","conn":2,"event":{"type":"connection.opened","path":"/v1"}}',
+        b'{"t":0.5,"dir":"meta","conn":1,"event":{"type":"connection.closed","by":"client","code":1000}}',
     ]
-    data = b"\n".join(lines) + b"\n"
-    log.tap(data[:50])  # chunks cut anywhere
-    log.tap(data[50:])
+    finding = analyze_path(REAL_188).findings[0]
+    with TraceReader(io.BytesIO(b"\n".join(lines) + b"\n"), "t.jsonl") as reader:  # type: ignore[arg-type]
+        for row in reader.rows():
+            if row[1] == 7:  # a finding the close's line made certain is counted on its line
+                log.finding(dataclasses.replace(finding, conn=1), False)
+            log.row(row)
     assert said == [
         "rtrace serve: conn 1 opened: /v1/realtime?model=gpt-x (model gpt-x)",
         "rtrace serve: conn 2 opened: /v1 (no model in the URL)",
-    ]
-    finding = analyze_path(REAL_188).findings[0]
-    log.finding(dataclasses.replace(finding, conn=1), False)
-    log.tap(b'{"t":0.5,"dir":"meta","conn":1,"event":{"type":"connection.closed","by":"client","code":1000}}\n')
-    assert said[-1] == (
         f"rtrace serve: conn 1 closed: code 1000 (by the client), 1 client / 2 server events, findings so far: 1 "
-        f"({finding.rule})"
-    )
+        f"({finding.rule})",
+    ]
     assert log.summary("out.jsonl", False) == (
         f"rtrace serve: stopped: 2 connections, 1 client / 2 server events, findings: {finding.rule} x1; "
         "trace in out.jsonl"
@@ -227,7 +227,6 @@ def test_serve_logs_each_connection_and_a_summary_on_sigterm(tmp_path: Path) -> 
     finally:
         code, out, err = stop(proc)
     assert code == 0, err
-    assert "  latency 5ms on every server event, jitter +/-1ms (order kept)" in out and "  no fault" in out
     lines = err.splitlines()
     assert "rtrace serve: conn 1 opened: /v1/realtime?model=gpt-realtime (model gpt-realtime)" in lines
     (closed,) = [line for line in lines if line.startswith("rtrace serve: conn 1 closed: ")]

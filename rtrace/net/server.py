@@ -640,10 +640,10 @@ def serve_main(
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
         print(f"  websocket URL: {server.realtime_url}", file=out)
         print(f"  RTRACE_URL={server.url}", file=out)
-        for line in describe(options):
-            print(f"  {line}", file=out)
         if options.record is not None and not temporary:
             print(f"  recording to {options.record}", file=out)
+        for line in describe(options):
+            print(f"  {line}", file=out)
         print("  Ctrl-C to stop.", file=out)
         out.flush()
 
