@@ -235,7 +235,7 @@ BARE_DURATIONS = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "message"), BARE_DURATIONS, ids=[" ".join(a[:1] + a[-2:-1]) for a, _ in BARE_DURATIONS])
+@pytest.mark.parametrize(("argv", "message"), BARE_DURATIONS, ids=[f"{a[0]} {a[-2]}" for a, _ in BARE_DURATIONS])
 def test_a_bare_number_for_a_time_is_a_usage_error_naming_the_fix(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

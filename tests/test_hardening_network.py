@@ -548,7 +548,8 @@ def test_replay_slow_endpoint_is_bounded_and_keeps_the_partial_trace(tmp_path: P
     async def body() -> None:
         async with run_server(ServerOptions(latency=2.0)) as srv:
             started = time.monotonic()
-            result["proc"] = await _replay_async([str(SAMPLE), "--target", srv.url, "--timeout", "300ms", "-o", str(out)])
+            argv = [str(SAMPLE), "--target", srv.url, "--timeout", "300ms", "-o", str(out)]
+            result["proc"] = await _replay_async(argv)
             result["elapsed"] = time.monotonic() - started
 
     run(body, timeout=120)

@@ -13,8 +13,8 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
-from rtrace.core.writer import Tap
 from rtrace.core.loader import TraceReader
+from rtrace.core.writer import Tap
 from rtrace.engine.fold import analyze_path
 from rtrace.net.live import ConnectionLog, watch
 from rtrace.net.server import ServerOptions, run_server
@@ -225,7 +225,7 @@ def test_serve_logs_each_connection_and_a_summary_on_sigterm(tmp_path: Path) -> 
         asyncio.run(delete_tool_output(f"{url}/realtime?model=gpt-realtime"))
         time.sleep(0.3)
     finally:
-        code, out, err = stop(proc)
+        code, _, err = stop(proc)
     assert code == 0, err
     lines = err.splitlines()
     assert "rtrace serve: conn 1 opened: /v1/realtime?model=gpt-realtime (model gpt-realtime)" in lines

@@ -22,6 +22,7 @@ from ..engine.fold import TraceReport
 from ..engine.live import LiveFold, finding_line
 from ..rules.base import Config, Finding
 
+
 @dataclasses.dataclass
 class _Conn:
     path: str = ""

@@ -19,14 +19,16 @@ default script's answer (`rtrace.net.responses.choose_reply`).
   `rtrace.net.tools` says), `fail = true` or `= "CODE"` (the response ends `failed` with that error code, no
   output), and `close = CODE` (close the socket right after its `response.done`).
 - a **client event** arriving: `event = "TYPE[:ITEM_TYPE]"` (as `--drop-on`). Actions, one of: `delay =
-  "2s"` (the answer to it goes out that much later; what follows waits behind it), `close = CODE` (drop the
+  "2s"` (a duration as the options take it, `rtrace.core.durations`: a bare number is a mistake; the answer to
+  it goes out that much later; what follows waits behind it), `close = CODE` (drop the
   connection instead of answering it), `error = "CODE"` (answer it with an error instead).
 - a **server event** sent: `sent = "TYPE[:ITEM_TYPE]"` (as `--drop-after`; `response.done:function_call` is
   the `response.done` of a call). Actions, one of: `close = CODE` (close the socket right after it is sent), or
   `delay = "500ms"` (it, and everything after it, go out that much later).
 
-`connection = N` in any `when` limits the turn to the server's Nth connection. Close codes are those of
-`--close-code` (1006: no close frame; 1005: a close frame without a code). A turn that closes, fails, errors or
+`event` and `sent` are checked against the event catalog (a client event for `event`, a server one for `sent`;
+what follows the colon an item type or a role), with the closest name on a typo. `connection = N` in any `when`
+limits the turn to the server's Nth connection. Close codes are those of `--close-code` (1006: no close frame; 1005: a close frame without a code). A turn that closes, fails, errors or
 delays writes a `fault.injected` note (`fault = "script"`, `spec = "turn N"`) where it acts. An example is
 `rtrace.net.examples.EXAMPLE_SCRIPT`.
 """
