@@ -29,8 +29,8 @@ default script's answer (`rtrace.net.responses.choose_reply`).
 `event` and `sent` are checked against the event catalog (a client event for `event`, a server one for `sent`;
 what follows the colon an item type or a role), with the closest name on a typo. `connection = N` in any `when`
 limits the turn to the server's Nth connection. Close codes are those of `--close-code` (1006: no close frame;
-1005: a close frame without a code). A turn that closes, fails, errors or delays writes a `fault.injected` note (`fault = "script"`, `spec = "turn N"`) where it acts. An example is
-`rtrace.net.examples.EXAMPLE_SCRIPT`.
+1005: a close frame without a code). A turn that closes, fails, errors or delays writes a `fault.injected` note
+(`fault = "script"`, `spec = "turn N"`) where it acts. An example is `rtrace.net.examples.EXAMPLE_SCRIPT`.
 """
 
 from __future__ import annotations
