@@ -532,6 +532,7 @@ def test_serve_says_the_latency_jitter_and_faults_in_force_in_its_start_lines() 
         "1001 10s after a connection opens",
     ]
     assert describe(options_from_cli()) == ["no latency, no jitter", "no fault"]
+    assert options_from_cli(fault_times=0).fault_times is None  # 0 is every time (it was never, from Python)
     assert describe(options_from_cli(drop_after=["response.done"], fault_times=None))[1] == (
         "faults (every time each): drop the socket (no close frame, 1006) right after sending response.done"
     )

@@ -560,7 +560,7 @@ def options_from_cli(
         expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
         drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
         close_code=close_code,
-        fault_times=fault_times,
+        fault_times=fault_times or None,  # 0: every time, as --fault-times says
     )
 
 
