@@ -166,7 +166,9 @@ def test_serve_exit_with_findings_exits_0_on_a_clean_session_and_honours_fail_on
     Path(out.split("trace kept at ")[1].split()[0]).unlink()
 
 
-def test_record_live_prints_the_finding_of_traffic_passing_to_the_upstream(tmp_path: Path) -> None:
+def test_record_live_prints_the_finding_of_traffic_passing_to_the_upstream_and_logs_each_connection(
+    tmp_path: Path,
+) -> None:
     trace = tmp_path / "recorded.jsonl"
 
     async def main() -> tuple[int, str]:
@@ -175,7 +177,7 @@ def test_record_live_prints_the_finding_of_traffic_passing_to_the_upstream(tmp_p
                 start, ["record", "--upstream", f"{upstream.url}/realtime", "-o", str(trace), "--live"]
             )
             try:
-                await delete_tool_output(f"{url}/realtime")
+                await delete_tool_output(f"{url}/realtime?model=m1")
                 await asyncio.sleep(0.2)
             finally:
                 code, _, err = await asyncio.to_thread(stop, proc)
@@ -183,6 +185,9 @@ def test_record_live_prints_the_finding_of_traffic_passing_to_the_upstream(tmp_p
 
     code, err = asyncio.run(main())
     assert code == 0
+    assert "rtrace record: conn 1 opened: /v1/realtime?model=m1 (model m1)" in err
+    assert "rtrace record: conn 1 closed: " in err and "3 client / " in err
+    assert err.splitlines()[-1].endswith(f"trace in {trace}") and "RT101 x1" in err.splitlines()[-1]
     (rt101,) = [f for f in analyze_path(trace).findings if f.rule == "RT101"]
     assert f"error RT101 deleted-function-call-output conn 1 line {rt101.at_line}: {rt101.message}" in err
 
@@ -233,25 +238,3 @@ def test_serve_logs_each_connection_and_a_summary_on_sigterm(tmp_path: Path) -> 
     assert "3 client / " in closed and "findings so far: 1 (RT101)" in closed
     assert lines[-1].startswith("rtrace serve: stopped: 1 connection, 3 client / ")
     assert "RT101 x1" in lines[-1] and lines[-1].endswith(f"trace in {trace}")
-
-
-def test_record_logs_each_connection_and_a_summary(tmp_path: Path) -> None:
-    trace = tmp_path / "recorded.jsonl"
-
-    async def main() -> tuple[int, str]:
-        async with run_server(ServerOptions()) as upstream:
-            proc, url = await asyncio.to_thread(
-                start, ["record", "--upstream", f"{upstream.url}/realtime", "-o", str(trace), "--no-live"]
-            )
-            try:
-                await delete_tool_output(f"{url}/realtime?model=m1")
-                await asyncio.sleep(0.3)
-            finally:
-                code, _, err = await asyncio.to_thread(stop, proc)
-            return code, err
-
-    code, err = asyncio.run(main())
-    assert code == 0, err
-    assert "rtrace record: conn 1 opened: /v1/realtime?model=m1 (model m1)" in err
-    assert "rtrace record: conn 1 closed: " in err and "3 client / " in err
-    assert err.splitlines()[-1].endswith(f"trace in {trace}") and "RT101 x1" in err.splitlines()[-1]

@@ -123,3 +123,10 @@ def test_bad_sweep_options_are_usage_errors_naming_the_fix(
     assert main(["sweep", "--runs", "1", "--out", str(tmp_path / "o"), *argv, "--", "true"]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_command_writing_one_endless_line_to_stderr_is_drained_and_cut(tmp_path: Path) -> None:
+    noisy = [sys.executable, "-c", "import sys; sys.stderr.write('x' * 300000); sys.exit(2)"]
+    result = sweep(noisy, [0.0], 1, tmp_path, timeout=30)
+    (run,) = result.results
+    assert run.exit_code == 2 and run.stderr_tail == ["x" * 2000]

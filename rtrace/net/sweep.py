@@ -108,13 +108,23 @@ def check_command(command: list[str]) -> None:
         raise CommandNotFound(f"sweep: {program}: command not found (not on PATH)")
 
 
+#: The longest stderr line kept whole in the tail (the rest of a longer one is cut).
+TAIL_LINE_BYTES = 2000
+
+
 async def _tee(stream: asyncio.StreamReader, tail: collections.deque[str], err: IO[bytes]) -> None:
-    """Pass the command's stderr on as it comes, keeping its last lines."""
-    while line := await stream.readline():
+    """Pass the command's stderr on as it comes (in chunks: a line of any length, or none, never stops it),
+    keeping its last lines."""
+    partial = b""
+    while chunk := await stream.read(1 << 16):
         with contextlib.suppress(OSError, ValueError):
-            err.write(line)
+            err.write(chunk)
             err.flush()
-        tail.append(line.decode("utf-8", "replace").rstrip("\r\n"))
+        *lines, partial = (partial + chunk).split(b"\n")
+        tail.extend(line[:TAIL_LINE_BYTES].decode("utf-8", "replace").rstrip("\r") for line in lines)
+        partial = partial[:TAIL_LINE_BYTES]
+    if partial:
+        tail.append(partial.decode("utf-8", "replace").rstrip("\r"))
 
 
 async def _run_once(
