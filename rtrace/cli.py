@@ -834,7 +834,10 @@ def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) 
 def sweep(
     command: Annotated[list[str], typer.Argument(help="The command to run, after --.")],
     latency: Annotated[
-        str, typer.Option(help="Latencies to try: 0,10,50,200ms (the last item's unit goes to bare numbers).")
+        str,
+        typer.Option(
+            metavar="DURATIONS", help="Latencies to try: 0,10,50,200ms (the last item's unit goes to bare numbers)."
+        ),
     ] = "0,10,50,200ms",
     runs: Annotated[int, typer.Option(help="Runs per latency.")] = 5,
     out: Annotated[Path, typer.Option(help="Directory for the recorded traces.")] = Path("rtrace-sweep"),
