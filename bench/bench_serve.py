@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import connect
 
-from rtrace.net.common import parse_duration
+from rtrace.core.durations import parse_duration
 
 
 async def client(url: str, k: int, rate: float, duration: float, start: float, out: dict[str, Any]) -> None:
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--url", help="use this running server (ws://.../v1/realtime?...) instead of starting one")
     args = parser.parse_args(argv)
-    latency = parse_duration(args.latency)
+    latency = parse_duration(args.latency, "--latency")
     out = asyncio.run(run(args.clients, args.rate, args.duration, latency, args.record, args.url))
     errors_ms = [(d - latency) * 1000 for d in out["delays"]]
     median = statistics.median(errors_ms) if errors_ms else float("nan")

@@ -282,7 +282,7 @@ def class_2(quick: bool, tmp: Path) -> None:
 
 SAME_AS_INPUT = [
     ["convert", "I", "-o", "O"],
-    ["replay", "I", "-o", "O", "--timeout", "1"],
+    ["replay", "I", "-o", "O", "--timeout", "1s"],
     ["redact", "I", "-o", "O"],
     ["analyze", "I", "-o", "O"],
     ["analyze", "I", "--json", "O"],
@@ -592,7 +592,7 @@ async def _replay_headers(tmp: Path, asked: bool) -> bool:
         url = f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/v1"
         extra = ["--api-key-env", "HARDEN_KEY"] if asked else []
         proc = await asyncio.create_subprocess_exec(
-            *RTRACE, "replay", str(SAMPLE), "--target", url, "--timeout", "0.3", *extra,
+            *RTRACE, "replay", str(SAMPLE), "--target", url, "--timeout", "300ms", *extra,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OPENAI_API_KEY": KEY},
         )  # fmt: skip
         out, err = await asyncio.wait_for(proc.communicate(), 60)
@@ -618,7 +618,7 @@ PATH_COMMANDS = [
     ["analyze", "H", "--html", "O"], ["analyze", "H", "--json", "N/x.json"], ["show", "H"], ["show", "M"],
     ["show", "H", "--conn", "1"], ["report", "H"], ["report", "M"], ["report", "H", "-o", "O.md"],
     ["redact", "H", "-o", "O"], ["redact", "M"], ["convert", "H", "-o", "O"], ["convert", "M", "-o", "O"],
-    ["replay", "M"], ["replay", "H", "-o", "O", "--timeout", "1"], ["rules", "H"], ["serve", "--from", "M"],
+    ["replay", "M"], ["replay", "H", "-o", "O", "--timeout", "1s"], ["rules", "H"], ["serve", "--from", "M"],
     ["analyze", "--format", "H", "H"], ["record", "--upstream", "ws://h/v1#H", "-o", "O"],
 ]  # fmt: skip
 
@@ -704,7 +704,7 @@ def _evil_trace() -> bytes:
 
 READERS = [
     ["analyze", "F"], ["show", "F"], ["report", "F"], ["redact", "F"], ["convert", "F", "-o", "out.jsonl"],
-    ["replay", "F", "--timeout", "1"], ["analyze", "F", "--html", "r.html"],
+    ["replay", "F", "--timeout", "1s"], ["analyze", "F", "--html", "r.html"],
 ]  # fmt: skip
 
 

@@ -124,6 +124,26 @@ class EscapedLines:
         self._stream.flush()
 
 
+def duration_option(option: str, help: str, default: str | None) -> Any:
+    """`typer.Option` of a duration, in the one grammar (`rtrace.core.durations`: `50ms`, `1.5s`, `2m`; a bare
+    number other than 0 is a usage error naming the option and the fix). The command gets seconds; `--help`
+    shows the default as written."""
+
+    def parse(value: Any) -> float:
+        from .core.durations import DurationError, parse_duration
+
+        if isinstance(value, float):  # the default, already seconds
+            return value
+        try:
+            return parse_duration(str(value), option)
+        except DurationError as e:
+            raise UsageError(str(e)) from None
+
+    return typer.Option(
+        option, parser=parse, metavar="DURATION", help=help, show_default=default if default is not None else False
+    )
+
+
 #: `--allow-special-files`, on every command that reads a trace by name.
 AllowSpecial = Annotated[
     bool,
@@ -326,10 +346,15 @@ def analyze(
     select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids or slugs, comma-separated).")] = None,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules (ids or slugs, comma-separated).")] = None,
     strict: Annotated[bool, typer.Option(help="Treat input problems as errors (exit 3).")] = False,
-    ack_timeout: Annotated[float, typer.Option(help="Seconds a create/delete/truncate may wait for its answer.")] = 5.0,
-    burst_window: Annotated[float, typer.Option(help="Seconds between client changes of one burst.")] = 0.010,
+    ack_timeout: Annotated[
+        float, duration_option("--ack-timeout", "How long a create/delete/truncate may wait for its answer.", "5s")
+    ] = 5.0,
+    burst_window: Annotated[
+        float, duration_option("--burst-window", "Client changes closer than this are one push (e.g. 10ms).", "10ms")
+    ] = 0.010,
     reply_timeout: Annotated[
-        float, typer.Option(help="Seconds after a function_call_output within which a response must be asked for.")
+        float,
+        duration_option("--reply-timeout", "How soon after a function_call_output a response must be asked.", "10s"),
     ] = 10.0,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the JSON report here.")] = None,
@@ -378,7 +403,8 @@ def analyze(
         bool, typer.Option("--follow", help="Read the trace as it grows; findings on stderr as found; Ctrl-C ends.")
     ] = False,
     follow_timeout: Annotated[
-        float | None, typer.Option(help="With --follow: end after this many seconds without a new line.")
+        float | None,
+        duration_option("--follow-timeout", "With --follow: end after this long without a new line (30s).", None),
     ] = None,
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
@@ -507,7 +533,7 @@ def follow_trace(
     if len(paths) != 1 or str(paths[0]) == "-" or paths[0].is_dir():
         raise UsageError("--follow reads one trace file")
     if idle is not None and idle <= 0:
-        raise UsageError("--follow-timeout must be a positive number of seconds")
+        raise UsageError("--follow-timeout must be a time above 0, e.g. 30s")
     err = stderr_console()
     stop = threading.Event()
     try:
@@ -878,7 +904,9 @@ CloseCodeOpt = Annotated[
 ]
 FailResponseOpt = Annotated[list[int] | None, typer.Option(help="Fault: the connection's Nth response fails.")]
 ErrorOnOpt = Annotated[list[str] | None, typer.Option(help=f"Fault: answer {_Spec} with an error.")]
-ExpireAfterOpt = Annotated[str | None, typer.Option(help="Fault: session_expired, close 1001 after this.")]
+ExpireAfterOpt = Annotated[
+    str | None, typer.Option(metavar="DURATION", help="Fault: session_expired, close 1001 after this long (10s).")
+]
 FaultTimesOpt = Annotated[int, typer.Option(help="Times each fault fires per server (0: every time).")]
 ToolOpt = Annotated[
     str | None, typer.Option(help="Call this tool on each user turn: NAME, or NAME='{\"k\": 1}' for its arguments.")
@@ -916,9 +944,12 @@ SERVE_EXAMPLES = """Examples:
 )
 def serve(
     latency: Annotated[
-        list[str] | None, typer.Option(help="Delay of server events: 50ms, or TYPE=120ms for one event type.")
+        list[str] | None,
+        typer.Option(metavar="DURATION", help="Delay of server events: 50ms, or TYPE=120ms for one server event type."),
     ] = None,
-    jitter: Annotated[str, typer.Option(help="Random +/- variation of each delay (order is kept).")] = "0",
+    jitter: Annotated[
+        str, typer.Option(metavar="DURATION", help="Random +/- variation of each delay, e.g. 5ms (order is kept).")
+    ] = "0",
     seed: SeedOpt = None,
     record: Annotated[Path | None, typer.Option(help="Write every event received and sent to this trace.")] = None,
     from_trace: Annotated[
@@ -934,7 +965,9 @@ def serve(
     error_on: ErrorOnOpt = None,
     expire_after: ExpireAfterOpt = None,
     duplicate_id: Annotated[str, typer.Option(help="append_duplicate, ignore or reject.")] = "append_duplicate",
-    story_chunk_delay: Annotated[str | None, typer.Option(help="Pause before each delta of a story.")] = None,
+    story_chunk_delay: Annotated[
+        str | None, typer.Option(metavar="DURATION", help="Pause before each delta of a story (60ms).")
+    ] = None,
     fault_times: FaultTimesOpt = 1,
     tool: ToolOpt = None,
     audio_tone: AudioToneOpt = None,
@@ -955,7 +988,7 @@ def serve(
 ) -> None:
     """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
-    from .net.server import options_from_cli, serve_main
+    from .net.server import options_from_cli
 
     refuse_overwrite([str(from_trace)] if from_trace else [], [record])
     try:
@@ -975,24 +1008,29 @@ def serve(
     stop_on_sigterm()
     scrubbed_logging(sys.stderr)
     live = sys.stderr.isatty() if live is None else live
-    if live or exit_with_findings:
-        serve_watched(options, live, fail_on if exit_with_findings else None)
-    else:
-        serve_main(options, EscapedLines(sys.stdout), EscapedLines(sys.stderr))  # type: ignore[arg-type]
+    serve_watched(options, live, fail_on if exit_with_findings else None)
 
 
 def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) -> None:
-    """`serve --live` / `--exit-with-findings`: the recording folded as it is written (`net.live.watch`); at the
-    end, with `fail_on`, the report on stdout and exit 1 on findings at that severity or above."""
+    """`serve`: the recording folded as it is written (`net.live.watch`; a temporary trace without --record), a
+    line per connection and a summary at the end on stderr (`net.live.ConnectionLog`), each finding as it is
+    found with `live`; with `fail_on` (--exit-with-findings), the report on stdout at the end and exit 1 on
+    findings at that severity or above."""
     import dataclasses
 
-    from .net.live import watch
+    from .net.live import ConnectionLog, watch
     from .net.server import serve_main
 
     out: Any = EscapedLines(sys.stdout)
     err: Any = EscapedLines(sys.stderr)
-    watched = watch(lambda path, tap: serve_main(dataclasses.replace(options, record=path, tap=tap), out, err),
-                    options.record, live)  # fmt: skip
+    log = ConnectionLog("rtrace serve", say)
+    temporary = options.record is None
+
+    def run(path: str, tap: Any) -> None:
+        serve_main(dataclasses.replace(options, record=path, tap=tap), out, err, temporary)
+
+    watched = watch(run, options.record, live, err, log=log)
+    say(log.summary(watched.trace, temporary))
     if fail_on is None:
         return
     write_report(Report([watched.report], Config()), OutputFormat.terminal, None)
@@ -1011,10 +1049,15 @@ SWEEP_EXAMPLES = """Examples:
 @app.command(epilog=_verbatim(SWEEP_EXAMPLES))
 def sweep(
     command: Annotated[list[str], typer.Argument(help="The command to run, after --.")],
-    latency: Annotated[str, typer.Option(help="Latencies to try, e.g. 0,10,50,200ms.")] = "0,10,50,200ms",
+    latency: Annotated[
+        str,
+        typer.Option(
+            metavar="DURATIONS", help="Latencies to try: 0,10,50,200ms (the last item's unit goes to bare numbers)."
+        ),
+    ] = "0,10,50,200ms",
     runs: Annotated[int, typer.Option(help="Runs per latency.")] = 5,
     out: Annotated[Path, typer.Option(help="Directory for the recorded traces.")] = Path("rtrace-sweep"),
-    timeout: Annotated[float, typer.Option(help="Seconds before a run is killed.")] = 300.0,
+    timeout: Annotated[str, typer.Option(metavar="DURATION", help="A run is killed after this long.")] = "5m",
     seed: SeedOpt = None,
     close_after: CloseAfterOpt = None,
     drop_on: DropOnOpt = None,
@@ -1032,10 +1075,10 @@ def sweep(
     script: ScriptOpt = None,
 ) -> None:
     """Run a command against a fresh `rtrace serve` at each latency (faults in each run); table of latency x rule.
-    Exit 1 on errors."""
+    Exit 1 on an error finding, 4 when the command failed in every run, 2 when it cannot be run."""
     from .net.server import options_from_cli
     from .net.sweep import sweep_main
-    from .report.sweep import progress, render
+    from .report.sweep import announce, failure, progress, render
 
     console = stdout_console()
     try:
@@ -1045,12 +1088,17 @@ def sweep(
             tool=tool, audio_tone=audio_tone, audio_pace=audio_pace, transcript=transcript,
             vad_threshold=vad_threshold, script=str(script) if script else None,
         )  # fmt: skip
-        result = sweep_main(command, latency, runs, out, timeout, lambda r: progress(r, console), template)
+        result = sweep_main(command, latency, runs, out, timeout, lambda r: progress(r, console), template,
+                            lambda options: announce(options, console))  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
     console.print()
     render(result, console)
-    raise typer.Exit(1 if result.has_errors() else 0)
+    for line in failure(result):
+        say(line)
+    if result.has_errors():
+        raise typer.Exit(ExitCode.FINDINGS)
+    raise typer.Exit(ExitCode.REPLAY_FAILED if result.failed_every_run() else ExitCode.OK)
 
 
 RECORD_EXAMPLES = """Examples:
@@ -1079,15 +1127,14 @@ def record(
     out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
     stop_on_sigterm()
     try:
-        if sys.stderr.isatty() if live is None else live:
-            import dataclasses
+        import dataclasses
 
-            from .net.live import watch
+        from .net.live import ConnectionLog, watch
 
-            watch(lambda path, tap: record_main(dataclasses.replace(options, output=path, tap=tap), out, err),  # type: ignore[arg-type]
-                  output, True)  # fmt: skip
-        else:
-            record_main(options, out, err)  # type: ignore[arg-type]
+        log = ConnectionLog("rtrace record", say)
+        watched = watch(lambda path, tap: record_main(dataclasses.replace(options, output=path, tap=tap), out, err),  # type: ignore[arg-type]
+                        output, sys.stderr.isatty() if live is None else live, err, log=log)  # type: ignore[arg-type]  # fmt: skip
+        say(log.summary(watched.trace, False))
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
 
@@ -1131,10 +1178,16 @@ def replay(
     path: Annotated[Path, typer.Argument(help="The recorded trace.")],
     target: Annotated[str, typer.Option(help="fake (an in-process rtrace serve) or a ws:// / wss:// URL.")] = "fake",
     compare: Annotated[str | None, typer.Option(help="With --target fake: also replay here and diff.")] = None,
-    latency: Annotated[list[str] | None, typer.Option(help="Latency of the fake: 50ms, or TYPE=120ms.")] = None,
-    pace: Annotated[str, typer.Option(help="reactive, recorded or asap.")] = "reactive",
-    speed: Annotated[float, typer.Option(help="Time scale of the recorded pauses (2: twice as fast).")] = 1.0,
-    timeout: Annotated[float, typer.Option(help="Seconds each wait for an answer may take.")] = 5.0,
+    latency: Annotated[
+        list[str] | None, typer.Option(metavar="DURATION", help="Latency of the fake: 50ms, or TYPE=120ms.")
+    ] = None,
+    pace: Annotated[
+        str, typer.Option(help="reactive (after what each event followed, plus its think time), recorded or asap.")
+    ] = "reactive",
+    speed: Annotated[
+        float, typer.Option(help="Time scale of the replay (2: twice as fast; the fake's latency and pacing too).")
+    ] = 1.0,
+    timeout: Annotated[float, duration_option("--timeout", "How long each wait for an answer may take.", "5s")] = 5.0,
     own_responses: Annotated[bool, typer.Option(help="The fake generates its own responses.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Keep the replayed trace here.")] = None,
     api_key_env: Annotated[
@@ -1149,28 +1202,18 @@ def replay(
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
     allow_special(allow_special_files)
-    from .net.common import check_ws_url, parse_latencies
-    from .net.replay import ReplayFailed, ReplayOptions, check_key_target
+    from .net.replay import ReplayFailed, divergence, options_from_cli
     from .net.replay import compare as compare_replays
     from .net.replay import replay as run_replay
     from .report.replay import render
 
     refuse_overwrite([str(path)], [output])
     try:
-        default, by_type = parse_latencies(latency or []) if latency else (None, {})
-        options = ReplayOptions(
-            target=target, pace=pace, speed=speed, timeout=timeout, latency=default, latency_by_type=by_type,
-            recorded_responses=not own_responses, output=output, api_key_env=api_key_env,
+        options, compare_url = options_from_cli(
+            target=target, compare=compare, latency=latency, pace=pace, speed=speed, timeout=timeout,
+            own_responses=own_responses, output=output, api_key_env=api_key_env,
             on_key=lambda text: say(f"rtrace replay: {text}"),
         )  # fmt: skip
-        if pace not in ("reactive", "recorded", "asap") or speed <= 0:
-            raise ValueError("--pace must be reactive, recorded or asap, and --speed positive")
-        if compare is not None and target != "fake":
-            raise ValueError("--compare needs --target fake")
-        for option, url in (("--target", target), ("--compare", compare)):
-            if url is not None and url != "fake":
-                check_ws_url(url, option)
-                check_key_target(url, api_key_env)
     except ValueError as e:
         raise UsageError(str(e)) from None
     console = stdout_console()
@@ -1179,27 +1222,25 @@ def replay(
         say(text, console=console)
 
     try:
-        if compare is not None:
-            fake, real, diff = compare_replays(str(path), options, compare)
+        if compare_url is not None:
+            fake, real, diff = compare_replays(str(path), options, compare_url)
             render(fake, emit)
             render(real, emit)
             emit("where the fake answered differently:" if diff else "the fake answered like the endpoint")
             for line in diff:
                 emit("  " + line)
             result = fake
+            diverged = None
         else:
             result = run_replay(str(path), options)
             render(result, emit)
-            waits = sum(c.timeouts for c in result.conns)
-            if waits or result.divergences:
-                # The endpoint was slow or answered differently: what came back is not the recording's story.
-                raise ReplayFailed(
-                    f"{len(result.divergences)} divergence(s) from the recording, {waits} wait(s) over --timeout; "
-                    + (f"the partial trace is kept in {result.replayed}" if output else "keep it with -o FILE")
-                )
-    except ReplayFailed as e:
+            diverged = divergence(result, output is not None)
+    except ReplayFailed as e:  # the endpoint cannot be reached: nothing was replayed
         say(f"rtrace: replay failed: {e}")
         raise typer.Exit(ExitCode.REPLAY_FAILED) from None
+    if diverged is not None:  # the endpoint answered, differently from the recording: a finding of the replay
+        say(f"rtrace: the replay diverged: {diverged}")
+        raise typer.Exit(ExitCode.FINDINGS)
     report = result.replay_report
     raise typer.Exit(ExitCode.FINDINGS if report and any(f.severity == "error" for f in report.findings) else 0)
 

@@ -124,7 +124,7 @@ def test_reply_timeout_option(tmp_path: Path) -> None:
     from .conftest import SAMPLES
 
     trace = SAMPLES / "rules/no-response-after-tool-output/positive-silent-after-output.jsonl"
-    for option, expected in ((["--reply-timeout", "20"], []), ([], ["RT125"])):
+    for option, expected in ((["--reply-timeout", "20s"], []), ([], ["RT125"])):
         out = tmp_path / "report.json"
         assert main(["analyze", str(trace), "--format", "json", "-o", str(out), *option]) == 0  # a warning
         data = json.loads(out.read_text())
@@ -164,7 +164,7 @@ def test_analyze_follow_prints_each_finding_as_the_file_grows_then_the_report(
 
     writer = threading.Thread(target=grow)
     writer.start()
-    code = main(["analyze", "--follow", "--follow-timeout", "0.5", str(path)])
+    code = main(["analyze", "--follow", "--follow-timeout", "0.5s", str(path)])
     writer.join()
     assert code == 1
     captured = capsys.readouterr()
@@ -305,7 +305,7 @@ def test_settings_thresholds_and_explicit_config(tmp_path: Path, capsys: pytest.
     ("text", "says"),
     [("ignor = ['RT103']\n", "unknown key 'ignor' (did you mean 'ignore'?)"),
      ("ack-timeout = 5\n", "must be a duration string with a unit"),
-     ("ack-timeout = '5'\n", "write it with a unit"),
+     ("ack-timeout = '5'\n", "ack-timeout 5: a duration needs a unit: 5ms or 5s"),
      ("fail-on = 'sometimes'\n", "fail-on must be one of error, warning, info, never"),
      ("select = [\n", "not valid TOML")],
 )  # fmt: skip
@@ -489,3 +489,64 @@ def test_every_command_walked_with_bad_values_never_fails_inside(
         assert "\x1b[31m" not in err, (argv, err)  # the value is shown, never obeyed
         seen[code] = seen.get(code, 0) + 1
     assert seen.get(2, 0) > len(cases) // 3  # most bad values are usage errors
+
+
+#: Every option of every command that takes a time, each given a bare number: a usage error naming the option
+#: and the fix, never a guess (serve read `--latency 50` as 50 s, sweep as 50 ms) and never an internal error.
+BARE_DURATIONS = [
+    (["analyze", str(RACE_189), "--ack-timeout", "5"], "--ack-timeout 5: a duration needs a unit: 5ms or 5s"),
+    (["analyze", str(RACE_189), "--burst-window", "0.01"], "--burst-window 0.01: a duration needs a unit"),
+    (["analyze", str(RACE_189), "--reply-timeout", "10"], "--reply-timeout 10: a duration needs a unit"),
+    (["analyze", "--follow", str(RACE_189), "--follow-timeout", "30"], "--follow-timeout 30: a duration needs"),
+    (["serve", "--latency", "50"], "--latency 50: a duration needs a unit: 50ms or 50s"),
+    (["serve", "--latency", "conversation.item.added=120"], "--latency conversation.item.added=120: a duration"),
+    (["serve", "--jitter", "5"], "--jitter 5: a duration needs a unit: 5ms or 5s"),
+    (["serve", "--expire-after", "10"], "--expire-after 10: a duration needs a unit"),
+    (["serve", "--story-chunk-delay", "60"], "--story-chunk-delay 60: a duration needs a unit"),
+    (["sweep", "--latency", "0,10,50", "--", "true"], "--latency 0,10,50: a list of durations needs a unit"),
+    (["sweep", "--timeout", "300", "--", "true"], "--timeout 300: a duration needs a unit"),
+    (["replay", str(RACE_189), "--latency", "50"], "--latency 50: a duration needs a unit"),
+    (["replay", str(RACE_189), "--timeout", "5"], "--timeout 5: a duration needs a unit: 5ms or 5s"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BARE_DURATIONS, ids=[f"{a[0]} {a[-2]}" for a, _ in BARE_DURATIONS])
+def test_a_bare_number_for_a_time_is_a_usage_error_naming_the_fix(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert_usage_error(argv, message, capsys)
+
+
+def assert_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "internal error" not in err
+
+
+def test_every_time_option_takes_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    argv = ["analyze", str(RACE_189), "--ack-timeout", "5s", "--burst-window", "10ms", "--reply-timeout", "0.5m"]
+    assert main([*argv, "--format", "json", "-o", str(out)]) == 0  # `--ack-timeout 5s` was refused (a float option)
+    config = json.loads(out.read_text())["config"]
+    assert (config["ack_timeout"], config["burst_window"], config["reply_timeout"]) == (5.0, 0.01, 30.0)
+    assert main(["analyze", str(RACE_189), "--ack-timeout", "0"]) == 0  # 0 needs no unit
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["serve", "--drop-on", "bogus.type"], "--drop-on bogus.type: 'bogus.type' is not a client event"),
+        (["serve", "--latency", "foo=50ms"], "--latency foo: 'foo' is not a server event"),
+        (["serve", "--drop-on", "conversation.item.creat"], "(did you mean conversation.item.create?)"),
+        (["serve", "--error-on", "response.done"], "response.done is a server event; --error-on takes"),
+        (["serve", "--drop-after", "conversation.item.create"], "conversation.item.create is a client event"),
+        (["serve", "--drop-after", "response.done:function_cal"], "(did you mean function_call?)"),
+        (["serve", "--latency", "conversation.item.created=5ms"], "the beta name of conversation.item.added"),
+        (["replay", str(RACE_189), "--latency", "bogus=5ms"], "--latency bogus: 'bogus' is not a server event"),
+    ],
+)
+def test_options_naming_event_types_are_checked_against_the_catalog(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve --drop-on bogus.type` was accepted and never fired."""
+    assert_usage_error(argv, message, capsys)

@@ -636,7 +636,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "real" / "to
 SAME_AS_INPUT = {
     "convert": ["convert", "X", "-o", "X"],
     "convert-link": ["convert", "X", "-o", "L"],
-    "replay": ["replay", "X", "-o", "X", "--timeout", "1"],
+    "replay": ["replay", "X", "-o", "X", "--timeout", "1s"],
     "redact": ["redact", "X", "-o", "X"],
     "redact-link": ["redact", "L", "-o", "X"],
     "analyze-o": ["analyze", "X", "-o", "X"],
@@ -699,7 +699,7 @@ READERS = {
     "report": ["report", "F"],
     "redact": ["redact", "F"],
     "convert": ["convert", "F", "-o", "out.jsonl"],
-    "replay": ["replay", "F", "--timeout", "1"],
+    "replay": ["replay", "F", "--timeout", "1s"],
 }
 
 
@@ -775,12 +775,12 @@ HOSTILE_PATH_RUNS = {
     "redact-missing": ["redact", "M"],
     "convert": ["convert", "H", "-o", "O.jsonl"],
     "convert-missing": ["convert", "M", "-o", "O.jsonl"],
-    "replay": ["replay", "H", "-o", "O.jsonl", "--timeout", "2"],
+    "replay": ["replay", "H", "-o", "O.jsonl", "--timeout", "2s"],
     "replay-missing": ["replay", "M"],
     "rules": ["rules", "H"],
     "serve-from-missing": ["serve", "--from", "M"],
     "bad-option-value": ["analyze", "--format", "H", "H"],
-    "sweep-out": ["sweep", "--runs", "1", "--latency", "0", "--out", "O-dir", "--timeout", "20", "--", "true"],
+    "sweep-out": ["sweep", "--runs", "1", "--latency", "0", "--out", "O-dir", "--timeout", "20s", "--", "true"],
 }
 _RAW_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9\xaa-\xae]|\xe2\x81[\xa6-\xa9]")
 

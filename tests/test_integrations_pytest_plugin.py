@@ -191,7 +191,10 @@ def test_rtrace_latency_runs_every_rtrace_test_at_each_latency(users: pytest.Pyt
     assert "test_without_the_fixture PASSED" in result.stdout.str()
     bad = users.runpytest("--rtrace-latency", "fast")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--rtrace-latency: not a duration" in bad.stderr.str()
+    assert "--rtrace-latency fast: not a duration" in bad.stderr.str()
+    bare = users.runpytest("--rtrace-latency", "0,10,50")  # the grammar of `rtrace sweep --latency`: no unit, no guess
+    assert bare.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--rtrace-latency 0,10,50: a list of durations needs a unit" in bare.stderr.str()
 
 
 def test_marker_script_and_fail_on_reach_the_fixture_and_findings_are_data(users: pytest.Pytester) -> None:
@@ -269,7 +272,7 @@ def test_a_failing_test_gets_the_findings_as_a_section_and_mistakes_fail_the_set
     assert "Captured rtrace call" in out and "RT101 deleted-function-call-output" in out
     assert "rtrace: unknown option latncy (known: " in out
     assert "rtrace: fail_on='sometimes': give one of info, warning, error, never" in out
-    assert "rtrace: not a duration: 'soon'" in out
+    assert "rtrace: --latency soon: not a duration" in out
 
 
 def test_nothing_is_left_running_threads_loops_or_ports(users: pytest.Pytester, tmp_path: Path) -> None:
@@ -330,3 +333,15 @@ def test_the_plugin_imports_no_event_loop_or_websockets_at_start_up(pytester: py
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def test_python_numbers_are_seconds_and_text_takes_the_duration_grammar() -> None:
+    from rtrace.integrations.pytest_plugin import _cli_value
+    from rtrace.net.server import options_from_cli
+
+    assert _cli_value("latency", 0.05, None) == ["0.05s"]  # type: ignore[arg-type]
+    assert _cli_value("latency", ["50ms", 0.1], None) == ["50ms", "0.1s"]  # type: ignore[arg-type]
+    assert _cli_value("jitter", 0, None) == "0s"  # type: ignore[arg-type]
+    assert options_from_cli(latency=_cli_value("latency", 0.05, None)).latency == 0.05  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="--latency 50: a duration needs a unit"):
+        options_from_cli(latency=_cli_value("latency", "50", None))  # type: ignore[arg-type]

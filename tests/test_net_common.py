@@ -1,4 +1,4 @@
-"""What the network modules share: URLs, durations, loopback names, running until a signal."""
+"""What the network modules share: URLs, loopback names, running until a signal."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import pytest
 from rtrace.net.common import (
     LOOPBACK,
     host_for_url,
-    parse_duration,
-    parse_latencies,
     safe_url,
     trace_write_failed,
     until_stopped,
@@ -22,20 +20,6 @@ from rtrace.net.common import (
 )
 
 KEY = "sk-proj-TESTKEY0123456789abcdefSECRET"
-
-
-def test_parse_duration_and_latencies() -> None:
-    assert parse_duration("50ms") == pytest.approx(0.05)
-    assert parse_duration("0.2s") == pytest.approx(0.2)
-    assert parse_duration("1m") == 60.0
-    assert parse_duration("3") == 3.0
-    for bad in ("", "abc", "-1s", "infs", "5xs"):
-        with pytest.raises(ValueError):
-            parse_duration(bad)
-    assert parse_latencies(["50ms", "conversation.item.added=120ms"]) == (
-        pytest.approx(0.05),
-        {"conversation.item.added": pytest.approx(0.12)},
-    )
 
 
 def test_upstream_url() -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from rtrace.cli import ExitCode, main
 from rtrace.core.loader import TraceReader
+from rtrace.engine.fold import analyze_path
 from rtrace.net.replay import ReplayOptions, learn_ids, plan, replay, rewrite_ids
 from rtrace.net.server import ServerOptions, run_server
 
@@ -151,7 +152,7 @@ def test_other_paces_replay_every_client_event(pace: str) -> None:
 
 def test_unreachable_endpoint_exits_4(capsys: pytest.CaptureFixture[str]) -> None:
     trace = str(REAL / "tool-output-race.livekit-1.8.9.jsonl")
-    assert main(["replay", trace, "--target", "ws://127.0.0.1:1/v1", "--timeout", "2"]) == ExitCode.REPLAY_FAILED
+    assert main(["replay", trace, "--target", "ws://127.0.0.1:1/v1", "--timeout", "2s"]) == ExitCode.REPLAY_FAILED
     assert "cannot connect" in capsys.readouterr().err
 
 
@@ -183,7 +184,7 @@ def test_compare_fake_with_another_endpoint(capsys: pytest.CaptureFixture[str]) 
             if "RTRACE_URL=" in line:
                 url = line.split("=", 1)[1].strip()
                 break
-        code = main(["replay", str(REAL / "tool-output-race.livekit-1.8.8.jsonl"), "--compare", url, "--timeout", "1"])
+        code = main(["replay", str(REAL / "tool-output-race.livekit-1.8.8.jsonl"), "--compare", url, "--timeout", "1s"])
         assert code in (ExitCode.OK, ExitCode.FINDINGS)
         text = capsys.readouterr().out
         assert "where the fake answered differently" in text
@@ -191,3 +192,58 @@ def test_compare_fake_with_another_endpoint(capsys: pytest.CaptureFixture[str]) 
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.parametrize("argv", [["--pace", "recorded", "--speed", "2"], ["--pace", "asap"]])
+@pytest.mark.parametrize("name", TRACES)
+def test_readme_paces_replay_every_real_trace_without_divergence(
+    name: str, argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README's `--pace recorded --speed 2` and `--pace asap` failed with exit 4 on the 1.8.8 trace: both sent
+    client events before the server events they followed (asap at once; recorded on the halved clock of a fake
+    that ran at full time), so a response.create met an active response and a create an item not made yet."""
+    out = tmp_path / "replayed.jsonl"
+    code = main(["replay", str(REAL / name), *argv, "-o", str(out)])
+    captured = capsys.readouterr()
+    assert "divergence" not in captured.out and "diverged" not in captured.err, captured.out
+    original, replayed = analyze_path(REAL / name), analyze_path(out)
+    assert rules(replayed) == rules(original)
+    has_error = any(f.severity == "error" for f in replayed.findings)
+    assert code == (ExitCode.FINDINGS if has_error else ExitCode.OK), captured.out
+
+
+def test_speed_scales_the_fake_too() -> None:
+    trace = str(REAL / "tool-output-race.livekit-1.8.8.jsonl")
+    started = time.monotonic()
+    replay(trace, ReplayOptions(pace="recorded", speed=1.0, timeout=3))
+    full = time.monotonic() - started
+    started = time.monotonic()
+    result = replay(trace, ReplayOptions(pace="recorded", speed=4.0, timeout=3))
+    quick = time.monotonic() - started
+    assert result.divergences == []
+    assert quick < full  # the story's 60 ms chunks and the 50 ms latency ran four times as fast
+
+
+def test_a_diverged_replay_is_exit_1_and_an_unreachable_one_exit_4(capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 4 meant both "cannot be reached" and "answered differently"; a divergence is now a finding (1)."""
+    trace = str(REAL / "tool-output-race.livekit-1.8.9.jsonl")
+    with server_thread(latency=0.0, error_on=["conversation.item.create"]) as url:
+        code = main(["replay", trace, "--target", url, "--timeout", "1s"])
+    captured = capsys.readouterr()
+    assert code == ExitCode.FINDINGS
+    assert "rtrace: the replay diverged: " in captured.err and "an error the recording does not have" in captured.out
+    assert main(["replay", trace, "--target", "ws://127.0.0.1:1/v1", "--timeout", "1s"]) == ExitCode.REPLAY_FAILED
+    assert "rtrace: replay failed: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scheme", ["http", "ws"])
+def test_the_printed_openai_base_url_is_a_target(scheme: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--target http://...` (the OPENAI_BASE_URL serve and record print) was an internal error (exit 70)."""
+    trace = str(REAL / "tool-output-race.livekit-1.8.9.jsonl")
+    with server_thread(latency=0.0) as url:
+        target = url.replace("ws://", f"{scheme}://")
+        code = main(["replay", trace, "--target", target, "--timeout", "2s"])
+    captured = capsys.readouterr()
+    assert code == ExitCode.OK, captured
+    assert "internal error" not in captured.err
+    assert main(["replay", trace, "--target", "ftp://127.0.0.1/v1"]) == ExitCode.USAGE

@@ -134,8 +134,14 @@ text = "four"
         ("[[turn]]\nwhen = { user = \"x\" }\ncall = []\n", 3, "`call` is an empty list"),
         ("[[turn]]\nwhen = { user = \"x\" }\nfail = 3\n", 3, "`fail` must be true or an error code"),
         ("[[turn]]\nwhen = { user = \"x\" }\nclose = 1015\n", 3, "`close` must be a close code"),
-        ("[[turn]]\nwhen = { event = \"x\" }\ndelay = \"soon\"\n", 3, "`delay`: not a duration"),
-        ("[[turn]]\nwhen = { event = \"x\" }\ndelay = -1\n", 3, "`delay` must be a duration"),
+        ("[[turn]]\nwhen = { event = \"response.create\" }\ndelay = \"soon\"\n", 3, "`delay`: not a duration"),
+        ("[[turn]]\nwhen = { event = \"response.create\" }\ndelay = -1\n", 3, "`delay`: not a duration (no sign"),
+        ("[[turn]]\nwhen = { event = \"response.create\" }\ndelay = 2\n", 3, "needs a unit: 2ms or 2s (in quotes)"),
+        ("[[turn]]\nwhen = { event = \"response.create\" }\ndelay = \"2\"\n", 3, "needs a unit: 2ms or 2s"),
+        ("[[turn]]\nwhen = { event = \"respons.create\" }\nclose = 1000\n", 2, "did you mean response.create?"),
+        ("[[turn]]\nwhen = { sent = \"response.create\" }\nclose = 1000\n", 2, "response.create is a client event"),
+        ("[[turn]]\nwhen = { event = \"conversation.item.create:fuction_call\" }\nclose = 1000\n", 2,
+         "did you mean function_call?"),
         ("[[turn]]\nwhen = { user = \"x\" }\ntext = \"a\"\ntimes = -1\n", 4, "`times` must be a whole number"),
         ('[[turn]]\nwhen = { user = "a" }\ntext = "a"\n\n[[turn]]\ntext = "b"\n[turn.when]\nuser = 3\n', 8, "turn 2"),
     ],
@@ -246,7 +252,7 @@ def test_sent_turns_close_right_after_or_hold_a_server_event() -> None:
     out = d.send({"type": "response.create"})
     assert types(out)[-1] == "response.output_item.done"  # nothing after it: the socket closes
     assert d.closes == [(1011, "script: turn 1", True)]
-    d = scripted('[[turn]]\nwhen = { sent = "response.created" }\ndelay = 0.5\n')
+    d = scripted('[[turn]]\nwhen = { sent = "response.created" }\ndelay = "500ms"\n')
     ems = d.conn.receive({"type": "response.create"})
     assert ems[0].hold == 0.5 and ems[0].meta is not None and ems[1].event is not None
     assert ems[1].event["type"] == "response.created" and ems[1].hold == 0.5 and ems[2].hold == 0

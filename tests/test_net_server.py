@@ -514,6 +514,46 @@ def test_other_host_needs_the_flag_and_warns() -> None:
     assert "not loopback" in err.getvalue()
 
 
+def test_serve_says_the_latency_jitter_and_faults_in_force_in_its_start_lines() -> None:
+    """`--latency 50` was 50 s with no word of it; the start lines now say what the server does, in words."""
+    import io
+
+    import rtrace.net.server as server_mod
+    from rtrace.net.server import describe, options_from_cli
+
+    opts = options_from_cli(
+        latency=["50ms", "conversation.item.added=120ms"], jitter="5ms", close_code=1011,
+        drop_on=["conversation.item.create:function_call_output"], expire_after="10s", fail_response=[2],
+    )  # fmt: skip
+    assert describe(opts) == [
+        "latency 50ms on every server event (conversation.item.added 120ms), jitter +/-5ms (order kept)",
+        "faults (once each): drop the socket (close 1011) when the client sends "
+        "conversation.item.create:function_call_output; fail response 2 of a connection; session_expired and close "
+        "1001 10s after a connection opens",
+    ]
+    assert describe(options_from_cli()) == ["no latency, no jitter", "no fault"]
+    assert options_from_cli(fault_times=0).fault_times is None  # 0 is every time (it was never, from Python)
+    assert describe(options_from_cli(drop_after=["response.done"], fault_times=None))[1] == (
+        "faults (every time each): drop the socket (no close frame, 1006) right after sending response.done"
+    )
+
+    async def announce_only(options: Any, announce: Any) -> None:
+        announce(type("S", (), {"url": "ws://h/v1", "http_url": "http://h/v1", "realtime_url": "ws://h/v1/r"})())
+
+    out, temporary = io.StringIO(), io.StringIO()
+    real = server_mod.serve_forever
+    server_mod.serve_forever = announce_only  # type: ignore[assignment]
+    try:
+        server_mod.serve_main(opts, out=out, err=io.StringIO())
+        opts.record = "/tmp/rtrace-own.jsonl"  # a trace of serve's own (live findings), not the user's
+        server_mod.serve_main(opts, out=temporary, err=io.StringIO(), temporary=True)
+    finally:
+        server_mod.serve_forever = real  # type: ignore[assignment]
+    lines = out.getvalue().splitlines()
+    assert lines[4:6] == [f"  {line}" for line in describe(opts)]
+    assert "recording to" not in temporary.getvalue() and "  no fault" not in temporary.getvalue()
+
+
 def test_options_from_cli() -> None:
     from rtrace.net.server import options_from_cli
 

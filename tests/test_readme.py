@@ -64,7 +64,7 @@ def test_the_minimize_command_gives_the_sizes_the_readme_states(tmp_path: Path) 
 def test_the_live_line_shown_is_the_one_analyze_follow_prints(capsys: pytest.CaptureFixture[str]) -> None:
     (shown,) = [line for line in SECTION.splitlines() if line.startswith("error RT101 deleted-function-call-output")]
     race = ROOT / "sample_traces" / "real" / "tool-output-race.livekit-1.8.8.jsonl"
-    assert main(["analyze", "--follow", "--follow-timeout", "0.1", str(race)]) == 1
+    assert main(["analyze", "--follow", "--follow-timeout", "100ms", str(race)]) == 1
     assert shown in capsys.readouterr().err.splitlines()
 
 

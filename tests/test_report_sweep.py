@@ -56,3 +56,36 @@ def test_a_progress_line_per_run(tmp_path: Path) -> None:
         f"50ms run 3: timeout, RT101  {tmp_path}/t.jsonl",
         f"0ms run 1: exit 0, no finding  {tmp_path}/u.jsonl",
     ]
+
+
+def test_a_command_that_failed_in_every_run_is_told_how(tmp_path: Path) -> None:
+    from rtrace.report.sweep import failure
+
+    assert failure(result(tmp_path)) == []  # some runs passed: not a failed sweep
+    runs = [
+        RunResult(0.0, 1, tmp_path / "a.jsonl", -11, [], stderr_tail=["Fatal Python error: Segmentation fault"]),
+        RunResult(0.05, 1, tmp_path / "b.jsonl", None, [], stderr_tail=["waiting...", "still \x1b[31mwaiting"]),
+    ]
+    lines = failure(SweepResult([0.0, 0.05], 1, runs))
+    assert lines == [
+        "the command failed in every run (2 of 2: killed by SIGSEGV, timeout): the sweep shows nothing of the client",
+        "last lines of its stderr (50ms run 1):",
+        "  waiting...",
+        "  still \\x1b[31mwaiting",  # the command's output is shown, never obeyed
+    ]
+    silent = failure(SweepResult([0.0], 1, [RunResult(0.0, 1, tmp_path / "c.jsonl", 1, [])]))
+    assert silent[-1] == "it wrote nothing to stderr"
+
+
+def test_each_latency_is_announced_in_words(tmp_path: Path) -> None:
+    from rtrace.net.server import options_from_cli
+    from rtrace.report.sweep import announce
+
+    console = Console(record=True, width=300, color_system=None)
+    options = options_from_cli(jitter="2ms", error_on=["response.create"], fault_times=0)
+    options.latency = 0.2
+    announce(options, console)
+    assert console.export_text().strip() == (
+        "at 200ms: latency 200ms on every server event, jitter +/-2ms (order kept); faults (every time each): "
+        "answer response.create with an error"
+    )

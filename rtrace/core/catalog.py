@@ -80,6 +80,21 @@ SERVER_EVENTS: Final = frozenset(
     }
 )
 
+#: Item types of the conversation, and the roles of a message: what `TYPE:ITEM_TYPE` (`--drop-on`, a script's
+#: `event`) may name after the colon.
+ITEM_TYPES: Final = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+    }
+)
+ROLES: Final = frozenset({"user", "assistant", "system"})
+
 #: Notes written by a recorder, not events of the protocol.
 META_EVENTS: Final = frozenset({"connection.opened", "connection.closed", "fault.injected", "note"})
 

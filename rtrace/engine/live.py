@@ -37,9 +37,11 @@ def fold_live(
     on_finding: OnFinding,
     config: Config | None = None,
     rules: Sequence[type[Rule]] = RULES,
+    on_row: Callable[[Row], None] | None = None,
 ) -> TraceReport:
-    """Fold what `reader` reads until its stream ends, telling `on_finding` of each finding as it is found; the
-    report is the one `engine.fold.analyze_reader` gives on the same bytes."""
+    """Fold what `reader` reads until its stream ends, telling `on_finding` of each finding as it is found, then
+    `on_row` of each row once folded (so what it says after a row counts the findings that row made); the report
+    is the one `engine.fold.analyze_reader` gives on the same bytes."""
     fold = Fold(config or Config(), rules)
     found = fold.dispatch.findings
     told: set[int] = set()
@@ -52,6 +54,8 @@ def fold_live(
                 for finding in found[len(told) :]:
                     told.add(id(finding))
                     on_finding(without_secrets(finding), False)
+            if on_row is not None:
+                on_row(row)
 
     fold.rows(watched(reader.rows()))
     for finding in found[len(told) :]:  # returned by the last row's handlers
@@ -165,10 +169,17 @@ class LiveFold:
     """`fold_live` on a thread of its own, fed the lines a recorder writes (`tap`, the writer's hook): start it,
     give `tap` to the writer, `close` when the recording has ended to get the report."""
 
-    def __init__(self, path: str, on_finding: OnFinding, config: Config | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        on_finding: OnFinding,
+        config: Config | None = None,
+        on_row: Callable[[Row], None] | None = None,
+    ) -> None:
         self.pipe = Pipe()
         self.path = path
         self.on_finding = on_finding
+        self.on_row = on_row
         self.config = config
         self.report: TraceReport | None = None
         self.error: BaseException | None = None
@@ -184,7 +195,7 @@ class LiveFold:
     def _run(self) -> None:
         reader = TraceReader(self.pipe, self.path)  # type: ignore[arg-type]
         try:
-            self.report = fold_live(reader, self.on_finding, self.config)
+            self.report = fold_live(reader, self.on_finding, self.config, on_row=self.on_row)
         except BaseException as e:  # told to the caller of `close`; never a thread's traceback
             self.error = e
 

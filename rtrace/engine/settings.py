@@ -9,7 +9,7 @@ command line wins over the file.
     select = ["RT101", "unanswered-function-call"]
     ignore = ["RT107"]
     fail-on = "warning"           # error (default), warning, info, never
-    ack-timeout = "5s"            # durations take a unit: 500ms, 1.5s, 2m
+    ack-timeout = "5s"            # durations take a unit: 500ms, 1.5s, 2m (`core.durations`)
     burst-window = "10ms"
     reply-timeout = "10s"
     strict = false
@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from ..core.durations import DurationError, parse_duration
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,20 +67,6 @@ class Settings:
     reply_timeout: float | None = None
     strict: bool | None = None
     baseline: Path | None = None
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m)\s*$")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0}
-
-
-def parse_seconds(text: str) -> float:
-    """`500ms`, `1.5s`, `2m` -> seconds; `0` alone needs no unit. Raises ValueError naming the fix."""
-    if text.strip() == "0":
-        return 0.0
-    found = _DURATION.match(text)
-    if found is None:
-        raise ValueError(f"{text!r} is not a duration: write it with a unit, e.g. \"500ms\", \"1.5s\", \"2m\"")
-    return float(found.group(1)) * _UNIT[found.group(2)]
 
 
 def candidates(start: Path) -> Iterator[Path]:
@@ -148,9 +135,9 @@ def _value(where: str, key: str, kind: str, value: object, folder: Path) -> obje
         if not isinstance(value, str):
             raise SettingsError(f"{where} {key} must be a duration string with a unit, e.g. \"5s\" or \"500ms\"")
         try:
-            return parse_seconds(value)
-        except ValueError as e:
-            raise SettingsError(f"{where} {key}: {e}") from None
+            return parse_duration(value, key)
+        except DurationError as e:
+            raise SettingsError(f"{where} {e}") from None
     if kind == "bool":
         if not isinstance(value, bool):
             raise SettingsError(f"{where} {key} must be true or false")

@@ -68,9 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from ..net.sweep import parse_latency_list
 
         try:
-            config.stash[_LATENCIES_KEY] = parse_latency_list(text)
+            config.stash[_LATENCIES_KEY] = parse_latency_list(text, "--rtrace-latency")
         except ValueError as e:
-            raise pytest.UsageError(f"--rtrace-latency: {e}") from None
+            raise pytest.UsageError(str(e)) from None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -98,7 +98,7 @@ def rtrace_server(request: pytest.FixtureRequest, rtrace_latency: float | None) 
     is analyzed, and the test fails if a finding is at or above `fail_on`."""
     options = _options(request)
     if rtrace_latency is not None:
-        options["latency"] = [str(rtrace_latency)]
+        options["latency"] = [f"{rtrace_latency!r}s"]
     fail_on = str(options.pop("fail_on", None) or _configured_fail_on(request.config))
     if fail_on not in LEVELS:
         pytest.fail(f"rtrace: fail_on={fail_on!r}: give one of {', '.join(LEVELS)}", pytrace=False)
@@ -327,8 +327,15 @@ def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> 
 
 #: `options_from_cli` parameters that take a list (a single value given for one is made a list of it).
 _LISTS = ("latency", "drop_on", "drop_after", "error_on", "fail_response", "transcript")
-#: Those that take a duration as text (a number given for one is seconds).
-_DURATIONS = ("jitter", "expire_after", "story_chunk_delay")
+#: Those that take a duration as text (`rtrace.core.durations`); a Python number given for one is seconds.
+_DURATIONS = ("latency", "jitter", "expire_after", "story_chunk_delay")
+
+
+def _seconds(value: Any) -> Any:
+    """A Python number (seconds) as a duration in the grammar; anything else as it is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value!r}s"
+    return value
 
 
 def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
@@ -337,9 +344,11 @@ def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
         return str(path if path.is_absolute() else request.path.parent / path)
     if name in _LISTS:
         values = list(value) if isinstance(value, (list, tuple, set)) else [value]
+        if name in _DURATIONS:
+            values = [_seconds(v) for v in values]
         return [v if name == "fail_response" else str(v) for v in values]
-    if name in _DURATIONS and isinstance(value, (int, float)):
-        return str(value)
+    if name in _DURATIONS:
+        return _seconds(value)
     return value
 
 

@@ -1,5 +1,5 @@
 """What the network modules share: the loopback names, URLs shown without secrets and mapped to an upstream,
-durations as the command line writes them, running in the foreground until Ctrl-C or SIGTERM, and the message of
+running in the foreground until Ctrl-C or SIGTERM, and the message of
 a trace that cannot be written any more.
 
 Imports no other `rtrace.net` module, so `server`, `proxy`, `replay` and `sweep` never import each other for these.
@@ -73,6 +73,14 @@ def safe_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, safe_path(parts.path + "?" + parts.query), "", ""))
 
 
+def websocket_url(url: str) -> str:
+    """`url` as a websocket URL: `http://` is `ws://` and `https://` is `wss://` (the `OPENAI_BASE_URL` that `serve`
+    and `record` print is an http one); any other URL unchanged."""
+    scheme, sep, rest = url.partition("://")
+    mapped = {"http": "ws", "https": "wss"}.get(scheme.lower()) if sep else None
+    return f"{mapped}://{rest}" if mapped else url
+
+
 def check_ws_url(url: str, option: str) -> str:
     """`url` if a websocket connection can be made to it and to any client path below it (`upstream_url`): a ws://
     or wss:// URL with a host, a valid port, no fragment, no space, and no user name or password (credentials travel
@@ -137,40 +145,6 @@ def upstream_url(upstream: str, client_path: str) -> str:
     return urllib.parse.urlunsplit((up.scheme, up.netloc, prefix + cp.path, urllib.parse.urlencode(query), ""))
 
 
-def parse_duration(text: str) -> float:
-    """`50ms`, `0.2s`, `1m`, `2h` or a bare number of seconds -> seconds. Raises ValueError."""
-    s = text.strip().lower()
-    number, scale = s, 1.0
-    for suffix, unit in (("ms", 0.001), ("us", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if s.endswith(suffix):
-            number, scale = s[: -len(suffix)].strip(), unit
-            break
-    try:
-        value = float(number) * scale
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 50ms, 0.2s, 1m)") from None
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(f"not a duration: {text!r} (must be a finite, non-negative time)")
-    return value
-
-
-def parse_latencies(values: list[str]) -> tuple[float, dict[str, float]]:
-    """`--latency 50ms --latency conversation.item.added=120ms` -> (default, per type)."""
-    default = 0.0
-    by_type: dict[str, float] = {}
-    for value in values:
-        for part in value.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if "=" in part:
-                etype, _, dur = part.partition("=")
-                by_type[etype.strip()] = parse_duration(dur)
-            else:
-                default = parse_duration(part)
-    return default, by_type
-
-
 def trace_write_failed(reason: str, lines: int) -> None:
     """The recorders' `TraceWriter.on_failure`: the user is told once, on stderr, where the trace stops."""
     print(
@@ -196,12 +170,11 @@ __all__ = [
     "check_ws_url",
     "host_for_url",
     "is_loopback",
-    "parse_duration",
-    "parse_latencies",
     "safe_url",
     "scrubbed_logging",
     "trace_write_failed",
     "until_stopped",
     "upstream_url",
     "warn_unless_loopback",
+    "websocket_url",
 ]

@@ -17,8 +17,10 @@ carry (1000-1003, 1007-1014, 3000-4999; 1001 going away, 1011 server error, 1012
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import difflib
+from typing import Any, Literal
 
+from ..core.catalog import CLIENT_EVENTS, ITEM_TYPES, ROLES, SERVER_EVENTS, normalize_type, side_of
 from .wire import Emission
 
 
@@ -75,6 +77,45 @@ def matches(spec: str, event: dict[str, Any]) -> bool:
     if isinstance(response, dict) and isinstance(response.get("output"), list):
         items.extend(response["output"])
     return any(isinstance(item, dict) and sub in (item.get("type"), item.get("role")) for item in items)
+
+
+def check_spec(spec: str, side: Literal["client", "server"], option: str, form: str = "TYPE[:ITEM_TYPE]") -> str:
+    """`spec` if it can ever match: its type is one the `side` sends (`rtrace.core.catalog`), and what follows a
+    colon is an item type or a role (only where `form` allows one). Raises ValueError naming `option`, with the
+    closest name when it looks like a typo."""
+    etype, sep, sub = spec.partition(":")
+    wanted = CLIENT_EVENTS if side == "client" else SERVER_EVENTS
+    takes = f"{option} takes {form} with a {side} event type"
+    if etype not in wanted:
+        ga = normalize_type(etype)
+        other = side_of(ga)
+        if ga != etype and ga in wanted:
+            why = f"{etype} is the beta name of {ga}; rtrace serve sends and matches the GA names: {option} {ga}"
+        elif other is not None and other != side:
+            why = f"{etype} is a {other} event; {takes}"
+        else:
+            close = difflib.get_close_matches(etype, sorted(wanted), n=1, cutoff=0.6)
+            example = "conversation.item.create" if side == "client" else "response.done"
+            hint = f"did you mean {close[0]}?" if close else f"e.g. {example}"
+            why = f"{etype!r} is not a {side} event of the realtime protocol ({hint})"
+        raise ValueError(f"{option} {spec}: {why}")
+    if sep:
+        if ":" not in form:
+            raise ValueError(f"{option} {spec}: {takes}, no item type after a colon")
+        if sub not in ITEM_TYPES | ROLES:
+            close = difflib.get_close_matches(sub, sorted(ITEM_TYPES | ROLES), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "an item type such as function_call_output, or a role"
+            raise ValueError(f"{option} {spec}: {sub!r} is not an item type or a role ({hint})")
+    return spec
+
+
+def check_specs(
+    specs: list[str], side: Literal["client", "server"], option: str, form: str = "TYPE[:ITEM_TYPE]"
+) -> list[str]:
+    """`check_spec` on each of `specs`; the list itself."""
+    for spec in specs:
+        check_spec(spec, side, option, form)
+    return specs
 
 
 def fault_note(fault: str, spec: str, event: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,5 +1,13 @@
 """`rtrace replay`: send the client side of a recorded trace again, connection by connection; record the answers.
 
+It re-sends the client's recorded decisions: it shows how an endpoint answers them (acks, errors, what the fake or
+another endpoint does differently), never what the client would have decided at another latency (that is `serve` or
+`sweep` with the real client). Every pace keeps the recording's causality: a client event is sent only once the
+server event it followed in the recording has come (or `timeout` passed, a divergence); `reactive` then waits the
+recorded think time, `recorded` sends at the recorded offset from the connection's start when that is later, and
+`asap` at once. `speed` scales every pause, and, against the in-process fake, its latency and recorded pacing too
+(its clock runs `speed` times as fast), so the conversation keeps its shape at any speed.
+
 Owns pacing (reactive, recorded, asap), the mapping of server-assigned ids from the recording to the replay, the
 divergences between the recorded and the replayed answers, and the side-by-side findings. It does not judge the
 conversation itself (that is `rtrace.engine.fold`, run on both traces), and a key for a real endpoint comes from the
@@ -24,6 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, WebSocketException
 
 from .. import __version__
+from ..core.durations import parse_latencies
 from ..core.escape import shown
 from ..core.loader import TraceReader
 from ..core.secrets import redact_event, safe_path
@@ -31,7 +40,8 @@ from ..core.trace import Record
 from ..core.writer import TraceWriter
 from ..engine.fold import TraceReport, analyze_path
 from ..rules.base import Config
-from .common import is_loopback, safe_url, trace_write_failed, upstream_url
+from .common import check_ws_url, is_loopback, safe_url, trace_write_failed, upstream_url, websocket_url
+from .faults import check_specs
 
 PACES = ("reactive", "recorded", "asap")
 #: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming
@@ -65,7 +75,58 @@ SETTLE = 0.3
 
 
 class ReplayFailed(Exception):
-    """The endpoint could not be reached (or refused the handshake): nothing was replayed."""
+    """The endpoint could not be reached (or refused the handshake): nothing was replayed (exit 4)."""
+
+
+def options_from_cli(
+    *,
+    target: str = "fake",
+    compare: str | None = None,
+    latency: list[str] | None = None,
+    pace: str = "reactive",
+    speed: float = 1.0,
+    timeout: float = 5.0,
+    own_responses: bool = False,
+    output: str | os.PathLike[str] | None = None,
+    api_key_env: str | None = None,
+    on_key: Callable[[str], None] | None = None,
+) -> tuple[ReplayOptions, str | None]:
+    """`ReplayOptions` (and the `--compare` URL) from command-line values: http(s):// URLs taken as ws(s)://, each
+    URL checked, the key's destination checked, latencies in the duration grammar with their event types checked.
+    Raises ValueError with a message for people."""
+    if pace not in PACES:
+        raise ValueError(f"--pace {pace!r}: one of {', '.join(PACES)}")
+    if not speed > 0 or speed == float("inf"):
+        raise ValueError(f"--speed {speed:g}: a factor above 0 (2: twice as fast)")
+    if not timeout > 0:
+        raise ValueError("--timeout 0: each wait needs a time above 0, e.g. 5s")
+    target = target if target == "fake" else websocket_url(target)
+    compare = websocket_url(compare) if compare is not None else None
+    if compare is not None and target != "fake":
+        raise ValueError("--compare needs --target fake")
+    default, by_type = parse_latencies(latency, "--latency") if latency else (None, {})
+    check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
+    if target != "fake" and latency:
+        raise ValueError("--latency is the latency of the in-process fake (--target fake); a real endpoint has its own")
+    for option, url in (("--target", target), ("--compare", compare)):
+        if url is not None and url != "fake":
+            check_ws_url(url, option)
+            check_key_target(url, api_key_env)
+    options = ReplayOptions(
+        target=target, pace=pace, speed=speed, timeout=timeout, latency=default, latency_by_type=by_type,
+        recorded_responses=not own_responses, output=output, api_key_env=api_key_env, on_key=on_key,
+    )  # fmt: skip
+    return options, compare
+
+
+def divergence(result: ReplayResult, kept: bool) -> str | None:
+    """Why what came back is not the recording's story (divergences, waits over the timeout), or None: the
+    endpoint answered as recorded. `kept`: the replayed trace is kept (`-o`)."""
+    waits = sum(c.timeouts for c in result.conns)
+    if not waits and not result.divergences:
+        return None
+    where = f"the replayed trace is {result.replayed}" if kept else "keep the replayed trace with -o FILE"
+    return f"{len(result.divergences)} divergence(s) from the recording, {waits} wait(s) over --timeout; {where}"
 
 
 @dataclasses.dataclass
@@ -332,12 +393,15 @@ class _Session:
         receiver = asyncio.create_task(self.receive())
         try:
             for step in self.steps:
-                if o.pace == "reactive" and step.anchor_type is not None:
+                # Every pace waits for what the event followed: sent earlier, it would refer to items and
+                # responses the endpoint has not made yet, and the replay would diverge by construction.
+                if step.anchor_type is not None:
                     if not await self.wait_for(step.anchor_type, step.anchor_k, o.timeout):
                         self.result.timeouts += 1
                         self.missing(
                             step.anchor_type, step.anchor_k, "before sending recording line " + str(step.rec.line)
                         )
+                if o.pace == "reactive":
                     await asyncio.sleep(step.think / max(o.speed, 1e-6))
                 elif o.pace == "recorded":
                     delay = started + step.offset / max(o.speed, 1e-6) - time.monotonic()
@@ -517,10 +581,20 @@ async def _target(options: ReplayOptions, trace: str, header: dict[str, Any]) ->
     latency = options.latency
     if latency is None:
         latency = float(header["latency"]) if isinstance(header.get("latency"), (int, float)) else 0.05
+    speed = max(options.speed, 1e-6)
+
+    def clock() -> float:  # the fake's time runs `speed` times as fast: its latency and recorded pacing scale
+        return time.monotonic() * speed
+
+    def sleep(seconds: float) -> Any:
+        return asyncio.sleep(seconds / speed)
+
     server_options = ServerOptions(
         latency=latency,
         latency_by_type=dict(options.latency_by_type),
         from_trace=trace if options.recorded_responses else None,
+        clock=clock,
+        sleep=sleep,
     )
     async with run_server(server_options) as srv:
         yield srv.url
@@ -586,7 +660,9 @@ __all__ = [
     "ReplayOptions",
     "ReplayResult",
     "compare",
+    "divergence",
     "learn_ids",
+    "options_from_cli",
     "plan",
     "replay",
     "rewrite_ids",

@@ -19,16 +19,18 @@ default script's answer (`rtrace.net.responses.choose_reply`).
   `rtrace.net.tools` says), `fail = true` or `= "CODE"` (the response ends `failed` with that error code, no
   output), and `close = CODE` (close the socket right after its `response.done`).
 - a **client event** arriving: `event = "TYPE[:ITEM_TYPE]"` (as `--drop-on`). Actions, one of: `delay =
-  "2s"` (the answer to it goes out that much later; what follows waits behind it), `close = CODE` (drop the
+  "2s"` (a duration as the options take it, `rtrace.core.durations`: a bare number is a mistake; the answer to
+  it goes out that much later; what follows waits behind it), `close = CODE` (drop the
   connection instead of answering it), `error = "CODE"` (answer it with an error instead).
 - a **server event** sent: `sent = "TYPE[:ITEM_TYPE]"` (as `--drop-after`; `response.done:function_call` is
   the `response.done` of a call). Actions, one of: `close = CODE` (close the socket right after it is sent), or
   `delay = "500ms"` (it, and everything after it, go out that much later).
 
-`connection = N` in any `when` limits the turn to the server's Nth connection. Close codes are those of
-`--close-code` (1006: no close frame; 1005: a close frame without a code). A turn that closes, fails, errors or
-delays writes a `fault.injected` note (`fault = "script"`, `spec = "turn N"`) where it acts. An example is
-`rtrace.net.examples.EXAMPLE_SCRIPT`.
+`event` and `sent` are checked against the event catalog (a client event for `event`, a server one for `sent`;
+what follows the colon an item type or a role), with the closest name on a typo. `connection = N` in any `when`
+limits the turn to the server's Nth connection. Close codes are those of `--close-code` (1006: no close frame;
+1005: a close frame without a code). A turn that closes, fails, errors or delays writes a `fault.injected` note
+(`fault = "script"`, `spec = "turn N"`) where it acts. An example is `rtrace.net.examples.EXAMPLE_SCRIPT`.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from .common import parse_duration
-from .faults import matches, valid_close_code
+from ..core.durations import parse_duration
+from .faults import check_spec, matches, valid_close_code
 
 Moment = Literal["response", "event", "sent"]
 
@@ -341,6 +343,11 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         if spec is not None and not re.fullmatch(r"[a-z_.]+(:[a-z_]+)?", spec):
             example = "conversation.item.create:function_call_output"
             raise fail(f"`{key}` must be TYPE or TYPE:ITEM_TYPE, e.g. {example}", f"when.{key}")
+        if spec is not None:
+            try:
+                check_spec(spec, "client" if key == "event" else "server", f"`when.{key}` =")
+            except ValueError as e:
+                raise fail(str(e), f"when.{key}") from None
         fields[key] = spec
 
     fields["text"] = text_of("text", raw, "text")
@@ -366,14 +373,15 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         fields["close"] = close
     delay = raw.get("delay")
     if delay is not None:
-        try:
-            seconds = float(delay) if isinstance(delay, int | float) and not isinstance(delay, bool) else None
-            if seconds is None and isinstance(delay, str):
-                seconds = parse_duration(delay)
+        if isinstance(delay, bool) or not isinstance(delay, (str, int, float)):
+            raise fail('`delay` must be a duration: "2s", "250ms"', "delay")
+        try:  # one grammar with the command line: a number needs a unit (0 excepted)
+            seconds = parse_duration(delay if isinstance(delay, str) else repr(delay))
         except ValueError as e:
-            raise fail(f"`delay`: {e}", "delay") from None
-        if seconds is None or not 0 <= seconds < 86400:
-            raise fail("`delay` must be a duration: \"2s\", \"250ms\", or seconds", "delay")
+            raise fail(f"`delay`: {getattr(e, 'why', e)}" + (" (in quotes)" if not isinstance(delay, str) else ""),
+                       "delay") from None  # fmt: skip
+        if not seconds < 86400:
+            raise fail('`delay` must be under a day: "2s", "250ms"', "delay")
         fields["delay"] = seconds
     fields["error"] = text_of("error", raw, "error")
     times = raw.get("times")

@@ -29,20 +29,19 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from .. import __version__
+from ..core.durations import format_duration, parse_duration, parse_latencies
 from ..core.secrets import may_hold_secret, safe_path, scrub_secrets
 from ..core.trace import encode
 from ..core.writer import Clock, Tap, TraceWriter
 from .common import (
     MAX_FRAME_BYTES,
     host_for_url,
-    parse_duration,
-    parse_latencies,
     trace_write_failed,
     until_stopped,
     warn_unless_loopback,
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from .faults import ABNORMAL, NO_STATUS, Faults, valid_close_code
+from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .playback import ResponseSource, recorded_responses
 from .script import load_script
 from .wire import Emission, decode_frame
@@ -510,8 +509,10 @@ def options_from_cli(
     vad_threshold: float | None = None,
     script: str | None = None,
 ) -> ServerOptions:
-    """`ServerOptions` from command-line strings. Raises ValueError with a message for people."""
-    default, by_type = parse_latencies(latency or [])
+    """`ServerOptions` from command-line strings (durations in the grammar of `rtrace.core.durations`, event types
+    checked against the catalog). Raises ValueError with a message for people."""
+    default, by_type = parse_latencies(latency or [], "--latency")
+    check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
     endpoint = EndpointOptions(seed=seed or 0)
     if tool is not None:
         endpoint.tool, endpoint.tool_arguments = parse_tool(tool)
@@ -534,7 +535,7 @@ def options_from_cli(
         raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
     endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]
     if story_chunk_delay is not None:
-        endpoint.story_chunk_delay = parse_duration(story_chunk_delay)
+        endpoint.story_chunk_delay = parse_duration(story_chunk_delay, "--story-chunk-delay")
     if close_code is not None and not valid_close_code(close_code):
         raise ValueError(
             f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
@@ -547,20 +548,62 @@ def options_from_cli(
         port=port,
         latency=default,
         latency_by_type=by_type,
-        jitter=parse_duration(jitter),
+        jitter=parse_duration(jitter, "--jitter"),
         seed=seed,
         record=record,
         from_trace=from_trace,
         endpoint=endpoint,
         close_after=close_after,
-        drop_on=_specs(drop_on),
+        drop_on=check_specs(_specs(drop_on), "client", "--drop-on"),
         fail_response=set(fail_response or []),
-        error_on=_specs(error_on),
-        expire_after=parse_duration(expire_after) if expire_after is not None else None,
-        drop_after=_specs(drop_after),
+        error_on=check_specs(_specs(error_on), "client", "--error-on"),
+        expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
+        drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
         close_code=close_code,
-        fault_times=fault_times,
+        fault_times=fault_times or None,  # 0: every time, as --fault-times says
     )
+
+
+def describe(options: ServerOptions) -> list[str]:
+    """What a server with `options` does to its clients, in words, for the start lines of `serve` and each latency
+    of `sweep`: the latency (and per type), the jitter, and each fault in force."""
+    o = options
+    latency = f"latency {format_duration(o.latency)} on every server event" if o.latency else "no latency"
+    if o.latency_by_type:
+        latency += " (" + ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(o.latency_by_type.items())) + ")"
+    jitter = f"jitter +/-{format_duration(o.jitter)} (order kept)" if o.jitter else "no jitter"
+    lines = [f"{latency}, {jitter}"]
+    times = "every time" if o.fault_times is None else ("once" if o.fault_times == 1 else f"{o.fault_times} times")
+
+    def closing(default: str) -> str:
+        if o.close_code is None:
+            return default
+        return {ABNORMAL: "no close frame (1006)", NO_STATUS: "a close frame without a code (1005)"}.get(
+            o.close_code, f"close {o.close_code}"
+        )
+
+    faults: list[str] = []
+    for spec in o.drop_on:
+        faults.append(f"drop the socket ({closing('no close frame, 1006')}) when the client sends {spec}")
+    for spec in o.drop_after:
+        faults.append(f"drop the socket ({closing('no close frame, 1006')}) right after sending {spec}")
+    if o.close_after is not None:
+        faults.append(f"close ({closing('close 1000')}) after {o.close_after} server events")
+    for spec in o.error_on:
+        faults.append(f"answer {spec} with an error")
+    for n in sorted(o.fail_response):
+        faults.append(f"fail response {n} of a connection")
+    if o.expire_after is not None:
+        faults.append(f"session_expired and close 1001 {format_duration(o.expire_after)} after a connection opens")
+    if faults:
+        lines.append(f"faults ({times} each): " + "; ".join(faults))
+    else:
+        lines.append("no fault")
+    if o.endpoint.script is not None:
+        lines.append(f"script {o.endpoint.script.path} ({len(o.endpoint.script.turns)} turns)")
+    if o.from_trace is not None:
+        lines.append(f"responses recorded in {o.from_trace}")
+    return lines
 
 
 def _specs(values: list[str] | None) -> list[str]:
@@ -585,8 +628,11 @@ def parse_tool(text: str) -> tuple[str, str | None]:
     return name, json.dumps(value, ensure_ascii=False)
 
 
-def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
-    """`rtrace serve`: print where to connect, then serve until Ctrl-C or SIGTERM."""
+def serve_main(
+    options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr, temporary: bool = False
+) -> None:
+    """`rtrace serve`: print where to connect and what the server does (`describe`), then serve until Ctrl-C or
+    SIGTERM. `temporary`: `options.record` is a trace of rtrace's own, not the user's (not announced)."""
     warn_unless_loopback(options.host, "connect (no authentication)", err)
 
     def announce(server: RealtimeServer) -> None:
@@ -594,8 +640,10 @@ def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] =
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
         print(f"  websocket URL: {server.realtime_url}", file=out)
         print(f"  RTRACE_URL={server.url}", file=out)
-        if options.record is not None:
+        if options.record is not None and not temporary:
             print(f"  recording to {options.record}", file=out)
+        for line in describe(options):
+            print(f"  {line}", file=out)
         print("  Ctrl-C to stop.", file=out)
         out.flush()
 
@@ -606,6 +654,7 @@ def serve_main(options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] =
 __all__ = [
     "RealtimeServer",
     "ServerOptions",
+    "describe",
     "options_from_cli",
     "run_server",
     "serve_forever",

@@ -8,17 +8,28 @@ table `rtrace.report.sweep`; this module prints nothing.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
+from ..core.durations import format_duration, parse_duration, parse_duration_list
 from ..engine.fold import analyze_path
 from ..rules.base import Finding
-from .common import parse_duration
 from .server import ServerOptions, run_server
+
+#: Lines of the command's stderr kept per run (shown when the command failed in every run).
+STDERR_TAIL = 8
+
+
+class CommandNotFound(ValueError):
+    """The command to sweep cannot be run at all (not found, not executable): a usage error, before any run."""
 
 
 @dataclasses.dataclass
@@ -33,6 +44,23 @@ class RunResult:
     findings: list[Finding]
     #: Set when the trace could not be analyzed.
     problem: str | None = None
+    #: The last lines of what the command wrote to stderr (it still reaches the user's stderr as it runs).
+    stderr_tail: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code != 0
+
+    def how(self) -> str:
+        """How the run ended, in words: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout` (killed)."""
+        if self.exit_code is None:
+            return "timeout"
+        if self.exit_code < 0:
+            try:
+                return f"killed by {signal.Signals(-self.exit_code).name}"
+            except ValueError:
+                return f"killed by signal {-self.exit_code}"
+        return f"exit {self.exit_code}"
 
 
 @dataclasses.dataclass
@@ -52,10 +80,51 @@ class SweepResult:
     def has_errors(self) -> bool:
         return any(f.severity == "error" for r in self.results for f in r.findings)
 
+    def failed_every_run(self) -> bool:
+        """The command failed (a non-zero exit, a signal, the timeout) in every run: the sweep showed nothing of
+        the client, whatever the table says."""
+        return bool(self.results) and all(r.failed for r in self.results)
+
 
 def label(latency: float) -> str:
+    """A latency as a column and a file name show it: always in ms (`0ms`, `50ms`, `1500ms`)."""
     ms = latency * 1000
     return f"{ms:g}ms"
+
+
+def check_command(command: list[str]) -> None:
+    """Raise `CommandNotFound` unless `command[0]` names a program this process can run (on PATH, or a path)."""
+    if not command:
+        raise CommandNotFound(
+            "give the command to run after --, e.g. rtrace sweep --latency 0,50ms -- pytest tests/x.py"
+        )
+    program = command[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        if not os.path.isfile(program):
+            raise CommandNotFound(f"sweep: {program}: no such file (the command to run after --)")
+        if not os.access(program, os.X_OK):
+            raise CommandNotFound(f"sweep: {program}: not executable (chmod +x it, or name its interpreter first)")
+    elif shutil.which(program) is None:
+        raise CommandNotFound(f"sweep: {program}: command not found (not on PATH)")
+
+
+#: The longest stderr line kept whole in the tail (the rest of a longer one is cut).
+TAIL_LINE_BYTES = 2000
+
+
+async def _tee(stream: asyncio.StreamReader, tail: collections.deque[str], err: IO[bytes]) -> None:
+    """Pass the command's stderr on as it comes (in chunks: a line of any length, or none, never stops it),
+    keeping its last lines."""
+    partial = b""
+    while chunk := await stream.read(1 << 16):
+        with contextlib.suppress(OSError, ValueError):
+            err.write(chunk)
+            err.flush()
+        *lines, partial = (partial + chunk).split(b"\n")
+        tail.extend(line[:TAIL_LINE_BYTES].decode("utf-8", "replace").rstrip("\r") for line in lines)
+        partial = partial[:TAIL_LINE_BYTES]
+    if partial:
+        tail.append(partial.decode("utf-8", "replace").rstrip("\r"))
 
 
 async def _run_once(
@@ -70,7 +139,15 @@ async def _run_once(
         env["RTRACE_URL"] = srv.url
         env["RTRACE_REALTIME_URL"] = srv.realtime_url
         env["RTRACE_LATENCY"] = str(latency)
-        proc = await asyncio.create_subprocess_exec(*command, env=env, start_new_session=True)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command, env=env, start_new_session=True, stderr=asyncio.subprocess.PIPE
+            )
+        except OSError as e:  # found by check_command, but gone or not runnable after all
+            raise CommandNotFound(f"sweep: {command[0]}: cannot run it ({e.strerror or e})") from None
+        tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        assert proc.stderr is not None
+        tee = asyncio.create_task(_tee(proc.stderr, tail, _stderr_bytes()))
         try:
             code = await asyncio.wait_for(proc.wait(), timeout)
         except asyncio.TimeoutError:
@@ -83,11 +160,34 @@ async def _run_once(
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
             raise
+        finally:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(tee), 2.0)  # a grandchild may hold the pipe open
+            tee.cancel()
     try:
         report = analyze_path(trace)
     except Exception as e:  # an unreadable trace is a result of the run, not a crash of the sweep
-        return RunResult(latency, run, trace, code, [], problem=str(e))
-    return RunResult(latency, run, trace, code, report.findings)
+        return RunResult(latency, run, trace, code, [], problem=str(e), stderr_tail=list(tail))
+    return RunResult(latency, run, trace, code, report.findings, stderr_tail=list(tail))
+
+
+def _stderr_bytes() -> IO[bytes]:
+    buffer: IO[bytes] | None = getattr(sys.stderr, "buffer", None)
+    return buffer if buffer is not None else _TextAsBytes(sys.stderr)  # type: ignore[return-value]
+
+
+class _TextAsBytes:
+    """A text stream (pytest's capture, `EscapedLines`) taking the bytes of the command's stderr."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def write(self, data: bytes) -> int:
+        self.stream.write(data.decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 async def sweep_async(
@@ -98,10 +198,13 @@ async def sweep_async(
     template: ServerOptions | None = None,
     timeout: float | None = 300.0,
     progress: Callable[[RunResult], None] | None = None,
+    announce: Callable[[ServerOptions], None] | None = None,
 ) -> SweepResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
     for latency in latencies:
+        if announce is not None:
+            announce(dataclasses.replace(template or ServerOptions(), latency=latency))
         for k in range(1, runs + 1):
             result = await _run_once(command, latency, k, out_dir, template or ServerOptions(), timeout)
             results.append(result)
@@ -118,26 +221,18 @@ def sweep(
     template: ServerOptions | None = None,
     timeout: float | None = 300.0,
     progress: Callable[[RunResult], None] | None = None,
+    announce: Callable[[ServerOptions], None] | None = None,
 ) -> SweepResult:
-    """Run `command` `runs` times at each latency, each against a fresh recorded server; analyze every trace."""
-    return asyncio.run(sweep_async(command, latencies, runs, out_dir, template, timeout, progress))
+    """Run `command` `runs` times at each latency, each against a fresh recorded server; analyze every trace.
+    `announce` is told the options of each latency before its runs. Raises `CommandNotFound`."""
+    check_command(command)
+    return asyncio.run(sweep_async(command, latencies, runs, out_dir, template, timeout, progress, announce))
 
 
-def parse_latency_list(text: str) -> list[float]:
-    """`0,10,50,200ms` -> seconds. A unit on the last value applies to bare numbers before it (`ms` by default)."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
-        raise ValueError("--latency needs at least one value, e.g. 0,10,50,200ms")
-    unit = "ms"
-    for suffix in ("ms", "us", "s", "m"):
-        if parts[-1].lower().endswith(suffix):
-            unit = suffix
-            break
-    out = []
-    for part in parts:
-        value = part if not part.replace(".", "", 1).isdigit() else part + unit
-        out.append(parse_duration(value))
-    return out
+def parse_latency_list(text: str, option: str = "--latency") -> list[float]:
+    """`0,10,50,200ms` -> seconds (`rtrace.core.durations.parse_duration_list`: the last item's unit applies to
+    every bare number; a list with no unit is refused). Raises ValueError."""
+    return parse_duration_list(text, option)
 
 
 def sweep_main(
@@ -145,14 +240,19 @@ def sweep_main(
     latency: str,
     runs: int,
     out_dir: Path,
-    timeout: float | None,
+    timeout: float | str | None,
     progress: Callable[[RunResult], None] | None = None,
     template: ServerOptions | None = None,
+    announce: Callable[[ServerOptions], None] | None = None,
 ) -> SweepResult:
-    """`rtrace sweep` from command-line values: `latency` as `0,10,50,200ms`. Raises ValueError on bad input; the
-    CLI renders the result (`rtrace.report.sweep`) and exits 1 when it has an error-severity finding."""
-    if not command:
-        raise ValueError("give the command to run after --, e.g. rtrace sweep --latency 0,50ms -- pytest tests/x.py")
+    """`rtrace sweep` from command-line values: `latency` as `0,10,50,200ms`, `timeout` a duration (`5m`; None:
+    no limit). Raises ValueError on bad input (`CommandNotFound` among them); the CLI renders the result
+    (`rtrace.report.sweep`) and exits 1 on an error-severity finding, else 4 when the command failed in every
+    run (`SweepResult.failed_every_run`), else 0."""
+    latencies = parse_latency_list(latency)
+    seconds = parse_duration(timeout, "--timeout") if isinstance(timeout, str) else timeout
+    if seconds is not None and seconds <= 0:
+        raise ValueError(f"--timeout {format_duration(seconds)}: give a time above 0, e.g. 5m")
     if runs < 1:
         raise ValueError("--runs must be at least 1")
-    return sweep(command, parse_latency_list(latency), runs, out_dir, template, timeout, progress)
+    return sweep(command, latencies, runs, out_dir, template, seconds, progress, announce)

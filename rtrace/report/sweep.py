@@ -10,12 +10,36 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.escape import shown
+from ..net.server import ServerOptions, describe
 from ..net.sweep import RunResult, SweepResult, label
+
+
+def announce(options: ServerOptions, console: Console) -> None:
+    """One line before the runs of a latency: what the server does to the command's client, in words."""
+    line = f"at {label(options.latency)}: " + "; ".join(describe(options))
+    console.print(shown(line, 4096), markup=False, soft_wrap=True)
+
+
+def failure(result: SweepResult) -> list[str]:
+    """When the command failed in every run: how (the exit codes or signals), and the last lines of the stderr
+    of its last run; else nothing."""
+    if not result.failed_every_run():
+        return []
+    hows = sorted({r.how() for r in result.results})
+    n = len(result.results)
+    lines = [f"the command failed in every run ({n} of {n}: {', '.join(hows)}): the sweep shows nothing of the client"]
+    last = result.results[-1]
+    if last.stderr_tail:
+        lines.append(f"last lines of its stderr ({label(last.latency)} run {last.run}):")
+        lines.extend("  " + line for line in last.stderr_tail)
+    else:
+        lines.append("it wrote nothing to stderr")
+    return [shown(line, 4096) for line in lines]
 
 
 def progress(r: RunResult, console: Console) -> None:
     """One line for a run that just finished: its exit status, the rules it showed, its trace."""
-    status = "timeout" if r.exit_code is None else f"exit {r.exit_code}"
+    status = r.how()
     found = ", ".join(sorted({f.rule for f in r.findings})) or "no finding"
     line = f"{label(r.latency)} run {r.run}: {status}, {found}  {r.trace}"
     console.print(shown(line, 4096), markup=False, soft_wrap=True)
@@ -32,7 +56,7 @@ def render(result: SweepResult, console: Console) -> None:
         cells = [f"{result.count(lat, rule_id)}/{result.runs}" for lat in result.latencies]
         table.add_row(f"{rule_id} {slug}", severity, *cells)
     failed = [
-        f"{sum(1 for r in result.results if r.latency == lat and r.exit_code != 0)}/{result.runs}"
+        f"{sum(1 for r in result.results if r.latency == lat and r.failed)}/{result.runs}"
         for lat in result.latencies
     ]
     table.add_row("(command failed)", "", *failed)
