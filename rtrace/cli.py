@@ -187,13 +187,16 @@ def bind_host(host: str) -> str:
 
 
 def trace_paths(paths: list[Path]) -> list[str]:
-    """Files as given; directories expand to their `*.jsonl` files (sorted)."""
+    """Files as given; directories expand to their `*.jsonl` files, plain or compressed (`loader.is_trace_name`:
+    `*.jsonl.gz`, `.bz2`, `.xz`, `.zst`), sorted."""
+    from .core.loader import is_trace_name
+
     out: list[str] = []
     for path in paths:
         if str(path) != "-" and path.is_dir():
-            found = sorted(str(p) for p in path.rglob("*.jsonl") if p.is_file())
+            found = sorted(str(p) for p in path.rglob("*.jsonl*") if is_trace_name(p.name) and p.is_file())
             if not found:
-                raise UsageError(f"{path}: no *.jsonl trace in this directory")
+                raise UsageError(f"{path}: no *.jsonl trace (plain or .gz, .bz2, .xz, .zst) in this directory")
             out.extend(found)
         else:
             out.append(str(path))

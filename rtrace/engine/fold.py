@@ -22,7 +22,7 @@ from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import TraceState
 from ..core.trace import DIRECTIONS, Header, Problem, Record, dumps_record
 from ..rules import RULES, select_rules
-from ..rules.base import Config, Finding, Rule
+from ..rules.base import NEEDS, Config, Finding, Rule
 
 
 @dataclasses.dataclass
@@ -46,9 +46,47 @@ class TraceReport:
     #: Rules that failed on an event of this trace (each also a `problems` entry of severity `error`, with its
     #: line): their findings stop there, the other rules' stand. The analysis is incomplete (exit 1).
     failed_rules: tuple[str, ...] = ()
+    #: Rules that could not judge all of this trace, and why (`blind_notes`): what the capture lacks.
+    not_judged: list[NotJudged] = dataclasses.field(default_factory=list)
 
     def counts(self) -> Counter[str]:
         return Counter(f.severity for f in self.findings)
+
+
+@dataclasses.dataclass(frozen=True)
+class NotJudged:
+    """Rules (ids) that reported nothing on part of a trace because the capture lacks what they need (`what`, a key
+    of `rules.base.NEEDS`), and why."""
+
+    rules: tuple[str, ...]
+    what: str
+    why: str
+
+
+def blind_notes(rules: Iterable[type[Rule]], state: TraceState, header: Header | None) -> list[NotJudged]:
+    """What the rules of a fold could not judge on its trace: a reconnect whose replay the recorder could not see
+    (a connection opened with `"replay_visible": false` that replaced another), and what the header's `unseen`
+    lists (a trace read from a log). Only for rules that need it (`Rule.needs`)."""
+    rules = tuple(rules)
+    unseen: dict[str, str] = {}
+    blind = [c for c in state.conns.values() if not c.replay_visible and c.replaces is not None]
+    if blind:
+        where = ", ".join(f"connection {c.n} (line {c.opened_line})" for c in blind[:5])
+        unseen["reconnect-replay"] = (
+            f"the trace does not show what the reconnect replayed on {where}"
+            f"{' and more' if len(blind) > 5 else ''} (replay_visible: false)"
+        )
+    listed = header.fields.get("unseen") if header is not None else None
+    source = str(header.fields.get("recorder") or "the recorder") if header is not None else ""
+    for what in listed if isinstance(listed, list) else ():
+        if what in NEEDS and what != "reconnect-replay" and what not in unseen:
+            unseen[what] = f"{printable(source, 80)} does not record {NEEDS[what]}"
+    out = []
+    for what, why in unseen.items():
+        ids = tuple(r.id for r in rules if what in r.needs)
+        if ids:
+            out.append(NotJudged(ids, what, why))
+    return out
 
 
 @dataclasses.dataclass
@@ -354,6 +392,7 @@ class Fold:
             header=header,
             by_dir={d: count for d, count in self.by_dir.items() if count},
             failed_rules=tuple(dict.fromkeys(f.rule for f in failures)),
+            not_judged=blind_notes((type(r) for r in self.dispatch.active), state, header),
         )
 
 

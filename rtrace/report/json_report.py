@@ -42,6 +42,7 @@ def trace_json(trace: TraceReport) -> dict[str, Any]:
             {"line": p.line, "col": p.col, "message": p.message, "severity": p.severity} for p in trace.problems
         ],
         "failed_rules": list(trace.failed_rules),
+        "not_judged": [{"rules": list(n.rules), "what": n.what, "why": n.why} for n in trace.not_judged],
         "summary": {sev: counts.get(sev, 0) for sev in ("error", "warning", "info")},
         "findings": [as_json(f) for f in trace.findings],
         **({"accepted": trace.accepted} if trace.accepted else {}),

@@ -253,6 +253,8 @@ class TruncateBeyondAudio(Rule[Config]):
     severity = "warning"
     title = "a truncate at 0 ms, past the item's audio, or on an item without audio"
     fix = "Clamp audio_end_ms to the audio actually received; delete instead of truncating at 0; skip replayed items."
+    needs = ("output-audio-bytes",)
+
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
