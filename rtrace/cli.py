@@ -715,12 +715,12 @@ def convert(
     allow_special(allow_special_files)
     from .core.importers import convert as convert_file
     from .core.importers import detect
-    from .core.writer import Replacing
+    from .core.writer import replacing_trace
 
     refuse_overwrite([str(path)], [output])
     kind = detect(str(path))
     try:
-        with Replacing(output) as out:
+        with replacing_trace(output) as out:
             count = convert_file(str(path), out, kind)
             if count == 0:
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
