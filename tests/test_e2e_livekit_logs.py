@@ -67,7 +67,8 @@ def _findings(report: TraceReport) -> list[tuple[str, int, tuple[tuple[str, tupl
 
 def _explain(served: TraceReport, logs: dict[str, TraceReport]) -> str:
     lines = [f"serve: {[(f.rule, f.lines) for f in served.findings]}"]
-    lines += [f"{kind}: {[(f.rule, f.lines) for f in r.findings]} problems={r.problems[:3]}" for kind, r in logs.items()]
+    for kind, r in logs.items():
+        lines.append(f"{kind}: {[(f.rule, f.lines) for f in r.findings]} problems={r.problems[:3]}")
     return "\n".join(lines)
 
 
@@ -94,7 +95,9 @@ def test_a_race_log_gives_the_findings_of_serves_recording(tmp_path: Path, versi
 
 
 @pytest.mark.parametrize("version", ["1.8.8", "1.8.9"])
-def test_a_reconnect_log_gives_no_false_finding(tmp_path: Path, version: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_reconnect_log_gives_no_false_finding(
+    tmp_path: Path, version: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     # the socket drops when the tool output's create arrives: the replay (never logged) sends it again
     served, logs = _run(version, "reconnect", tmp_path, drop_on=["conversation.item.create:function_call_output"])
     assert served.connections == 2, _explain(served, logs)

@@ -137,7 +137,7 @@ def _compressor(out: IO[bytes], codec: str) -> Any:
     if codec == "gzip":
         import gzip
 
-        return gzip.GzipFile(fileobj=out, mode="wb")
+        return gzip.GzipFile(fileobj=out, mode="wb", mtime=0)  # the same trace, the same bytes
     if codec == "bzip2":
         import bz2
 
@@ -149,7 +149,8 @@ def _compressor(out: IO[bytes], codec: str) -> Any:
     try:
         import zstandard
     except ImportError:
-        raise OSError(f"writing a .zst trace needs the zstandard package (pip install 'rtrace[zstd]'): {out.name}")
+        why = "writing a .zst trace needs the zstandard package (pip install 'rtrace[zstd]')"
+        raise OSError(f"{out.name}: {why}") from None
     return zstandard.ZstdCompressor().stream_writer(out, closefd=False)
 
 

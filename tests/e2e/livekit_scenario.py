@@ -62,7 +62,7 @@ def _livekit_logging(specs: list[str]) -> list[logging.Handler]:
         setup_logging("DEBUG", devmode=kind == "dev", console=False)
         for handler in root.handlers:
             if handler not in before and isinstance(handler, logging.StreamHandler):
-                handler.setStream(open(path, "w", encoding="utf-8"))  # noqa: SIM115 - closed before exit
+                handler.setStream(open(path, "w", encoding="utf-8"))  # closed before exit
                 added.append(handler)
     return added
 
