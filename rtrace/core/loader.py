@@ -207,12 +207,56 @@ def compression_of_file(path: str | os.PathLike[str]) -> str | None:
 NO_ZSTD = "the input is zstd-compressed: reading it needs the zstandard package (pip install 'rtrace[zstd]')"
 
 
+class _ZstdReader:
+    """zstd frames, one after another, decompressed a small piece of input at a time: `zstandard`'s own stream
+    reader reads a truncated frame as a clean end, and its decompress objects have no output bound, so the input
+    is fed in `_ZSTD_STEP`-byte pieces (a zstd block of at most 128 KiB takes a few bytes at the least: what one
+    piece gives is bounded), and an input that ends inside a frame raises `EOFError`."""
+
+    def __init__(self, stream: Any, zstandard: Any) -> None:
+        self._stream = stream
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._obj = self._new()
+        self._started = False  # the current frame has had input
+        self._input = b""
+        self._output = b""  # decompressed, not yet read
+
+    def read1(self, n: int) -> bytes:
+        if not self._output:
+            self._output = self._step()
+        out, self._output = self._output[:n], self._output[n:]
+        return out
+
+    read = read1
+
+    def _step(self) -> bytes:
+        while True:
+            if not self._input:
+                self._input = self._stream.read(_CHUNK)
+                if not self._input:
+                    if self._started and not self._obj.eof:
+                        raise EOFError("the input ends inside a zstd frame")
+                    return b""
+            piece, self._input = self._input[:_ZSTD_STEP], self._input[_ZSTD_STEP:]
+            self._started = True
+            out = self._obj.decompress(piece)
+            if self._obj.eof:  # a frame ended: what follows it starts the next one
+                self._input = self._obj.unused_data + self._input
+                self._obj, self._started = self._new(), False
+            if out:
+                return bytes(out)
+
+
+#: Compressed bytes fed to the zstd decompressor at a time (at most some 128 KiB of output per 3 bytes of input).
+_ZSTD_STEP = 256
+
+
 def _zstd_reader(stream: Any) -> Any:
     try:
         import zstandard
     except ImportError:
         raise UnreadableInput(NO_ZSTD) from None
-    return zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True, closefd=False)
+    return _ZstdReader(stream, zstandard)
 
 
 def decompressor(stream: Any, codec: str) -> Any:
