@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,3 +142,55 @@ def test_rules_documents_the_new_rules(capsys: pytest.CaptureFixture[str]) -> No
     assert "--reply-timeout" in capsys.readouterr().out
     assert main(["rules", "reconnect-restores-nothing"]) == 0
     assert "replay_visible" in capsys.readouterr().out
+
+
+def _without_paths(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in trace.items() if k != "path"} for trace in report["traces"]]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "bzip2", "xz", "zstd"])
+def test_every_sample_compressed_gives_the_report_of_the_plain_file(tmp_path: Path, codec: str) -> None:
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    from .conftest import SAMPLES
+
+    pack = {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress,
+            "zstd": zstandard.ZstdCompressor().compress}[codec]  # fmt: skip
+    suffix = {"gzip": ".gz", "bzip2": ".bz2", "xz": ".xz", "zstd": ".zst"}[codec]
+    samples = sorted(SAMPLES.rglob("*.jsonl"))
+    packed = tmp_path / "packed"
+    for path in samples:
+        target = packed / path.relative_to(SAMPLES)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.with_name(target.name + suffix).write_bytes(pack(path.read_bytes()))
+    plain_json, packed_json = tmp_path / "plain.json", tmp_path / "packed.json"
+    code = main(["analyze", *map(str, samples), "--format", "json", "-o", str(plain_json), "--fail-on", "never"])
+    assert main(["analyze", str(packed), "--format", "json", "-o", str(packed_json), "--fail-on", "never"]) == code
+    plain, compressed = json.loads(plain_json.read_text()), json.loads(packed_json.read_text())
+    assert len(compressed["traces"]) == len(samples)
+    assert _without_paths(compressed) == _without_paths(plain)
+
+
+def test_a_compressed_trace_on_stdin_and_what_is_no_trace_at_all(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+    import subprocess
+    import sys
+
+    packed = gzip.compress(RACE_188.read_bytes())
+    run = [sys.executable, "-m", "rtrace.cli", "analyze", "-", "--format", "json"]
+    done = subprocess.run(run, input=packed, capture_output=True, timeout=60)
+    assert done.returncode == 1 and json.loads(done.stdout)["traces"][0]["events"] == 76
+    for name, data in (("rand.gz", gzip.compress(bytes(range(256)) * 40)), ("package.json", b'{"name": "x"}\n')):
+        path = tmp_path / name
+        path.write_bytes(data)
+        redact = ["redact", str(path), "-o", str(tmp_path / "o.jsonl")]
+        for argv in (["analyze", str(path)], ["show", str(path)], redact):
+            assert main(argv) == 3, argv
+        assert not (tmp_path / "o.jsonl").exists()
+    assert "Traceback" not in capfd.readouterr().err

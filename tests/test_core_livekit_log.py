@@ -23,7 +23,8 @@ ESC = "\x1b"
 
 def json_line(message: str, t: float, level: str = "DEBUG", **extra: Any) -> str:
     stamp = f"2026-12-01T08:57:{52 + t:09.6f}+00:00"
-    return json.dumps({"message": message, "level": level, "name": "livekit.agents", **extra, "pid": 1, "timestamp": stamp})
+    record = {"message": message, "level": level, "name": "livekit.agents", **extra, "pid": 1, "timestamp": stamp}
+    return json.dumps(record)
 
 
 def dev_line(message: str, t: float, level: str = "DEBUG", **extra: Any) -> str:

@@ -392,3 +392,20 @@ def test_a_rule_that_raises_loses_only_its_own_findings(engine: str) -> None:
     failure = report.problems[0]
     assert failure.severity == "error" and failure.line >= 1 and "RT999" in failure.message
     assert str(failure).startswith(f"{RACE_188}:{failure.line}:1: rule RT999 failed on this event (TypeError")
+
+
+def test_blind_notes_name_the_rules_that_need_what_a_capture_lacks() -> None:
+    from rtrace.core.trace import Header
+    from rtrace.engine.fold import blind_notes
+    from rtrace.rules.base import NEEDS
+
+    needing = {r.id: r.needs for r in RULES if r.needs}
+    assert needing and all(set(n) <= set(NEEDS) for n in needing.values())
+    state = Fold(Config(), RULES).state
+    header = Header(1, {"recorder": "a log", "unseen": ["output-audio-bytes", "reconnect-replay", "no-such-thing"]})
+    # no reconnect happened: only what the header lists and some rule needs (the replay needs a reconnect)
+    [note] = blind_notes(RULES, state, header)
+    assert note.what == "output-audio-bytes" and note.rules == tuple(i for i, n in needing.items() if note.what in n)
+    assert "a log does not record" in note.why
+    assert blind_notes([r for r in RULES if not r.needs], state, header) == []
+    assert blind_notes(RULES, state, None) == []

@@ -505,3 +505,30 @@ def test_dask_a_trace_that_kills_its_worker_fails_alone(tmp_path: Path, fleet: l
     assert reports[3].unreadable is not None and "cluster" in reports[3].unreadable
     good = parallel.analyze_local([p for p in paths if p != str(die)], Config(), RULES, MAX, jobs=1)
     assert comparable([r for k, r in enumerate(reports) if k != 3]) == comparable(good)
+
+
+def test_a_compressed_trace_is_read_by_one_process_and_a_folder_of_them_is_a_fleet(tmp_path: Path) -> None:
+    import gzip
+
+    from rtrace.cli import main
+
+    big = tmp_path / "big.jsonl"
+    write(big, "text", 3, 600.0)
+    packed = tmp_path / "fleet" / "big.jsonl.gz"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(big.read_bytes(), 1))
+    assert parallel.analyze_split(str(big), Config(), RULES, MAX, min_bytes=0) is not None
+    assert parallel.analyze_split(str(packed), Config(), RULES, MAX, min_bytes=0) is None
+    one = parallel.analyze_file(str(packed), Config(), RULES, MAX, jobs=2)
+    plain = analyze_path(big)
+    assert (one.events, len(one.findings), one.problem_count) == (plain.events, len(plain.findings), 0)
+    (packed.parent / "notes.txt").write_text("not a trace")
+    (packed.parent / "b.jsonl").write_bytes(big.read_bytes())
+    out = tmp_path / "r.json"
+    main(["analyze", str(packed.parent), "-j", "2", "--format", "json", "-o", str(out)])
+    paths = [t["path"] for t in json.loads(out.read_text())["traces"]]
+    assert paths == [str(packed.parent / "b.jsonl"), str(packed)]
+    assert [url for url, _ in parallel.expand_urls([f"file://{packed.parent}"])] == [
+        f"file://{packed.parent / 'b.jsonl'}",
+        f"file://{packed}",
+    ]
