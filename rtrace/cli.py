@@ -707,7 +707,7 @@ def record(
 
 @app.command()
 def convert(
-    path: Annotated[Path, typer.Argument(help="A HAR file, a JSON-array or JSONL event log, or a mitmproxy dump.")],
+    path: Annotated[Path, typer.Argument(help="A HAR, JSON-array or JSONL event log, mitmproxy dump or livekit log.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
     allow_special_files: AllowSpecial = False,
 ) -> None:
