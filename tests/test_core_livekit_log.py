@@ -159,3 +159,18 @@ def test_a_compressed_log_is_read_the_same(tmp_path: Path) -> None:
         records = list(reader)
     with LogReader.open(LOGS / "1.8.8-race-json.log") as plain:
         assert [(r.line, r.type) for r in records] == [(r.line, r.type) for r in plain]
+
+
+def test_a_log_of_several_jobs_reads_the_first_and_says_so() -> None:
+    created = {"type": "session.created", "event_id": "e1"}
+    lines = [
+        json_line("<<<", 0.0, job_id="AJ_1", **{"lk.pii.event": created}),
+        json_line("<<<", 0.1, job_id="AJ_2", **{"lk.pii.event": created}),
+        json_line(">>>", 0.2, job_id="AJ_1", **{"lk.pii.event": {"type": "response.create"}}),
+        json_line(">>>", 0.3, job_id="AJ_2", **{"lk.pii.event": {"type": "response.create"}}),
+    ]
+    records, reader = read("\n".join(lines))
+    read_ = [(r.line, r.type) for r in records]
+    assert read_ == [(1, "connection.opened"), (1, "session.created"), (3, "response.create")]
+    assert reader.job == "AJ_1" and [p.line for p in reader.problems] == [2]
+    assert "another job (AJ_2; job AJ_1 is read)" in reader.problems[0].message

@@ -15,7 +15,9 @@ renderings are read, found by their content (`sniff`):
 Only `>>>` and `<<<` become records: `unhandled event: TYPE` and `failed to handle event` repeat a `<<<` and are
 never counted twice. A connection starts at a `connecting to` line, or at a `session.created` of a connection
 that already had one; it ends at `Error in _recv_task`, `... connection failed, retrying` or `session closed`.
-Times are the records' own (the client's clock, from the first record).
+Times are the records' own (the client's clock, from the first record). A worker's log may interleave several
+jobs (records carry `job_id` when a job runs in its own process): the first job's records are read, and the first
+record of each other job is a problem that says so.
 
 What a log cannot show is said in the trace, so that no rule judges it: the reconnect replay is sent past the
 logging (`"replay_visible": false` on every connection after the first), audio appends are never logged, and an
@@ -54,8 +56,8 @@ _CONNECTING = "connecting to Realtime API: "
 _ENDS = ("Error in _recv_task", "OpenAI Realtime API connection failed", "session closed")
 #: Output audio deltas (GA and beta names): their logged payload is a placeholder.
 _AUDIO_DELTAS = ("response.output_audio.delta", "response.audio.delta")
-#: How many of the first lines `sniff` looks at.
-SNIFF_LINES = 50
+#: How many of the first lines `sniff` looks at (an application may log much before its first session).
+SNIFF_LINES = 2000
 
 
 def _json_record(raw: bytes) -> dict[str, Any] | None:
@@ -135,10 +137,19 @@ class LogReader(TraceReader):
         self._conn = 0
         self._created = False  # the current connection had its session.created
         self._open = False
+        #: The job whose records are read (None: none named yet), and the other jobs met.
+        self.job: str | None = None
+        self.other_jobs: set[str] = set()
 
     def _set_header(self) -> None:
         fields = {"recorder": RECORDER, "source_format": "livekit-log", "log_format": self.log_format}
         self.header = Header(1, {**fields, "unseen": sorted(UNSEEN)})
+
+    def _found(self, kind: str) -> None:
+        """The first record decides the formatter: the rest of the log is read as that one."""
+        if self.log_format is None:
+            self.log_format = kind
+            self._set_header()
 
     def _entries(self, table: dict[bytes, int] | None = None, until_line: int | None = None) -> Iterator[Row]:
         t0: float | None = None
@@ -154,6 +165,8 @@ class LogReader(TraceReader):
             if parsed is None:
                 continue  # another program's output, a traceback line: not a record of the session
             seconds, message, extra = parsed
+            if not self._of_this_job(lineno, extra):
+                continue
             if seconds is None:
                 seconds = self.last_t if t0 is None else self.last_t + t0
             if t0 is None:
@@ -161,20 +174,33 @@ class LogReader(TraceReader):
             t = round(max(0.0, seconds - t0), 6)
             yield from self._rows(lineno, t, message, extra)
 
+    def _of_this_job(self, lineno: int, extra: Any) -> bool:
+        job = extra.get("job_id") if isinstance(extra, dict) else None
+        if not isinstance(job, str) or job == self.job:
+            return True
+        if self.job is None:
+            self.job = job
+            return True
+        if job not in self.other_jobs:
+            self.other_jobs.add(job)
+            self._problem(
+                lineno,
+                1,
+                f"a record of another job ({printable(job, 40)}; job {printable(self.job, 40)} is read): this log "
+                "interleaves jobs; keep one job's lines (its job_id) to analyze it",
+            )
+        return False
+
     def _parse(self, raw: bytes) -> tuple[float | None, str, Any] | None:
         if self.log_format != "dev":
             obj = _json_record(raw)
             if obj is not None:
-                if self.log_format is None:
-                    self.log_format = "json"
-                    self._set_header()
+                self._found("json")
                 return _iso_seconds(obj.get("timestamp")), obj["message"], obj
         if self.log_format != "json":
             dev = _dev_record(raw)
             if dev is not None:
-                if self.log_format is None:
-                    self.log_format = "dev"
-                    self._set_header()
+                self._found("dev")
                 message, extra = _split_dev(dev[3])
                 return dev[0], message, extra
         return None
