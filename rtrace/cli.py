@@ -645,8 +645,10 @@ def minimize_command(
         result = mz.minimize(path, found, max_line_bytes=max_line_bytes)
     except mz.NothingToMinimize as e:
         raise UsageError(str(e)) from None
+    from .core.writer import replacing_trace
+
     try:
-        with output.open("wb") as out:
+        with replacing_trace(output) as out:  # whole or not at all, compressed as its name says
             written = mz.write(result, out, max_line_bytes=max_line_bytes)
     except OSError as e:
         raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None

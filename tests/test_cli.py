@@ -267,3 +267,18 @@ def test_report_minimize_attaches_a_reproducer_per_rule(tmp_path: Path, capsys: 
         assert (tmp_path / f"bug.min-{rule}.jsonl").exists()
     assert main(["report", str(RACE_188), "--minimize", "--format", "html"]) == 2
     assert "--minimize writes its reproducers beside --output" in capsys.readouterr().err
+
+
+def test_minimize_reads_a_compressed_trace_and_writes_one(tmp_path: Path) -> None:
+    import bz2
+    import gzip
+
+    from rtrace.core.loader import compression_of_file
+
+    packed, out = tmp_path / "race.jsonl.gz", tmp_path / "repro.jsonl.bz2"
+    packed.write_bytes(gzip.compress(RACE_188.read_bytes()))
+    assert main(["minimize", str(packed), "--rule", "RT101", "-o", str(out)]) == 0
+    plain = tmp_path / "repro.jsonl"
+    assert main(["minimize", str(RACE_188), "--rule", "RT101", "-o", str(plain)]) == 0
+    assert compression_of_file(out) == "bzip2"
+    assert bz2.decompress(out.read_bytes()).splitlines()[1:] == plain.read_bytes().splitlines()[1:]
