@@ -229,13 +229,16 @@ def bind_host(host: str) -> str:
 
 
 def trace_paths(paths: list[Path]) -> list[str]:
-    """Files as given; directories expand to their `*.jsonl` files (sorted)."""
+    """Files as given; directories expand to their `*.jsonl` files, plain or compressed (`loader.is_trace_name`:
+    `*.jsonl.gz`, `.bz2`, `.xz`, `.zst`), sorted."""
+    from .core.loader import is_trace_name
+
     out: list[str] = []
     for path in paths:
         if str(path) != "-" and path.is_dir():
-            found = sorted(str(p) for p in path.rglob("*.jsonl") if p.is_file())
+            found = sorted(str(p) for p in path.rglob("*.jsonl*") if is_trace_name(p.name) and p.is_file())
             if not found:
-                raise UsageError(f"{path}: no *.jsonl trace in this directory")
+                raise UsageError(f"{path}: no *.jsonl trace (plain or .gz, .bz2, .xz, .zst) in this directory")
             out.extend(found)
         else:
             out.append(str(path))
@@ -878,8 +881,10 @@ def minimize_command(
         result = mz.minimize(path, found, max_line_bytes=max_line_bytes)
     except mz.NothingToMinimize as e:
         raise UsageError(str(e)) from None
+    from .core.writer import replacing_trace
+
     try:
-        with output.open("wb") as out:
+        with replacing_trace(output) as out:  # whole or not at all, compressed as its name says
             written = mz.write(result, out, max_line_bytes=max_line_bytes)
     except OSError as e:
         raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
@@ -1146,7 +1151,7 @@ CONVERT_EXAMPLES = """Examples:
 
 @app.command(epilog=_verbatim(CONVERT_EXAMPLES))
 def convert(
-    path: Annotated[Path, typer.Argument(help="A HAR file, a JSON-array or JSONL event log, or a mitmproxy dump.")],
+    path: Annotated[Path, typer.Argument(help="A HAR, JSON-array or JSONL event log, mitmproxy dump or livekit log.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
     allow_special_files: AllowSpecial = False,
 ) -> None:
@@ -1154,12 +1159,12 @@ def convert(
     allow_special(allow_special_files)
     from .core.importers import convert as convert_file
     from .core.importers import detect
-    from .core.writer import Replacing
+    from .core.writer import replacing_trace
 
     refuse_overwrite([str(path)], [output])
     kind = detect(str(path))
     try:
-        with Replacing(output) as out, working(f"converting {path}"):
+        with replacing_trace(output) as out, working(f"converting {path}"):
             count = convert_file(str(path), out, kind)
             if count == 0:
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")

@@ -81,14 +81,17 @@ def trace_records(path: Path) -> Iterator[dict[str, Any]]:
                 yield record
 
 
-async def drive(name: str, argv: list[str], timeout: float) -> tuple[dict[str, Any], str]:
-    """Run a driver (`argv`) to its end: (its summary, the last JSON line on its stdout; its stderr). It ends by
-    itself within `timeout` (a watchdog 10 s later); at `timeout` + 15 s it is killed and the test fails."""
+async def drive(
+    name: str, argv: list[str], timeout: float, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """Run a driver (`argv`, with `env` added to this environment) to its end: (its summary, the last JSON line on
+    its stdout; its stderr). It ends by itself within `timeout` (a watchdog 10 s later); at `timeout` + 15 s it is
+    killed and the test fails."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "sk-rtrace-test"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "OPENAI_API_KEY": "sk-rtrace-test", **(env or {})},
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout + 15)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,6 +142,58 @@ def test_rules_documents_the_new_rules(capsys: pytest.CaptureFixture[str]) -> No
     assert "--reply-timeout" in capsys.readouterr().out
     assert main(["rules", "reconnect-restores-nothing"]) == 0
     assert "replay_visible" in capsys.readouterr().out
+
+
+def _without_paths(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in trace.items() if k != "path"} for trace in report["traces"]]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "bzip2", "xz", "zstd"])
+def test_every_sample_compressed_gives_the_report_of_the_plain_file(tmp_path: Path, codec: str) -> None:
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    from .conftest import SAMPLES
+
+    pack = {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress,
+            "zstd": zstandard.ZstdCompressor().compress}[codec]  # fmt: skip
+    suffix = {"gzip": ".gz", "bzip2": ".bz2", "xz": ".xz", "zstd": ".zst"}[codec]
+    samples = sorted(SAMPLES.rglob("*.jsonl"))
+    packed = tmp_path / "packed"
+    for path in samples:
+        target = packed / path.relative_to(SAMPLES)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.with_name(target.name + suffix).write_bytes(pack(path.read_bytes()))
+    plain_json, packed_json = tmp_path / "plain.json", tmp_path / "packed.json"
+    code = main(["analyze", *map(str, samples), "--format", "json", "-o", str(plain_json), "--fail-on", "never"])
+    assert main(["analyze", str(packed), "--format", "json", "-o", str(packed_json), "--fail-on", "never"]) == code
+    plain, compressed = json.loads(plain_json.read_text()), json.loads(packed_json.read_text())
+    assert len(compressed["traces"]) == len(samples)
+    assert _without_paths(compressed) == _without_paths(plain)
+
+
+def test_a_compressed_trace_on_stdin_and_what_is_no_trace_at_all(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+    import subprocess
+    import sys
+
+    packed = gzip.compress(RACE_188.read_bytes())
+    run = [sys.executable, "-m", "rtrace.cli", "analyze", "-", "--format", "json"]
+    done = subprocess.run(run, input=packed, capture_output=True, timeout=60)
+    assert done.returncode == 1 and json.loads(done.stdout)["traces"][0]["events"] == 76
+    for name, data in (("rand.gz", gzip.compress(bytes(range(256)) * 40)), ("package.json", b'{"name": "x"}\n')):
+        path = tmp_path / name
+        path.write_bytes(data)
+        redact = ["redact", str(path), "-o", str(tmp_path / "o.jsonl")]
+        for argv in (["analyze", str(path)], ["show", str(path)], redact):
+            assert main(argv) == 3, argv
+        assert not (tmp_path / "o.jsonl").exists()
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_analyze_follow_prints_each_finding_as_the_file_grows_then_the_report(
@@ -344,13 +397,14 @@ def test_a_trace_without_timestamps_says_the_timing_rules_could_not_run(
     untimed.write_text("".join(json.dumps({k: v for k, v in x.items() if k != "t"}) + "\n" for x in lines))
     main(["analyze", str(untimed)])
     out = capsys.readouterr().out
-    assert "note: no timestamps" in out and "RT110" in out and "RT125" in out
+    assert "not judged by RT101, RT102, RT110, RT115, RT119, RT125: no timestamps" in out
     main(["analyze", str(untimed), "-f", "json"])
-    assert json.loads(capsys.readouterr().out)["traces"][0]["notes"][0].startswith("no timestamps")
+    [note] = json.loads(capsys.readouterr().out)["traces"][0]["not_judged"]
+    assert note["what"] == "timestamps" and note["why"].startswith("no timestamps") and "RT110" in note["rules"]
     main(["analyze", str(RACE_188), "-f", "json"])
-    assert "notes" not in json.loads(capsys.readouterr().out)["traces"][0]
+    assert json.loads(capsys.readouterr().out)["traces"][0]["not_judged"] == []
     main(["analyze", str(untimed), "--select", "RT103"])
-    assert "note:" not in capsys.readouterr().out  # no timed rule selected: nothing was lost
+    assert "not judged" not in capsys.readouterr().out  # no rule that needs times selected: nothing was lost
 
 
 def test_show_out_of_range_line_or_connection_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -550,3 +604,18 @@ def test_options_naming_event_types_are_checked_against_the_catalog(
 ) -> None:
     """`serve --drop-on bogus.type` was accepted and never fired."""
     assert_usage_error(argv, message, capsys)
+
+
+def test_minimize_reads_a_compressed_trace_and_writes_one(tmp_path: Path) -> None:
+    import bz2
+    import gzip
+
+    from rtrace.core.loader import compression_of_file
+
+    packed, out = tmp_path / "race.jsonl.gz", tmp_path / "repro.jsonl.bz2"
+    packed.write_bytes(gzip.compress(RACE_188.read_bytes()))
+    assert main(["minimize", str(packed), "--rule", "RT101", "-o", str(out)]) == 0
+    plain = tmp_path / "repro.jsonl"
+    assert main(["minimize", str(RACE_188), "--rule", "RT101", "-o", str(plain)]) == 0
+    assert compression_of_file(out) == "bzip2"
+    assert bz2.decompress(out.read_bytes()).splitlines()[1:] == plain.read_bytes().splitlines()[1:]

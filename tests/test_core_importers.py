@@ -165,3 +165,54 @@ def test_mitmproxy_dump(tmp_path: Path) -> None:
     assert wire(out) == wire(RACE)
     assert KEY not in out.read_text()
     assert rules_of(out) == rules_of(RACE)
+
+
+LOGS = Path(__file__).resolve().parent / "golden" / "livekit-logs"
+
+
+def test_a_livekit_log_is_detected_by_content_and_read_in_place(tmp_path: Path) -> None:
+    import gzip
+
+    from rtrace.core.importers import reader
+
+    log = LOGS / "1.8.8-race-dev.log"
+    packed = tmp_path / "agent.txt"  # any name, compressed too
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    for path in (log, packed):
+        assert detect(str(path)) == "livekit-log"
+        with native_path(str(path)) as readable:
+            assert readable == str(path)  # read in place: findings at the log's own lines
+        log_reader = reader(str(path))
+        assert log_reader is not None
+        with log_reader:
+            assert sum(1 for _ in log_reader) == 76
+    assert reader(str(LOGS / "1.8.8-race.serve.jsonl")) is None
+    out = tmp_path / "converted.jsonl"
+    assert main(["convert", str(packed), "-o", str(out)]) == 0
+    with TraceReader.open(out) as converted:
+        assert sum(1 for _ in converted) == 76
+        assert converted.header is not None and converted.header.fields["source_format"] == "livekit-log"
+        assert "reconnect-replay" in converted.header.fields["unseen"]
+
+
+def test_compressed_captures_are_detected_through_the_compression(tmp_path: Path) -> None:
+    import bz2
+
+    har = tmp_path / "capture.bin"
+    har.write_bytes(bz2.compress(json.dumps({"log": {"entries": []}}).encode()))
+    assert detect(str(har)) == "har"
+    array = tmp_path / "array.bin"
+    array.write_bytes(bz2.compress(b'[{"type": "session.created"}]'))
+    assert detect(str(array)) == "json-array"
+    assert [r["event"]["type"] for r in records(str(array))] == ["session.created"]
+
+
+@pytest.mark.parametrize("content", [b"", b'{"name": "x",\n "version": "1"}\n', bytes(range(256)) * 8])
+def test_convert_of_what_is_not_a_trace_exits_3_and_writes_nothing(tmp_path: Path, content: bytes) -> None:
+    import gzip
+
+    for data in (content, gzip.compress(content)):
+        src, out = tmp_path / "package.json", tmp_path / "out.jsonl.gz"
+        src.write_bytes(data)
+        assert main(["convert", str(src), "-o", str(out)]) == ExitCode.UNREADABLE
+        assert not out.exists()

@@ -813,3 +813,120 @@ def test_the_fast_path_refuses_special_files_as_the_pure_path(tmp_path: Path) ->
         with pytest.raises(UnreadableInput, match="not a regular file"):
             with TraceReader.open(path) as reader:
                 list(reader.rows().entries(TRANSITIONS, AUDIO_DELTAS))
+
+
+# -- compressed traces -------------------------------------------------------------------------------------------
+
+
+def _compress(codec: str, data: bytes) -> bytes:
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    packers = {
+        "gzip": gzip.compress,
+        "bzip2": bz2.compress,
+        "xz": lzma.compress,
+        "zstd": zstandard.ZstdCompressor().compress,
+    }
+    return packers[codec](data)
+
+
+CODECS = ("gzip", "bzip2", "xz", "zstd")
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_compressed_trace_is_read_as_the_plain_one_whatever_its_name(codec: str, tmp_path: Path) -> None:
+    from rtrace.core.loader import compression_of, compression_of_file
+
+    plain = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+    packed = tmp_path / "misleading.jsonl"  # no .gz: the magic bytes decide
+    packed.write_bytes(_compress(codec, plain.read_bytes()))
+    assert compression_of(packed.read_bytes()[:8]) == codec == compression_of_file(packed)
+    records, reader = load(packed)
+    expected, _ = load(plain)
+    assert [r.to_json() for r in records] == [r.to_json() for r in expected]
+    assert [r.line for r in records] == [r.line for r in expected]
+    assert reader.compression == codec and reader.problems == []
+    assert compression_of_file(plain) is None
+
+
+def test_a_compressed_stream_is_read_on_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    data = (OK + b"\n") * 3
+    fake = io.TextIOWrapper(io.BufferedReader(io.BytesIO(_compress("gzip", data))))
+    monkeypatch.setattr(sys, "stdin", fake)
+    with TraceReader.open("-") as reader:
+        assert len(list(reader)) == 3 and reader.compression == "gzip"
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_truncated_compressed_trace_breaks_at_a_line_and_the_lines_before_are_read(codec: str) -> None:
+    # 3 MB: bzip2 decompresses by blocks of 900 kB, so half the file holds at least one whole block
+    line = b'{"t":%d.0,"dir":"server","conn":1,"event":{"type":"rate_limits.updated","n":%d}}'
+    lines = [line % (n, n) for n in range(36_000)]
+    packed = _compress(codec, b"\n".join(lines) + b"\n")
+    records, reader = read(packed[: len(packed) // 2])
+    assert 0 < len(records) < len(lines)
+    assert [r.line for r in records] == list(range(1, len(records) + 1))
+    broke = [p for p in reader.problems if "stream breaks here" in p.message]
+    assert len(broke) == 1 and broke[0].line == reader.broken
+    assert reader.broken in (len(records) + 1, len(records) + 2)  # the first line not read whole
+
+
+def test_corrupt_compressed_data_is_a_problem_never_an_exception() -> None:
+    import gzip
+
+    records, reader = read(gzip.compress(OK + b"\n")[:10] + os.urandom(200))
+    assert records == [] and reader.broken == 1
+    assert "gzip stream breaks here" in reader.problems[-1].message
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_decompression_bomb_is_read_in_bounded_memory(codec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rtrace.core import loader
+
+    monkeypatch.setattr(loader, "MIN_SKIP_BYTES", 0)
+    # 64 MiB of zeros without a line end, in at most 128 KiB compressed, after one good line: the line limit (1 MiB,
+    # its end looked for up to 16 MiB) bounds the decompressed data held, and reading stops at the horizon
+    packed = _compress(codec, OK + b"\n" + b"\0" * (64 << 20))
+    assert len(packed) < 1 << 17
+    tracemalloc.start()
+    try:
+        records, reader = read(packed, max_line_bytes=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert lines_of(records) == [1] and reader.gave_up == 2
+    assert peak < 16 * 1024 * 1024, peak  # a quarter of the data: the decompressor's buffers and a block or two
+
+
+def test_zstd_without_zstandard_is_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_zstandard(name: str, *args: Any, **kw: Any) -> Any:
+        if name == "zstandard":
+            raise ImportError(name)
+        return real_import(name, *args, **kw)
+
+    packed = _compress("zstd", OK + b"\n")
+    monkeypatch.setattr(builtins, "__import__", no_zstandard)
+    records, reader = read(packed)
+    assert records == [] and "needs the zstandard package" in only_problem(reader).message
+
+
+def test_open_trace_gives_the_plain_bytes_of_a_compressed_file(tmp_path: Path) -> None:
+    from rtrace.core.loader import is_trace_name, open_trace
+
+    path = tmp_path / "t.jsonl.xz"
+    path.write_bytes(_compress("xz", OK + b"\n"))
+    with open_trace(path) as f:
+        assert f.read() == OK + b"\n"
+    assert [is_trace_name(n) for n in ("a.jsonl", "a.jsonl.gz", "a.jsonl.zst", "a.json", "a.gz")] == [
+        True, True, True, False, False,
+    ]  # fmt: skip

@@ -234,6 +234,35 @@ def test_a_buffered_writer_writes_nothing_until_flushed(tmp_path: Path) -> None:
     assert len(lines(trace.read_bytes())) == 2 and w.lines == 2
 
 
+@pytest.mark.parametrize(
+    ("name", "codec"),
+    [("t.jsonl.gz", "gzip"), ("t.jsonl.bz2", "bzip2"), ("t.jsonl.xz", "xz"), ("t.jsonl.zst", "zstd"), ("t", None)],
+)
+def test_a_trace_written_to_a_compressed_name_is_compressed_and_reads_back(
+    tmp_path: Path, name: str, codec: str | None
+) -> None:
+    from rtrace.core.loader import compression_of_file, open_trace
+    from rtrace.core.writer import compression_for, replacing_trace
+
+    path = tmp_path / name
+    data = b'{"t":0.0,"dir":"client","conn":1,"event":{"type":"response.create"}}\n' * 1000
+    with replacing_trace(path) as fp:
+        fp.write(data)
+        fp.seek(0)  # seekable while written: a split secret is masked where it stands
+        fp.write(data[:10])
+        fp.seek(0, os.SEEK_END)
+    assert compression_for(path) == codec == compression_of_file(path)
+    with open_trace(path) as f:
+        assert f.read() == data
+    # an output that fails leaves what was there
+    with pytest.raises(RuntimeError), replacing_trace(path) as fp:
+        fp.write(b"half")
+        raise RuntimeError
+    with open_trace(path) as f:
+        assert f.read() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
 def test_the_tap_gets_what_reached_the_file_in_order_buffered_or_not() -> None:
     for buffered in (False, True):
         tapped: list[bytes] = []

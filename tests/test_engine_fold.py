@@ -394,18 +394,30 @@ def test_a_rule_that_raises_loses_only_its_own_findings(engine: str) -> None:
     assert str(failure).startswith(f"{RACE_188}:{failure.line}:1: rule RT999 failed on this event (TypeError")
 
 
-def test_a_trace_without_times_has_a_note_naming_the_timed_rules(tmp_path: Path) -> None:
-    from rtrace.engine.fold import untimed_note
-    from rtrace.rules import RULES
+def test_blind_notes_name_the_rules_that_need_what_a_capture_lacks() -> None:
+    from rtrace.core.trace import Header
+    from rtrace.engine.fold import blind_notes
+    from rtrace.rules.base import NEEDS
 
-    timed = [r.id for r in RULES if r.timed]
+    needing = {r.id: r.needs for r in RULES if r.needs}
+    assert needing and all(set(n) <= set(NEEDS) for n in needing.values())
+    state = Fold(Config(), RULES).state
+    header = Header(1, {"recorder": "a log", "unseen": ["output-audio-bytes", "reconnect-replay", "no-such-thing"]})
+    # no reconnect happened: only what the header lists and some rule needs (the replay needs a reconnect)
+    [note] = blind_notes(RULES, state, header)
+    assert note.what == "output-audio-bytes" and note.rules == tuple(i for i, n in needing.items() if note.what in n)
+    assert "a log does not record" in note.why
+    assert blind_notes([r for r in RULES if not r.needs], state, header) == []
+    assert blind_notes(RULES, state, None) == []
+
+
+def test_a_trace_without_times_says_which_rules_needed_them(tmp_path: Path) -> None:
+    timed = [r.id for r in RULES if "timestamps" in r.needs]
     assert timed == ["RT101", "RT102", "RT110", "RT115", "RT119", "RT125"]
-    note = untimed_note(RULES)
-    assert note is not None and all(rule in note for rule in timed)
-    assert untimed_note([r for r in RULES if not r.timed]) is None
     trace = tmp_path / "untimed.jsonl"
     trace.write_text('{"dir": "client", "conn": 1, "event": {"type": "session.update", "session": {}}}\n' * 3)
-    assert analyze_path(trace).notes == (note,)
+    [note] = analyze_path(trace).not_judged
+    assert (note.what, note.rules) == ("timestamps", tuple(timed)) and note.why.startswith("no timestamps")
     trace.write_text('{"t": 0.5, "dir": "client", "conn": 1, "event": {"type": "session.update", "session": {}}}\n')
-    assert analyze_path(trace).notes == ()  # one event: nothing to time
-    assert analyze_path(REAL / "tool-output-race.livekit-1.8.8.jsonl").notes == ()
+    assert analyze_path(trace).not_judged == []  # one event: nothing to time
+    assert analyze_path(REAL / "tool-output-race.livekit-1.8.8.jsonl").not_judged == []

@@ -514,3 +514,30 @@ def test_a_storage_option_the_backend_does_not_take_is_named() -> None:
     assert storage_error("s3://b/day/", e) == (
         "s3://b/day/: the s3:// backend has no storage option 'retries' (see its fsspec docs)"
     )
+
+
+def test_a_compressed_trace_is_read_by_one_process_and_a_folder_of_them_is_a_fleet(tmp_path: Path) -> None:
+    import gzip
+
+    from rtrace.cli import main
+
+    big = tmp_path / "big.jsonl"
+    write(big, "text", 3, 600.0)
+    packed = tmp_path / "fleet" / "big.jsonl.gz"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(big.read_bytes(), 1))
+    assert parallel.analyze_split(str(big), Config(), RULES, MAX, min_bytes=0) is not None
+    assert parallel.analyze_split(str(packed), Config(), RULES, MAX, min_bytes=0) is None
+    one = parallel.analyze_file(str(packed), Config(), RULES, MAX, jobs=2)
+    plain = analyze_path(big)
+    assert (one.events, len(one.findings), one.problem_count) == (plain.events, len(plain.findings), 0)
+    (packed.parent / "notes.txt").write_text("not a trace")
+    (packed.parent / "b.jsonl").write_bytes(big.read_bytes())
+    out = tmp_path / "r.json"
+    main(["analyze", str(packed.parent), "-j", "2", "--format", "json", "-o", str(out)])
+    paths = [t["path"] for t in json.loads(out.read_text())["traces"]]
+    assert paths == [str(packed.parent / "b.jsonl"), str(packed)]
+    assert [url for url, _ in parallel.expand_urls([f"file://{packed.parent}"])] == [
+        f"file://{packed.parent / 'b.jsonl'}",
+        f"file://{packed}",
+    ]

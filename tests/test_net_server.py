@@ -637,3 +637,19 @@ def test_a_killed_recording_server_leaves_every_frame_its_clients_saw_in_the_tra
     creates = {rec.event["item"]["id"] for rec in TraceReader.open(path) if rec.type == "conversation.item.create"}
     acked = {ev["item"]["id"] for ev in seen if ev.get("type") == "conversation.item.added"}
     assert acked <= creates
+
+
+def test_from_trace_reads_a_compressed_trace(tmp_path: Path) -> None:
+    import lzma
+
+    packed = tmp_path / "recorded.jsonl.xz"
+    packed.write_bytes(lzma.compress((REAL / "tool-output-race.livekit-1.8.9.jsonl").read_bytes()))
+
+    async def main() -> None:
+        async with run_server(ServerOptions(from_trace=packed)) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(json.dumps({"type": "response.create"}))
+            done = (await until(ws, "response.done"))[-1]
+            assert done["response"]["output"][0]["name"] == "get_weather"
+
+    run(main)

@@ -114,6 +114,7 @@ def readme_commands() -> list[tuple[int, list[str]]]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding every file README's commands name: traces, a fleet, a HAR, the scenario script."""
+    import gzip
     import json
     import shutil
 
@@ -126,6 +127,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, trace in (("trace.jsonl", reconnect), ("a.jsonl", race), ("b.jsonl", reconnect)):
         shutil.copy(trace, work / name)
     shutil.copy(race, work / "recorded.jsonl")
+    (work / "trace.jsonl.gz").write_bytes(gzip.compress(reconnect.read_bytes()))
+    shutil.copy(ROOT / "tests" / "golden" / "livekit-logs" / "1.8.8-race-json.log", work / "agent.log")
     shutil.copytree(real, work / "sample_traces" / "real")  # README's commands on the bundled traces
     (work / "traces").mkdir()
     for trace in real.glob("*.jsonl"):

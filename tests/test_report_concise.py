@@ -59,6 +59,8 @@ def test_statistics_one_line_per_rule_most_found_first_then_the_total() -> None:
     assert concise.statistics(Report([], Config())) == "no findings\n"
 
 
-def test_notes_are_lines_of_their_own() -> None:
-    trace = TraceReport("t.jsonl", 2, 1, 0.0, [], [], 0, notes=("no timestamps",))
-    assert concise.render(Report([trace], Config())) == "t.jsonl: note: no timestamps\n"
+def test_what_could_not_be_judged_is_a_line_of_its_own() -> None:
+    from rtrace.engine.fold import NotJudged
+
+    trace = TraceReport("t.jsonl", 2, 1, 0.0, [], [], 0, not_judged=[NotJudged(("RT110",), "timestamps", "no times")])
+    assert concise.render(Report([trace], Config())) == "t.jsonl: not judged by RT110: no times\n"

@@ -56,3 +56,12 @@ def test_unreadable_sources_give_nothing(tmp_path: Path) -> None:
 def test_any_bytes_quote_without_error(raw: bytes) -> None:
     text = excerpt.quote_line(raw)
     assert isinstance(text, str) and len(text) <= 2000
+
+
+def test_lines_of_a_compressed_trace_are_quoted_from_its_plain_text(tmp_path: Path) -> None:
+    import gzip
+
+    path = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+    packed = tmp_path / "t.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert excerpt.read_lines(packed, [1, 45]) == excerpt.read_lines(path, [1, 45])

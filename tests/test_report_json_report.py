@@ -77,3 +77,14 @@ def test_untrusted_text_stays_valid_json(tmp_path: Path) -> None:
     out = orjson.loads(json_report.render(report_of(path)))
     finding = next(f for f in out["traces"][0]["findings"] if f["slug"] == "deleted-function-call-output")
     assert 'item_\x1b[31m"}{' in finding["ids"]["items"]
+
+
+def test_what_rules_could_not_judge_is_data() -> None:
+    from rtrace.engine.fold import NotJudged
+
+    trace = analyze_path(RACE_189)
+    trace.not_judged = [NotJudged(("RT105", "RT106"), "reconnect-replay", "the log omits the replay")]
+    data = orjson.loads(json_report.render(Report([trace], Config())))["traces"][0]
+    note = {"rules": ["RT105", "RT106"], "what": "reconnect-replay", "why": "the log omits the replay"}
+    assert data["not_judged"] == [note]
+    assert orjson.loads(json_report.render(report_of(RACE_189)))["traces"][0]["not_judged"] == []

@@ -143,3 +143,14 @@ def test_trace_names_are_cut_in_the_middle_so_the_part_that_differs_shows() -> N
     assert a.startswith("reconnect-du") and a.endswith("1.8.4.jsonl") and "…" in a
     assert trace_name("short.jsonl") == "short.jsonl"
     assert "\x1b" not in trace_name("evil\x1b[2J" + "x" * 40 + ".jsonl")
+
+
+def test_what_rules_could_not_judge_is_said_escaped() -> None:
+    from rtrace.engine.fold import NotJudged
+
+    trace = analyze_path(RACE_189)
+    trace.not_judged = [NotJudged(("RT105", "RT106"), "reconnect-replay", f"the log {EVIL} omits the replay")]
+    text = render(trace, width=400)
+    assert "not judged by RT105, RT106: the log" in text and "omits the replay" in text
+    assert_clean(text)
+    assert "not judged" not in render(analyze_path(RACE_189))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rtrace.engine.fold import analyze_path
 from rtrace.rules.base import Finding
 
@@ -133,3 +135,45 @@ def test_changes_lost_on_many_reconnects_are_tracked_in_linear_time() -> None:
         analyze_records(records, Config(), rules)
 
     assert growth(lambda n: reconnects(n, unacked=True), fold, 60) < LINEAR
+
+
+def _replay_unseen(src: Path, dst: Path) -> Path:
+    """`src` as a recorder that cannot see a reconnect's replay writes it: every connection after the first opens
+    with `"replay_visible": false` (a `connection.opened` note added before its first line when it had none)."""
+    import orjson
+
+    out, opened = [], set()
+    for raw in src.read_bytes().splitlines():
+        obj = orjson.loads(raw) if raw.strip() else None
+        conn = obj.get("conn") if isinstance(obj, dict) else None
+        if isinstance(conn, int) and conn >= 2:
+            event = obj["event"]
+            if event.get("type") == "connection.opened":
+                event["replay_visible"] = False
+                opened.add(conn)
+            elif conn not in opened:
+                opened.add(conn)
+                note = {"type": "connection.opened", "replay_visible": False}
+                out.append(orjson.dumps({"t": obj.get("t", 0.0), "dir": "meta", "conn": conn, "event": note}))
+            raw = orjson.dumps(obj)
+        out.append(raw)
+    dst.write_bytes(b"\n".join(out) + b"\n")
+    return dst
+
+
+@pytest.mark.parametrize(
+    "rule",
+    ["function-call-lost-on-reconnect", "unconfirmed-item-lost-on-reconnect", "reconnect-restores-nothing",
+     "response-create-lost-on-reconnect"],
+)  # fmt: skip
+def test_rules_that_judge_a_replay_say_nothing_when_it_was_not_seen(rule: str, tmp_path: Path) -> None:
+    positives = sorted((SAMPLES / "rules" / rule).glob("positive-*.jsonl"))
+    assert positives
+    for k, path in enumerate(positives):
+        seen = analyze_path(path)
+        [rule_id] = {f.rule for f in seen.findings if f.slug == rule}
+        unseen = analyze_path(_replay_unseen(path, tmp_path / f"{k}.jsonl"))
+        assert not [f for f in unseen.findings if f.slug == rule], path.name
+        [note] = [n for n in unseen.not_judged if n.what == "reconnect-replay"]
+        assert rule_id in note.rules and "replay_visible: false" in note.why
+        assert seen.not_judged == []

@@ -307,3 +307,41 @@ def test_the_temporary_file_is_unpredictable_and_never_a_planted_symlink(
     redact_file(src, out)
     assert victim.read_bytes() == b"precious"
     assert KEY.encode() not in out.read_bytes() and out.read_bytes().count(b"\n") == src.read_bytes().count(b"\n")
+
+
+@pytest.mark.parametrize("content", [b'{"name": "x",\n "version": "1"}\n', bytes(range(256)) * 8, b"\n\n"])
+def test_redact_of_what_is_not_a_trace_raises_and_writes_nothing(tmp_path: Path, content: bytes) -> None:
+    import gzip
+
+    from rtrace.core.loader import UnreadableInput
+
+    for data in (content, gzip.compress(content)):
+        src, out = tmp_path / "in.bin", tmp_path / "out.jsonl"
+        src.write_bytes(data)
+        with pytest.raises(UnreadableInput, match=r"no trace record|no line"):
+            redact_file(src, out)
+        assert not out.exists()
+
+
+def test_redact_reads_compressed_input_and_keeps_the_outputs_compression(tmp_path: Path) -> None:
+    import gzip
+    import lzma
+
+    from rtrace.core.loader import compression_of_file
+
+    sample = SAMPLES / "real" / "tool-output-race.livekit-1.8.8.jsonl"
+    src = tmp_path / "in.jsonl.gz"
+    src.write_bytes(gzip.compress(sample.read_bytes()))
+    out = tmp_path / "out.jsonl.xz"
+    stats = redact_file(src, out)
+    assert stats.records == stats.lines == 76 and compression_of_file(out) == "xz"
+    plain = tmp_path / "plain.jsonl"
+    redact_file(sample, plain)
+    assert lzma.decompress(out.read_bytes()) == plain.read_bytes()
+    # a truncated input: the lines before the break are kept, a note stands where it broke
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(src.read_bytes()[: len(src.read_bytes()) // 2])
+    kept = tmp_path / "kept.jsonl"
+    stats = redact_file(cut, kept)
+    assert 0 < stats.records < 76 and stats.notes[-1][0] == stats.lines
+    assert "stream breaks here" in stats.notes[-1][1]

@@ -1,5 +1,7 @@
 """Other tools' captures as native traces: HAR files with `_webSocketMessages` (browser devtools, mitmproxy), JSON-array
-exports of openai-realtime-api-beta / realtime-console logs, and mitmproxy flow dumps (only if mitmproxy is installed).
+exports of openai-realtime-api-beta / realtime-console logs, mitmproxy flow dumps (only if mitmproxy is installed), and
+livekit-agents logs written with `LK_OPENAI_DEBUG=1` (`core.livekit_log`, read in place: `reader`). Each may be
+compressed (`loader.compression_of`).
 
 Owns format detection and the conversion to native records (`t`, `dir`, `conn`, `event`): `records` gives the
 events as captured, `convert` writes them with every secret removed (`core.writer.TraceWriter` with
@@ -18,13 +20,16 @@ from typing import IO, Any
 
 import orjson
 
-from .loader import TraceReader, UnreadableInput, open_input
+from . import livekit_log
+from .loader import TraceReader, UnreadableInput, open_input, open_trace
 from .secrets import redact_event, safe_path
 from .writer import TraceWriter
 
 #: Largest HAR / JSON-array file read whole (these formats cannot be streamed line by line).
 MAX_DOCUMENT_BYTES = 1 << 30
-FORMATS = ("native", "har", "json-array", "mitmproxy")
+FORMATS = ("native", "har", "json-array", "mitmproxy", "livekit-log")
+#: How much of the start of an input `detect` looks at (decompressed).
+SNIFF_BYTES = 1 << 16
 
 
 class ImportFailed(UnreadableInput):
@@ -32,7 +37,7 @@ class ImportFailed(UnreadableInput):
 
 
 def detect(path: str) -> str:
-    """`har`, `json-array`, `mitmproxy` or `native` (anything the loader reads line by line)."""
+    """`har`, `json-array`, `mitmproxy`, `livekit-log` or `native` (anything the loader reads line by line)."""
     lower = path.lower()
     if lower.endswith(".har"):
         return "har"
@@ -41,21 +46,31 @@ def detect(path: str) -> str:
     if path == "-" or not os.path.isfile(path):
         return "native"  # a stream cannot be sniffed and read again: the loader reads it (or says why not)
     try:
-        with open_input(path) as f:
-            head = f.read(4096)
+        with open_trace(path) as f:
+            head = f.read(SNIFF_BYTES)
     except (OSError, UnreadableInput):
         return "native"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"["):
         return "json-array"
-    if text.startswith(b"{") and b'"log"' in text[:200] and b"\n{" not in text:
+    if text.startswith(b"{") and b'"log"' in text[:200] and b"\n{" not in text[:4096]:
         return "har"
+    if livekit_log.sniff(text) is not None:
+        return "livekit-log"
     return "native"
+
+
+def reader(path: str, **kw: Any) -> TraceReader | None:
+    """A reader of `path` in place (its own line numbers) when it is a format read that way (a livekit-agents
+    log); None for the others (`native_path` converts them)."""
+    if path == "-" or detect(path) != "livekit-log":
+        return None
+    return livekit_log.LogReader.open(path, **kw)
 
 
 def _read_document(path: str) -> Any:
     try:
-        with open_input(path) as f:
+        with open_trace(path) as f:
             data = f.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as e:
         raise UnreadableInput(f"{path}: {e.strerror or e}") from None
@@ -200,6 +215,10 @@ def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
         yield from array_records(_read_document(path), path)
     elif kind == "mitmproxy":
         yield from mitmproxy_records(path)
+    elif kind == "livekit-log":
+        with livekit_log.LogReader.open(path) as log:
+            for rec in log:
+                yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": rec.event}
     else:
         with TraceReader.open(path) as reader:
             for rec in reader:
@@ -215,7 +234,9 @@ def convert(src: str, dst: IO[bytes], kind: str | None = None) -> int:
     the number of records written. `dst` should be seekable: a secret split across streamed deltas is masked in
     the lines already written."""
     kind = kind or detect(src)
-    header = {"recorder": "rtrace convert", "source_format": kind}
+    header: dict[str, Any] = {"recorder": "rtrace convert", "source_format": kind}
+    if kind == "livekit-log":
+        header["unseen"] = sorted(livekit_log.UNSEEN)
     writer = TraceWriter(dst, header, lambda: 0.0, _write_failed, functools.partial(redact_event, keep_audio=True))
     count = 0
     for rec in records(src, kind):
@@ -228,7 +249,7 @@ def convert(src: str, dst: IO[bytes], kind: str | None = None) -> int:
 @contextlib.contextmanager
 def native_path(path: str) -> Iterator[str]:
     """`path` itself when the loader reads it; otherwise a temporary native conversion, removed afterwards."""
-    if detect(path) == "native":
+    if detect(path) in ("native", "livekit-log"):  # a log is read in place (`reader`)
         yield path
         return
     import tempfile
@@ -243,4 +264,4 @@ def native_path(path: str) -> Iterator[str]:
             os.unlink(tmp)
 
 
-__all__ = ["FORMATS", "ImportFailed", "convert", "detect", "har_records", "native_path", "records"]
+__all__ = ["FORMATS", "ImportFailed", "convert", "detect", "har_records", "native_path", "reader", "records"]

@@ -15,7 +15,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import IO, Any, TypeVar
 
@@ -124,6 +124,60 @@ class Replacing:
                 else:
                     with contextlib.suppress(OSError):
                         os.unlink(tmp)
+
+
+#: Output name endings -> the compression a trace written there gets (what `loader.compression_of` reads back).
+COMPRESSED_OUTPUTS = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}
+_COPY = 1 << 20
+
+
+def compression_for(path: str | os.PathLike[str]) -> str | None:
+    """The compression a trace written to `path` gets from its name (`out.jsonl.gz`: gzip), or None."""
+    return next((codec for end, codec in COMPRESSED_OUTPUTS.items() if os.fspath(path).endswith(end)), None)
+
+
+def _compressor(out: IO[bytes], codec: str) -> Any:
+    if codec == "gzip":
+        import gzip
+
+        return gzip.GzipFile(fileobj=out, mode="wb", mtime=0)  # the same trace, the same bytes
+    if codec == "bzip2":
+        import bz2
+
+        return bz2.BZ2File(out, "wb")
+    if codec == "xz":
+        import lzma
+
+        return lzma.LZMAFile(out, "wb")
+    try:
+        import zstandard
+    except ImportError:
+        why = "writing a .zst trace needs the zstandard package (pip install 'rtrace[zstd]')"
+        raise OSError(f"{out.name}: {why}") from None
+    return zstandard.ZstdCompressor().stream_writer(out, closefd=False)
+
+
+@contextlib.contextmanager
+def replacing_trace(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """`Replacing(path)`, compressed as its name says (`.gz`, `.bz2`, `.xz`, `.zst`; see `compression_for`): the
+    trace is written plain to a temporary file (seekable, so a split secret is masked where it stands) and
+    compressed into `path` only once complete. A plain name is `Replacing` itself."""
+    codec = compression_for(path)
+    if codec is None:
+        with Replacing(path) as fp:
+            yield fp
+        return
+    with tempfile.TemporaryFile() as spool:
+        yield spool
+        spool.flush()
+        spool.seek(0)
+        with Replacing(path) as out:
+            packed = _compressor(out, codec)
+            try:
+                while chunk := spool.read(_COPY):
+                    packed.write(chunk)
+            finally:
+                packed.close()
 
 
 def rewrite_at(fp: IO[bytes], offset: int, data: bytes) -> bool:

@@ -22,7 +22,7 @@ from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import TraceState
 from ..core.trace import DIRECTIONS, Header, Problem, Record, dumps_record
 from ..rules import RULES, select_rules
-from ..rules.base import Config, Finding, Rule
+from ..rules.base import NEEDS, Config, Finding, Rule
 
 
 @dataclasses.dataclass
@@ -46,11 +46,54 @@ class TraceReport:
     #: Rules that failed on an event of this trace (each also a `problems` entry of severity `error`, with its
     #: line): their findings stop there, the other rules' stand. The analysis is incomplete (exit 1).
     failed_rules: tuple[str, ...] = ()
-    #: What the analysis could not judge on this trace, for people (e.g. `untimed_note`): renderers print them.
-    notes: tuple[str, ...] = ()
+    #: Rules that could not judge all of this trace, and why (`blind_notes`): what the capture lacks.
+    not_judged: list[NotJudged] = dataclasses.field(default_factory=list)
 
     def counts(self) -> Counter[str]:
         return Counter(f.severity for f in self.findings)
+
+
+@dataclasses.dataclass(frozen=True)
+class NotJudged:
+    """Rules (ids) that could not judge (part of) a trace as meant because the capture lacks what they need (`what`,
+    a key of `rules.base.NEEDS`), and why."""
+
+    rules: tuple[str, ...]
+    what: str
+    why: str
+
+
+def blind_notes(
+    rules: Iterable[type[Rule]], state: TraceState, header: Header | None, untimed: bool = False
+) -> list[NotJudged]:
+    """What the rules of a fold could not judge on its trace: a reconnect whose replay the recorder could not see
+    (a connection opened with `"replay_visible": false` that replaced another), what the header's `unseen` lists
+    (a trace read from a log), and times when every event has the same one (`untimed`: a trace without
+    timestamps; those rules ran, on one instant). Only for rules that need it (`Rule.needs`)."""
+    rules = tuple(rules)
+    unseen: dict[str, str] = {}
+    if untimed:
+        unseen["timestamps"] = (
+            "no timestamps (every event at 0 s): no timeout can fire and every change counts as one burst"
+        )
+    blind = [c for c in state.conns.values() if not c.replay_visible and c.replaces is not None]
+    if blind:
+        where = ", ".join(f"connection {c.n} (line {c.opened_line})" for c in blind[:5])
+        unseen["reconnect-replay"] = (
+            f"the trace does not show what the reconnect replayed on {where}"
+            f"{' and more' if len(blind) > 5 else ''} (replay_visible: false)"
+        )
+    listed = header.fields.get("unseen") if header is not None else None
+    source = str(header.fields.get("recorder") or "the recorder") if header is not None else ""
+    for what in listed if isinstance(listed, list) else ():
+        if what in NEEDS and what != "reconnect-replay" and what not in unseen:
+            unseen[what] = f"{printable(source, 80)} does not record {NEEDS[what]}"
+    out = []
+    for what, why in unseen.items():
+        ids = tuple(r.id for r in rules if what in r.needs)
+        if ids:
+            out.append(NotJudged(ids, what, why))
+    return out
 
 
 @dataclasses.dataclass
@@ -345,7 +388,7 @@ class Fold:
         problems = [f.problem(path) for f in failures] + problems
         problem_count += state.field_problem_count
         duration = max(0.0, state.last_t - first)
-        untimed = untimed_note(self.rules) if events > 1 and duration == 0.0 else None
+        untimed = events > 1 and duration == 0.0
         return TraceReport(
             path=path,
             events=events,
@@ -359,21 +402,9 @@ class Fold:
             header=header,
             by_dir={d: count for d, count in self.by_dir.items() if count},
             failed_rules=tuple(dict.fromkeys(f.rule for f in failures)),
-            notes=(untimed,) if untimed else (),
+            not_judged=blind_notes((type(r) for r in self.dispatch.active), state, header, untimed),
         )
 
-
-def untimed_note(rules: Sequence[type[Rule[Config]]]) -> str | None:
-    """What to say of a trace whose events all have one time (no timestamps: every record takes the time of the one
-    before): the rules that judge by time (`Rule.timed`) see one instant, so a timeout never fires and every change is
-    one burst. None when none of them was selected."""
-    timed = [r.id for r in rules if r.timed]
-    if not timed:
-        return None
-    return (
-        f"no timestamps (every event at 0 s): {', '.join(timed)} judge by time and could not run as meant "
-        "(no timeout can fire; every change counts as one burst)"
-    )
 
 
 def _dotted(path: tuple[str | int, ...]) -> str:

@@ -21,7 +21,7 @@ import stat
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput
+from ..core.loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput, compression_of, is_trace_name
 from ..core.secrets import scrub_text
 from ..rules.base import Config, Rule
 from .fold import Fold, Observer, TraceReport, analyze_path, analyze_reader, digest
@@ -56,9 +56,13 @@ def analyze_file(
     """One local trace (or `-`, stdin), other tools' captures converted as `rtrace analyze` does; never raises.
     With `jobs` > 1 a large trace is read by two processes (`analyze_split`); with an `observer` (which watches the
     fold, see `fold.Observer`), by this one."""
-    from ..core.importers import native_path
+    from ..core.importers import native_path, reader
 
     try:
+        log = reader(os.fspath(path), max_line_bytes=max_line_bytes)
+        if log is not None:  # a livekit-agents log: read in place, one process, its own line numbers
+            with log:
+                return analyze_reader(log, config, rules, observer)
         with native_path(path) as readable:
             report = None
             if jobs_for(jobs) > 1 and observer is None:
@@ -141,14 +145,18 @@ def analyze_split(
 
 def _cut_of(path: str, share: float, min_bytes: int) -> int | None:
     """Where to cut the file at `path` (the start of the first line after `share` of it), or None when it is too
-    small, not a regular file, UTF-16, or has no line after that point."""
+    small, not a regular file, UTF-16, compressed (it cannot be entered in the middle: one process reads it), or
+    has no line after that point."""
     try:
         st = os.stat(path)  # before opening: a named pipe would block, and it cannot be read twice anyway
         size = st.st_size
         if size < max(min_bytes, 1) or not stat.S_ISREG(st.st_mode):
             return None
         with open(path, "rb") as f:
-            head = f.read(4)
+            head = f.read(8)
+            if compression_of(head) is not None:
+                return None
+            head = head[:4]
             if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or (len(head) == 4 and b"\0" in head):
                 return None
             cut = _line_start_after(f, int(size * share))
@@ -403,7 +411,7 @@ def expand_urls(urls: Sequence[str], storage_options: StorageOptions | None = No
                 listed = {path: info}
                 if info.get("type") == "directory":
                     found = fs.find(path, detail=True)
-                    listed = {name: i for name, i in found.items() if name.endswith(".jsonl")}
+                    listed = {name: i for name, i in found.items() if is_trace_name(name)}
         except Exception as e:  # no backend, no credentials, no endpoint, denied, not found
             raise UnreadableInput(storage_error(url, e)) from None
         traces = sorted((name, int(i.get("size") or 0)) for name, i in listed.items() if i.get("type") != "directory")

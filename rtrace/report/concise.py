@@ -32,8 +32,8 @@ def trace_lines(trace: TraceReport) -> Iterator[str]:
     hidden = trace.problem_count - len(trace.problems)
     if hidden > 0:
         yield f"{path}: input [warning] {hidden} more input problems not listed"
-    for note in trace.notes:
-        yield f"{path}: note: {_text(note, MESSAGE_CHARS)}"
+    for note in trace.not_judged:
+        yield f"{path}: not judged by {', '.join(note.rules)}: {_text(note.why, MESSAGE_CHARS)}"
 
 
 def render(report: Report) -> str:

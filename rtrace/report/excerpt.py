@@ -14,6 +14,7 @@ import orjson
 
 from ..core import secrets as redact
 from ..core.escape import json_visible
+from ..core.loader import UnreadableInput, open_trace
 
 #: Strings longer than this are cut (base64 audio deltas are kilobytes).
 STRING_LIMIT = 160
@@ -66,12 +67,12 @@ def read_lines(path: str | os.PathLike[str], lines: Iterable[int]) -> dict[int, 
         return found
     last = max(wanted)
     try:
-        with open(path, "rb") as fp:
+        with open_trace(path) as fp:
             for lineno, raw in enumerate(fp, start=1):
                 if lineno in wanted:
                     found[lineno] = quote_line(raw.rstrip(b"\r\n").removeprefix(b"\xef\xbb\xbf"))
                 if lineno >= last:
                     break
-    except OSError:
+    except (OSError, UnreadableInput):
         return found
     return found

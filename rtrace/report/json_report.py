@@ -9,7 +9,6 @@ Stable and deterministic: keys sorted, findings in trace order, no wall-clock ti
                  "problems": [{"line", "col", "message", "severity"}], "failed_rules": [rule id, ...],
                  "summary": {"error": n, "warning": n, "info": n},
                  "accepted": n (only when a baseline accepted findings),
-                 "notes": [what the analysis could not judge, for people] (only when there are some),
                  "findings": [{"rule", "slug", "severity", "conn", "message", "explanation",
                                "lines", "at_line", "ids": {"items", "call_ids", "responses", "event_ids"},
                                "witness": [{"line", "t", "dir", "conn", "type", "summary"}], "fix"}]}]}
@@ -43,10 +42,10 @@ def trace_json(trace: TraceReport) -> dict[str, Any]:
             {"line": p.line, "col": p.col, "message": p.message, "severity": p.severity} for p in trace.problems
         ],
         "failed_rules": list(trace.failed_rules),
+        "not_judged": [{"rules": list(n.rules), "what": n.what, "why": n.why} for n in trace.not_judged],
         "summary": {sev: counts.get(sev, 0) for sev in ("error", "warning", "info")},
         "findings": [as_json(f) for f in trace.findings],
         **({"accepted": trace.accepted} if trace.accepted else {}),
-        **({"notes": list(trace.notes)} if trace.notes else {}),
     }
 
 

@@ -86,8 +86,7 @@ def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
         if client:
             parts.append(shown(str(client), 60))
     yield Text("  " + " · ".join(parts))
-    for note in trace.notes:
-        yield Text(f"  note: {shown(note, 500)}", style="yellow")
+    yield from render_not_judged(trace)
     yield from render_problems(trace)
     per_rule: Counter[str] = Counter()
     for finding in trace.findings:
@@ -100,6 +99,12 @@ def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
             hidden = count - MAX_FINDINGS_SHOWN_PER_RULE
             yield Text(f"  … and {hidden} more {rule} findings (all of them: --format json)", style="dim")
     yield Text()
+
+
+def render_not_judged(trace: TraceReport) -> Iterator[RenderableType]:
+    """One line per thing the trace lacks: the rules that could not judge it, and why."""
+    for note in trace.not_judged:
+        yield Text(f"  not judged by {', '.join(note.rules)}: {shown(note.why, 300)}", style="yellow")
 
 
 def render_problems(trace: TraceReport) -> Iterator[RenderableType]:

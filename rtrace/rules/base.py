@@ -159,6 +159,16 @@ def on(*classes: type[Fact]) -> Callable[[_F], _F]:
 _SUBSCRIBES = "__rtrace_subscribes__"
 
 
+#: What a capture may lack, and what a rule then cannot judge: the client's reconnect replay (a log, which is written
+#: past it), the output audio bytes (a log of the deltas without payloads), the input audio appends.
+NEEDS = {
+    "reconnect-replay": "what a reconnect replayed",
+    "output-audio-bytes": "how much output audio an item received",
+    "input-audio": "the input audio appends",
+    "timestamps": "when each event happened (timeouts, bursts, ages)",
+}
+
+
 class Rule(Generic[ConfigT]):
     """Base class. A rule's docstring is its user documentation (`rtrace rules SLUG`).
 
@@ -173,9 +183,10 @@ class Rule(Generic[ConfigT]):
     title: ClassVar[str]
     #: The likely fix, one or two sentences.
     fix: ClassVar[str]
-    #: The rule judges by the records' times (a timeout, a burst window, an age): on a trace without timestamps it
-    #: cannot run, and the report says so (`engine.fold.untimed_note`).
-    timed: ClassVar[bool] = False
+    #: What the rule must see to judge, of what a capture may lack (`NEEDS`): a trace that says it lacks one (a
+    #: connection opened with `"replay_visible": false`, a header's `unseen`) has the rule report nothing it cannot
+    #: judge, and the report says so (`engine.fold.blind_notes`).
+    needs: ClassVar[tuple[str, ...]] = ()
     #: Fact class -> names of the methods subscribed to it (collected from `@on` when the class is made).
     subscriptions: ClassVar[dict[type[Fact], tuple[str, ...]]] = {}
 

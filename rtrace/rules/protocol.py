@@ -128,7 +128,7 @@ class SessionExpired(Rule[Config]):
     """
 
     id = "RT119"
-    timed = True
+    needs = ("timestamps",)
     slug = "session-expired"
     severity = "warning"
     title = "the session hit its maximum duration"

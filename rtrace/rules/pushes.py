@@ -37,7 +37,7 @@ class StaleSnapshotDelete(Rule[Config]):
     """
 
     id = "RT102"
-    timed = True
+    needs = ("timestamps",)
     slug = "stale-snapshot-delete"
     severity = "error"
     title = "a push deleted an item it had just created, computed from a stale snapshot"
@@ -187,7 +187,7 @@ class AckTimeout(Rule[Config]):
     """
 
     id = "RT110"
-    timed = True
+    needs = ("timestamps",)
     slug = "ack-timeout"
     severity = "warning"
     title = "a create/delete/truncate got no answer within the ack timeout"
@@ -255,6 +255,8 @@ class TruncateBeyondAudio(Rule[Config]):
     severity = "warning"
     title = "a truncate at 0 ms, past the item's audio, or on an item without audio"
     fix = "Clamp audio_end_ms to the audio actually received; delete instead of truncating at 0; skip replayed items."
+    needs = ("output-audio-bytes",)
+
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
@@ -304,7 +306,7 @@ class LocalServerDivergence(Rule[Config]):
     """
 
     id = "RT115"
-    timed = True
+    needs = ("timestamps",)
     slug = "local-server-divergence"
     severity = "error"
     title = "the client's conversation and the server's differ beyond the pending window"

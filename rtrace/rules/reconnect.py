@@ -54,7 +54,9 @@ class FunctionCallLostOnReconnect(Rule[Config]):
     when it ends: if it re-created at least one old item but not the function items (matched by `call_id`), they
     were lost. The new connection is paired with the one it replaces whatever the order of their
     `connection.opened` and `connection.closed` lines. A `function_call` whose arguments never finished (the
-    response was cut before `response.function_call_arguments.done`) is no call to replay.
+    response was cut before `response.function_call_arguments.done`) is no call to replay. A reconnect whose
+    replay the recorder could not see (`"replay_visible": false` on the new `connection.opened`, as in a trace read
+    from a livekit-agents log) is not judged.
 
     **Minimal example.**
 
@@ -74,6 +76,7 @@ class FunctionCallLostOnReconnect(Rule[Config]):
     severity = "error"
     title = "a reconnect replay left out function calls the old connection held"
     fix = "Replay function_call and function_call_output items (same ids and call_ids, in order) on reconnect."
+    needs = ("reconnect-replay",)
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -86,6 +89,8 @@ class FunctionCallLostOnReconnect(Rule[Config]):
 
     @on(Reconnected)
     def reconnected(self, fact: Reconnected, state: TraceState) -> list[Finding] | None:
+        if not fact.conn.replay_visible:
+            return None  # the recorder could not see the replay: nothing to judge
         lost = [i for i in fact.previous.conv if i.type in _FUNCTION_ITEMS and not unfinished_call(i)]
         if not lost:
             return None
@@ -176,7 +181,8 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
     **How it is judged.** Needs the end of the trace. A lost create: no later connection creates the same item id
     (for a `function_call_output`, the same call id). A lost delete: the next connection (the one that replaced
     it, whatever the order of their `connection.opened` and `connection.closed` lines) re-creates the item and
-    never deletes it.
+    never deletes it. Not judged when the next connection's replay was not visible to the recorder
+    (`"replay_visible": false`): the change may have been sent again there.
 
     **Fix.** Keep unacknowledged changes in a queue that survives the socket, and re-send them after the replay
     (or build the replay from the local conversation, not the confirmed mirror).
@@ -187,6 +193,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
     severity = "error"
     title = "a change the old connection never confirmed was not sent again after the reconnect"
     fix = "Re-send unacknowledged creates and deletes after the replay, or replay from the local conversation."
+    needs = ("reconnect-replay",)
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -278,8 +285,8 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
             change, ended = entry.change, entry.ended
             later = bisect.bisect_right(ordinals, change.conn)
             nxt = entry.next_conn or (ordinals[later] if later < len(ordinals) else None)
-            if nxt is None:
-                continue
+            if nxt is None or not state.conns[nxt].replay_visible:
+                continue  # no next connection, or one whose replay (which may have sent it again) is unseen
             if change.kind == _CREATE:
                 item = change.item
                 what = f"create of {item.label() if item else change.item_id} was never sent again"
@@ -470,6 +477,7 @@ class ReconnectRestoresNothing(Rule[Config]):
     severity = "warning"
     title = "a reconnect asked for a response without restoring the session or the conversation"
     fix = "On reconnect, send session.update and replay the conversation before the first response.create."
+    needs = ("reconnect-replay",)
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -571,7 +579,8 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
     (whatever the order of the `connection.opened` / `connection.closed` lines), and no later connection sent a
     `response.create` (in the conversation or out of band) or got a response the server started on its own. A
     trace that simply ends while the connection is open is not reported; a close with no reconnect is
-    `changes-lost-at-final-close`.
+    `changes-lost-at-final-close`. Not judged when the replacing connection's replay was not visible to the
+    recorder (`"replay_visible": false`).
 
     **Minimal example.**
 
@@ -590,6 +599,7 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
     severity = "warning"
     title = "a response.create unanswered at a close was never sent again after the reconnect"
     fix = "Re-send unanswered response.create events after the reconnect replay, or fail the turn visibly."
+    needs = ("reconnect-replay",)
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -638,8 +648,8 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
         for change, closed, replaced_by in self.lost.values():
-            if not replaced_by:
-                continue
+            if not replaced_by or not all(state.conns[n].replay_visible for n in replaced_by):
+                continue  # not replaced, or by a connection whose replay (which may ask again) is unseen
             end = f" at line {closed.line}" if closed else ""
             out.append(
                 self.finding(

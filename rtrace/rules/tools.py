@@ -52,7 +52,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
     """
 
     id = "RT101"
-    timed = True
+    needs = ("timestamps",)
     slug = "deleted-function-call-output"
     severity = "error"
     title = "a function_call_output was deleted while its function_call stayed"
@@ -375,7 +375,7 @@ class NoResponseAfterToolOutput(Rule[Config]):
     """
 
     id = "RT125"
-    timed = True
+    needs = ("timestamps",)
     slug = "no-response-after-tool-output"
     severity = "warning"
     title = "no response was asked for after a tool output"

@@ -21,7 +21,7 @@ import orjson
 
 from ..core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput, open_input
 from ..core.secrets import AUDIO_FIELDS, STREAMS, DeltaWindows, scrub_secrets, strip_audio
-from ..core.writer import Replacing, rewrite_at
+from ..core.writer import replacing_trace, rewrite_at
 
 #: The text of the placeholder written for a line that could not be read.
 DROPPED_NOTE = "line dropped by rtrace redact"
@@ -45,6 +45,8 @@ class RedactStats:
     """What one run did, for the closing message."""
 
     lines: int = 0
+    #: Lines that are trace records (an event with a `type`; the header is none).
+    records: int = 0
     dropped: int = 0
     secrets: int = 0
     texts: int = 0
@@ -203,6 +205,9 @@ def redact_stream(
             placeholder(lineno, reason)
             continue
         original, clean = redacted
+        source = _event_of(original)
+        if source is not None and isinstance(source.get("type"), str):
+            stats.records += 1
         t, conn = _envelope(clean)
         last_t = t if t is not None else last_t
         last_conn = conn if conn is not None else last_conn
@@ -220,6 +225,9 @@ def redact_stream(
     if reader.gave_up is not None:
         stats.lines = reader.gave_up
         placeholder(reader.gave_up, reader.problems[-1].message if reader.problems else "no line end")
+    if reader.broken is not None:  # a compressed input that breaks: the lines before are kept, a note says where
+        stats.lines = reader.broken
+        placeholder(reader.broken, reader.problems[-1].message if reader.problems else "the stream breaks")
     return stats
 
 
@@ -312,6 +320,15 @@ def _redact_line(raw: bytes | int, rewriter: _Rewriter, stats: RedactStats) -> t
         return None, f"cannot be written back ({e})"
 
 
+def _check_read(src: str, stats: RedactStats, dst: str) -> None:
+    """`UnreadableInput` when `src` held no trace record at all (nothing, another kind of file, random bytes): then
+    nothing is written to `dst`."""
+    if stats.lines == 0:
+        raise UnreadableInput(f"{src}: no line to redact; {dst} is not written")
+    if stats.records == 0:
+        raise UnreadableInput(f"{src}: no trace record in its {stats.lines:,} lines; {dst} is not written")
+
+
 def redact_file(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str] | None,
@@ -329,14 +346,14 @@ def redact_file(
             # Through a temporary file: deltas may be rewritten where they stand, which a pipe cannot do.
             with tempfile.TemporaryFile() as spool:
                 stats = redact_stream(fin, spool, options, on_drop)
+                _check_read(s, stats, "stdout")
                 spool.seek(0)
                 shutil.copyfileobj(spool, sys.stdout.buffer)
             sys.stdout.buffer.flush()
             return stats
-        with Replacing(d) as fout:
+        with replacing_trace(d) as fout:
             stats = redact_stream(fin, fout, options, on_drop)
-            if stats.lines == 0:
-                raise UnreadableInput(f"{s}: no line to redact; {d} is not written")
+            _check_read(s, stats, d)
         return stats
     finally:
         if fin is not sys.stdin.buffer:

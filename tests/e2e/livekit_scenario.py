@@ -36,7 +36,40 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--scenario", choices=["race", "interrupted", "reconnect"], required=True)
     parser.add_argument("--timeout", type=float, default=20.0, help="give up after this many seconds")
     parser.add_argument("--client-trace", default=None, help="also write the client's own view as a native trace")
+    parser.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="FORMAT:PATH",
+        help="also log as livekit's own setup does (json: `start`, dev: `dev`), at DEBUG, to PATH; with "
+        "LK_OPENAI_DEBUG=1 in the environment the log holds the realtime events",
+    )
     return parser.parse_args(argv)
+
+
+def _livekit_logging(specs: list[str]) -> list[logging.Handler]:
+    """livekit's `setup_logging` (agents/cli/log.py), as `python agent.py start` (json) and `dev` (coloured) call
+    it, at DEBUG (production needs LIVEKIT_LOG_LEVEL=DEBUG for this); each handler it adds on the root logger
+    writes to its file instead of stdout. The driver's own stderr handler stays at WARNING."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.setLevel(logging.WARNING)
+    if not specs:
+        return []
+    from livekit.agents.cli.log import setup_logging
+
+    added: list[logging.Handler] = []
+    for spec in specs:
+        kind, _, path = spec.partition(":")
+        if kind not in ("json", "dev") or not path:
+            raise SystemExit(f"--log {spec!r}: expected json:PATH or dev:PATH")
+        before = list(root.handlers)
+        setup_logging("DEBUG", devmode=kind == "dev", console=False)
+        for handler in root.handlers:
+            if handler not in before and isinstance(handler, logging.StreamHandler):
+                handler.setStream(open(path, "w", encoding="utf-8"))  # closed before exit
+                added.append(handler)
+    return added
 
 
 class ClientTrace:
@@ -242,6 +275,7 @@ def _version() -> str:
 def main(argv: list[str]) -> None:
     args = _parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logs = _livekit_logging(args.log)
     # a watchdog independent of the event loop: even a wedged loop or a non-daemon thread cannot hang CI
     faulthandler.dump_traceback_later(args.timeout + 10.0, exit=True)
     try:
@@ -249,6 +283,8 @@ def main(argv: list[str]) -> None:
     except Exception as exc:  # a client that cannot even start is a failed run, reported as such
         logging.exception("scenario failed: %s", exc)
         code = 4
+    for handler in logs:
+        handler.close()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # livekit may leave worker threads behind; never wait on them
