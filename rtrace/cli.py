@@ -625,6 +625,11 @@ def report(
 
             traces = [analyze_file(p, config, rules, max_line_bytes) for p in given]
     result = Report(traces, config, rules)
+    if all(t.unreadable or t.events == 0 for t in traces):  # nothing to report on: no file is written
+        unwritten = f"; {output} is not written" if output else ""
+        for t in traces:
+            say(f"rtrace: {t.unreadable or t.path + ': no usable event'}{unwritten}")
+        raise typer.Exit(ExitCode.UNREADABLE)
     if minimize:
         if output is None and fmt is not ReportFormat.markdown:
             raise UsageError("--minimize writes its reproducers beside --output; give -o (or Markdown to stdout)")

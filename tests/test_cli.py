@@ -619,3 +619,11 @@ def test_minimize_reads_a_compressed_trace_and_writes_one(tmp_path: Path) -> Non
     assert main(["minimize", str(RACE_188), "--rule", "RT101", "-o", str(plain)]) == 0
     assert compression_of_file(out) == "bzip2"
     assert bz2.decompress(out.read_bytes()).splitlines()[1:] == plain.read_bytes().splitlines()[1:]
+
+
+def test_report_of_nothing_but_non_traces_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    junk = tmp_path / "package.json"
+    junk.write_text('{"name": "x", "version": "1.0.0"}\n')
+    for name in ("r.html", "r.md"):
+        assert main(["report", str(junk), "-o", str(tmp_path / name)]) == 3
+        assert "is not written" in capsys.readouterr().err and not (tmp_path / name).exists()
