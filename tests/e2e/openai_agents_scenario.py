@@ -64,6 +64,10 @@ async def _run(args: Any, progress: Progress) -> None:
             "initial_model_settings": settings,  # type: ignore[typeddict-item]
         }
     )
+    if args.record:  # the two lines of the in-process recorder
+        from rtrace.integrations.openai_agents import record_session
+
+        record_session(session, args.record)
 
     async def consume() -> None:
         async with session:

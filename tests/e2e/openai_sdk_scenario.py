@@ -64,6 +64,10 @@ async def _run(args: Any, progress: Progress) -> None:
 
     manager = client.realtime.connect(model=MODEL, on_reconnecting=on_reconnecting)
     conn = await manager.enter()
+    if args.record:  # the two lines of the in-process recorder
+        from rtrace.integrations.openai_sdk import record_connection
+
+        record_connection(conn, args.record)
     tasks: set[asyncio.Task[None]] = set()
     sent_user_turn = False
 

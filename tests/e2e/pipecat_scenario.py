@@ -86,6 +86,10 @@ async def _run(args: Any, progress: Progress) -> None:
         base_url=args.url,
         settings=OpenAIRealtimeLLMService.Settings(model=MODEL, session_properties=session),
     )
+    if args.record:  # the two lines of the in-process recorder
+        from rtrace.integrations.pipecat import record_service
+
+        record_service(llm, args.record)
 
     async def handler(params: Any) -> None:
         arguments = json.dumps(params.arguments) if not isinstance(params.arguments, str) else params.arguments

@@ -2,7 +2,9 @@
 arguments, the test's own tool, the summary line, the end-of-run rule, the watchdog and the exit codes.
 
 Standard library only: each driver runs in its client's own venv (`.venv-e2e-<client>`), where rtrace is not
-installed, and imports this module from its own folder. The Node drivers (node/*.mjs) print the same summary.
+installed, and imports this module from its own folder. With `--record PATH` a driver adds the two lines of its
+client's in-process recorder (`rtrace.integrations.<client>`); rtrace must then be importable (the tests put it on
+PYTHONPATH with orjson, tests/test_integrations_websocket.py `rtrace_path`). The Node drivers (node/*.mjs) print the same summary.
 
 The run: one user text asks for an order; the model (normally `rtrace serve`) calls the session's tool `--tool-name`
 (schema `ORDER_SCHEMA`); the tool "runs" `--tool-seconds`; its output goes back and a response follows. The driver
@@ -84,6 +86,11 @@ def parse_args(
     p.add_argument("--user-text", default=DEFAULT_USER_TEXT)
     p.add_argument("--tool-seconds", type=float, default=TOOL_SECONDS)
     p.add_argument("--verbose", action="store_true", help="client library logs at DEBUG on stderr")
+    p.add_argument(
+        "--record",
+        metavar="PATH",
+        help="also record the session in process with rtrace.integrations (rtrace importable: PYTHONPATH)",
+    )
     if extra is not None:
         extra(p)
     return p.parse_args(argv)
