@@ -42,7 +42,6 @@ ORDER_ONLY_TEXT = "Where is my order A-1234?"
 WARNING_OR_ABOVE = ("warning", "error")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Client:
     """How to start one client's driver, and the URL it is given (as the client takes it) for a running server."""

@@ -35,9 +35,7 @@ class ConnectionRecorder:
         if not hasattr(connection, "_connection"):
             raise TypeError("record_connection needs a connection from client.realtime.connect() (entered)")
         self.connection = connection
-        self.recorder = WireRecorder(
-            path, "rtrace.integrations.openai_sdk", distribution_version("openai"), keep_audio
-        )
+        self.recorder = WireRecorder(path, "rtrace.integrations.openai_sdk", distribution_version("openai"), keep_audio)
         self._restore: list[Callable[[], None]] = []
         connection._connection = self.recorder.socket(connection._connection)
         self._wrap_make_ws()

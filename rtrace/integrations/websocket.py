@@ -339,9 +339,7 @@ class RecordedSocket(_Recorded):
         self.close()
 
 
-def record_websocket(
-    ws: Any, path: str | os.PathLike[str] | WireRecorder, *, keep_audio: bool = False
-) -> Any:
+def record_websocket(ws: Any, path: str | os.PathLike[str] | WireRecorder, *, keep_audio: bool = False) -> Any:
     """`ws` recorded to the trace at `path` (or as one more connection of a `WireRecorder`): use what it returns
     in place of `ws`. Closing the socket closes its connection in the trace; the file is complete after each line
     (a `WireRecorder` given is closed by its owner)."""

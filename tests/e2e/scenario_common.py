@@ -4,7 +4,8 @@ arguments, the test's own tool, the summary line, the end-of-run rule, the watch
 Standard library only: each driver runs in its client's own venv (`.venv-e2e-<client>`), where rtrace is not
 installed, and imports this module from its own folder. With `--record PATH` a driver adds the two lines of its
 client's in-process recorder (`rtrace.integrations.<client>`); rtrace must then be importable (the tests put it on
-PYTHONPATH with orjson, tests/test_integrations_websocket.py `rtrace_path`). The Node drivers (node/*.mjs) print the same summary.
+PYTHONPATH with orjson: tests/realclients.py `rtrace_pythonpath`). The Node drivers (node/*.mjs) print the same
+summary.
 
 The run: one user text asks for an order; the model (normally `rtrace serve`) calls the session's tool `--tool-name`
 (schema `ORDER_SCHEMA`); the tool "runs" `--tool-seconds`; its output goes back and a response follows. The driver
