@@ -455,15 +455,58 @@ def client_frames(path: Path) -> dict[int, list[tuple[int, str]]]:
     return out
 
 
-def assert_same_findings(rec: Recorded) -> set[str]:
-    """The in-process trace gives the rules serve's recording gives, each with witnesses of the same (dir, type).
+@dataclasses.dataclass
+class Proxied:
+    """One driver run through `rtrace record` in front of `rtrace serve`: serve's recording (`serve`) and the
+    proxy's trace (`trace`), with its analysis."""
+
+    serve: Run
+    trace: Path
+    report: TraceReport
+
+    @property
+    def slugs(self) -> set[str]:
+        return {f.slug for f in self.report.findings}
+
+    def explain(self) -> str:
+        found = [f"{f.rule} {f.slug} ({f.severity}) lines {f.lines}" for f in self.report.findings]
+        return f"record's trace={self.trace}\nits findings={found}\n--- serve's run:\n{self.serve.explain()}"
+
+
+def proxied_run(
+    client: Client, out: Path, *, timeout: float = 15.0, close_code: int | None = None, **faults: Any
+) -> Proxied:
+    """`client`'s driver pointed at `rtrace record` (`net.proxy.run_proxy`, recording `out/record.jsonl`), whose
+    upstream is a fresh `rtrace serve` with `faults` (recording `out/serve.jsonl`)."""
+    from rtrace.net.proxy import RecordOptions, run_proxy
+
+    trace, proxied = out / "serve.jsonl", out / "record.jsonl"
+    options = ServerOptions(latency=LATENCY, record=trace, close_code=close_code, **faults)
+
+    async def main() -> tuple[dict[str, Any], str]:
+        async with (
+            run_server(options) as server,
+            run_proxy(RecordOptions(upstream=f"{server.url}/realtime", output=proxied)) as proxy,
+        ):
+            argv = [*client.command, "--url", client.url(proxy), "--tool-name", TOOL, "--timeout", str(timeout)]  # type: ignore[arg-type]
+            return await drive(client.name, argv, timeout)
+
+    summary, stderr = asyncio.run(main())
+    serve = Run(client.name, summary, trace, analyze_path(trace), stderr)
+    return Proxied(serve, proxied, analyze_path(proxied))
+
+
+def assert_same_findings(rec: Recorded | Proxied) -> set[str]:
+    """The client's trace (in process, or `rtrace record`'s in front of serve) gives the rules serve's recording
+    gives, each with witnesses of the same (dir, type).
 
     The one difference allowed is what only the client can see: on each connection its trace holds the client
     events serve read, in order, and then maybe frames the client sent that serve never read (still in flight,
-    serve's latency included, when the server closed). A rule only the in-process trace reports must have such a
+    serve's latency included, when the server closed). A rule only the client's trace reports must have such a
     frame among its witnesses; the witnesses of a rule both report are compared without them. Returns the rules
-    only the in-process trace reports."""
-    mine, theirs = client_frames(rec.local), client_frames(rec.serve.trace)
+    only the client's trace reports."""
+    path = rec.local if isinstance(rec, Recorded) else rec.trace
+    mine, theirs = client_frames(path), client_frames(rec.serve.trace)
     unread: set[int] = set()
     for conn, frames in mine.items():
         served = [kind for _, kind in theirs.get(conn, [])]
@@ -474,7 +517,7 @@ def assert_same_findings(rec: Recorded) -> set[str]:
     for finding in rec.report.findings:
         if finding.slug in extra:
             assert unread & set(finding.lines), (finding.slug, finding.lines, sorted(unread), rec.explain())
-    kinds = witness_types(rec.report, trace_lines(rec.local), frozenset(unread))
+    kinds = witness_types(rec.report, trace_lines(path), frozenset(unread))
     served_kinds = witness_types(rec.serve.report, trace_lines(rec.serve.trace))
     for slug, witnesses in served_kinds.items():
         assert kinds[slug] == witnesses, (slug, kinds[slug], witnesses, rec.explain())

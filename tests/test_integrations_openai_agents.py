@@ -60,7 +60,7 @@ class FakeModel:
         return FakeSocket([{"type": "session.created"}, {"type": "response.created", "response": {"id": "r1"}}])
 
     async def run(self) -> None:
-        ws = await self._create_websocket_connection("ws://x", {})
+        ws: Any = await self._create_websocket_connection("ws://x", {})
         await ws.send(json.dumps({"type": "session.update", "session": {}}))
         async for frame in ws:
             if json.loads(frame)["type"] == "response.created":
