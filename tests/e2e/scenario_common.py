@@ -92,9 +92,22 @@ def parse_args(
         metavar="PATH",
         help="also record the session in process with rtrace.integrations (rtrace importable: PYTHONPATH)",
     )
+    p.add_argument(
+        "--snippet",
+        metavar="FILE",
+        help="instead of --record's lines, run this snippet of docs/capture.md at the same place (run_snippet)",
+    )
     if extra is not None:
         extra(p)
     return p.parse_args(argv)
+
+
+def run_snippet(path: str, **names: Any) -> None:
+    """`--snippet`: run a capture snippet of docs/capture.md as written, where the driver's own recorder lines would
+    be, with the client's objects bound to the names the guide uses (`conn`, `session`, `llm`)."""
+    with open(path, encoding="utf-8") as fh:
+        code = fh.read()
+    exec(compile(code, path, "exec"), {"__name__": "__snippet__", **names})
 
 
 def message_text(item: dict[str, Any]) -> str:
