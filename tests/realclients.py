@@ -397,12 +397,12 @@ def _holds_call(event: dict[str, Any]) -> bool:
 
 
 @dataclasses.dataclass
-class Recorded:
-    """One driver run recorded twice: by serve (`serve`, the reference) and by the client's in-process recorder
-    (`local`, `--record`)."""
+class ClientTrace:
+    """One driver run recorded twice: by serve (`serve`, the reference) and on the client's side (`trace`: its
+    in-process recorder, `recorded_run`, or `rtrace record` in front of serve, `proxied_run`), with its analysis."""
 
     serve: Run
-    local: Path
+    trace: Path
     report: TraceReport
 
     @property
@@ -411,17 +411,17 @@ class Recorded:
 
     def explain(self) -> str:
         found = [f"{f.rule} {f.slug} ({f.severity}) lines {f.lines}" for f in self.report.findings]
-        return f"in-process trace={self.local}\nits findings={found}\n--- serve's run:\n{self.serve.explain()}"
+        return f"client-side trace={self.trace}\nits findings={found}\n--- serve's run:\n{self.serve.explain()}"
 
 
-def recorded_run(client: Client, out: Path, **kwargs: Any) -> Recorded:
+def recorded_run(client: Client, out: Path, **kwargs: Any) -> ClientTrace:
     """`run` with the driver's `--record` (the client's in-process recorder, rtrace on its PYTHONPATH): serve's
     trace and the client's, and the analysis of both."""
     local = out / "local.jsonl"
     args = (*kwargs.pop("driver_args", ()), "--record", str(local))
     serve = run(client, out, driver_args=args, env={"PYTHONPATH": rtrace_pythonpath(out)}, **kwargs)
     assert local.exists(), serve.explain()
-    return Recorded(serve, local, analyze_path(local))
+    return ClientTrace(serve, local, analyze_path(local))
 
 
 def witness_types(
@@ -455,27 +455,9 @@ def client_frames(path: Path) -> dict[int, list[tuple[int, str]]]:
     return out
 
 
-@dataclasses.dataclass
-class Proxied:
-    """One driver run through `rtrace record` in front of `rtrace serve`: serve's recording (`serve`) and the
-    proxy's trace (`trace`), with its analysis."""
-
-    serve: Run
-    trace: Path
-    report: TraceReport
-
-    @property
-    def slugs(self) -> set[str]:
-        return {f.slug for f in self.report.findings}
-
-    def explain(self) -> str:
-        found = [f"{f.rule} {f.slug} ({f.severity}) lines {f.lines}" for f in self.report.findings]
-        return f"record's trace={self.trace}\nits findings={found}\n--- serve's run:\n{self.serve.explain()}"
-
-
 def proxied_run(
     client: Client, out: Path, *, timeout: float = 15.0, close_code: int | None = None, **faults: Any
-) -> Proxied:
+) -> ClientTrace:
     """`client`'s driver pointed at `rtrace record` (`net.proxy.run_proxy`, recording `out/record.jsonl`), whose
     upstream is a fresh `rtrace serve` with `faults` (recording `out/serve.jsonl`)."""
     from rtrace.net.proxy import RecordOptions, run_proxy
@@ -493,10 +475,10 @@ def proxied_run(
 
     summary, stderr = asyncio.run(main())
     serve = Run(client.name, summary, trace, analyze_path(trace), stderr)
-    return Proxied(serve, proxied, analyze_path(proxied))
+    return ClientTrace(serve, proxied, analyze_path(proxied))
 
 
-def assert_same_findings(rec: Recorded | Proxied) -> set[str]:
+def assert_same_findings(rec: ClientTrace) -> set[str]:
     """The client's trace (in process, or `rtrace record`'s in front of serve) gives the rules serve's recording
     gives, each with witnesses of the same (dir, type).
 
@@ -505,7 +487,7 @@ def assert_same_findings(rec: Recorded | Proxied) -> set[str]:
     serve's latency included, when the server closed). A rule only the client's trace reports must have such a
     frame among its witnesses; the witnesses of a rule both report are compared without them. Returns the rules
     only the client's trace reports."""
-    path = rec.local if isinstance(rec, Recorded) else rec.trace
+    path = rec.trace
     mine, theirs = client_frames(path), client_frames(rec.serve.trace)
     unread: set[int] = set()
     for conn, frames in mine.items():

@@ -11,7 +11,7 @@ import pytest
 from .realclients import (
     DROP_OUTPUT,
     FAULT_CLOSE_CODE,
-    Proxied,
+    ClientTrace,
     Run,
     assert_same_findings,
     events_through_call,
@@ -25,18 +25,18 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def agentsjs_healthy(tmp_path_factory: pytest.TempPathFactory) -> Proxied:
+def agentsjs_healthy(tmp_path_factory: pytest.TempPathFactory) -> ClientTrace:
     return proxied_run(agentsjs(), tmp_path_factory.mktemp("agentsjs"))
 
 
-def test_agentsjs_through_record_healthy(agentsjs_healthy: Proxied) -> None:
+def test_agentsjs_through_record_healthy(agentsjs_healthy: ClientTrace) -> None:
     assert agentsjs_healthy.serve.summary["ok"], agentsjs_healthy.explain()
     assert trace_lines(agentsjs_healthy.trace)[0]["recorder"] == "rtrace record"
     assert assert_same_findings(agentsjs_healthy) == set()
     assert agentsjs_healthy.slugs == set()
 
 
-def test_agentsjs_through_record_reconnect(agentsjs_healthy: Proxied, tmp_path: Path) -> None:
+def test_agentsjs_through_record_reconnect(agentsjs_healthy: ClientTrace, tmp_path: Path) -> None:
     reference = Run("agents-js", {}, agentsjs_healthy.serve.trace, agentsjs_healthy.serve.report, "")
     rec = proxied_run(agentsjs(), tmp_path, close_after=events_through_call(reference), close_code=FAULT_CLOSE_CODE)
     assert rec.serve.summary["reconnected"] == 1, rec.explain()

@@ -18,7 +18,7 @@ from rtrace.integrations.openai_agents import record_session
 from .realclients import (
     DROP_OUTPUT,
     FAULT_CLOSE_CODE,
-    Recorded,
+    ClientTrace,
     assert_same_findings,
     events_through_call,
     recorded_run,
@@ -102,18 +102,18 @@ def test_something_else_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> ClientTrace:
     return recorded_run(client(), tmp_path_factory.mktemp("healthy"))
 
 
-def local_types(rec: Recorded) -> list[str]:
-    return [r["event"]["type"] for r in trace_lines(rec.local)[1:] if r["dir"] == "local"]
+def local_types(rec: ClientTrace) -> list[str]:
+    return [r["event"]["type"] for r in trace_lines(rec.trace)[1:] if r["dir"] == "local"]
 
 
 @pytest.mark.e2e
-def test_real_agents_healthy_turn_with_its_generations(healthy: Recorded) -> None:
+def test_real_agents_healthy_turn_with_its_generations(healthy: ClientTrace) -> None:
     assert healthy.serve.summary["ok"], healthy.explain()
-    lines = trace_lines(healthy.local)
+    lines = trace_lines(healthy.trace)
     assert lines[0]["client"] == "openai-agents 0.24.0"
     assert assert_same_findings(healthy) == set() and healthy.slugs == set()
     # two responses (the call, the answer), each opened and closed in the session's own view
@@ -124,7 +124,7 @@ def test_real_agents_healthy_turn_with_its_generations(healthy: Recorded) -> Non
 
 
 @pytest.mark.e2e
-def test_real_agents_close_while_the_tool_runs(healthy: Recorded, tmp_path: Path) -> None:
+def test_real_agents_close_while_the_tool_runs(healthy: ClientTrace, tmp_path: Path) -> None:
     rec = recorded_run(client(), tmp_path, close_after=events_through_call(healthy.serve), close_code=FAULT_CLOSE_CODE)
     # the session's `tracing` update was still in flight (serve's latency) when serve closed: only the client's
     # trace holds it, and it is lost with the connection

@@ -22,7 +22,7 @@ from .conftest import client_python
 from .realclients import (
     DROP_OUTPUT,
     FAULT_CLOSE_CODE,
-    Recorded,
+    ClientTrace,
     assert_same_findings,
     events_through_call,
     recorded_run,
@@ -120,14 +120,14 @@ def test_something_else_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> ClientTrace:
     return recorded_run(client(), tmp_path_factory.mktemp("healthy"))
 
 
 @pytest.mark.e2e
-def test_real_sdk_healthy_turn(healthy: Recorded) -> None:
+def test_real_sdk_healthy_turn(healthy: ClientTrace) -> None:
     assert healthy.serve.summary["ok"], healthy.explain()
-    lines = trace_lines(healthy.local)
+    lines = trace_lines(healthy.trace)
     assert lines[0]["recorder"] == "rtrace.integrations.openai_sdk" and lines[0]["client"] == "openai 3.57.0"
     assert assert_same_findings(healthy) == set() and healthy.slugs == set()
     # every frame serve saw, in the same order
@@ -137,12 +137,12 @@ def test_real_sdk_healthy_turn(healthy: Recorded) -> None:
 
 
 @pytest.mark.e2e
-def test_real_sdk_reconnect_is_two_connections_with_the_same_findings(healthy: Recorded, tmp_path: Path) -> None:
+def test_real_sdk_reconnect_is_two_connections_with_the_same_findings(healthy: ClientTrace, tmp_path: Path) -> None:
     rec = recorded_run(client(), tmp_path, close_after=events_through_call(healthy.serve), close_code=FAULT_CLOSE_CODE)
     assert rec.serve.summary["reconnected"] == 1, rec.explain()
     assert assert_same_findings(rec) == set()
     assert rec.slugs == {"unanswered-function-call", "output-for-unknown-call", "server-error"}, rec.explain()
-    closes = [r["event"] for r in trace_lines(rec.local)[1:] if r["event"].get("type") == "connection.closed"]
+    closes = [r["event"] for r in trace_lines(rec.trace)[1:] if r["event"].get("type") == "connection.closed"]
     assert [c.get("code") for c in closes] == [FAULT_CLOSE_CODE, 1000], rec.explain()
 
 

@@ -18,7 +18,7 @@ from rtrace.integrations.pipecat import record_service
 from .realclients import (
     DROP_OUTPUT,
     FAULT_CLOSE_CODE,
-    Recorded,
+    ClientTrace,
     assert_same_findings,
     events_through_call,
     recorded_run,
@@ -90,19 +90,19 @@ def test_something_else_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> ClientTrace:
     return recorded_run(client(), tmp_path_factory.mktemp("healthy"))
 
 
 @pytest.mark.e2e
-def test_real_pipecat_healthy_turn(healthy: Recorded) -> None:
+def test_real_pipecat_healthy_turn(healthy: ClientTrace) -> None:
     assert healthy.serve.summary["ok"], healthy.explain()
-    assert trace_lines(healthy.local)[0]["client"] == "pipecat-ai 1.14.0"
+    assert trace_lines(healthy.trace)[0]["client"] == "pipecat-ai 1.14.0"
     assert assert_same_findings(healthy) == set() and healthy.slugs == set()
 
 
 @pytest.mark.e2e
-def test_real_pipecat_close_while_the_tool_runs(healthy: Recorded, tmp_path: Path) -> None:
+def test_real_pipecat_close_while_the_tool_runs(healthy: ClientTrace, tmp_path: Path) -> None:
     rec = recorded_run(client(), tmp_path, close_after=events_through_call(healthy.serve), close_code=FAULT_CLOSE_CODE)
     assert assert_same_findings(rec) == set(), rec.explain()
     assert rec.slugs == {"unanswered-function-call"}, rec.explain()

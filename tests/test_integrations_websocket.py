@@ -214,3 +214,37 @@ def test_the_module_imports_no_client_library() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=str(ROOT))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_no_planted_secret_survives_the_socket_recorder(tmp_path: Path) -> None:
+    """Every plant of the corpus, as frames crossing a recorded socket (each plant's lines on a socket of its own,
+    in both directions as planted; a planted path as the socket's request, a planted close reason as its close):
+    0 survivors in the trace."""
+    from .secret_corpus import PLANTS, survivors
+
+    class Socket:
+        def __init__(self, frames: list[str], path: str) -> None:
+            self.frames = frames
+            self.request = type("Request", (), {"path": path})()
+
+        def send(self, message: str) -> None:
+            pass
+
+        def recv(self) -> str:
+            return self.frames.pop(0)
+
+    out = tmp_path / "corpus.jsonl"
+    with WireRecorder(out, "test") as recorder:
+        for plant in PLANTS:
+            frames = [json.dumps(event) for direction, event in plant.lines if direction == "server"]
+            opened = [e["path"] for d, e in plant.lines if d == "meta" and e["type"] == "connection.opened"]
+            ws = recorder.socket(Socket(frames, opened[0] if opened else "/v1/realtime"))
+            for direction, event in plant.lines:
+                if direction == "client":
+                    ws.send(json.dumps(event))
+                elif direction == "server":
+                    ws.recv()
+                elif event["type"] == "connection.closed":  # what a close frame's reason becomes
+                    recorder.closed(ws.rtrace_conn, event["by"], event["code"], event["reason"])
+    assert records(out)
+    assert survivors(out.read_bytes()) == []
