@@ -93,9 +93,14 @@ def test_a_stand_in_model_is_recorded_with_its_turns(tmp_path: Path) -> None:
     ]
 
 
-def test_something_else_is_refused(tmp_path: Path) -> None:
+def test_something_else_or_a_connected_session_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         record_session(SimpleNamespace(model=object()), tmp_path / "x.jsonl")
+    connected = FakeModel()
+    connected._websocket = object()  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="before the session connects"):
+        record_session(connected, tmp_path / "x.jsonl")
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 # -- the real openai-agents ----------------------------------------------------------------------------------------

@@ -81,9 +81,14 @@ def test_a_stand_in_service_is_recorded_from_its_first_frame(tmp_path: Path) -> 
     ]
 
 
-def test_something_else_is_refused(tmp_path: Path) -> None:
+def test_something_else_or_a_started_service_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         record_service(object(), tmp_path / "x.jsonl")
+    started = FakeService()
+    started._websocket = FakeSocket()
+    with pytest.raises(RuntimeError, match="before the pipeline starts"):
+        record_service(started, tmp_path / "x.jsonl")
+    assert not (tmp_path / "x.jsonl").exists()
 
 
 # -- the real pipecat ----------------------------------------------------------------------------------------------

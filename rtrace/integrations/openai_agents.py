@@ -41,11 +41,15 @@ class SessionRecorder:
                 "record_session needs an openai-agents RealtimeSession (or its OpenAIRealtimeWebSocketModel); "
                 f"got {type(model).__name__}"
             )
+        if getattr(model, "_websocket", None) is not None:
+            raise RuntimeError(
+                "record_session must be called before the session connects (before `async with session`): "
+                "the model is already reading its socket"
+            )
         self.model = model
         self.recorder = WireRecorder(
             path, "rtrace.integrations.openai_agents", distribution_version("openai-agents"), keep_audio
         )
-        self._open_turns: list[str | None] = []
 
         async def create_websocket_connection(*args: Any, **kwargs: Any) -> Any:
             return self.recorder.socket(await create(*args, **kwargs))
@@ -59,14 +63,9 @@ class SessionRecorder:
         """The model's listener: its turns as the client's generations."""
         kind = getattr(event, "type", None)
         if kind == "turn_started":
-            rid = _response_id(event)
-            self._open_turns.append(rid)
-            self.recorder.local(None, _generation("local.generation.opened", rid))
+            self.recorder.local(None, _generation("local.generation.opened", _response_id(event)))
         elif kind == "turn_ended":
-            rid = _response_id(event)
-            if rid in self._open_turns:
-                self._open_turns.remove(rid)
-            self.recorder.local(None, _generation("local.generation.closed", rid))
+            self.recorder.local(None, _generation("local.generation.closed", _response_id(event)))
 
     def close(self) -> None:
         """Detach from the model and close the trace."""

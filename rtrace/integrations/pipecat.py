@@ -34,6 +34,11 @@ class ServiceRecorder:
                 "record_service needs a pipecat OpenAIRealtimeLLMService (a `_connect` that opens `_websocket`); "
                 f"got {type(service).__name__}"
             )
+        if getattr(service, "_websocket", None) is not None:
+            raise RuntimeError(
+                "record_service must be called before the pipeline starts the service: its receive task is "
+                "already reading the socket"
+            )
         self.service = service
         self.recorder = WireRecorder(
             path, "rtrace.integrations.pipecat", distribution_version("pipecat-ai"), keep_audio
@@ -47,8 +52,6 @@ class ServiceRecorder:
             return result
 
         service._connect = record_connect
-        if getattr(service, "_websocket", None) is not None:  # already connected: record from now on
-            service._websocket = self.recorder.socket(service._websocket)
 
     def close(self) -> None:
         """Detach from the service and close the trace."""
