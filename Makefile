@@ -100,6 +100,7 @@ bench: $(STAMP) .venv-mitm/.installed browser
 	$(BIN)/python bench/bench_record.py --mitmdump .venv-mitm/bin/mitmdump
 	$(BIN)/python -m bench.bench_html
 	$(BIN)/python -m bench.bench_dask
+	$(BIN)/python bench/bench_minimize.py
 
 # Scaling suite of issue 15 (minutes; not part of `make test`): every session shape at 1x, 4x and 16x (traces cached
 # under bench/data/scale/), time against the orjson floor, peak RSS and growth exponent; exit 1 unless every shape

@@ -269,14 +269,41 @@ class Session:
         )
         self.items.append({k: v for k, v in done.items() if k not in ("object", "status")})
 
-    def tool_output(self) -> str:
-        """The client runs the tool, sends its output, and asks for the next response (returns its event id)."""
+    def _run_tool(self) -> dict[str, Any]:
+        """The client runs the tool of the last call and creates its output (confirmed); returns the output item."""
         w = self.w
         call = self.items[-1]
         w.advance(0.2 + w.rng.random() * 0.3)
         out = {"id": f"item_o{self.responses:08d}", "type": "function_call_output", "call_id": call["call_id"]}
         out["output"] = json.dumps({"ok": True, "summary": " ".join(_say(w.rng, 8))})
         self.create(out)
+        return out
+
+    def tool_output(self) -> str:
+        """The client runs the tool, sends its output, and asks for the next response (returns its event id)."""
+        w = self.w
+        self._run_tool()
+        w.advance(0.003)
+        request = self.request_response()
+        w.advance(0.3)
+        return request
+
+    def tool_output_race(self) -> str:
+        """The #7880 race: the output is created and confirmed, then a push computed from a snapshot taken before
+        that confirmation deletes it, in one burst with the user's next text (RT101, RT102)."""
+        w = self.w
+        out = self._run_tool()
+        w.advance(0.0017)
+        w.client("conversation.item.delete", "chat_ctx_delete", item_id=out["id"])
+        self.items.remove(out)
+        w.advance(0.0004)
+        text = {"type": "input_text", "text": " ".join(_say(w.rng, 6))}
+        user = {"id": f"item_t{self.responses:08d}", "type": "message", "role": "user", "content": [text]}
+        previous = self.last_id
+        self.create(user, wait=False)
+        w.advance(0.05)
+        w.server("conversation.item.deleted", item_id=out["id"])
+        self._added(user, previous)
         w.advance(0.003)
         request = self.request_response()
         w.advance(0.3)
@@ -306,6 +333,7 @@ def voice_call(fp: IO[bytes], seed: int, seconds: float, faults: tuple[str, ...]
     s = Session(w, "audio")
     s.connect(replay=False)
     w.advance(0.3)
+    raced = False
     while w.t < seconds:
         s.turns += 1
         _user_speaks(s, frames)
@@ -317,6 +345,10 @@ def voice_call(fp: IO[bytes], seed: int, seconds: float, faults: tuple[str, ...]
                 w.advance(0.3)
                 request = s.request_response()
                 w.advance(0.3)
+            elif "tool-output-race" in faults and not raced and w.t >= seconds / 2:
+                # The fault: halfway through, the tool output is deleted by a stale push (the #7880 race).
+                raced = True
+                request = s.tool_output_race()
             else:
                 request = s.tool_output()
         else:

@@ -5,7 +5,7 @@ import sys
 from collections.abc import Callable
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,6 +16,10 @@ from .engine.fold import Report, TraceReport
 from .net.examples import EXAMPLE_SCRIPT, EXAMPLE_TOOL
 from .rules import RULES, UnknownRule, find_rule, select_rules
 from .rules.base import SEVERITY_RANK, Config
+
+if TYPE_CHECKING:
+    from .net.server import ServerOptions
+    from .report.outputs import ReportFormat
 
 
 class ExitCode(IntEnum):
@@ -326,6 +330,12 @@ def analyze(
         typer.Option("--storage-option", help="One fsspec option for URLs, KEY=VALUE (repeat it; over the JSON)."),
     ] = None,
     allow_special_files: AllowSpecial = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="Read the trace as it grows; findings on stderr as found; Ctrl-C ends.")
+    ] = False,
+    follow_timeout: Annotated[
+        float | None, typer.Option(help="With --follow: end after this many seconds without a new line.")
+    ] = None,
 ) -> None:
     """Rebuild both conversations of each trace and report every anomaly with the lines that prove it."""
     allow_special(allow_special_files)
@@ -334,7 +344,10 @@ def analyze(
     options = storage_options_of(storage_options, storage_option)
     side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
     refuse_overwrite(local_inputs(paths), [output, *side.values()])
-    traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
+    if follow:
+        traces = [follow_trace(paths, config, rules, max_line_bytes, follow_timeout)]
+    else:
+        traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
     report = Report(traces, config, rules)
     write_report(report, format, output)
     write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes)
@@ -342,6 +355,35 @@ def analyze(
         if trace.events == 0 and not trace.unreadable:
             say(f"{trace.path}: no usable event", style="red")
     raise typer.Exit(exit_code_for(report, fail_on, strict))
+
+
+def follow_trace(
+    paths: list[Path], config: Config, rules: tuple, max_line_bytes: int, idle: float | None
+) -> TraceReport:
+    """`analyze --follow`: one file, folded as it grows (`engine.live`) until Ctrl-C or `idle` seconds without a
+    new line; each finding is printed to stderr as it becomes certain."""
+    import signal
+    import threading
+
+    from .engine.live import FollowFile, finding_line, fold_live
+
+    if len(paths) != 1 or str(paths[0]) == "-" or paths[0].is_dir():
+        raise UsageError("--follow reads one trace file")
+    if idle is not None and idle <= 0:
+        raise UsageError("--follow-timeout must be a positive number of seconds")
+    err = stderr_console()
+    stop = threading.Event()
+    try:
+        stream = FollowFile(paths[0], stop, idle)
+    except OSError as e:
+        raise UnreadableInput(f"{paths[0]}: {e.strerror or e}") from None
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())  # Ctrl-C ends the trace, which is then reported
+    try:
+        reader = TraceReader(stream, str(paths[0]), max_line_bytes=max_line_bytes)  # type: ignore[arg-type]
+        return fold_live(reader, lambda f, at_end: err.print(finding_line(f, at_end), markup=False), config, rules)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        stream.close()
 
 
 def write_side_outputs(
@@ -366,6 +408,9 @@ def report(
     ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules (ids or slugs, comma-separated).")] = None,
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
     allow_special_files: AllowSpecial = False,
+    minimize: Annotated[
+        bool, typer.Option(help="Also a minimal reproducer per rule found (files beside -o; quoted in Markdown).")
+    ] = False,
 ) -> None:
     """Write a report to attach to a bug: Markdown with sequence diagrams, or a one-file HTML step-through view.
 
@@ -401,9 +446,22 @@ def report(
 
         traces = [analyze_file(p, config, rules, max_line_bytes) for p in given]
     result = Report(traces, config, rules)
+    if minimize:
+        if output is None and fmt is not ReportFormat.markdown:
+            raise UsageError("--minimize writes its reproducers beside --output; give -o (or Markdown to stdout)")
+        data = report_with_reproducers(result, fmt, output, max_line_bytes)
+    else:
+        data = render_bytes(result, fmt, max_line_bytes, html_data)
     if output is None:
-        sys.stdout.buffer.write(render_bytes(result, fmt, max_line_bytes, html_data))
+        sys.stdout.buffer.write(data)
         sys.stdout.flush()
+    elif minimize:
+        from .core.writer import write_replacing
+
+        try:
+            write_replacing(output, data)
+        except OSError as e:
+            raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
     else:
         write_side_outputs(result, {fmt.value: output}, max_line_bytes, html_data)
     if any(t.unreadable or t.events == 0 for t in traces):
@@ -411,6 +469,35 @@ def report(
             if t.unreadable or t.events == 0:
                 say(f"rtrace: {t.unreadable or t.path + ': no usable event'}")
         raise typer.Exit(ExitCode.UNREADABLE)
+
+
+def report_with_reproducers(report: Report, fmt: "ReportFormat", output: Path | None, max_line_bytes: int) -> bytes:
+    """`report --minimize`: a reproducer per trace and rule found (`transform.minimize`), written beside `output`
+    as `STEM.min-RULE.jsonl` (`STEM.K.min-RULE.jsonl` for the Kth of several traces; a temporary folder without
+    `output`); Markdown quotes each."""
+    import tempfile
+
+    from .report import markdown
+    from .report.outputs import ReportFormat, render_bytes
+    from .transform import minimize as mz
+
+    data = render_bytes(report, fmt, max_line_bytes)
+    with tempfile.TemporaryDirectory(prefix="rtrace-min-") as tmp:
+        folder, stem = (output.parent, output.stem) if output is not None else (Path(tmp), "report")
+        made: list[tuple[str, str, int, str, str]] = []
+        for k, trace in enumerate(report.traces, start=1):
+            for rule_id in dict.fromkeys(f.rule for f in trace.findings):
+                found = mz.minimize(trace.path, find_rule(rule_id), report.config, max_line_bytes=max_line_bytes)
+                name = f"{stem}.{k}.min-{rule_id}.jsonl" if len(report.traces) > 1 else f"{stem}.min-{rule_id}.jsonl"
+                try:
+                    with open(folder / name, "wb") as out:
+                        mz.write(found, out, max_line_bytes=max_line_bytes)
+                except OSError as e:
+                    raise UsageError(f"{folder / name}: cannot write: {e.strerror or e}") from None
+                made.append((trace.path, rule_id, found.records, str(folder / name), name))
+        if fmt is ReportFormat.markdown and made:
+            data = data.rstrip(b"\n") + b"\n\n" + markdown.render_reproducers(made).encode("utf-8")
+    return data
 
 
 def write_report(report: Report, format: OutputFormat, output: Path | None) -> None:
@@ -533,6 +620,42 @@ def redact(
     )
 
 
+@app.command("minimize")
+def minimize_command(
+    path: Annotated[Path, typer.Argument(help="The trace with the finding.")],
+    rule: Annotated[str, typer.Option("--rule", "-r", help="The rule (id or slug) whose finding must still hold.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Write the reproducer here.")],
+    max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+) -> None:
+    """The fewest records of a trace in which a rule's finding still holds (delta debugging over connections, turns
+    and records, the protocol kept valid); writes them and prints their report."""
+    import time
+
+    from .engine.fold import analyze_path
+    from .transform import minimize as mz
+
+    found = find_rule(rule)
+    if output.exists() and path.exists() and output.resolve() == path.resolve():
+        raise UsageError(f"{output}: is the input; write the reproducer elsewhere")
+    started = time.perf_counter()
+    try:
+        result = mz.minimize(path, found, max_line_bytes=max_line_bytes)
+    except mz.NothingToMinimize as e:
+        raise UsageError(str(e)) from None
+    try:
+        with output.open("wb") as out:
+            written = mz.write(result, out, max_line_bytes=max_line_bytes)
+    except OSError as e:
+        raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
+    seconds = time.perf_counter() - started
+    stderr_console().print(
+        f"rtrace minimize: {result.records} records -> {written} lines ({found.id} {found.slug} holds; "
+        f"{result.tests} candidates folded in {seconds:.2f} s) -> {output}",
+        markup=False,
+    )
+    write_report(Report([analyze_path(output, max_line_bytes=max_line_bytes)], Config()), OutputFormat.terminal, None)
+
+
 def _verbatim(text: str) -> str:
     """`text` shown as it is in a command's help: kept from rewrapping, brackets kept from rich markup."""
     return "\b\n" + "\n".join("  " + line.replace("[", "\\[") for line in text.splitlines())
@@ -565,6 +688,9 @@ TranscriptOpt = Annotated[
 ]
 VadThresholdOpt = Annotated[
     float | None, typer.Option(help="Server VAD: RMS of a speech frame, fraction of full scale (0.02).")
+]
+LiveOpt = Annotated[
+    bool | None, typer.Option(help="Print each finding to stderr as it becomes certain (default: on a terminal).")
 ]
 ScriptOpt = Annotated[
     Path | None, typer.Option(help="A scenario script (TOML): turns that answer, call, fail, close, delay.")
@@ -605,6 +731,16 @@ def serve(
     transcript: TranscriptOpt = None,
     vad_threshold: VadThresholdOpt = None,
     script: ScriptOpt = None,
+    live: LiveOpt = None,
+    exit_with_findings: Annotated[
+        bool,
+        typer.Option(
+            "--exit-with-findings", help="At the end (SIGTERM, Ctrl-C): print the report; exit 1 on --fail-on findings."
+        ),
+    ] = False,
+    fail_on: Annotated[FailOn, typer.Option(help="With --exit-with-findings: the severity that fails.")] = (
+        FailOn.error
+    ),
 ) -> None:
     """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
@@ -627,7 +763,33 @@ def serve(
 
     stop_on_sigterm()
     scrubbed_logging(sys.stderr)
-    serve_main(options, EscapedLines(sys.stdout), EscapedLines(sys.stderr))  # type: ignore[arg-type]
+    live = sys.stderr.isatty() if live is None else live
+    if live or exit_with_findings:
+        serve_watched(options, live, fail_on if exit_with_findings else None)
+    else:
+        serve_main(options, EscapedLines(sys.stdout), EscapedLines(sys.stderr))  # type: ignore[arg-type]
+
+
+def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) -> None:
+    """`serve --live` / `--exit-with-findings`: the recording folded as it is written (`net.live.watch`); at the
+    end, with `fail_on`, the report on stdout and exit 1 on findings at that severity or above."""
+    import dataclasses
+
+    from .net.live import watch
+    from .net.server import serve_main
+
+    out: Any = EscapedLines(sys.stdout)
+    err: Any = EscapedLines(sys.stderr)
+    watched = watch(lambda path, tap: serve_main(dataclasses.replace(options, record=path, tap=tap), out, err),
+                    options.record, live)  # fmt: skip
+    if fail_on is None:
+        return
+    write_report(Report([watched.report], Config()), OutputFormat.terminal, None)
+    if watched.trace is not None:
+        print(f"rtrace serve: trace kept at {watched.trace}", flush=True)
+    floor = SEVERITY_RANK.get(fail_on.value)
+    if floor is not None and any(SEVERITY_RANK[f.severity] >= floor for f in watched.report.findings):
+        raise typer.Exit(ExitCode.FINDINGS)
 
 
 @app.command()
@@ -682,6 +844,7 @@ def record(
     port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
+    live: LiveOpt = None,
 ) -> None:
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
     from .net.proxy import RecordOptions, check_upstream, record_main
@@ -691,13 +854,19 @@ def record(
         check_upstream(upstream)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio)
+    out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
     stop_on_sigterm()
     try:
-        record_main(
-            RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio),
-            EscapedLines(sys.stdout),  # type: ignore[arg-type]
-            EscapedLines(sys.stderr),  # type: ignore[arg-type]
-        )
+        if sys.stderr.isatty() if live is None else live:
+            import dataclasses
+
+            from .net.live import watch
+
+            watch(lambda path, tap: record_main(dataclasses.replace(options, output=path, tap=tap), out, err),  # type: ignore[arg-type]
+                  output, True)  # fmt: skip
+        else:
+            record_main(options, out, err)  # type: ignore[arg-type]
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
 

@@ -16,6 +16,9 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+#: Test files that users' suites hold, run only under pytester (tests/test_e2e_pytest_plugin.py).
+collect_ignore = ["e2e/regression_7880"]
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
 REAL = SAMPLES / "real"

@@ -141,3 +141,76 @@ def test_rules_documents_the_new_rules(capsys: pytest.CaptureFixture[str]) -> No
     assert "--reply-timeout" in capsys.readouterr().out
     assert main(["rules", "reconnect-restores-nothing"]) == 0
     assert "replay_visible" in capsys.readouterr().out
+
+
+def test_analyze_follow_prints_each_finding_as_the_file_grows_then_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+    import time
+
+    from rtrace.engine.fold import analyze_path
+
+    path = tmp_path / "growing.jsonl"
+    path.write_bytes(b"")
+    lines = RACE_188.read_bytes().splitlines(keepends=True)
+
+    def grow() -> None:
+        with path.open("ab") as fp:
+            for line in lines:
+                fp.write(line)
+                fp.flush()
+                time.sleep(0.002)
+
+    writer = threading.Thread(target=grow)
+    writer.start()
+    code = main(["analyze", "--follow", "--follow-timeout", "0.5", str(path)])
+    writer.join()
+    assert code == 1
+    captured = capsys.readouterr()
+    live = captured.err.splitlines()
+    expected = [f for f in analyze_path(RACE_188).findings]
+    assert live == [f"{f.severity} {f.rule} {f.slug} conn {f.conn} line {f.at_line}: {f.message}" for f in expected]
+    assert "RT101 deleted-function-call-output  conn 1  lines 15, 42, 43, 45, 46, 47" in captured.out
+
+
+def test_analyze_follow_takes_one_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "--follow", str(RACE_188), str(RACE_189)]) == 2
+    assert main(["analyze", "--follow", "-"]) == 2
+    assert main(["analyze", "--follow", "--follow-timeout", "0", str(RACE_188)]) == 2
+    assert main(["analyze", "--follow", str(tmp_path / "missing.jsonl")]) == 3
+    err = capsys.readouterr().err
+    assert "--follow reads one trace file" in err and "missing.jsonl" in err and "Traceback" not in err
+
+
+def test_minimize_writes_the_reproducer_and_prints_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "min.jsonl"
+    assert main(["minimize", str(RACE_188), "--rule", "deleted-function-call-output", "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert len(out.read_bytes().splitlines()) <= 12
+    assert captured.err.startswith("rtrace minimize: 76 records -> 11 lines (RT101 deleted-function-call-output holds")
+    assert "error   RT101 deleted-function-call-output" in captured.out
+    # never its own input; a rule with no finding; an unknown rule
+    copy = tmp_path / "race.jsonl"
+    copy.write_bytes(RACE_188.read_bytes())
+    assert main(["minimize", str(copy), "--rule", "RT101", "-o", str(copy)]) == 2
+    assert copy.read_bytes() == RACE_188.read_bytes()
+    assert main(["minimize", str(RACE_189), "--rule", "RT101", "-o", str(tmp_path / "x.jsonl")]) == 2
+    assert main(["minimize", str(RACE_188), "--rule", "RT999", "-o", str(tmp_path / "x.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "is the input" in err and "RT101 deleted-function-call-output reports nothing here" in err
+    assert "unknown rule 'RT999'" in err
+
+
+def test_report_minimize_attaches_a_reproducer_per_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bug.md"
+    assert main(["report", str(RACE_188), "--minimize", "-o", str(out)]) == 0
+    text = out.read_text()
+    section = text.split("## Minimal reproducers")[1]
+    assert "### RT101 in" in section and "lines of 76" in section and "`bug.min-RT101.jsonl`" in section
+    for rule in ("RT101", "RT102", "RT103"):
+        assert (tmp_path / f"bug.min-{rule}.jsonl").exists()
+    assert main(["report", str(RACE_188), "--minimize", "--format", "html"]) == 2
+    assert "--minimize writes its reproducers beside --output" in capsys.readouterr().err

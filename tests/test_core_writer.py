@@ -232,3 +232,25 @@ def test_a_buffered_writer_writes_nothing_until_flushed(tmp_path: Path) -> None:
     assert trace.read_bytes() == b"" and w.lines == 0
     w.flush()
     assert len(lines(trace.read_bytes())) == 2 and w.lines == 2
+
+
+def test_the_tap_gets_what_reached_the_file_in_order_buffered_or_not() -> None:
+    for buffered in (False, True):
+        tapped: list[bytes] = []
+        fp = io.BytesIO()
+        w = TraceWriter(fp, {"recorder": "test"}, lambda: 0.0, print, buffered=buffered, tap=tapped.append)
+        for k in range(5):
+            w.write("client", 1, {"type": "conversation.item.create", "event_id": f"e{k}"})
+            if k == 2:
+                w.flush()
+        w.flush()
+        assert b"".join(tapped) == fp.getvalue() and fp.getvalue().count(b"\n") == 6
+        assert all(chunk.endswith(b"\n") for chunk in tapped)
+        assert len(tapped) == (2 if buffered else 6)  # buffered: what each flush wrote, the header in the first
+    # a write that failed is not handed on
+    tapped = []
+    disk = FullDisk(room=200)
+    w = TraceWriter(disk, None, lambda: 0.0, lambda reason, n: None, tap=tapped.append)
+    for k in range(20):
+        w.write("client", 1, {"type": "conversation.item.create", "event_id": f"e{k}"})
+    assert b"".join(tapped) == disk.getvalue()

@@ -26,6 +26,9 @@ from .trace import dumps_header, dumps_record
 
 #: Seconds, monotonic: what a record's `t` is measured with (from the writer's creation).
 Clock = Callable[[], float]
+#: Given the bytes of each write once they reached the file (whole lines, the header included; a buffered writer
+#: hands over several lines at once): how live findings see a recording.
+Tap = Callable[[bytes], None]
 #: Told once why writing stopped (`OSError.strerror`, e.g. "No space left on device") and how many lines the
 #: trace kept.
 OnFailure = Callable[[str, int], None]
@@ -191,10 +194,14 @@ class TraceWriter:
         on_failure: OnFailure,
         redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         buffered: bool = False,
+        tap: Tap | None = None,
     ) -> None:
         self._fp: IO[bytes] | None = fp
         #: Makes each event safe to write (None: the caller does).
         self.redact = redact
+        #: Handed each chunk of lines as it reaches the file (live findings); an in-place mask of a split secret
+        #: comes later and is not handed on, so a tap folds what it gets and never stores it.
+        self._tap = tap
         self._clock = clock
         self._on_failure = on_failure
         self._t0 = clock()
@@ -227,13 +234,14 @@ class TraceWriter:
         on_failure: OnFailure,
         redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         buffered: bool = False,
+        tap: Tap | None = None,
     ) -> _W:
         """A writer of the trace at `path`, which appears with the first record: a recorder that records nothing
         leaves an existing file as it was. The trace is written to a new file beside `path` and renamed over it at
         once, then grows line by line (a killed recorder leaves a parseable trace at `path`). Raises `OSError` now
         when `path` cannot be written."""
         check_writable(path)
-        writer = cls(None, header, clock, on_failure, redact, buffered)
+        writer = cls(None, header, clock, on_failure, redact, buffered, tap)
         writer._path = os.fspath(path)
         return writer
 
@@ -304,6 +312,8 @@ class TraceWriter:
             return False
         self.lines += lines
         self._good += len(data)
+        if self._tap is not None:
+            self._tap(data)
         return True
 
     def _rewrite(self, offset: int, data: bytes) -> None:

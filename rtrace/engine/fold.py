@@ -445,7 +445,7 @@ def digest(rows: Iterable[Row]) -> Iterator[Row | Run]:
             if run is None:
                 yield row
             continue
-        _, line, t, direction, n, event, etype, _ = row
+        _, line, t, direction, n, _, etype, _ = row
         if n in seen and (direction, etype) not in transitions:
             if run is not None and run[3] == n and run[4] == direction:
                 run[0] += 1
@@ -460,17 +460,26 @@ def digest(rows: Iterable[Row]) -> Iterator[Row | Run]:
             yield run
             run = None
         seen.add(n)
-        key = AUDIO_FIELDS.get(etype)
-        counted = event.get("rtrace_audio_bytes") if key is not None else None
-        if key is not None and type(event.get(key)) is str and (counted is None or type(counted) is int):
-            slim = dict(event)
-            slim[key] = ""
-            if type(slim.get("rtrace_audio_bytes")) is not int:
-                slim["rtrace_audio_bytes"] = audio_bytes(event[key])
-            row = (*row[:5], slim, *row[6:])
-        yield row
+        yield without_audio(row)
     if run is not None:
         yield run
+
+
+def without_audio(row: Row) -> Row:
+    """`row` with its audio payload, if any, replaced by its byte count (`rtrace_audio_bytes`, which the reducer
+    reads in its place): the same fold, a small row to keep or send."""
+    event, etype = row[5], row[6]
+    key = AUDIO_FIELDS.get(etype)
+    if key is None or type(event.get(key)) is not str:
+        return row
+    counted = event.get("rtrace_audio_bytes")
+    if counted is not None and type(counted) is not int:
+        return row  # a count of the wrong type: the reducer's checks report it
+    slim = dict(event)
+    slim[key] = ""
+    if type(slim.get("rtrace_audio_bytes")) is not int:
+        slim["rtrace_audio_bytes"] = audio_bytes(event[key])
+    return (*row[:5], slim, *row[6:])
 
 
 def analyze_path(
@@ -519,4 +528,5 @@ __all__ = [
     "analyze_records",
     "digest",
     "select_rules",
+    "without_audio",
 ]

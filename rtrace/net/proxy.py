@@ -29,7 +29,7 @@ from websockets.http11 import Request, Response
 from .. import __version__
 from ..core.escape import shown
 from ..core.secrets import redact_event, safe_path, scrub_text
-from ..core.writer import TraceWriter
+from ..core.writer import Tap, TraceWriter
 from .common import (
     MAX_FRAME_BYTES,
     check_ws_url,
@@ -77,6 +77,8 @@ class RecordOptions:
     header: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Seconds to wait for the upstream handshake.
     open_timeout: float = 10.0
+    #: Given each line of `output` once written (live findings: `rtrace.engine.live.LiveFold.tap`).
+    tap: Tap | None = None
 
 
 @dataclasses.dataclass
@@ -326,7 +328,7 @@ async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
         redact = functools.partial(redact_event, keep_audio=options.keep_audio)
-        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, redact)
+        writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, redact, tap=options.tap)
     proxy = RecordingProxy(options, writer)
     try:
         await proxy.start()

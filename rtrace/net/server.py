@@ -31,7 +31,7 @@ from websockets.protocol import State
 from .. import __version__
 from ..core.secrets import may_hold_secret, safe_path, scrub_secrets
 from ..core.trace import encode
-from ..core.writer import Clock, TraceWriter
+from ..core.writer import Clock, Tap, TraceWriter
 from .common import (
     MAX_FRAME_BYTES,
     host_for_url,
@@ -68,6 +68,8 @@ class ServerOptions:
     seed: int | None = None
     #: Write every received and sent event here (native trace format), line by line.
     record: str | os.PathLike[str] | None = None
+    #: Given each line of `record` once written (live findings: `rtrace.engine.live.LiveFold.tap`).
+    tap: Tap | None = None
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
@@ -85,6 +87,8 @@ class ServerOptions:
     #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
     fault_times: int | None = 1
     max_frame_bytes: int = MAX_FRAME_BYTES
+    #: Seconds `stop` waits for each open connection's closing handshake before it drops the connection.
+    close_timeout: float = 10.0
     #: Where the server tells the user what it refused (a handshake on another path, a request that is not a
     #: websocket upgrade), one line each; None: stderr.
     log: Callable[[str], None] | None = None
@@ -423,7 +427,7 @@ class RealtimeServer:
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
             }
-            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True)
+            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True, tap=o.tap)
             self._flusher = asyncio.get_running_loop().create_task(self._flush_every())
         self._server = await serve(
             self._handler,
@@ -433,6 +437,7 @@ class RealtimeServer:
             process_response=self._process_response,
             select_subprotocol=self._select_subprotocol,
             max_size=o.max_frame_bytes,
+            close_timeout=o.close_timeout,
             ping_interval=None,
             compression=None,
         )

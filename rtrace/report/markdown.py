@@ -110,6 +110,23 @@ def render_trace(trace: TraceReport) -> str:
     return "\n".join(out)
 
 
+def render_reproducers(reproducers: list[tuple[str, str, int, str, str]]) -> str:
+    """A section of minimal reproducers (`rtrace report --minimize`): for each (trace, rule id, records of the
+    trace, reproducer file, its name to show), the reproducer's lines quoted (payloads cut, secrets redacted)."""
+    out = ["## Minimal reproducers", ""]
+    for trace, rule, records, path, name in reproducers:
+        quoted = read_lines(path, range(1, 10_000))
+        out += [
+            f"### {md_text(rule, 40)} in `{md_text(trace, 300).replace('`', '')}`: {len(quoted)} lines of {records}",
+            "",
+            f"`{md_text(name, 300).replace('`', '')}` (`rtrace minimize`): the finding still holds in these lines.",
+            "",
+            fence("\n".join(quoted[k] for k in sorted(quoted)), "jsonl"),
+            "",
+        ]
+    return "\n".join(out)
+
+
 def render_finding(k: int, finding: Finding, lines: dict[int, str]) -> str:
     where = ", ".join(map(str, finding.lines))
     out = [

@@ -1,8 +1,11 @@
 """Drive the real livekit-agents `AgentSession` (OpenAI realtime plugin, text only, no room) against an endpoint.
 
 Runs in a `.venv-e2e-<version>` (no rtrace there): scenario `race` (turn A calls a tool; turn B asks for a story while
-it runs; turn C goes out with the tool output's create) or `reconnect` (turn A; the server drops the socket). Prints
-one JSON summary line, asserts nothing. Exits by itself within --timeout (0 done, 3 timed out, 4 client failed).
+it runs; turn C goes out with the tool output's create: the queued-speech push), `interrupted` (turn A calls a tool
+whose generation the server holds open (a script delays its `response.done`); the turn is interrupted once the tool
+has returned, so its output is pushed by the interrupted-generation path; turn C goes out with that create) or
+`reconnect` (turn A; the server drops the socket). Prints one JSON summary line, asserts nothing. Exits by itself
+within --timeout (0 done, 3 timed out, 4 client failed).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 TOOL_SECONDS = 0.3
+#: `interrupted`: the turn is interrupted this long after its tool returned (its output recorded by then).
+INTERRUPT_AFTER_TOOL = 0.05
 TURN_A = "What's the weather in Paris?"
 TURN_B = "While you look, tell me a slow story."
 TURN_C = "And what should I wear?"
@@ -28,7 +33,7 @@ QUIET_SECONDS = 0.5
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", required=True, help="websocket base url of the endpoint, e.g. ws://127.0.0.1:PORT/v1")
-    parser.add_argument("--scenario", choices=["race", "reconnect"], required=True)
+    parser.add_argument("--scenario", choices=["race", "interrupted", "reconnect"], required=True)
     parser.add_argument("--timeout", type=float, default=20.0, help="give up after this many seconds")
     parser.add_argument("--client-trace", default=None, help="also write the client's own view as a native trace")
     return parser.parse_args(argv)
@@ -126,6 +131,8 @@ async def _run(args: argparse.Namespace, progress: Progress, trace: ClientTrace)
                 callback()
             await asyncio.sleep(TOOL_SECONDS)
             progress.mark("tool_finished")
+            if args.scenario == "interrupted":
+                asyncio.get_running_loop().call_later(INTERRUPT_AFTER_TOOL, interrupt_turn_a)
             return f"sunny, 21C in {city}"
 
     model = openai.realtime.RealtimeModel(base_url=args.url, api_key="x", modalities=["text"])
@@ -134,12 +141,18 @@ async def _run(args: argparse.Namespace, progress: Progress, trace: ClientTrace)
     await session.start(agent, record=False)
     rt_session = agent.realtime_llm_session
 
+    def interrupt_turn_a() -> None:
+        # the generation that called the tool is still open (its response.done is late): interrupting it now sends
+        # the tool's output down the interrupted-generation path
+        progress.mark("interrupted")
+        session.interrupt()
+
     def on_client_event(event: dict[str, Any]) -> None:
         trace.write("client", event)
         item = event.get("item") or {}
         if event.get("type") == "conversation.item.create" and item.get("type") == "function_call_output":
             progress.mark("output_create_queued")
-            if args.scenario == "race" and "turn_c" not in progress.marks:
+            if args.scenario in ("race", "interrupted") and "turn_c" not in progress.marks:
                 # turn C at the moment the tool's output create goes out: its push races the output's ack
                 progress.mark("turn_c")
                 session.generate_reply(user_input=TURN_C)
@@ -182,7 +195,7 @@ async def _run(args: argparse.Namespace, progress: Progress, trace: ClientTrace)
     progress.mark("turn_a")
     session.generate_reply(user_input=TURN_A)
     await progress.tool_done.wait()
-    if args.scenario == "race":
+    if args.scenario in ("race", "interrupted"):
         while "turn_c" not in progress.marks:
             await asyncio.sleep(0.02)
     # the tool's own reply and turn C's reply come after the output: wait until the conversation settles

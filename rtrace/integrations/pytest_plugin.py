@@ -1,0 +1,346 @@
+"""The pytest plugin (entry point `pytest11: rtrace`): the `rtrace_server` fixture, the `rtrace` marker and the
+`--rtrace-*` options, so a test suite runs its realtime client against `rtrace serve` instead of a mock server of
+its own, and fails when the session it recorded has a finding.
+
+Importing it costs a test session nothing: only definitions run at start-up; the server, asyncio and websockets
+are imported when a test asks for the fixture. The server runs on a thread with its own event loop, so a test may
+be sync, pytest-asyncio or anyio, and its loop may run or not; the thread, the loop and the port are gone when the
+test's call ends, and the session is analyzed then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    import asyncio
+    import threading
+
+    from ..engine.fold import TraceReport
+    from ..net.server import RealtimeServer, ServerOptions
+    from ..rules.base import Finding
+
+#: The levels of `fail_on`, lowest first (`never`: no finding fails the test).
+LEVELS = ("info", "warning", "error", "never")
+#: What the marker (and an indirect parametrization of the fixture) may say besides the `rtrace serve` options of
+#: `rtrace.net.server.options_from_cli`, which it takes by the same names.
+PLUGIN_OPTIONS = ("fail_on",)
+#: `options_from_cli` options a test may not set: the plugin binds a free loopback port and records the trace.
+_FIXED = ("host", "port", "record")
+#: Seconds the server may take to start, or to stop once the test is done.
+_WAIT = 30.0
+
+_SERVER_KEY = pytest.StashKey["RtraceServer"]()
+_LATENCIES_KEY = pytest.StashKey[list[float]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("rtrace", "rtrace: a fake realtime endpoint for each test (the rtrace_server fixture)")
+    group.addoption(
+        "--rtrace-latency",
+        metavar="LIST",
+        help="run every test that uses rtrace_server at each of these latencies, e.g. 0,10,50ms",
+    )
+    group.addoption(
+        "--rtrace-fail-on",
+        choices=LEVELS,
+        help="a test fails when its session has a finding at or above this severity (default: error)",
+    )
+    group.addoption("--rtrace-traces", metavar="DIR", help="keep each test's trace in DIR (default: its tmp_path)")
+    parser.addini("rtrace_fail_on", "rtrace: the severity of a finding that fails a test (default: error)")
+    parser.addini("rtrace_traces", "rtrace: keep each test's trace in this directory (default: its tmp_path)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "rtrace(**options): options of the rtrace_server fixture: latency='50ms', script='scenario.toml', "
+        "tool='NAME', drop_on=[...], ... (the options of `rtrace serve`), fail_on='error'|'warning'|'info'|'never'",
+    )
+    text = config.getoption("rtrace_latency", None)
+    if text:
+        from ..net.sweep import parse_latency_list
+
+        try:
+            config.stash[_LATENCIES_KEY] = parse_latency_list(text)
+        except ValueError as e:
+            raise pytest.UsageError(f"--rtrace-latency: {e}") from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`--rtrace-latency 0,10,50ms`: every test that uses the fixture runs once per latency (ids `0ms`, `10ms`...)."""
+    latencies = metafunc.config.stash.get(_LATENCIES_KEY, None)
+    if not latencies or "rtrace_server" not in metafunc.fixturenames:
+        return
+    from ..net.sweep import label
+
+    metafunc.parametrize("rtrace_latency", latencies, ids=[label(v) for v in latencies])
+
+
+@pytest.fixture
+def rtrace_latency() -> float | None:
+    """The latency (seconds) `--rtrace-latency` runs this test at; None without that option."""
+    return None
+
+
+@pytest.fixture
+def rtrace_server(request: pytest.FixtureRequest, rtrace_latency: float | None) -> Iterator[RtraceServer]:
+    """A fake realtime endpoint (`rtrace serve`) on a free 127.0.0.1 port for this test, recording its session.
+
+    Options come from `@pytest.mark.rtrace(...)` (the closest marker wins), then from an indirect parametrization
+    (`request.param`, a dict), then `--rtrace-latency`. When the test function returns the server stops, the trace
+    is analyzed, and the test fails if a finding is at or above `fail_on`."""
+    options = _options(request)
+    if rtrace_latency is not None:
+        options["latency"] = [str(rtrace_latency)]
+    fail_on = str(options.pop("fail_on", None) or _configured_fail_on(request.config))
+    if fail_on not in LEVELS:
+        pytest.fail(f"rtrace: fail_on={fail_on!r}: give one of {', '.join(LEVELS)}", pytrace=False)
+    server = RtraceServer(_server_options(request, options), _trace_path(request), fail_on)
+    server.start()
+    request.node.stash[_SERVER_KEY] = server
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """After the test function: stop its server, analyze the session, fail a passing test on a finding at or above
+    `fail_on` (a failing test gets the findings as a report section)."""
+    server = item.stash.get(_SERVER_KEY, None)
+    if server is None:
+        return (yield)
+    try:
+        result = yield
+    except BaseException:
+        server.close()
+        if server.failing:
+            item.add_report_section("call", "rtrace", server.failure_text())
+        raise
+    server.close()
+    if server.failing:
+        pytest.fail(server.failure_text(), pytrace=False)
+    return result
+
+
+class RtraceServer:
+    """The fake endpoint of one test. `base_url` is what `OPENAI_BASE_URL` wants (`http://127.0.0.1:PORT/v1`),
+    `url` the websocket base (`ws://127.0.0.1:PORT/v1`, for clients that add `/realtime?model=...`),
+    `realtime_url` the full websocket URL, `env` all three as `rtrace sweep` sets them, `trace` the recording.
+
+    `report()` and `findings` analyze what was recorded: the whole session once the test function returned (or
+    after `close()`), else the trace so far (connections still open are judged as if it ended there)."""
+
+    def __init__(self, options: ServerOptions, trace: Path, fail_on: str = "error") -> None:
+        import asyncio
+        import threading
+
+        from ..net.server import RealtimeServer
+
+        self.trace = trace
+        self.fail_on = fail_on
+        self._server: RealtimeServer = RealtimeServer(dataclasses.replace(options, record=trace))
+        self._loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
+        self._thread: threading.Thread = threading.Thread(target=self._run, name="rtrace-server", daemon=True)
+        self._report: TraceReport | None = None
+        self.closed = False
+
+    # -- where to connect ----------------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self._server.http_url
+
+    @property
+    def url(self) -> str:
+        return self._server.url
+
+    @property
+    def realtime_url(self) -> str:
+        return self._server.realtime_url
+
+    @property
+    def port(self) -> int:
+        return self._server.port
+
+    @property
+    def env(self) -> dict[str, str]:
+        """`OPENAI_BASE_URL`, `RTRACE_URL` and `RTRACE_REALTIME_URL`, for a client in a subprocess."""
+        return {"OPENAI_BASE_URL": self.base_url, "RTRACE_URL": self.url, "RTRACE_REALTIME_URL": self.realtime_url}
+
+    # -- life ------------------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        import asyncio
+
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+        finally:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    def _call(self, coro: Any) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(_WAIT)
+
+    def start(self) -> None:
+        self._thread.start()
+        try:
+            self._call(self._server.start())
+        except BaseException:
+            self._halt()
+            raise
+
+    def _halt(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(_WAIT)
+
+    def close(self) -> None:
+        """Stop the server (each open connection is closed with 1001), end its thread and loop; the trace is then
+        complete. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._call(self._server.stop())
+        finally:
+            self._halt()
+
+    # -- what was recorded -----------------------------------------------------------------------------------------
+
+    def report(self) -> TraceReport:
+        from ..engine.fold import analyze_path
+
+        if self._report is not None:
+            return self._report
+        report = analyze_path(self.trace)
+        if self.closed:
+            self._report = report
+        return report
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.report().findings
+
+    @property
+    def failing(self) -> list[Finding]:
+        """The findings at or above `fail_on`."""
+        if self.fail_on == "never":
+            return []
+        floor = LEVELS.index(self.fail_on)
+        return [f for f in self.findings if LEVELS.index(f.severity) >= floor]
+
+    def failure_text(self) -> str:
+        """The failing findings as the terminal report shows them, and where the trace is kept."""
+        import io
+
+        from rich.console import Console, Group
+
+        from ..report.terminal import render_finding
+
+        failing = self.failing
+        out = io.StringIO()
+        console = Console(file=out, width=120, color_system=None, highlight=False, emoji=False, soft_wrap=False)
+        many = "s" if len(failing) != 1 else ""
+        console.print(
+            f"rtrace: {len(failing)} finding{many} at or above {self.fail_on} in this test's session; "
+            f"trace kept at {self.trace}",
+            markup=False,
+            soft_wrap=True,
+        )
+        for finding in failing:
+            console.print(Group(*render_finding(finding)))
+        return "\n".join(line.rstrip() for line in out.getvalue().rstrip().splitlines()) + "\n"
+
+
+def _options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The markers' options (the closest wins), then `request.param`'s."""
+    merged: dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers("rtrace"))):
+        if marker.args:
+            pytest.fail("@pytest.mark.rtrace takes keyword options only, e.g. latency='50ms'", pytrace=False)
+        merged.update(marker.kwargs)
+    param = getattr(request, "param", None)
+    if param is not None:
+        if not isinstance(param, dict):
+            pytest.fail("rtrace_server: an indirect parameter must be a dict of options", pytrace=False)
+        merged.update(param)
+    return merged
+
+
+def _configured_fail_on(config: pytest.Config) -> str:
+    return str(config.getoption("rtrace_fail_on") or config.getini("rtrace_fail_on") or "error")
+
+
+def _trace_path(request: pytest.FixtureRequest) -> Path:
+    """`--rtrace-traces DIR` (or the ini's), a file per test named after its id; else the test's tmp_path."""
+    folder = request.config.getoption("rtrace_traces") or request.config.getini("rtrace_traces")
+    if not folder:
+        tmp: Path = request.getfixturevalue("tmp_path")
+        return tmp / "rtrace.jsonl"
+    root = Path(folder)
+    if not root.is_absolute():
+        root = Path(request.config.rootpath) / root
+    root.mkdir(parents=True, exist_ok=True)
+    name = "".join(c if c.isalnum() or c in "-_.[]" else "_" for c in request.node.nodeid)
+    return root / f"{name[-180:]}.jsonl"
+
+
+def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> ServerOptions:
+    """`ServerOptions` from the test's options, as `rtrace serve` takes them; a mistake fails the test's setup."""
+    import inspect
+
+    from ..net.server import options_from_cli
+
+    known = [p for p in inspect.signature(options_from_cli).parameters if p not in _FIXED]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        pytest.fail(
+            f"rtrace: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"(known: {', '.join(sorted([*known, *PLUGIN_OPTIONS]))})",
+            pytrace=False,
+        )
+    kwargs = {k: _cli_value(k, v, request) for k, v in options.items()}
+    try:
+        server = options_from_cli(**kwargs)
+    except ValueError as e:
+        pytest.fail(f"rtrace: {e}", pytrace=False)
+    return dataclasses.replace(server, close_timeout=2.0)
+
+
+#: `options_from_cli` parameters that take a list (a single value given for one is made a list of it).
+_LISTS = ("latency", "drop_on", "drop_after", "error_on", "fail_response", "transcript")
+#: Those that take a duration as text (a number given for one is seconds).
+_DURATIONS = ("jitter", "expire_after", "story_chunk_delay")
+
+
+def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
+    if name == "script" or name == "from_trace":
+        path = Path(os.fspath(value))
+        return str(path if path.is_absolute() else request.path.parent / path)
+    if name in _LISTS:
+        values = list(value) if isinstance(value, (list, tuple, set)) else [value]
+        return [v if name == "fail_response" else str(v) for v in values]
+    if name in _DURATIONS and isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+__all__ = ["LEVELS", "RtraceServer", "rtrace_latency", "rtrace_server"]

@@ -1,0 +1,332 @@
+"""The pytest plugin (`rtrace.integrations.pytest_plugin`), run as a user runs it: test files of their own under
+`pytester`, with a small websocket client (websockets' own) standing in for their realtime client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from rtrace.engine.fold import analyze_path
+
+pytest_plugins = ("pytester",)
+
+#: The users' helpers: a clean turn, and a client that deletes the output of its own tool call (RT101).
+CLIENTS = '''
+import json
+
+from websockets.asyncio.client import connect as aconnect
+from websockets.sync.client import connect
+
+CALL = {"type": "function_call", "id": "item_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"}
+OUTPUT = {"type": "function_call_output", "id": "item_out", "call_id": "c1", "output": "sunny"}
+
+
+def user(text):
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def _until(ws, kind):
+    while True:
+        event = json.loads(ws.recv(timeout=5))
+        if event["type"] == kind:
+            return event
+
+
+def chat(url, text="hello"):
+    """One user turn and its answer; returns the answer's text."""
+    with connect(url) as ws:
+        _until(ws, "session.created")
+        ws.send(json.dumps({"type": "conversation.item.create", "item": user(text)}))
+        _until(ws, "conversation.item.added")
+        ws.send(json.dumps({"type": "response.create"}))
+        done = _until(ws, "response.done")
+    part = done["response"]["output"][0]["content"][0]
+    return part.get("text") or part.get("transcript")
+
+
+def delete_tool_output(url):
+    with connect(url) as ws:
+        _until(ws, "session.created")
+        for item in (CALL, OUTPUT):
+            ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
+            _until(ws, "conversation.item.added")
+        ws.send(json.dumps({"type": "conversation.item.delete", "item_id": "item_out"}))
+        _until(ws, "conversation.item.deleted")
+
+
+async def _auntil(ws, kind):
+    while True:
+        event = json.loads(await ws.recv())
+        if event["type"] == kind:
+            return event
+
+
+async def achat(url, delete_output=False):
+    async with aconnect(url) as ws:
+        await _auntil(ws, "session.created")
+        for item in (CALL, OUTPUT):
+            await ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
+            await _auntil(ws, "conversation.item.added")
+        if delete_output:
+            await ws.send(json.dumps({"type": "conversation.item.delete", "item_id": "item_out"}))
+            await _auntil(ws, "conversation.item.deleted")
+        await ws.send(json.dumps({"type": "response.create"}))
+        await _auntil(ws, "response.done")
+'''
+
+
+INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+
+
+@pytest.fixture
+def users(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(clients=CLIENTS)
+    pytester.makeini(INI)
+    pytester.syspathinsert()
+    return pytester
+
+
+def test_a_clean_session_passes_and_a_racy_one_fails_with_the_finding_and_the_kept_trace(
+    users: pytest.Pytester,
+) -> None:
+    users.makepyfile(
+        test_agent="""
+        import pytest
+        from clients import chat, delete_tool_output
+
+        def test_clean(rtrace_server):
+            assert chat(rtrace_server.realtime_url) == "You said: hello"
+
+        @pytest.mark.rtrace(latency="20ms")
+        def test_racy(rtrace_server):
+            delete_tool_output(rtrace_server.url + "/realtime")
+        """
+    )
+    result = users.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    # the failure is the terminal report's finding: severity, rule, slug, conn, lines, message, witness, fix
+    result.stdout.fnmatch_lines(
+        [
+            "rtrace: 1 finding at or above error in this test's session; trace kept at *rtrace.jsonl",
+            "*error   RT101 deleted-function-call-output  conn 1  lines *",
+            "*function_call_output item_out (c1) deleted at line * while function_call item_call (c1) stays*",
+            "*fix: *",
+        ]
+    )
+    result.stdout.fnmatch_lines(["*_ test_racy _*", "rtrace: 1 finding at or above error*"], consecutive=True)
+    trace = Path(out.split("trace kept at ")[1].split()[0])
+    assert [f.rule for f in analyze_path(trace).findings if f.severity == "error"] == ["RT101"]
+    header = json.loads(trace.read_text().splitlines()[0])
+    assert header["latency"] == 0.02
+
+
+def test_async_tests_of_pytest_asyncio_and_anyio_run_against_the_server(users: pytest.Pytester) -> None:
+    users.makepyfile(
+        test_async="""
+        import asyncio
+        import pytest
+        from clients import achat
+
+        @pytest.mark.asyncio
+        async def test_asyncio_clean(rtrace_server):
+            await achat(rtrace_server.realtime_url)
+
+        @pytest.mark.asyncio
+        async def test_asyncio_racy(rtrace_server):
+            await achat(rtrace_server.realtime_url, delete_output=True)
+
+        @pytest.mark.anyio
+        async def test_anyio_clean(rtrace_server):
+            await achat(rtrace_server.realtime_url)
+
+        @pytest.mark.anyio
+        async def test_anyio_racy(rtrace_server):
+            await achat(rtrace_server.realtime_url, delete_output=True)
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+        """
+    )
+    result = users.runpytest("-v")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*test_asyncio_clean PASSED*", "*test_asyncio_racy FAILED*"], consecutive=False)
+    result.stdout.fnmatch_lines(["*test_anyio_clean PASSED*", "*test_anyio_racy FAILED*"], consecutive=False)
+    # each failure shows its finding once (the short summary repeats it in full when CI is set: not counted)
+    failures = result.stdout.str().split("short test summary info")[0]
+    assert failures.count("RT101 deleted-function-call-output") == 2
+
+
+def test_rtrace_latency_runs_every_rtrace_test_at_each_latency(users: pytest.Pytester) -> None:
+    users.makepyfile(
+        test_sweep="""
+        import json
+        import time
+        from clients import chat
+
+        def test_turn(rtrace_server, rtrace_latency):
+            t0 = time.monotonic()
+            chat(rtrace_server.realtime_url)
+            # session.created, the item's ack and the response each wait out the latency
+            assert time.monotonic() - t0 >= 3 * rtrace_latency
+            rtrace_server.close()
+            header = json.loads(rtrace_server.trace.read_text().splitlines()[0])
+            assert header["latency"] == rtrace_latency
+
+        def test_without_the_fixture():
+            pass
+        """
+    )
+    result = users.runpytest("--rtrace-latency", "0,10,50ms", "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        ["*test_turn?0ms? PASSED*", "*test_turn?10ms? PASSED*", "*test_turn?50ms? PASSED*"], consecutive=False
+    )
+    assert "test_without_the_fixture PASSED" in result.stdout.str()
+    bad = users.runpytest("--rtrace-latency", "fast")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--rtrace-latency: not a duration" in bad.stderr.str()
+
+
+def test_marker_script_and_fail_on_reach_the_fixture_and_findings_are_data(users: pytest.Pytester) -> None:
+    users.makefile(
+        ".toml",
+        scenario="""
+        [[turn]]
+        when = { user = "order" }
+        text = "Order 42 ships tomorrow."
+        """,
+    )
+    users.makepyfile(
+        test_options="""
+        import pytest
+        from clients import chat, delete_tool_output
+
+        pytestmark = pytest.mark.rtrace(script="scenario.toml")
+
+        def test_script_answers(rtrace_server):
+            assert chat(rtrace_server.realtime_url, "where is my order?") == "Order 42 ships tomorrow."
+
+        @pytest.mark.rtrace(fail_on="never")
+        def test_expected_race(rtrace_server):
+            delete_tool_output(rtrace_server.realtime_url)
+            assert [f.rule for f in rtrace_server.findings if f.severity == "error"] == ["RT101"]
+            rtrace_server.close()
+            (finding,) = [f for f in rtrace_server.findings if f.rule == "RT101"]
+            assert any("deleted" in w.summary for w in finding.witness)
+
+        @pytest.mark.parametrize("rtrace_server", [{"tool": "lookup_order", "fail_on": "warning"}], indirect=True)
+        def test_indirect_options(rtrace_server):
+            chat(rtrace_server.realtime_url, "anything")
+        """
+    )
+    result = users.runpytest("-v")
+    # the forced tool call is never answered by this client: RT103 (a warning) fails it at fail_on=warning
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*test_indirect_options?rtrace_server0? FAILED*"], consecutive=False)
+    result.stdout.fnmatch_lines(["*warning RT103 unanswered-function-call*"])
+    # the ini and the command line set the level of every test without its own
+    users.makeini(INI + "rtrace_fail_on = never\n")
+    users.makepyfile(test_racy="from clients import delete_tool_output\n\n"
+                     "def test_racy(rtrace_server):\n    delete_tool_output(rtrace_server.url)\n")  # fmt: skip
+    users.runpytest("test_racy.py").assert_outcomes(passed=1)
+    users.runpytest("test_racy.py", "--rtrace-fail-on", "error").assert_outcomes(failed=1)
+
+
+def test_a_failing_test_gets_the_findings_as_a_section_and_mistakes_fail_the_setup(users: pytest.Pytester) -> None:
+    users.makepyfile(
+        test_mistakes="""
+        import pytest
+        from clients import delete_tool_output
+
+        def test_fails_itself(rtrace_server):
+            delete_tool_output(rtrace_server.url)
+            assert False, "the test's own failure"
+
+        @pytest.mark.rtrace(latncy="50ms")
+        def test_unknown_option(rtrace_server):
+            pass
+
+        @pytest.mark.rtrace(fail_on="sometimes")
+        def test_bad_level(rtrace_server):
+            pass
+
+        @pytest.mark.rtrace(latency="soon")
+        def test_bad_value(rtrace_server):
+            pass
+        """
+    )
+    result = users.runpytest()
+    result.assert_outcomes(failed=1, errors=3)
+    out = result.stdout.str()
+    assert "the test's own failure" in out
+    assert "Captured rtrace call" in out and "RT101 deleted-function-call-output" in out
+    assert "rtrace: unknown option latncy (known: " in out
+    assert "rtrace: fail_on='sometimes': give one of info, warning, error, never" in out
+    assert "rtrace: not a duration: 'soon'" in out
+
+
+def test_nothing_is_left_running_threads_loops_or_ports(users: pytest.Pytester, tmp_path: Path) -> None:
+    ports = tmp_path / "ports.txt"
+    users.makepyfile(
+        test_leaks=f"""
+        import pytest
+        from clients import achat, chat
+
+        def test_sync(rtrace_server):
+            open({str(ports)!r}, "a").write(f"{{rtrace_server.port}}\\n")
+            chat(rtrace_server.realtime_url)
+
+        @pytest.mark.asyncio
+        async def test_async(rtrace_server):
+            import asyncio
+            open({str(ports)!r}, "a").write(f"{{rtrace_server.port}}\\n")
+            await achat(rtrace_server.realtime_url)
+            rtrace_server.close()
+            # the server never ran on the test's loop: only the test's own task is there
+            assert asyncio.all_tasks() == {{asyncio.current_task()}}
+
+        def test_left_open(rtrace_server):
+            # a client the test never closes: the server's stop closes it
+            from websockets.sync.client import connect
+            open({str(ports)!r}, "a").write(f"{{rtrace_server.port}}\\n")
+            test_left_open.ws = connect(rtrace_server.realtime_url)
+        """
+    )
+    before = {t.ident for t in threading.enumerate()}
+    result = users.runpytest()
+    result.assert_outcomes(passed=3)
+    left = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    assert not [name for name in left if name.startswith("rtrace")], left
+    for port in map(int, ports.read_text().split()):
+        with socket.socket() as sock:
+            # no socket listens there any more (SO_REUSEADDR only passes over connections in TIME_WAIT)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+
+
+def test_the_plugin_imports_no_event_loop_or_websockets_at_start_up(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_modules="""
+        import sys
+
+        def test_nothing_heavy_was_imported():
+            heavy = [m for m in ("asyncio", "websockets", "rich", "orjson", "rtrace.net", "rtrace.engine")
+                     if m in sys.modules]
+            assert heavy == []
+            assert "rtrace.integrations.pytest_plugin" in sys.modules
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:asyncio", "-p", "no:anyio", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-v"]))
