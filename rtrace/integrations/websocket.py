@@ -179,17 +179,20 @@ def _request_path(ws: Any) -> str | None:
     return path if isinstance(path, str) else None
 
 
+def _close(rcvd: Any, sent: Any, rcvd_then_sent: bool | None) -> tuple[str, int, str | None]:
+    """(by, code, reason) of a close from the frames websockets saw: the code and reason of the close frame
+    received (1006 when none was), `by` whoever sent the first."""
+    if rcvd is not None:
+        by = "client" if sent is not None and rcvd_then_sent is False else "server"
+        return by, int(rcvd.code), (rcvd.reason or None)
+    return ("client" if sent is not None else "server"), ABNORMAL, None
+
+
 def _closed_by(exc: BaseException) -> tuple[str, int, str | None] | None:
-    """(by, code, reason) of a websockets `ConnectionClosed`, or None for any other exception."""
+    """The close a websockets `ConnectionClosed` tells of, or None for any other exception."""
     if not hasattr(exc, "rcvd") or not hasattr(exc, "sent"):
         return None
-    rcvd, sent = exc.rcvd, exc.sent
-    if rcvd is not None:
-        by = "client" if sent is not None and not getattr(exc, "rcvd_then_sent", True) else "server"
-        return by, int(rcvd.code), (rcvd.reason or None)
-    if sent is not None:
-        return "client", ABNORMAL, None
-    return "server", ABNORMAL, None
+    return _close(exc.rcvd, exc.sent, getattr(exc, "rcvd_then_sent", None))
 
 
 def _closed_ok(exc: BaseException) -> bool:
@@ -218,14 +221,12 @@ class _Recorded:
     def _ended_quietly(self) -> None:
         """The connection ended without an exception the client saw (an iteration that stopped, a `close`)."""
         protocol = getattr(self._ws, "protocol", self._ws)
-        rcvd = getattr(protocol, "close_rcvd", None)
-        sent = getattr(protocol, "close_sent", None)
-        if rcvd is not None:
-            first = getattr(protocol, "close_rcvd_then_sent", True)
-            by = "client" if sent is not None and not first else "server"
-            self._recorder.closed(self.rtrace_conn, by, int(rcvd.code), rcvd.reason or None)
-        else:
-            self._recorder.closed(self.rtrace_conn, "client" if sent is not None else "server", ABNORMAL)
+        close = _close(
+            getattr(protocol, "close_rcvd", None),
+            getattr(protocol, "close_sent", None),
+            getattr(protocol, "close_rcvd_then_sent", None),
+        )
+        self._recorder.closed(self.rtrace_conn, *close)
 
     def _can_send(self, message: Any) -> bool:
         """Write the frame about to be sent; False (and a note) when the socket is past sending."""
