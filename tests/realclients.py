@@ -42,7 +42,6 @@ ORDER_ONLY_TEXT = "Where is my order A-1234?"
 WARNING_OR_ABOVE = ("warning", "error")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Client:
     """How to start one client's driver, and the URL it is given (as the client takes it) for a running server."""
@@ -79,6 +78,20 @@ def trace_records(path: Path) -> Iterator[dict[str, Any]]:
             record = json.loads(line) if line.strip() else None
             if isinstance(record, dict) and "dir" in record:
                 yield record
+
+
+def rtrace_pythonpath(folder: Path) -> str:
+    """A PYTHONPATH that makes rtrace importable in a client's venv without changing the client's own packages:
+    a folder of links to this checkout's `rtrace` and to orjson (the only runtime dependency the in-process
+    recorders use; the client keeps its own websockets)."""
+    import orjson
+
+    shim = folder / "rtrace-path"
+    if not shim.exists():
+        shim.mkdir(parents=True)
+        (shim / "rtrace").symlink_to(ROOT / "rtrace")
+        (shim / "orjson").symlink_to(Path(orjson.__file__ or "").parent)
+    return str(shim)
 
 
 async def drive(
@@ -196,17 +209,19 @@ def run(
     url: Callable[[RealtimeServer], str] | None = None,
     own_tool: bool = False,
     close_code: int | None = None,
+    env: dict[str, str] | None = None,
     **faults: Any,
 ) -> Run:
     """Run `client`'s driver once against a fresh server with `faults` (`ServerOptions` fields, each firing once),
     recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by the
-    user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`)."""
+    user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the driver's
+    environment."""
     trace = out / "serve.jsonl"
     endpoint = EndpointOptions(tool=TOOL, tool_arguments=json.dumps(TOOL_ARGUMENTS)) if own_tool else None
     options = ServerOptions(
         latency=LATENCY, record=trace, endpoint=endpoint or EndpointOptions(), close_code=close_code, **faults
     )
-    summary, stderr = asyncio.run(_drive(client, options, timeout, driver_args, url or client.url))
+    summary, stderr = asyncio.run(_drive(client, options, timeout, driver_args, url or client.url, env))
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     (out / "driver.stderr").write_text(stderr, encoding="utf-8")
     return Run(client.name, summary, trace, analyze_path(trace), stderr)
@@ -218,10 +233,11 @@ async def _drive(
     timeout: float,
     driver_args: tuple[str, ...],
     url: Callable[[RealtimeServer], str],
+    env: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], str]:
     async with run_server(options) as server:
         argv = [*client.command, "--url", url(server), "--tool-name", TOOL, "--timeout", str(timeout), *driver_args]
-        return await drive(client.name, argv, timeout)
+        return await drive(client.name, argv, timeout, env)
 
 
 #: The close code of both faults: a server error (the openai SDK reconnects on it; 1000 it does not retry).
@@ -378,3 +394,113 @@ def assert_fault_noted_when_it_acted(run_: Run) -> None:
 
 def _holds_call(event: dict[str, Any]) -> bool:
     return any(item.get("type") == "function_call" for item in (event.get("response") or {}).get("output") or [])
+
+
+@dataclasses.dataclass
+class ClientTrace:
+    """One driver run recorded twice: by serve (`serve`, the reference) and on the client's side (`trace`: its
+    in-process recorder, `recorded_run`, or `rtrace record` in front of serve, `proxied_run`), with its analysis."""
+
+    serve: Run
+    trace: Path
+    report: TraceReport
+
+    @property
+    def slugs(self) -> set[str]:
+        return {f.slug for f in self.report.findings}
+
+    def explain(self) -> str:
+        found = [f"{f.rule} {f.slug} ({f.severity}) lines {f.lines}" for f in self.report.findings]
+        return f"client-side trace={self.trace}\nits findings={found}\n--- serve's run:\n{self.serve.explain()}"
+
+
+def recorded_run(client: Client, out: Path, **kwargs: Any) -> ClientTrace:
+    """`run` with the driver's `--record` (the client's in-process recorder, rtrace on its PYTHONPATH): serve's
+    trace and the client's, and the analysis of both."""
+    local = out / "local.jsonl"
+    args = (*kwargs.pop("driver_args", ()), "--record", str(local))
+    serve = run(client, out, driver_args=args, env={"PYTHONPATH": rtrace_pythonpath(out)}, **kwargs)
+    assert local.exists(), serve.explain()
+    return ClientTrace(serve, local, analyze_path(local))
+
+
+def witness_types(
+    report: TraceReport, records: list[dict[str, Any]], skip: frozenset[int] = frozenset()
+) -> dict[str, list[tuple[str, str]]]:
+    """Per rule slug, the (dir, type) of each witness line of its findings but those in `skip`, in `records` (a
+    trace's lines, the header line included: line 1)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for finding in report.findings:
+        kinds = out.setdefault(finding.slug, [])
+        for line in finding.lines:
+            if line in skip:
+                continue
+            rec = records[line - 1] if 0 < line <= len(records) else {}
+            kinds.append((str(rec.get("dir")), str((rec.get("event") or {}).get("type"))))
+    return out
+
+
+def trace_lines(path: Path) -> list[dict[str, Any]]:
+    """Every line of a trace as JSON (the header included), by line number - 1."""
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def client_frames(path: Path) -> dict[int, list[tuple[int, str]]]:
+    """Per connection, the (line, type) of each client event of a trace."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    for n, rec in enumerate(trace_lines(path), 1):
+        if rec.get("dir") == "client":
+            out.setdefault(int(rec["conn"]), []).append((n, str((rec.get("event") or {}).get("type"))))
+    return out
+
+
+def proxied_run(
+    client: Client, out: Path, *, timeout: float = 15.0, close_code: int | None = None, **faults: Any
+) -> ClientTrace:
+    """`client`'s driver pointed at `rtrace record` (`net.proxy.run_proxy`, recording `out/record.jsonl`), whose
+    upstream is a fresh `rtrace serve` with `faults` (recording `out/serve.jsonl`)."""
+    from rtrace.net.proxy import RecordOptions, run_proxy
+
+    trace, proxied = out / "serve.jsonl", out / "record.jsonl"
+    options = ServerOptions(latency=LATENCY, record=trace, close_code=close_code, **faults)
+
+    async def main() -> tuple[dict[str, Any], str]:
+        async with (
+            run_server(options) as server,
+            run_proxy(RecordOptions(upstream=f"{server.url}/realtime", output=proxied)) as proxy,
+        ):
+            argv = [*client.command, "--url", client.url(proxy), "--tool-name", TOOL, "--timeout", str(timeout)]  # type: ignore[arg-type]
+            return await drive(client.name, argv, timeout)
+
+    summary, stderr = asyncio.run(main())
+    serve = Run(client.name, summary, trace, analyze_path(trace), stderr)
+    return ClientTrace(serve, proxied, analyze_path(proxied))
+
+
+def assert_same_findings(rec: ClientTrace) -> set[str]:
+    """The client's trace (in process, or `rtrace record`'s in front of serve) gives the rules serve's recording
+    gives, each with witnesses of the same (dir, type).
+
+    The one difference allowed is what only the client can see: on each connection its trace holds the client
+    events serve read, in order, and then maybe frames the client sent that serve never read (still in flight,
+    serve's latency included, when the server closed). A rule only the client's trace reports must have such a
+    frame among its witnesses; the witnesses of a rule both report are compared without them. Returns the rules
+    only the client's trace reports."""
+    path = rec.trace
+    mine, theirs = client_frames(path), client_frames(rec.serve.trace)
+    unread: set[int] = set()
+    for conn, frames in mine.items():
+        served = [kind for _, kind in theirs.get(conn, [])]
+        assert [kind for _, kind in frames[: len(served)]] == served, (conn, frames, served, rec.explain())
+        unread.update(line for line, _ in frames[len(served) :])
+    assert rec.serve.slugs <= rec.slugs, rec.explain()
+    extra = rec.slugs - rec.serve.slugs
+    for finding in rec.report.findings:
+        if finding.slug in extra:
+            assert unread & set(finding.lines), (finding.slug, finding.lines, sorted(unread), rec.explain())
+    kinds = witness_types(rec.report, trace_lines(path), frozenset(unread))
+    served_kinds = witness_types(rec.serve.report, trace_lines(rec.serve.trace))
+    for slug, witnesses in served_kinds.items():
+        assert kinds[slug] == witnesses, (slug, kinds[slug], witnesses, rec.explain())
+    return extra

@@ -22,6 +22,7 @@ from scenario_common import (
     TOOL_DESCRIPTION,
     Progress,
     message_text,
+    run_snippet,
     run_tool,
     settle,
     start,
@@ -64,6 +65,12 @@ async def _run(args: Any, progress: Progress) -> None:
             "initial_model_settings": settings,  # type: ignore[typeddict-item]
         }
     )
+    if args.snippet:  # the guide's lines instead (tests/test_docs_capture.py)
+        run_snippet(args.snippet, session=session)
+    elif args.record:  # the two lines of the in-process recorder
+        from rtrace.integrations.openai_agents import record_session
+
+        record_session(session, args.record)
 
     async def consume() -> None:
         async with session:

@@ -23,6 +23,7 @@ from scenario_common import (
     TOOL_DESCRIPTION,
     Progress,
     message_text,
+    run_snippet,
     run_tool,
     settle,
     start,
@@ -64,6 +65,12 @@ async def _run(args: Any, progress: Progress) -> None:
 
     manager = client.realtime.connect(model=MODEL, on_reconnecting=on_reconnecting)
     conn = await manager.enter()
+    if args.snippet:  # the guide's lines instead (tests/test_docs_capture.py)
+        run_snippet(args.snippet, conn=conn)
+    elif args.record:  # the two lines of the in-process recorder
+        from rtrace.integrations.openai_sdk import record_connection
+
+        record_connection(conn, args.record)
     tasks: set[asyncio.Task[None]] = set()
     sent_user_turn = False
 

@@ -23,6 +23,7 @@ from scenario_common import (
     ORDER_SCHEMA,
     TOOL_DESCRIPTION,
     Progress,
+    run_snippet,
     run_tool,
     settle,
     start,
@@ -86,6 +87,12 @@ async def _run(args: Any, progress: Progress) -> None:
         base_url=args.url,
         settings=OpenAIRealtimeLLMService.Settings(model=MODEL, session_properties=session),
     )
+    if args.snippet:  # the guide's lines instead (tests/test_docs_capture.py)
+        run_snippet(args.snippet, llm=llm)
+    elif args.record:  # the two lines of the in-process recorder
+        from rtrace.integrations.pipecat import record_service
+
+        record_service(llm, args.record)
 
     async def handler(params: Any) -> None:
         arguments = json.dumps(params.arguments) if not isinstance(params.arguments, str) else params.arguments

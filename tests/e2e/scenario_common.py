@@ -2,7 +2,10 @@
 arguments, the test's own tool, the summary line, the end-of-run rule, the watchdog and the exit codes.
 
 Standard library only: each driver runs in its client's own venv (`.venv-e2e-<client>`), where rtrace is not
-installed, and imports this module from its own folder. The Node drivers (node/*.mjs) print the same summary.
+installed, and imports this module from its own folder. With `--record PATH` a driver adds the two lines of its
+client's in-process recorder (`rtrace.integrations.<client>`); rtrace must then be importable (the tests put it on
+PYTHONPATH with orjson: tests/realclients.py `rtrace_pythonpath`). The Node drivers (node/*.mjs) print the same
+summary.
 
 The run: one user text asks for an order; the model (normally `rtrace serve`) calls the session's tool `--tool-name`
 (schema `ORDER_SCHEMA`); the tool "runs" `--tool-seconds`; its output goes back and a response follows. The driver
@@ -84,9 +87,27 @@ def parse_args(
     p.add_argument("--user-text", default=DEFAULT_USER_TEXT)
     p.add_argument("--tool-seconds", type=float, default=TOOL_SECONDS)
     p.add_argument("--verbose", action="store_true", help="client library logs at DEBUG on stderr")
+    p.add_argument(
+        "--record",
+        metavar="PATH",
+        help="also record the session in process with rtrace.integrations (rtrace importable: PYTHONPATH)",
+    )
+    p.add_argument(
+        "--snippet",
+        metavar="FILE",
+        help="instead of --record's lines, run this snippet of docs/capture.md at the same place (run_snippet)",
+    )
     if extra is not None:
         extra(p)
     return p.parse_args(argv)
+
+
+def run_snippet(path: str, **names: Any) -> None:
+    """`--snippet`: run a capture snippet of docs/capture.md as written, where the driver's own recorder lines would
+    be, with the client's objects bound to the names the guide uses (`conn`, `session`, `llm`)."""
+    with open(path, encoding="utf-8") as fh:
+        code = fh.read()
+    exec(compile(code, path, "exec"), {"__name__": "__snippet__", **names})
 
 
 def message_text(item: dict[str, Any]) -> str:
