@@ -56,7 +56,7 @@ NAMES = {
 }
 #: Snippets not run yet, and why: the LiveKit log importer is another branch's (rtrace analyze agent.log); its
 #: test joins this module when that lands.
-UNTESTED = {"livekit-logs"}
+UNTESTED: set[str] = set()
 PROXY_PORT = "8765"
 
 
@@ -310,3 +310,22 @@ def test_azure_recipe_with_the_openai_sdk(tmp_path: Path) -> None:
             return await proxied("record-azure", srv, tmp_path, openai_sdk(), "ws://127.0.0.1:8765/v1")
 
     check_trace(asyncio.run(main()), "rtrace record")
+
+
+def test_livekit_logs_snippet(tmp_path: Path) -> None:
+    """The worker line's settings and redirect, run with the real 1.8.8 client: `LK_OPENAI_DEBUG=1`, livekit's own
+    `setup_logging` at the line's level (DEBUG) in the dev format (what `agent.py dev` calls) writing where the
+    redirect sends its stream; then the analyze line as written, which finds the 1.8.8 race in the log."""
+    from .test_e2e_livekit_logs import _drive
+
+    worker, analyze = snippet("livekit-logs").code.strip().splitlines()
+    words = worker.split()
+    env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith(">"))
+    assert env == {"LK_OPENAI_DEBUG": "1", "LIVEKIT_LOG_LEVEL": "DEBUG"}
+    log_source = (client_python("1.8.8").parent.parent / "lib").glob("python3*/site-packages/livekit/agents/cli/log.py")
+    (source,) = list(log_source)
+    assert "StreamHandler(sys.stdout)" in source.read_text(encoding="utf-8")  # so the redirect must take stdout
+    assert "> agent.log" in worker and "2>&1" in worker
+    asyncio.run(_drive(client_python("1.8.8"), "race", tmp_path / "serve.jsonl", {"dev": tmp_path / "agent.log"}))
+    done = subprocess.run(["bash", "-c", analyze], cwd=tmp_path, env=cli_env(), capture_output=True, text=True)
+    assert done.returncode == 1 and "RT101 deleted-function-call-output" in done.stdout, done.stdout + done.stderr
