@@ -421,13 +421,13 @@ def analyze(
     baseline = given("baseline", baseline)
     rules = tuple(select_rules(_split(select), _split(ignore)))
     config = given.config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
-    fmt = output_format(format, output)
     if write_baseline and baseline is None:
         raise UsageError("--write-baseline writes the file --baseline names; give --baseline FILE")
     options = storage_options_of(storage_options, storage_option)
     side = {"json": json_path, "sarif": sarif_path, "junit": junit_path, "html": html_path, "markdown": markdown_path}
     named = local_inputs(paths)
     refuse_overwrite(named, [output, *side.values(), baseline if write_baseline else None])
+    fmt = output_format(format, output)
     known = None if write_baseline or baseline is None else load_baseline(baseline)
     if follow:
         traces = [follow_trace(paths, config, rules, max_line_bytes, follow_timeout)]
@@ -625,10 +625,9 @@ def report(
 
             traces = [analyze_file(p, config, rules, max_line_bytes) for p in given]
     result = Report(traces, config, rules)
-    if all(t.unreadable or t.events == 0 for t in traces):  # nothing to report on: no file is written
-        unwritten = f"; {output} is not written" if output else ""
+    if output is not None and all(t.unreadable or t.events == 0 for t in traces):  # nothing to report: no file
         for t in traces:
-            say(f"rtrace: {t.unreadable or t.path + ': no usable event'}{unwritten}")
+            say(f"rtrace: {t.unreadable or t.path + ': no usable event'}; {output} is not written")
         raise typer.Exit(ExitCode.UNREADABLE)
     if minimize:
         if output is None and fmt is not ReportFormat.markdown:
