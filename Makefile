@@ -73,8 +73,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check rtrace tests bench
 	$(BIN)/mypy
 
+# Two workers: most of the suite's time is real clients and servers waiting on each other, not CPU.
 unit: $(STAMP) e2e-envs
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # Headless Chromium for the HTML report tests (tests/test_report_html.py, marker `browser`), from Debian.
 browser:

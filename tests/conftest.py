@@ -24,6 +24,14 @@ SAMPLES = ROOT / "sample_traces"
 REAL = SAMPLES / "real"
 
 
+@pytest.fixture(autouse=True)
+def _output_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test sees the width of output that is not a terminal (120 columns), whatever COLUMNS the runner has
+    (pytest-xdist workers inherit the terminal's); tests of COLUMNS set it themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def real_traces() -> Path:
     return REAL

@@ -190,6 +190,8 @@ def test_real_sync_sdk_is_recorded(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     wire = [(r["conn"], r["dir"], r["event"]["type"]) for r in trace_lines(mine)[1:] if r["dir"] != "meta"]
     served = [(r["conn"], r["dir"], r["event"]["type"]) for r in trace_lines(theirs)[1:] if r["dir"] != "meta"]
-    assert wire == served
+    # each side's frames in the same order; how sends and receives interleave depends on which end looks
+    assert [w for w in wire if w[1] == "client"] == [w for w in served if w[1] == "client"]
+    assert [w for w in wire if w[1] == "server"] == [w for w in served if w[1] == "server"]
     closed = [r["event"] for r in trace_lines(mine)[1:] if r["event"].get("type") == "connection.closed"]
     assert closed == [{"type": "connection.closed", "by": "client", "code": 1000}]
