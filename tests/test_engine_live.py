@@ -181,3 +181,22 @@ def test_follow_waits_on_an_injected_clock_and_never_spins() -> None:
     assert stream.read(1 << 20) == b""
     assert sleeps == [0.25] * 4
     stream.close()
+
+
+def test_the_pipe_lets_lines_gather_after_a_wait_so_the_fold_runs_on_batches() -> None:
+    """The recorder's loop and the fold share the interpreter: after waiting for a line, the reader lets more
+    arrive (`gather`) and reads them at once, so it wakes once per batch, not once per frame."""
+    from rtrace.engine.live import Pipe
+
+    slept: list[float] = []
+
+    def more_arrive(seconds: float) -> None:  # what the recorder writes while the reader gathers
+        slept.append(seconds)
+        pipe.write(b"b\n")
+        pipe.write(b"c\n")
+
+    pipe = Pipe(gather=0.02, sleep=more_arrive)
+    pipe.write(b"a\n")
+    assert pipe.read() == b"a\nb\nc\n" and slept == [0.02]
+    pipe.close()
+    assert pipe.read() == b""

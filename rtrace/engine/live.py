@@ -73,10 +73,15 @@ class Pipe:
     """A byte stream fed from one thread (`write`, then `close`) and read from another as `TraceReader` reads: a
     `read` waits for bytes and returns what has arrived, `b""` once closed and drained."""
 
-    def __init__(self) -> None:
+    def __init__(self, gather: float = 0.02, sleep: Callable[[float], None] = time.sleep) -> None:
         self._q: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._buf = b""
         self._closed = False
+        #: Seconds the reader lets lines gather after it had to wait for one: the fold then runs on a batch, not
+        #: on every frame, so it takes the interpreter from the recorder's event loop rarely (a server's timers
+        #: stay on time: bench/bench_serve.py); a finding is told at most this much later.
+        self._gather = gather
+        self._sleep = sleep
 
     def write(self, data: bytes) -> None:
         self._q.put(data)
@@ -90,7 +95,8 @@ class Pipe:
         parts, size = [self._buf], len(self._buf)
         while not self._closed:
             try:
-                data = self._q.get(block=size < want)
+                waited = size < want
+                data = self._q.get(block=waited)
             except queue.Empty:
                 break
             if data is None:
@@ -98,6 +104,8 @@ class Pipe:
                 break
             parts.append(data)
             size += len(data)
+            if waited and self._gather:
+                self._sleep(self._gather)
             if size >= want and size >= 1 << 16:
                 break
         self._buf = b"".join(parts)
