@@ -481,14 +481,11 @@ class Given:
         return list(from_file) if isinstance(from_file, tuple) else from_file
 
     def config(self, **given: float) -> Config:
-        """The rules' thresholds: `given` (the command line's, by field) where given there, else the file's."""
+        """The rules' thresholds: `given` (the command's options, by field) where given on the command line, else
+        the file's, else the default (a command without such an option has no source: the file's decides)."""
         defaults = Config()
-        values = {}
-        for name in ("ack_timeout", "burst_window", "reply_timeout"):
-            value = given.get(name, getattr(defaults, name))
-            from_file = getattr(self._settings, name)
-            values[name] = self(name, value) if name in given else value if from_file is None else from_file
-        return Config(**values)
+        names = ("ack_timeout", "burst_window", "reply_timeout")
+        return Config(**{name: self(name, given.get(name, getattr(defaults, name))) for name in names})
 
 
 def load_baseline(path: Path) -> frozenset[str]:
@@ -552,13 +549,11 @@ def follow_trace(
         stream.close()
 
 
-def write_side_outputs(
-    report: Report, paths: dict[str, Path], max_line_bytes: int, html_data: list | None = None
-) -> None:
+def write_side_outputs(report: Report, paths: dict[str, Path], max_line_bytes: int) -> None:
     from .report.outputs import ReportFormat, write_outputs
 
     try:
-        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes, html_data)
+        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes)
     except OSError as e:
         raise UsageError(f"{e.filename or ''}: cannot write: {e.strerror or e}") from None
 
@@ -638,15 +633,8 @@ def report(
     if output is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
-    elif minimize:
-        from .core.writer import write_replacing
-
-        try:
-            write_replacing(output, data)
-        except OSError as e:
-            raise UsageError(f"{e.filename or output}: cannot write: {e.strerror or e}") from None
-    else:
-        write_side_outputs(result, {fmt.value: output}, max_line_bytes, html_data)
+    else:  # the bytes rendered above, whole or not at all (never rendered a second time)
+        _written(output, lambda: write_replacing(output, data))
     if output is not None:
         count, findings = len(traces), len(result.findings)
         say(f"rtrace report: {fmt.value} of {count} trace{'s' if count != 1 else ''}, {findings} findings -> {output}")
@@ -717,23 +705,24 @@ def write_report(
         from .report.outputs import ReportFormat, render_bytes
 
         data = render_bytes(report, ReportFormat(format.value), max_line_bytes)
-    if data is not None:
-        if output is None or str(output) == "-":
-            sys.stdout.buffer.write(data)
-            sys.stdout.flush()
-        else:
-            _written(output, lambda: write_replacing(output, data))
-        return
-    from .report import terminal
+    to_stdout = output is None or str(output) == "-"
+    if data is None:
+        from .report import terminal
 
-    if output is None or str(output) == "-":
-        terminal.render(report, stdout_console())
-    else:
+        if to_stdout:
+            terminal.render(report, stdout_console())
+            return
         import io
 
         text = io.StringIO()
         terminal.render(report, plain_console(text))
-        _written(output, lambda: write_replacing(output, text.getvalue().encode("utf-8")))
+        data = text.getvalue().encode("utf-8")
+    if to_stdout:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        assert output is not None
+        _written(output, lambda: write_replacing(output, data))
 
 
 def _written(output: Path, write: Callable[[], None]) -> None:
