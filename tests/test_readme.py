@@ -196,3 +196,14 @@ def test_the_docs_name_no_file_outside_the_repository() -> None:
         paths = r"`((?:docs|rtrace|tests|bench|sample_traces)/[\w./-]+\.(?:md|py|toml|jsonl|c))`"
         for named in re.findall(paths, text) if doc.name != "protocol.md" else ():  # it cites other repositories
             assert (ROOT / named).exists() or named in ("rtrace/a/b.py", "tests/test_a_b.py"), (doc, named)  # patterns
+
+
+def test_the_demo_output_quoted_in_the_quick_start_is_what_make_demo_prints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quoted = README.split("`make demo` prints, among others:")[1].split("```")[1].strip("\n").splitlines()
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(["analyze", str(ROOT / "sample_traces" / "real" / "tool-output-race.livekit-1.8.8.jsonl")]) == 1
+    printed = capsys.readouterr().out.splitlines()
+    start = printed.index("  " + quoted[0])  # the report indents each finding by two spaces
+    assert [line[2:] for line in printed[start : start + len(quoted)]] == quoted
