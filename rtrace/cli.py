@@ -1243,6 +1243,100 @@ def replay(
     raise typer.Exit(ExitCode.FINDINGS if report and any(f.severity == "error" for f in report.findings) else 0)
 
 
+HUNT_EXAMPLES = """Examples:
+  rtrace hunt --budget 10m -- python my_agent_test.py     # the agent reads OPENAI_BASE_URL
+  rtrace hunt --runs 40 -j 2 -o hunt.sarif -- npm test
+  rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
+
+
+class HuntFormat(str, Enum):
+    terminal = "terminal"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+    sarif = "sarif"
+    junit = "junit"
+
+
+@app.command(epilog=_verbatim(HUNT_EXAMPLES))
+def hunt(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after --.")],
+    budget: Annotated[
+        str | None, typer.Option(metavar="DURATION", help="Time the search may take (0: no limit, give --runs).")
+    ] = "10m",
+    runs: Annotated[int | None, typer.Option(help="Runs the search may take (with --schedule: runs of each).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Runs at once, each against its own server.")] = 1,
+    format: Annotated[HuntFormat | None, typer.Option("--format", "-f", help="Report format.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
+    fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a bug is at or above this severity.")] = FailOn.error,
+    timeout: Annotated[str, typer.Option(metavar="DURATION", help="A run is killed after this long.")] = "5m",
+    seed: Annotated[int, typer.Option(help="Seed of the schedules drawn.")] = 0,
+    out: Annotated[Path, typer.Option(help="Directory for traces, bug scripts and minimized traces.")] = Path(
+        "rtrace-hunt"
+    ),
+    shrink_runs: Annotated[int, typer.Option(help="Tries of each shrinking candidate.")] = 3,
+    repro_runs: Annotated[int, typer.Option(help="Runs of each bug's minimal schedule for its rate.")] = 10,
+    max_bugs: Annotated[int, typer.Option(help="Candidate bugs shrunk at most.")] = 10,
+    schedule: Annotated[
+        list[Path] | None, typer.Option(help="Only re-run this bug script (a bug-N.toml a hunt wrote).")
+    ] = None,
+) -> None:
+    """Look for bugs by itself: a clean run, then each single fault at each point of what the client did, then
+    random combinations; each bug shrunk, re-run and minimized. Exit 1 on a bug at or above --fail-on, 4 when
+    the command fails its clean run."""
+    from .core.durations import parse_duration
+    from .net.hunt import HuntOptions, load_schedule
+    from .net.hunt import hunt as run_hunt
+    from .report.hunt import progress_line, render, render_terminal
+    from .report.outputs import ReportFormat, format_for_path
+
+    try:
+        seconds = parse_duration(budget, "--budget") if budget else None
+        limit = parse_duration(timeout, "--timeout")
+        if limit <= 0:
+            raise ValueError("--timeout: give a time above 0, e.g. 5m")
+        if runs is not None and runs < 1:
+            raise ValueError("--runs must be at least 1")
+        if jobs < 1 or shrink_runs < 1 or repro_runs < 1 or max_bugs < 0:
+            raise ValueError("--jobs, --shrink-runs and --repro-runs must be at least 1")
+        schedules = [load_schedule(p) for p in schedule] if schedule else None
+        fmt = format.value if format is not None else None
+        if fmt is None and output is not None:
+            found = format_for_path(output)
+            fmt = found.value if isinstance(found, ReportFormat) else "terminal"
+        options = HuntOptions(
+            budget=seconds or None, runs=runs, jobs=jobs, timeout=limit, seed=seed, shrink_runs=shrink_runs,
+            repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules,
+        )  # fmt: skip
+        err = stderr_console()
+        result = run_hunt(command, options, lambda p: err.print(progress_line(p), markup=False, soft_wrap=True))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    fmt = fmt or "terminal"
+    if fmt == "terminal":
+        if output is None:
+            render_terminal(result, stdout_console())
+        else:
+            import io
+
+            buffer = io.StringIO()
+            render_terminal(result, plain_console(buffer))
+            write_replacing(output, buffer.getvalue().encode("utf-8"))
+    else:
+        text = render(result, fmt)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            write_replacing(output, text.encode("utf-8"))
+    if result.clean_failed:
+        raise typer.Exit(ExitCode.REPLAY_FAILED)
+    if fail_on is not FailOn.never:
+        floor = SEVERITY_RANK[fail_on.value]
+        if any(SEVERITY_RANK.get(b.severity, 0) >= floor for b in result.bugs):
+            raise typer.Exit(ExitCode.FINDINGS)
+    raise typer.Exit(ExitCode.OK)
+
+
 def version_callback(value: bool) -> None:
     if value:
         print(f"rtrace {__version__}")

@@ -483,6 +483,7 @@ BASE: dict[str, list[str]] = {
     "minimize": [str(RACE_188), "--rule", "RT101", "-o", "{tmp}/min.jsonl"],
     "serve": [],
     "sweep": ["--runs", "1", "--", "true"],
+    "hunt": ["--runs", "1", "--", "true"],
     "record": ["--upstream", "ws://127.0.0.1:9/v1", "-o", "{tmp}/rec.jsonl"],
     "convert": [str(RACE_189), "-o", "{tmp}/conv.jsonl"],
     "replay": [str(RACE_189)],
@@ -518,6 +519,7 @@ def nothing_runs_forever(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("rtrace.net.server.serve_forever", no_server)
     monkeypatch.setattr("rtrace.net.proxy._record_forever", no_server)
     monkeypatch.setattr("rtrace.net.sweep.sweep_main", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.hunt.hunt", lambda *a, **k: pytest.skip("not reached"))
     monkeypatch.setattr("rtrace.net.replay.replay", lambda *a, **k: pytest.skip("not reached"))
 
 
@@ -559,6 +561,8 @@ BARE_DURATIONS = [
     (["serve", "--story-chunk-delay", "60"], "--story-chunk-delay 60: a duration needs a unit"),
     (["sweep", "--latency", "0,10,50", "--", "true"], "--latency 0,10,50: a list of durations needs a unit"),
     (["sweep", "--timeout", "300", "--", "true"], "--timeout 300: a duration needs a unit"),
+    (["hunt", "--budget", "10", "--", "true"], "--budget 10: a duration needs a unit"),
+    (["hunt", "--timeout", "300", "--", "true"], "--timeout 300: a duration needs a unit"),
     (["replay", str(RACE_189), "--latency", "50"], "--latency 50: a duration needs a unit"),
     (["replay", str(RACE_189), "--timeout", "5"], "--timeout 5: a duration needs a unit: 5ms or 5s"),
 ]
@@ -627,3 +631,40 @@ def test_report_of_nothing_but_non_traces_writes_nothing(tmp_path: Path, capsys:
     for name in ("r.html", "r.md"):
         assert main(["report", str(junk), "-o", str(tmp_path / name)]) == 3
         assert "is not written" in capsys.readouterr().err and not (tmp_path / name).exists()
+
+
+# -- hunt -------------------------------------------------------------------------------------------------------
+
+
+def test_hunt_reports_each_bug_and_exits_as_fail_on_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    base = ["hunt", "--runs", "2", "--repro-runs", "2", "--shrink-runs", "1", "--out", str(tmp_path / "h")]
+    assert main([*base, "-o", str(tmp_path / "hunt.json"), "--", *client]) == 1
+    doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
+    rt101 = [b for b in doc["bugs"] if b["rule"] == "RT101"]
+    assert rt101 and rt101[0]["slug"] == "deleted-function-call-output" and rt101[0]["rate"] == 1.0
+    err = capsys.readouterr().err
+    assert "hunt: 1 run, 0 distinct bugs" in err and "[clean run] no fault: exit 0, nothing" in err
+    # the bug's one command reproduces it (a schedule re-run); --fail-on never never fails
+    command = rt101[0]["command"].split()
+    assert command[:3] == ["rtrace", "hunt", "--schedule"]
+    again = ["hunt", "--schedule", command[3], "--runs", "1", "--out", str(tmp_path / "again"), "-f", "json"]
+    assert main([*again, "--", *client]) == 1
+    assert [b["rule"] for b in json.loads(capsys.readouterr().out)["bugs"]] == ["RT101"]
+    assert main([*again, "--fail-on", "never", "--", *client]) == 0
+
+
+def test_hunt_of_a_command_that_fails_clean_is_exit_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hunt", "--runs", "3", "--out", str(tmp_path), "--", "false"]) == 4
+    assert "the command failed its clean run" in capsys.readouterr().out
+
+
+def test_hunt_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hunt", "--runs", "1", "--", "no-such-command-rtrace"]) == 2
+    assert "command not found" in capsys.readouterr().err
+    assert main(["hunt", "--budget", "0", "--", "true"]) == 2
+    assert "give --budget or --runs" in capsys.readouterr().err
+    assert main(["hunt", "--runs", "1", "--schedule", str(tmp_path / "none.toml"), "--", "true"]) == 2
+    assert "cannot read the schedule" in capsys.readouterr().err

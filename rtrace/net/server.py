@@ -72,6 +72,8 @@ class ServerOptions:
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
+    #: More fields of the recorded trace's header (`rtrace hunt` writes its seed and schedule there).
+    header: dict[str, Any] = dataclasses.field(default_factory=dict)
     # Faults (see `rtrace.net.faults.Faults`).
     close_after: int | None = None
     drop_on: list[str] = dataclasses.field(default_factory=list)
@@ -425,6 +427,7 @@ class RealtimeServer:
                 "latency": o.latency,
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
+                **o.header,
             }
             self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True, tap=o.tap)
             self._flusher = asyncio.get_running_loop().create_task(self._flush_every())
