@@ -106,6 +106,8 @@ class Run:
     reaction: tuple[str, tuple[str, ...]] = ("continued", ())
     problem: str | None = None
     stderr_tail: list[str] = dataclasses.field(default_factory=list)
+    #: Rule id of an error finding -> the findings of the run that follow from it (`consequence_of`).
+    also: dict[str, set[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def survived(self) -> bool:
@@ -155,6 +157,8 @@ class Bug:
     shrink_runs: int = 0
     #: How the command ended (survival findings), else "".
     how: str = ""
+    #: Findings of the same runs that follow from this one (`consequence_of`): reported with it, not apart.
+    also: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def rule(self) -> str:
@@ -265,20 +269,37 @@ def records_of(trace: Path) -> list[dict[str, Any]]:
 FAULT_ECHOES = {"RT112": "error", "RT119": "expire"}
 
 
+def _ids(finding: Finding) -> set[str]:
+    return {i for values in finding.ids.values() for i in values}
+
+
+def consequence_of(finding: Finding, findings: list[Finding]) -> Finding | None:
+    """The error finding of the same run a warning (or info) finding follows from: one about the same item or call
+    (an output deleted, then the call reported unanswered: one bug, reported once with its consequences)."""
+    if finding.severity == "error":
+        return None
+    mine = _ids(finding)
+    return next((f for f in findings if f.severity == "error" and f is not finding and mine & _ids(f)), None)
+
+
 def keys_of(run: Run, records: list[dict[str, Any]]) -> list[BugKey]:
-    """The keys of a run's findings (but those that restate an injected fault), and of the client's failure."""
+    """The keys of a run's findings (but those that restate an injected fault, and those that follow from an
+    error finding of the run: `Run.also`), and of the client's failure."""
     kinds = item_kinds_of(records)
     faults = acted(run.schedule, records)
     reacted = run.reaction[0]
     injected = {f.kind for f in run.schedule.faults}
+    kept = [f for f in run.findings if FAULT_ECHOES.get(f.rule) not in injected]
     keys: list[BugKey] = []
-    for f in run.findings:
-        if FAULT_ECHOES.get(f.rule) in injected:
+    for f in kept:
+        cause = consequence_of(f, kept)
+        if cause is not None:
+            run.also.setdefault(cause.rule, set()).add(f"{f.rule} {f.slug}")
             continue
         key = bug_key(f.rule, f.ids, kinds, faults, reacted)
         if key not in keys:
             keys.append(key)
-    if not run.survived and run.phase != "clean":
+    if not run.survived and run.phase != "clean run":
         how = run.how().split(" ")[0] if run.exit_code is None or run.exit_code < 0 else run.how()
         keys.append(BugKey(SURVIVAL, (how,), faults, reacted))
     return keys
@@ -411,7 +432,7 @@ def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
     finding = _finding_of(run, key) if key.rule != SURVIVAL else None
     if finding is not None:
         return Bug(key, finding.severity, finding.slug, finding.message, finding.explanation, finding.fix,
-                   run.schedule, schedule, 0, 0, trace=run.trace)  # fmt: skip
+                   run.schedule, schedule, 0, 0, trace=run.trace, also=sorted(run.also.get(key.rule, ())))  # fmt: skip
     how = run.how()
     message = f"the client did not survive this fault ({how})"
     explanation = (

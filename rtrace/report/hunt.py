@@ -53,7 +53,8 @@ def render_terminal(result: HuntResult, console: Console) -> None:
     say = lambda text: console.print(shown(text, 8192), markup=False, soft_wrap=True, highlight=False)  # noqa: E731
     o = result.options
     searched = sum(1 for r in result.runs if r.phase in ("systematic", "random"))
-    say(f"rtrace hunt: {len(result.runs)} runs ({searched} searching) in {format_duration(round(result.elapsed))}, "
+    many = "s" if len(result.runs) != 1 else ""
+    say(f"rtrace hunt: {len(result.runs)} run{many} ({searched} searching) in {format_duration(round(result.elapsed))}, "
         f"seed {o.seed}; stopped: {result.stopped}")  # fmt: skip
     if result.clean is not None:
         clean = result.clean
@@ -71,6 +72,8 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         console.print()
         say(f"bug {n}: {_rule_title(bug)} ({bug.severity}) - {bug.message}")
         say(f"  about: {bug.key.text()}")
+        if bug.also:
+            say(f"  with it: {', '.join(bug.also)}")
         say(f"  minimal schedule: {bug.schedule.describe()} (found with: {bug.found.describe()})")
         say(f"  reproduced {rate(bug)} runs; shrinking took {bug.shrink_runs} runs")
         say(f"  why: {bug.explanation}")
@@ -102,6 +105,7 @@ def bug_json(bug: Bug) -> dict[str, Any]:
         "explanation": bug.explanation,
         "fix": bug.fix,
         "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction},
+        "with_it": bug.also,
         "schedule": bug.schedule.to_json(),
         "schedule_text": bug.schedule.describe(),
         "script": bug.schedule.script_toml(),
@@ -192,7 +196,8 @@ def render_html(result: HuntResult) -> str:
         parts.append(f"<li>about: {e(shown(bug.key.text()))}</li>")
         parts.append(f"<li>minimal schedule: {e(shown(bug.schedule.describe()))}</li>")
         parts.append(f"<li>reproduced: {rate(bug)} runs</li>")
-        parts.append(f"<li>minimized trace: <code>{e(shown(str(bug.minimized or bug.trace or '-')))}</code></li></ul>")
+        where = shown(str(bug.minimized or bug.trace or "-"))
+        parts.append(f"<li>minimized trace: <code>{e(where)}</code></li></ul>")
         parts.append(f"<p>{e(shown(bug.explanation, 8000))}</p><p><b>Fix</b>: {e(shown(bug.fix, 4000))}</p>")
         parts.append(f"<pre>{e(shown(bug.schedule.script_toml(), 8000))}</pre>")
         parts.append(f"<p>Reproduce:</p><pre>{e(shown(bug.command, 8000))}</pre>")
