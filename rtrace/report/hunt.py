@@ -54,7 +54,8 @@ def render_terminal(result: HuntResult, console: Console) -> None:
     o = result.options
     searched = sum(1 for r in result.runs if r.phase in ("systematic", "random"))
     many = "s" if len(result.runs) != 1 else ""
-    say(f"rtrace hunt: {len(result.runs)} run{many} ({searched} searching) in {format_duration(round(result.elapsed))}, "
+    took = format_duration(round(result.elapsed))
+    say(f"rtrace hunt: {len(result.runs)} run{many} ({searched} searching) in {took}, "
         f"seed {o.seed}; stopped: {result.stopped}")  # fmt: skip
     if result.clean is not None:
         clean = result.clean
