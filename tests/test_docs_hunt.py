@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -31,11 +32,15 @@ def test_the_example_hunt_prints_what_the_doc_shows(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout.replace(str(tmp_path / "rtrace-hunt"), "rtrace-hunt").replace(sys.executable, "python")
     (shown,) = blocks(EXAMPLE, "text")
+
+    def timing_free(text: str) -> str:  # on a loaded machine a shrink may stop at another latency, hit 2/3
+        return re.sub(r"reproduced \d+/", "reproduced N/", re.sub(r"\d+(\.\d+)?ms", "Nms", text))
+
     for line in shown.splitlines():
         if line.startswith("rtrace hunt:") or not line.strip():
             continue  # its run count and time vary
         stated = line.split("...")[0].split("shrinking took")[0].rstrip()
-        assert stated in out, (stated, out)
+        assert timing_free(stated) in timing_free(out), (stated, out)
 
 
 @pytest.mark.parametrize("line", [line for line in DOC.splitlines() if "rtrace hunt --" in line])

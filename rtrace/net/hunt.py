@@ -474,12 +474,14 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
 
 
 async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
-    """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not)."""
+    """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). A shrinking
+    step that held only by chance shows as a rate of 0: the steps before it are measured then, back to the
+    schedule the search found, and the first that reproduces is the bug's."""
     o = hunt.options
     want = key.finding
     spent = 0
     steps = shrink(run.schedule, allow_clean=want in hunt.baseline)
-    final = run.schedule
+    path = [run.schedule]
     try:
         candidate = next(steps)
         while True:
@@ -490,18 +492,23 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
                 if _holds(again, want) is not None:
                     hit = again
                     break
+            if hit is not None:
+                path.append(candidate)
             candidate = steps.send(hit is not None)
-    except StopIteration as stop:
-        final = stop.value
-    reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
-    hits = [(r, k) for r in reruns if (k := _holds(r, want)) is not None]
-    if not hits:
-        bug = _bug(key, run, final)
-        bug.tries, bug.shrink_runs = len(reruns), spent
-        return bug
-    bug = _bug(hits[0][1], hits[0][0], final)
-    bug.found = run.schedule
-    bug.hits, bug.tries, bug.shrink_runs = len(hits), len(reruns), spent
+    except StopIteration:
+        pass
+    tries = 0
+    for final in reversed(path):
+        reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
+        tries += len(reruns)
+        hits = [(r, k) for r in reruns if (k := _holds(r, want)) is not None]
+        if hits:
+            bug = _bug(hits[0][1], hits[0][0], final)
+            bug.found = run.schedule
+            bug.hits, bug.tries, bug.shrink_runs = len(hits), len(reruns), spent
+            return bug
+    bug = _bug(key, run, run.schedule)
+    bug.tries, bug.shrink_runs = o.repro_runs, spent
     return bug
 
 
