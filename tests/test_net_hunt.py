@@ -18,6 +18,7 @@ from rtrace.net.schedule import SURVIVAL, Fault, Schedule
 from rtrace.net.script import load_script
 from rtrace.net.server import ServerOptions
 from rtrace.net.sweep import CommandNotFound
+from rtrace.rules import RULES
 
 CLIENT = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
 
@@ -139,3 +140,10 @@ def test_records_of_skips_the_header_and_broken_lines(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text('{"rtrace": 1}\n{"t": 0, "dir": "client", "conn": 1, "event": {}}\nnot json\n')
     assert len(records_of(path)) == 1
+
+
+def test_each_bug_carries_the_finding_of_its_own_rule(found) -> None:  # type: ignore[no-untyped-def]
+    result, _ = found
+    for bug in result.bugs:
+        if bug.rule != SURVIVAL:
+            assert any(r.id == bug.rule and r.slug == bug.slug for r in RULES), bug

@@ -108,6 +108,8 @@ class Run:
     stderr_tail: list[str] = dataclasses.field(default_factory=list)
     #: Rule id of an error finding -> the findings of the run that follow from it (`consequence_of`).
     also: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    #: The first finding of each key.
+    finding_of: dict[BugKey, Finding] = dataclasses.field(default_factory=dict)
 
     @property
     def survived(self) -> bool:
@@ -299,6 +301,7 @@ def keys_of(run: Run, records: list[dict[str, Any]]) -> list[BugKey]:
         key = bug_key(f.rule, f.ids, kinds, faults, reacted)
         if key not in keys:
             keys.append(key)
+            run.finding_of[key] = f
     if not run.survived and run.phase != "clean run":
         how = run.how().split(" ")[0] if run.exit_code is None or run.exit_code < 0 else run.how()
         keys.append(BugKey(SURVIVAL, (how,), faults, reacted))
@@ -422,10 +425,7 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
 
 
 def _finding_of(run: Run, key: BugKey) -> Finding | None:
-    for f, k in zip(run.findings, run.keys, strict=False):
-        if k == key:
-            return f
-    return next((f for f in run.findings if f.rule == key.rule), None)
+    return run.finding_of.get(key) or next((f for f in run.findings if f.rule == key.rule), None)
 
 
 def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
