@@ -147,3 +147,29 @@ def test_each_bug_carries_the_finding_of_its_own_rule(found) -> None:  # type: i
     for bug in result.bugs:
         if bug.rule != SURVIVAL:
             assert any(r.id == bug.rule and r.slug == bug.slug for r in RULES), bug
+
+
+def test_findings_that_restate_the_injected_fault_are_no_bug() -> None:
+    from rtrace.net.hunt import echoes
+    from rtrace.rules.base import Finding
+
+    def finding(rule: str, severity: str) -> Finding:
+        return Finding(rule, "x", severity, 1, "m", "e", (), {}, "f", 1)  # type: ignore[arg-type]
+
+    assert echoes(finding("RT112", "info"), {"error"}) and not echoes(finding("RT112", "info"), {"drop"})
+    assert echoes(finding("RT119", "warning"), {"expire"})
+    assert echoes(finding("RT107", "warning"), {"close"})  # the server's close cut the response
+    assert not echoes(finding("RT107", "error"), {"close"})  # the client left its own generation open
+    assert not echoes(finding("RT101", "error"), {"latency", "close", "error"})
+
+
+def test_a_warning_on_the_items_of_an_error_of_the_same_run_is_reported_with_it() -> None:
+    from rtrace.net.hunt import consequence_of
+    from rtrace.rules.base import Finding
+
+    deleted = Finding("RT101", "d", "error", 1, "m", "e", (), {"call_ids": ("c1",)}, "f", 9)
+    unanswered = Finding("RT103", "u", "warning", 1, "m", "e", (), {"call_ids": ("c1",)}, "f", 12)
+    other = Finding("RT122", "l", "warning", 1, "m", "e", (), {"items": ("u9",)}, "f", 14)
+    findings = [deleted, unanswered, other]
+    assert consequence_of(unanswered, findings) is deleted
+    assert consequence_of(other, findings) is None and consequence_of(deleted, findings) is None

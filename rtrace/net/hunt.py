@@ -266,9 +266,21 @@ def records_of(trace: Path) -> list[dict[str, Any]]:
     return out
 
 
-#: Rules whose finding restates a fault the schedule injected (an `error` the server sent, a session that
-#: expired): not a bug of the client when the schedule has that kind of fault.
-FAULT_ECHOES = {"RT112": "error", "RT119": "expire"}
+#: Rules whose finding restates a fault the schedule injected - an `error` the server sent, a session that
+#: expired, a response the server's close cut (RT107 as a warning: the wire cannot show whether the client closed
+#: its generation; as an error it is the client's) - with the kinds of fault it restates and the severity it has
+#: then: not a bug of the client when the schedule has that kind of fault.
+FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
+    "RT112": (frozenset({"error"}), None),
+    "RT119": (frozenset({"expire"}), None),
+    "RT107": (frozenset({"close", "drop"}), "warning"),
+}
+
+
+def echoes(finding: Finding, injected: set[str]) -> bool:
+    """Whether `finding` only restates a fault of a kind in `injected` (`FAULT_ECHOES`)."""
+    kinds, severity = FAULT_ECHOES.get(finding.rule, (frozenset(), None))
+    return bool(kinds & injected) and severity in (None, finding.severity)
 
 
 def _ids(finding: Finding) -> set[str]:
@@ -290,8 +302,8 @@ def keys_of(run: Run, records: list[dict[str, Any]]) -> list[BugKey]:
     kinds = item_kinds_of(records)
     faults = acted(run.schedule, records)
     reacted = run.reaction[0]
-    injected = {f.kind for f in run.schedule.faults}
-    kept = [f for f in run.findings if FAULT_ECHOES.get(f.rule) not in injected]
+    injected: set[str] = {f.kind for f in run.schedule.faults}
+    kept = [f for f in run.findings if not echoes(f, injected)]
     keys: list[BugKey] = []
     for f in kept:
         cause = consequence_of(f, kept)
