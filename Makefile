@@ -10,6 +10,7 @@ RUNTIME := $(VENV)/.runtime
 
 # The tool alone (what `make demo` needs): rtrace editable with its four runtime dependencies.
 $(RUNTIME): pyproject.toml setup.py rtrace/core/_scan.c
+	@$(NEED_PYTHON) || exit 1
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e .
@@ -110,11 +111,11 @@ dist: $(STAMP)
 NEED_PYTHON = $(PYTHON) -c 'import sys, venv; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
 	echo "make: Python 3.10 or later with its venv module is needed ($(PYTHON) is not; PYTHON=python3.X make ...," \
 		"or apt-get install python3-venv)" >&2; false; }
-NEED_NODE = { command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; } || { \
+NEED_NODE = if ! { command -v npm && command -v node; } >/dev/null 2>&1; then \
 	echo "make: npm and Node 20 or later are needed for the Node client tests (tests/e2e/node: npm ci);" \
-		"none found on PATH: apt-get install nodejs npm, or Node 20+ from nodejs.org's packages" >&2; false; }; \
-	node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { \
-	echo "make: Node 20 or later is needed for the Node client tests; this node is $$(node --version)" >&2; false; }
+		"none found on PATH: apt-get install nodejs npm, or Node 20+ from nodejs.org's packages" >&2; false; \
+	elif ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
+	echo "make: Node 20 or later is needed for the Node client tests; this node is $$(node --version)" >&2; false; fi
 NEED_CHROMIUM = command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	{ test "$$(id -u)" = 0 && command -v apt-get >/dev/null 2>&1; } || { \
 	echo "make: Chromium is needed for the HTML report tests (tests/test_report_html.py). As root, make installs" \

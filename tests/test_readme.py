@@ -52,6 +52,11 @@ def test_the_pytest_example_passes_and_fails_as_the_readme_says(pytester: pytest
     )
 
 
+def test_docs_testing_quotes_the_readme_example() -> None:
+    """One example, shown in both places (the page is the site's, README the onboarding); it cannot drift."""
+    assert blocks(TESTING, "python") == blocks(SECTION, "python")
+
+
 def test_the_minimize_command_gives_the_sizes_the_docs_state(tmp_path: Path) -> None:
     minimizing = TESTING.split("## Minimal reproducers")[1]
     (command,) = [line for line in blocks(minimizing)[0].splitlines() if line.startswith("rtrace minimize ")]
