@@ -238,14 +238,15 @@ class CommandTarget:
 
 
 def server_options(template: ServerOptions, schedule: Schedule, trace: Path, header: dict[str, Any]) -> ServerOptions:
-    """The options of one run: `template` with the schedule's latency, expiry, script and seed, recording to
-    `trace` with the hunt's header fields."""
+    """The options of one run: `template` with the schedule's latency, turns (before the template's own) and seed,
+    recording to `trace` with the hunt's header fields."""
     default, by_type = schedule.latency()
-    script = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
-    endpoint = dataclasses.replace(template.endpoint, script=script, seed=schedule.seed)
+    turns = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
+    endpoint = dataclasses.replace(template.endpoint, seed=schedule.seed)
     return dataclasses.replace(
         template, host="127.0.0.1", port=0, record=trace, latency=default, latency_by_type=by_type,
-        expire_after=schedule.expire_after(), endpoint=endpoint, header={**template.header, "hunt": header},
+        schedule=turns + template.schedule if turns is not None else template.schedule, endpoint=endpoint,
+        seed=schedule.seed, header={**template.header, "hunt": header},
     )  # fmt: skip
 
 

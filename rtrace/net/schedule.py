@@ -1,6 +1,7 @@
-"""The fault space of `rtrace hunt`, as data: a `Schedule` is one value (faults + seed) that renders as a scenario
-script (`--script` TOML, `rtrace.net.script`) and the `serve` flags it needs, so every schedule a hunt runs can be
-run again by hand (`rtrace serve --script`, `rtrace sweep --script`). Pure: no I/O, no clock; the hunt's runs are
+"""The fault space of `rtrace hunt`, as data: a `Schedule` here is one point of the search (faults + seed) that
+compiles to the endpoint's one schedule value, scenario-script turns (`rtrace.net.script.Schedule`, through its
+TOML: `script_toml`), plus the `serve` flags of its latency and seed, so every schedule a hunt runs can be run
+again by hand (`rtrace serve --script`, `rtrace sweep --script`). Pure: no I/O, no clock; the hunt's runs are
 `rtrace.net.hunt`.
 
 - **The surface** (`Surface`, `surface_of`): what a client did in its clean run, read from the records of its
@@ -269,16 +270,13 @@ class Schedule:
                     by_type[f.target] = float(f.value)
         return default, by_type
 
-    def expire_after(self) -> float | None:
-        return next((float(f.value) for f in self.faults if f.kind == "expire"), None)
-
     def turn_faults(self) -> list[Fault]:
-        """The faults that are script turns (all but latency and expiry), in turn order."""
-        return [f for f in self.faults if f.kind not in ("latency", "expire")]
+        """The faults that are script turns (all but latency), in turn order."""
+        return [f for f in self.faults if f.kind != "latency"]
 
     def script_toml(self) -> str:
-        """The scenario script of this schedule (`rtrace serve --script`); the latency and the expiry are flags
-        (`serve_args`), written in its comments."""
+        """The scenario script of this schedule (`rtrace serve --script`); the latency is a flag (`serve_args`),
+        written in its comments."""
         lines = ["# rtrace hunt schedule", f"# seed {self.seed}"]
         for f in self.faults:
             lines.append(f"# {f.describe()}")
@@ -290,16 +288,13 @@ class Schedule:
         return "\n".join(lines) + "\n"
 
     def serve_args(self) -> list[str]:
-        """The `rtrace serve` / `sweep` flags besides `--script`: latency, expiry and seed."""
+        """The `rtrace serve` / `sweep` flags besides `--script`: latency and seed."""
         default, by_type = self.latency()
         args: list[str] = []
         if default:
             args += ["--latency", format_duration(default)]
         for etype, value in sorted(by_type.items()):
             args += ["--latency", f"{etype}={format_duration(value)}"]
-        expire = self.expire_after()
-        if expire is not None:
-            args += ["--expire-after", format_duration(expire)]
         if self.seed:
             args += ["--seed", str(self.seed)]
         return args
@@ -331,6 +326,8 @@ def _toml_string(text: str) -> str:
 
 def _turn_lines(f: Fault) -> list[str]:
     """The `[[turn]]` body of a fault that is a script turn."""
+    if f.kind == "expire":
+        return ["when = { opened = true }", f"expire = {_toml_string(format_duration(float(f.value)))}"]
     if f.moment == "response":
         when = f"when = {{ response = {f.k} }}"
         if f.kind == "fail":
@@ -582,28 +579,19 @@ def _etype(rec: dict[str, Any]) -> str:
 
 def acted(schedule: Schedule, records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
     """The signatures of the faults of `schedule` that acted in its run: latency always (it delays every event it
-    names), a turn when its note is in the trace (`spec = "turn N"`, N its place in `turn_faults`), the expiry when
-    a `session_expired` went out."""
+    names), a turn when its note is in the trace (`fault = "script"`, `spec = "turn N"`, N its place in
+    `turn_faults`)."""
     turns = schedule.turn_faults()
     fired: set[int] = set()
-    expired = False
     for rec in records:
         event = rec.get("event")
-        if not isinstance(event, dict):
+        if rec.get("dir") != "meta" or not isinstance(event, dict) or event.get("type") != "fault.injected":
             continue
-        if rec.get("dir") == "meta" and event.get("type") == "fault.injected":
-            spec = str(event.get("spec", ""))
-            if spec.startswith("turn ") and spec[5:].isdigit():
-                fired.add(int(spec[5:]) - 1)
-            elif event.get("fault") == "expire-after":
-                expired = True
-        elif rec.get("dir") == "server" and event.get("type") == "error":
-            error = event.get("error")
-            expired = expired or (isinstance(error, dict) and error.get("code") == "session_expired")
+        spec = str(event.get("spec", ""))
+        if event.get("fault", "script") == "script" and spec.startswith("turn ") and spec[5:].isdigit():
+            fired.add(int(spec[5:]) - 1)
     out = {f.signature for f in schedule.faults if f.kind == "latency"}
     out |= {turns[i].signature for i in fired if i < len(turns)}
-    if expired:
-        out |= {f.signature for f in schedule.faults if f.kind == "expire"}
     return tuple(sorted(out))
 
 
