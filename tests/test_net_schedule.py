@@ -76,6 +76,9 @@ def test_every_schedule_renders_as_a_script_serve_reads() -> None:
         "event", "conversation.item.create:function_call_output", 1006, 1
     )  # fmt: skip
     assert Schedule.from_json(latency.to_json()) == latency
+    third = Schedule((Fault("close", "sent", "response.done", 1011, 3),))
+    (turn,) = parse_script(third.script_toml()).turns
+    assert (turn.moment, turn.sent, turn.nth, turn.close) == ("sent", "response.done", 3, 1011)
 
 
 def test_error_answers_use_the_codes_the_real_api_sends() -> None:
@@ -128,7 +131,7 @@ def test_the_systematic_phase_covers_every_point_of_the_surface_once(surface: Su
 
 
 @given(surfaces, st.integers(0, 2**31), st.lists(st.integers(0, 5), max_size=12))
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 def test_two_generators_with_one_seed_told_the_same_draw_the_same_schedules(
     surface: Surface, seed: int, outcomes: list[int]
 ) -> None:
@@ -137,6 +140,7 @@ def test_two_generators_with_one_seed_told_the_same_draw_the_same_schedules(
         x, y = a.next(), b.next()
         assert x == y
         assert not x.clean and 1 <= len(x.faults) <= 3
+        parse_script(x.script_toml())  # every draw is a script serve runs
         a.observe(x, [outcome])
         b.observe(y, [outcome])
     assert a.corpus == b.corpus

@@ -427,7 +427,7 @@ MAX_FAULTS = 3
 class Generator:
     """The random phase: seeded schedules, fresh or mutated from those that showed something new (`observe`)."""
 
-    def __init__(self, surface: Surface, seed: int, max_k: int | None = 1) -> None:
+    def __init__(self, surface: Surface, seed: int, max_k: int | None = None) -> None:
         self.surface = surface
         self.seed = seed
         self.rng = random.Random(seed)
@@ -435,8 +435,7 @@ class Generator:
         self.corpus: list[Schedule] = []
         self.seen: set[Any] = set()
         self.drawn: set[Schedule] = set()
-        #: The largest k a fault may have (None: any the surface reached): the script engine in use counts only
-        #: the first matching event when 1.
+        #: The largest k a fault at an event may have (None: any the surface reached).
         self.max_k = max_k
 
     def _fault(self) -> Fault:
