@@ -36,7 +36,7 @@ E2E_STAMPS := $(foreach v,$(E2E_VERSIONS),.venv-e2e-$(v)/.installed)
 # The other real clients of issue 14 (tests/test_e2e_*.py), each from a full lock of its own in tests/e2e/requirements/
 # (NAME.in holds the pin, NAME.txt what `make e2e-locks` compiled from it; the venv is remade when the lock changes).
 # uv's default pre-release rule lets only the explicitly pinned livekit-agents 2.0.0b1 be a pre-release.
-E2E_LOCKED := openai-agents pipecat openai livekit-2.0.0b1
+E2E_LOCKED := openai-agents pipecat openai livekit-2.0.0b1 voicelive
 E2E_LOCKED_STAMPS := $(foreach c,$(E2E_LOCKED),.venv-e2e-$(c)/.installed)
 
 $(E2E_LOCKED_STAMPS): .venv-e2e-%/.installed: tests/e2e/requirements/%.txt | $(STAMP)
