@@ -1360,6 +1360,97 @@ def _() -> TraceBuilder:
     return b
 
 
+def closed_while_the_tool_runs(b: TraceBuilder) -> None:
+    """A configured session, a tool turn (call_1), and the socket closes (1011) while the tool runs."""
+    b.client({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief."}})
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    tool_turn(b)
+    b.close(1011, dt=0.05)
+
+
+def answer_from_an_empty_session(b: TraceBuilder, rc: int, prev: str | None = None, rid: str = "resp_2") -> None:
+    """The new session's answer to the `response.create` at line `rc`, with no memory of the old one."""
+    b.response_created(rid, b.event_id(rc))
+    answer = assistant_msg("item_a2", "Hello! How can I help?")
+    b.output_item(rid, answer, prev=prev, text_chunks=["Hello! How can I help?"])
+    b.response_done(rid, output=[answer])
+
+
+@scenario("reconnect-restores-nothing/positive-queue-flushed-output-rejected")
+def _() -> TraceBuilder:
+    """The openai Node SDK 7 with `reconnect: true` and an app that only calls `flushPending()`: the new
+    connection's first events are the queued output of the old call (rejected) and a response.create."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    out = b.create(fco(None, "call_1"), dt=0.2)
+    b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(out))
+    rc = b.response_create(dt=0.001)
+    answer_from_an_empty_session(b, rc)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/positive-queue-flushed-pipelined")
+def _() -> TraceBuilder:
+    """The openai Python SDK's reconnect without the app's session.update: the queued output and its
+    response.create leave together, before the server rejects the output; the answer is generated anyway."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    out = b.create(fco(None, "call_1"), dt=0.2)
+    rc = b.response_create(dt=0.0002)
+    b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(out))
+    b.response_created("resp_2", b.event_id(rc), dt=0.001)
+    answer = assistant_msg("item_a2", "Hello! How can I help?")
+    b.output_item("resp_2", answer, prev=None, text_chunks=["Hello! How can I help?"])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/positive-replay-rejected")
+def _() -> TraceBuilder:
+    """A replay the server refused (the old message re-created with an id it rejects) restores nothing."""
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.open(2, dt=0.2)
+    again = b.create(user_msg("item_u1", "My name is Ada."), prev="root", dt=0.01)
+    b.error("invalid_value", "Invalid 'item.id': previous_item_id 'root' does not exist.", b.event_id(again))
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, dt=1.0)
+    b.added(msg, None)
+    rc = b.response_create()
+    answer_from_an_empty_session(b, rc, prev="item_u2")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/negative-call-then-output-recreated")
+def _() -> TraceBuilder:
+    """A reconnect that re-creates the old call, then sends its output: the new session holds both."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    call = fc("item_fc1", "call_1")
+    b.create(call, prev="root", dt=0.2)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.0002)
+    b.added(call, None)
+    b.added(out, "item_fc1", dt=0.0002)
+    rc = b.response_create(dt=0.001)
+    b.response_created("resp_2", b.event_id(rc))
+    answer = assistant_msg("item_a2", "It is sunny in Paris.")
+    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
 def reply_dropped(b: TraceBuilder) -> None:
     """livekit-agents under `rtrace serve --drop-on response.create`: the socket closes on the reply's request."""
     b.client({"type": "session.update", "session": {"type": "realtime"}})
