@@ -345,3 +345,32 @@ def test_python_numbers_are_seconds_and_text_takes_the_duration_grammar() -> Non
     assert options_from_cli(latency=_cli_value("latency", 0.05, None)).latency == 0.05  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="--latency 50: a duration needs a unit"):
         options_from_cli(latency=_cli_value("latency", "50", None))  # type: ignore[arg-type]
+
+
+def test_the_tls_option_serves_wss_and_names_what_a_client_trusts(
+    users: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RTRACE_TLS_DIR", str(tmp_path / "tls"))
+    users.makepyfile(
+        test_tls="""
+        import pytest
+        from clients import chat
+
+        @pytest.mark.rtrace(tls=True)
+        def test_wss(rtrace_server, monkeypatch):
+            assert rtrace_server.url.startswith("wss://127.0.0.1:")
+            assert rtrace_server.base_url.startswith("https://127.0.0.1:")
+            env = rtrace_server.env
+            ca = str(rtrace_server.ca_file)
+            assert env["SSL_CERT_FILE"] == env["NODE_EXTRA_CA_CERTS"] == env["REQUESTS_CA_BUNDLE"] == ca
+            monkeypatch.setenv("SSL_CERT_FILE", ca)  # what a client in a subprocess is given
+            assert chat(rtrace_server.realtime_url)
+
+        def test_ws_by_default(rtrace_server):
+            assert rtrace_server.url.startswith("ws://") and rtrace_server.ca_file is None
+            assert "SSL_CERT_FILE" not in rtrace_server.env
+            assert chat(rtrace_server.realtime_url)
+        """
+    )
+    users.runpytest("-v").assert_outcomes(passed=2)
+    assert (tmp_path / "tls" / "ca.pem").is_file()
