@@ -1451,6 +1451,74 @@ def _() -> TraceBuilder:
     return b
 
 
+def output_into_the_closing_socket(b: TraceBuilder, code: int = 1011, with_reply: bool = True) -> None:
+    """A tool turn; the server closes while the tool runs (its close note), and the client, which has not read the
+    close frame yet, writes the tool output (and its response.create) into the closing socket."""
+    b.client({"type": "session.update", "session": {"type": "realtime"}})
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    tool_turn(b)
+    b.meta({"type": "connection.closed", "by": "server", "code": code}, dt=0.25)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.0003)
+    if with_reply:
+        b.response_create(dt=0.0002)
+
+
+@scenario("changes-lost-at-final-close/positive-output-into-the-closing-socket")
+def _() -> TraceBuilder:
+    """@openai/agents-realtime / the openai Node SDK without reconnect: output and response.create written after
+    the server's close note (1011), never answered, no reconnect."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b)
+    return b
+
+
+@scenario("changes-lost-at-final-close/positive-output-into-an-expiring-session")
+def _() -> TraceBuilder:
+    """Voice Live / the openai Python SDK on a session that expired (1001): only the output goes after the close."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b, code=1001, with_reply=False)
+    b.meta({"type": "note", "note": "client: ConnectionClosed 1001 on the next read"}, dt=0.01)
+    return b
+
+
+@scenario("changes-lost-at-final-close/negative-output-into-the-closing-socket-resent")
+def _() -> TraceBuilder:
+    """The output written into the closing socket is sent again, with its call, by the next connection and
+    acknowledged there: nothing is lost."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b)
+    b.open(2, dt=0.3)
+    call, out = fc("item_fc1", "call_1"), fco("item_out1", "call_1")
+    b.create(call, prev="root", dt=0.01)
+    b.added(call, None)
+    b.create(out, prev="item_fc1")
+    b.added(out, "item_fc1")
+    rc = b.response_create()
+    b.response_created("resp_2", b.event_id(rc))
+    answer = assistant_msg("item_a2", "It is sunny in Paris.")
+    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-output-into-the-closing-socket")
+def _() -> TraceBuilder:
+    """The output written into the closing socket, then a reconnect that replays the call but not the output."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b, with_reply=False)
+    b.open(2, dt=0.3)
+    call = fc("item_fc1", "call_1")
+    b.create(call, prev="root", dt=0.01)
+    b.added(call, None)
+    b.close(dt=2.0)
+    return b
+
+
 def reply_dropped(b: TraceBuilder) -> None:
     """livekit-agents under `rtrace serve --drop-on response.create`: the socket closes on the reply's request."""
     b.client({"type": "session.update", "session": {"type": "realtime"}})

@@ -7,7 +7,15 @@ import heapq
 from collections.abc import Iterable
 
 from ..core.conversation import Item
-from ..core.facts import ChangeAnswered, ChangeSent, ConnClosed, ConnOpened, Reconnected, ResponseCreated
+from ..core.facts import (
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    ConnOpened,
+    Reconnected,
+    ResponseCreated,
+    SentIntoClosing,
+)
 from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Config, Finding, Rule, Witness, on
 
@@ -178,7 +186,9 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
     conversation, or a delete the old socket never confirmed is undone because the replay re-created the item.
     Replays built from a mirror of *confirmed* items have exactly this blind spot (docs/protocol.md 4.3).
 
-    **How it is judged.** Needs the end of the trace. A lost create: no later connection creates the same item id
+    **How it is judged.** Needs the end of the trace. The changes are those unanswered at the close and those
+    sent on the connection after its close was noted (written into the closing socket). A lost create: no later
+    connection creates the same item id
     (for a `function_call_output`, the same call id). A lost delete: the next connection (the one that replaced
     it, whatever the order of their `connection.opened` and `connection.closed` lines) re-creates the item and
     never deletes it. Not judged when the next connection's replay was not visible to the recorder
@@ -208,22 +218,27 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
         self.unfollowed: dict[int, list[_Unanswered]] = {}
         self.unfollowed_heap: list[int] = []
 
-    @on(ConnClosed)
-    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+    @on(ConnClosed, SentIntoClosing)
+    def conn_closed(self, fact: ConnClosed | SentIntoClosing, state: TraceState) -> None:
         if fact.conn.ended_by == "trace-end":
             return  # the recording stopped; nothing says the connection was lost
-        for change in fact.indeterminate:
+        late = isinstance(fact, SentIntoClosing)
+        for change in fact.changes if late else fact.indeterminate:  # type: ignore[union-attr]
             if change.kind == _CREATE:
                 item = change.item
                 if not change.item_id and not (item and item.call_id):
                     continue  # nothing to recognise it by if it is sent again: never reported
             elif change.kind != _DELETE or not change.item_id:
                 continue
-            entry = self.lost[change.seq] = _Unanswered(change, Witness.answer(change))
+            answer = Witness.closed(fact.conn) if late else Witness.answer(change)
+            entry = self.lost[change.seq] = _Unanswered(change, answer)
             if change.item_id:
                 self.by_item.setdefault(change.item_id, []).append(entry)
             if _output_call(change) is not None:
                 self.by_call.setdefault(_output_call(change), []).append(entry)  # type: ignore[arg-type]
+            if late and fact.conn.replaced_by is not None:
+                entry.next_conn = fact.conn.replaced_by  # written into a socket already replaced
+                continue
             if change.conn not in self.unfollowed:
                 heapq.heappush(self.unfollowed_heap, change.conn)
             self.unfollowed.setdefault(change.conn, []).append(entry)
@@ -300,8 +315,14 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
                 self.finding(
                     change.conn,
                     f"unconfirmed {change.short} at line {change.line} lost on reconnect",
-                    f"Line {change.line} ({change.summary}) had no answer when connection {change.conn} ended"
-                    f"{f' at line {ended.line}' if ended else ''}; the {what}.",
+                    f"Line {change.line} ({change.summary}) "
+                    + (
+                        f"was written into connection {change.conn} after its close at line {ended.line}"
+                        if ended and change.line > ended.line
+                        else f"had no answer when connection {change.conn} ended"
+                        f"{f' at line {ended.line}' if ended else ''}"
+                    )
+                    + f"; the {what}.",
                     [Witness.sent(change), ended],
                     state.last_line,
                     items=[change.item_id],
@@ -366,8 +387,10 @@ class ChangesLostAtFinalClose(Rule[Config]):
     message, the tool's result, the reply the agent asked for are lost with the session. The client believes
     they were sent.
 
-    **How it is judged.** Needs the end of the trace. The changes were pending when the connection closed, and no
-    later connection exists (none replaced it, none opened after it). A trace that simply ends while the
+    **How it is judged.** Needs the end of the trace. The changes were pending when the connection closed, or were
+    sent on it after its close was noted (frames written into the closing socket: the server notes its close when
+    it sends the close frame, the client writes on until it reads it), and no later connection exists (none
+    replaced it, none opened after it). A trace that simply ends while the
     connection is open is not reported (the recording stopped, not the session); a reconnect that loses them is
     `unconfirmed-item-lost-on-reconnect` or `response-create-lost-on-reconnect`.
 
@@ -403,13 +426,19 @@ class ChangesLostAtFinalClose(Rule[Config]):
             self.highest = fact.conn.n
             self.closed.clear()  # each is below it (none is kept below the highest)
 
-    @on(ConnClosed)
-    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+    @on(ConnClosed, SentIntoClosing)
+    def conn_closed(self, fact: ConnClosed | SentIntoClosing, state: TraceState) -> None:
         if fact.conn.ended_by == "trace-end" or fact.conn.n < self.highest:
             return
-        lost = [c for c in fact.indeterminate if c.kind in _LOSABLE]
-        if lost:
-            self.closed.append((fact.conn, lost, Witness.closed(fact.conn)))
+        changes = fact.changes if isinstance(fact, SentIntoClosing) else fact.indeterminate
+        lost = [c for c in changes if c.kind in _LOSABLE]
+        if not lost:
+            return
+        for held_conn, held, _ in self.closed:
+            if held_conn is fact.conn:
+                held.extend(lost)  # written into the closing socket: part of the same end
+                return
+        self.closed.append((fact.conn, lost, Witness.closed(fact.conn)))
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
@@ -417,7 +446,8 @@ class ChangesLostAtFinalClose(Rule[Config]):
             if conn.replaced_by is not None or conn.n < self.highest:
                 continue  # a later connection: unconfirmed-item-lost-on-reconnect's or RT124's to judge
             end = closed.line if closed else state.last_line
-            listed = ", ".join(_what_is_lost(c) for c in lost[:4])
+            late = " written after the close"
+            listed = ", ".join(_what_is_lost(c) + (late if c.line > end else "") for c in lost[:4])
             if len(lost) > 4:
                 listed += f" and {len(lost) - 4} more"
             out.append(
@@ -656,8 +686,10 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
     waiting for that response's `response.created` times out (livekit-agents 1.8.9: "pending response discarded
     due to session reconnection"; 2.0.0b1 re-sends it on the new connection).
 
-    **How it is judged.** Needs the end of the trace. The connection that closed was replaced by a reconnect
-    (whatever the order of the `connection.opened` / `connection.closed` lines), and no later connection sent a
+    **How it is judged.** Needs the end of the trace. The `response.create` was unanswered at the close, or was
+    written into the closing socket after the close was noted. The connection that closed was replaced by a
+    reconnect (whatever the order of the `connection.opened` / `connection.closed` lines), and no later connection
+    sent a
     `response.create` (in the conversation or out of band) or got a response the server started on its own. A
     trace that simply ends while the connection is open is not reported; a close with no reconnect is
     `changes-lost-at-final-close`. Not judged when the replacing connection's replay was not visible to the
@@ -692,13 +724,19 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
         #: (ordinal, seq) of those replaced: a heap, so that a later request settles the oldest first.
         self.replaced: list[tuple[int, int]] = []
 
-    @on(ConnClosed)
-    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+    @on(ConnClosed, SentIntoClosing)
+    def conn_closed(self, fact: ConnClosed | SentIntoClosing, state: TraceState) -> None:
         if fact.conn.ended_by == "trace-end":
             return
-        for change in fact.indeterminate:
-            if change.kind == "response.create":
-                self.lost[change.seq] = (change, Witness.answer(change), [])
+        late = isinstance(fact, SentIntoClosing)
+        for change in fact.changes if late else fact.indeterminate:  # type: ignore[union-attr]
+            if change.kind != "response.create":
+                continue
+            self.lost[change.seq] = (change, Witness.closed(fact.conn) if late else Witness.answer(change), [])
+            if late and fact.conn.replaced_by is not None:  # written into a socket already replaced
+                self.lost[change.seq][2].append(fact.conn.replaced_by)
+                heapq.heappush(self.replaced, (change.conn, change.seq))
+            else:
                 self.unreplaced.setdefault(change.conn, []).append(change.seq)
 
     @on(Reconnected)

@@ -16,6 +16,7 @@ from ..core.facts import (
     ItemUpdated,
     ResponseCreated,
     ResponseDone,
+    SentIntoClosing,
     ServerError,
     SessionUpdated,
 )
@@ -151,8 +152,9 @@ class UnansweredFunctionCall(Rule[Config]):
         S> conversation.item.added  function_call item_fc (call_1)
         C> response.create                                 <- no function_call_output for call_1
 
-    When an output for the call was sent but rejected, or was still unconfirmed when its connection ended, the
-    finding says so and names that line. A connection that ends with the call unanswered is reported only when
+    When an output for the call was sent but rejected, or was still unconfirmed when its connection ended, or was
+    written into the closing connection after the server's close was noted, the finding says so and names that
+    line. A connection that ends with the call unanswered is reported only when
     no later connection answers it. A
     `function_call` whose arguments never finished (its response was cut before
     `response.function_call_arguments.done`) is not a call the client could answer and is not reported.
@@ -215,6 +217,12 @@ class UnansweredFunctionCall(Rule[Config]):
             call = conn.conv.items[conn.conv.by_call[gone.call_id]]
             self.unanswered.setdefault(conn.n, {})[gone.call_id] = [Witness.added(call, conn), Witness.of(fact.rec)]
             self.reported.pop(key, None)
+
+    @on(SentIntoClosing)
+    def sent_into_closing(self, fact: SentIntoClosing, state: TraceState) -> None:
+        for change in fact.changes:
+            if (call_id := _output_call(change)) is not None:
+                self.failed[(fact.conn.n, call_id)] = (change, Witness.closed(fact.conn))
 
     @on(ConnClosed)
     def closed(self, fact: ConnClosed, state: TraceState) -> None:
@@ -289,7 +297,12 @@ class UnansweredFunctionCall(Rule[Config]):
             end = closed.line if closed else state.last_line
             failed = self.failed.get((n, call.call_id))
             what = "no function_call_output"
-            if failed is not None:
+            if failed is not None and failed[0].line > end:
+                what = (
+                    f"no function_call_output before the close (the one at line {failed[0].line} was written into "
+                    "the closing connection, after the server's close: it never reached the session)"
+                )
+            elif failed is not None:
                 what = f"no confirmed function_call_output ({_failure(*failed, at_close=True)})"
             later = [
                 f"connection {m} sent one at line {change.line} and {_outcome(change, answer)}"
@@ -304,7 +317,7 @@ class UnansweredFunctionCall(Rule[Config]):
                     f"{call.label()} (line {call.added_line}) had {what} when connection {n} "
                     f"ended at line {end}, and no later connection answered call {call.call_id}{tail}.",
                     [*why, *_failure_witness(failed), closed],
-                    end,
+                    max(end, failed[0].line) if failed is not None else end,  # an output written after the close
                     items=[call.id],
                     call_ids=[call.call_id],
                 )
