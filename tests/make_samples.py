@@ -1519,6 +1519,102 @@ def _() -> TraceBuilder:
     return b
 
 
+def answer_without_the_tool(b: TraceBuilder, rc: int, rid: str, prev: str | None) -> None:
+    """The response asked for at line `rc`, generated (created, a message, done)."""
+    b.response_created(rid, b.event_id(rc), dt=0.002)
+    answer = assistant_msg(f"item_a_{rid}", "The tool is still running.")
+    b.output_item(rid, answer, prev=prev, text_chunks=["The tool is still running."])
+    b.response_done(rid, output=[answer])
+
+
+@scenario("unanswered-function-call/positive-pipelined-output-rejected")
+def _() -> TraceBuilder:
+    """@openai/agents-realtime / openai-agents: the output and the response.create leave together; the server
+    rejects the output and generates the response anyway."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = b.create(fco("item_out1", "call_1", output="x" * 40), prev="item_fc1", dt=0.3)
+    rc = b.response_create(dt=0.0002)
+    b.error("invalid_value", "Invalid 'item.output': string too long.", b.event_id(out))
+    answer_without_the_tool(b, rc, "resp_2", "item_fc1")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/positive-pipelined-replay-output-rejected")
+def _() -> TraceBuilder:
+    """A reconnect replay sent in one go (livekit-agents 2.0, openai-agents): the call, its output and a
+    response.create before any answer; the call is accepted, the output rejected, the response runs without it."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    b.client({"type": "session.update", "session": {"type": "realtime"}}, dt=0.01)
+    call = fc("item_fc1", "call_1")
+    b.create(call, prev="root", dt=0.0002)
+    out = b.create(fco("item_out1", "call_1", output="x" * 40), prev="item_fc1", dt=0.0002)
+    rc = b.response_create(dt=0.0002)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(call, None, dt=0.0002)
+    b.error("invalid_value", "Invalid 'item.output': string too long.", b.event_id(out), dt=0.0002)
+    answer_without_the_tool(b, rc, "resp_2", "item_fc1")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/positive-pipelined-output-never-confirmed")
+def _() -> TraceBuilder:
+    """The response runs while the pipelined output is never acknowledged, and the socket drops after it."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    rc = b.response_create(dt=0.0002)
+    answer_without_the_tool(b, rc, "resp_2", "item_fc1")
+    b.close(1006, dt=0.2)
+    return b
+
+
+@scenario("unanswered-function-call/negative-pipelined-output-confirmed")
+def _() -> TraceBuilder:
+    """Output and response.create pipelined; the output is acknowledged before the response: nothing is missing."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    rc = b.response_create(dt=0.0002)
+    b.added(out, "item_fc1")
+    b.response_created("resp_2", b.event_id(rc), dt=0.002)
+    answer = assistant_msg("item_a2", "It is sunny in Paris.")
+    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/negative-pipelined-replay-confirmed")
+def _() -> TraceBuilder:
+    """A replay sent in one go whose call and output are both accepted before the response."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    call, out = fc("item_fc1", "call_1"), fco("item_out1", "call_1")
+    b.create(call, prev="root", dt=0.01)
+    b.create(out, prev="item_fc1", dt=0.0002)
+    rc = b.response_create(dt=0.0002)
+    b.added(call, None)
+    b.added(out, "item_fc1", dt=0.0002)
+    b.response_created("resp_2", b.event_id(rc), dt=0.002)
+    answer = assistant_msg("item_a2", "It is sunny in Paris.")
+    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
+    b.response_done("resp_2", output=[answer])
+    b.close(dt=1.0)
+    return b
+
+
 def reply_dropped(b: TraceBuilder) -> None:
     """livekit-agents under `rtrace serve --drop-on response.create`: the socket closes on the reply's request."""
     b.client({"type": "session.update", "session": {"type": "realtime"}})
