@@ -159,8 +159,13 @@ class UnansweredFunctionCall(Rule[Config]):
     `function_call` whose arguments never finished (its response was cut before
     `response.function_call_arguments.done`) is not a call the client could answer and is not reported.
 
+    A `response.create` sent while the output (or, in a pipelined replay, the call itself) is still pending is
+    judged once its response ran: fine when the output was confirmed; when it was rejected, never confirmed or
+    written into the closing connection, the finding names the response generated without it (its
+    `response.created` and `response.done` lines), as it does when the `response.create` follows the error.
+
     **Usual cause.** The output was never sent, was deleted (`deleted-function-call-output`), or the client asks
-    for a reply before the tool returns. Pipelined output-then-`response.create` is fine: pending creates count.
+    for a reply before the tool returns.
 
     **Fix.** Send the `function_call_output` before the next `response.create`; if speech must go on while the
     tool runs, make it explicit (an out-of-band response with `conversation: "none"`).
