@@ -1368,12 +1368,17 @@ def closed_while_the_tool_runs(b: TraceBuilder) -> None:
     b.close(1011, dt=0.05)
 
 
-def answer_from_an_empty_session(b: TraceBuilder, rc: int, prev: str | None = None, rid: str = "resp_2") -> None:
+def answer(b: TraceBuilder, rc: int, text: str, prev: str | None, rid: str = "resp_2", dt: float | None = None) -> None:
+    """The response asked for at line `rc`, generated: created, one assistant message saying `text`, done."""
+    b.response_created(rid, b.event_id(rc), dt=dt)
+    said = assistant_msg(f"item_a_{rid}", text)
+    b.output_item(rid, said, prev=prev, text_chunks=[text])
+    b.response_done(rid, output=[said])
+
+
+def answer_from_an_empty_session(b: TraceBuilder, rc: int, prev: str | None = None) -> None:
     """The new session's answer to the `response.create` at line `rc`, with no memory of the old one."""
-    b.response_created(rid, b.event_id(rc))
-    answer = assistant_msg("item_a2", "Hello! How can I help?")
-    b.output_item(rid, answer, prev=prev, text_chunks=["Hello! How can I help?"])
-    b.response_done(rid, output=[answer])
+    answer(b, rc, "Hello! How can I help?", prev)
 
 
 @scenario("reconnect-restores-nothing/positive-queue-flushed-output-rejected")
@@ -1403,10 +1408,7 @@ def _() -> TraceBuilder:
     out = b.create(fco(None, "call_1"), dt=0.2)
     rc = b.response_create(dt=0.0002)
     b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(out))
-    b.response_created("resp_2", b.event_id(rc), dt=0.001)
-    answer = assistant_msg("item_a2", "Hello! How can I help?")
-    b.output_item("resp_2", answer, prev=None, text_chunks=["Hello! How can I help?"])
-    b.response_done("resp_2", output=[answer])
+    answer(b, rc, "Hello! How can I help?", None, dt=0.001)
     b.close(dt=1.0)
     return b
 
@@ -1443,10 +1445,7 @@ def _() -> TraceBuilder:
     b.added(call, None)
     b.added(out, "item_fc1", dt=0.0002)
     rc = b.response_create(dt=0.001)
-    b.response_created("resp_2", b.event_id(rc))
-    answer = assistant_msg("item_a2", "It is sunny in Paris.")
-    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
-    b.response_done("resp_2", output=[answer])
+    answer(b, rc, "It is sunny in Paris.", "item_out1")
     b.close(dt=1.0)
     return b
 
@@ -1497,10 +1496,7 @@ def _() -> TraceBuilder:
     b.create(out, prev="item_fc1")
     b.added(out, "item_fc1")
     rc = b.response_create()
-    b.response_created("resp_2", b.event_id(rc))
-    answer = assistant_msg("item_a2", "It is sunny in Paris.")
-    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
-    b.response_done("resp_2", output=[answer])
+    answer(b, rc, "It is sunny in Paris.", "item_out1")
     b.close(dt=1.0)
     return b
 
@@ -1520,11 +1516,8 @@ def _() -> TraceBuilder:
 
 
 def answer_without_the_tool(b: TraceBuilder, rc: int, rid: str, prev: str | None) -> None:
-    """The response asked for at line `rc`, generated (created, a message, done)."""
-    b.response_created(rid, b.event_id(rc), dt=0.002)
-    answer = assistant_msg(f"item_a_{rid}", "The tool is still running.")
-    b.output_item(rid, answer, prev=prev, text_chunks=["The tool is still running."])
-    b.response_done(rid, output=[answer])
+    """The response asked for at line `rc`, generated right away, without the tool result."""
+    answer(b, rc, "The tool is still running.", prev, rid, dt=0.002)
 
 
 @scenario("unanswered-function-call/positive-pipelined-output-rejected")
@@ -1586,10 +1579,7 @@ def _() -> TraceBuilder:
     b.create(out, prev="item_fc1", dt=0.3)
     rc = b.response_create(dt=0.0002)
     b.added(out, "item_fc1")
-    b.response_created("resp_2", b.event_id(rc), dt=0.002)
-    answer = assistant_msg("item_a2", "It is sunny in Paris.")
-    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
-    b.response_done("resp_2", output=[answer])
+    answer(b, rc, "It is sunny in Paris.", "item_out1", dt=0.002)
     b.close(dt=1.0)
     return b
 
@@ -1607,10 +1597,7 @@ def _() -> TraceBuilder:
     rc = b.response_create(dt=0.0002)
     b.added(call, None)
     b.added(out, "item_fc1", dt=0.0002)
-    b.response_created("resp_2", b.event_id(rc), dt=0.002)
-    answer = assistant_msg("item_a2", "It is sunny in Paris.")
-    b.output_item("resp_2", answer, prev="item_out1", text_chunks=["It is sunny in Paris."])
-    b.response_done("resp_2", output=[answer])
+    answer(b, rc, "It is sunny in Paris.", "item_out1", dt=0.002)
     b.close(dt=1.0)
     return b
 
