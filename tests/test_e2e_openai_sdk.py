@@ -3,9 +3,10 @@
 
 The SDK is a thin socket; the driver is the minimal application on it, opted in to the SDK's reconnect. What it
 does on the wire: it reconnects only on the codes it lists (1001, 1005, 1006, 1011-1013, 1015; not 1000) and then
-restores nothing: the SDK flushes the frames queued while it reconnected as the socket opens, and the driver sends its
-`session.update` again only on the new `session.created`, after them (`reconnect-restores-nothing`). So an output sent while it reconnects names a call the new
-conversation does not hold, and an output the old socket never confirmed is lost.
+restores nothing: the SDK flushes the frames queued while it reconnected as the socket opens, and the driver sends
+its `session.update` again only on the new `session.created`, after them (`reconnect-restores-nothing`). So an
+output sent while it reconnects names a call the new conversation does not hold, and an output the old socket never
+confirmed is lost.
 """
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""The network commands' options, checked before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rtrace.cli import main
+
+from .conftest import REAL
+from .test_cli_common import assert_usage_error
+
+RACE_189 = REAL / "tool-output-race.livekit-1.8.9.jsonl"
+
+
+def test_serve_and_sweep_check_their_options_and_script_before_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "bad.toml"
+    script.write_text('[[turn]]\nwhen = { user = "x" }\n\nclose = 1015\n')
+    assert main(["serve", "--script", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert f"{script}:4: turn 1: `close` must be a close code" in err and "Traceback" not in err
+    script.write_text("[[turn]\n")
+    assert main(["sweep", "--runs", "1", "--script", str(script), "--", "true"]) == 2
+    assert f"{script}:1:" in capsys.readouterr().err
+    assert main(["serve", "--close-code", "1015"]) == 2
+    assert "--close-code 1015" in capsys.readouterr().err
+    assert main(["serve", "--tool", "x=[1]"]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["serve", "--drop-on", "bogus.type"], "--drop-on bogus.type: 'bogus.type' is not a client event"),
+        (["serve", "--latency", "foo=50ms"], "--latency foo: 'foo' is not a server event"),
+        (["serve", "--drop-on", "conversation.item.creat"], "(did you mean conversation.item.create?)"),
+        (["serve", "--error-on", "response.done"], "response.done is a server event; --error-on takes"),
+        (["serve", "--drop-after", "conversation.item.create"], "conversation.item.create is a client event"),
+        (["serve", "--drop-after", "response.done:function_cal"], "(did you mean function_call?)"),
+        (["serve", "--latency", "conversation.item.created=5ms"], "the beta name of conversation.item.added"),
+        (["replay", str(RACE_189), "--latency", "bogus=5ms"], "--latency bogus: 'bogus' is not a server event"),
+    ],
+)
+def test_options_naming_event_types_are_checked_against_the_catalog(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve --drop-on bogus.type` was accepted and never fired."""
+    assert_usage_error(argv, message, capsys)
+
+
+def test_tls_options_are_checked_before_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    assert main(["serve", "--cert", str(junk)]) == 2
+    assert "--cert and --key go together" in capsys.readouterr().err
+    assert main(["serve", "--tls", "--cert", str(junk), "--key", str(junk)]) == 2
+    assert "not a certificate chain and its private key" in capsys.readouterr().err
+    up = "ws://127.0.0.1:9/v1/realtime"
+    assert main(["record", "--upstream", up, "-o", str(tmp_path / "t.jsonl"), "--key", str(junk)]) == 2
+    assert "--cert and --key go together" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("RTRACE_TLS_DIR", str(tmp_path / "a-file" / "tls"))
+    assert main(["serve", "--tls"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot keep the certificate in" in err and "RTRACE_TLS_DIR" in err and "Traceback" not in err
+
+
+def test_serve_tls_prints_the_wss_url_and_what_each_runtime_trusts(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RTRACE_TLS_DIR": str(tmp_path / "tls")}
+    cmd = [sys.executable, "-m", "rtrace", "serve", "--tls", "--live"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        while not lines or "Ctrl-C" not in lines[-1]:
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    text = "".join(lines)
+    assert "listening on wss://127.0.0.1:" in text and "OPENAI_BASE_URL=https://127.0.0.1:" in text
+    assert f"certificate made in {tmp_path / 'tls'}" in text
+    for name in ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        assert f"{name}={tmp_path / 'tls' / 'ca.pem'}" in text
