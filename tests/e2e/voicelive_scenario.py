@@ -22,9 +22,9 @@ from scenario_common import (
     ORDER_SCHEMA,
     TOOL_DESCRIPTION,
     Progress,
-    message_text,
+    on_response_done,
+    read_until_done,
     run_tool,
-    settle,
     start,
 )
 
@@ -95,20 +95,7 @@ async def _run(args: Any, progress: Progress) -> None:
             elif etype == "error":
                 progress.server_error((ev.get("error") or {}).get("code"))
             elif etype == "response.done":
-                for item in (ev.get("response") or {}).get("output") or []:
-                    if item.get("type") == "function_call":
-                        name, call_id = str(item.get("name")), str(item.get("call_id"))
-                        arguments = str(item.get("arguments") or "")
-                        if progress.tool_call(name, call_id, arguments):
-                            if name == args.tool_name:
-                                task = asyncio.create_task(tool_then_reply(call_id, arguments))
-                                tasks.add(task)
-                                task.add_done_callback(tasks.discard)
-                            else:
-                                progress.error(f"the model called {name!r}, which the session does not declare")
-                                progress.finish("call of an undeclared tool")
-                    elif item.get("type") == "message":
-                        progress.answer(message_text(item))
+                on_response_done(progress, args, ev.get("response") or {}, tasks, tool_then_reply)
         # the iterator ended: the socket closed (the SDK does not reconnect)
         ws = getattr(conn, "_connection", None)
         progress.close_codes.append(getattr(ws, "close_code", None))
@@ -117,26 +104,7 @@ async def _run(args: Any, progress: Progress) -> None:
             await asyncio.wait(list(tasks), timeout=args.tool_seconds + 2.0)
         progress.finish("socket closed, no reconnect")
 
-    read_task = asyncio.create_task(reader())
-    settle_task = asyncio.create_task(settle(progress))
-    try:
-        done, _ = await asyncio.wait([read_task, settle_task], return_when=asyncio.FIRST_COMPLETED)
-        if read_task in done and read_task.exception() is not None:
-            exc = read_task.exception()
-            progress.error(f"connection: {type(exc).__name__}: {exc}")
-            progress.finish("the connection raised")
-            await asyncio.sleep(0.2)
-        elif settle_task not in done:
-            await settle_task
-    finally:
-        settle_task.cancel()
-        read_task.cancel()
-        for task in list(tasks):
-            task.cancel()
-        try:
-            await asyncio.wait_for(manager.__aexit__(None, None, None), timeout=2.0)
-        except Exception:
-            pass
+    await read_until_done(progress, reader(), tasks, lambda: manager.__aexit__(None, None, None))
 
 
 if __name__ == "__main__":
