@@ -20,7 +20,9 @@ from websockets.exceptions import ConnectionClosed
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
 from rtrace.net import tls
+from rtrace.net.faults import Faults
 from rtrace.net.proxy import RecordOptions, run_proxy
+from rtrace.net.script import Schedule
 from rtrace.net.server import ServerOptions, run_server
 
 
@@ -110,9 +112,8 @@ def test_wss_handshake_close_codes_and_a_drop_are_as_on_ws(
 ) -> None:
     files = tls.ensure("127.0.0.1", tmp_path / "tls")
     trace = tmp_path / "t.jsonl"
-    options = ServerOptions(
-        tls=files, record=trace, drop_on=["conversation.item.create"], close_code=close_code
-    )
+    faults = Faults(drop_on=["conversation.item.create"], close_code=close_code)
+    options = ServerOptions(tls=files, record=trace, schedule=Schedule.of(faults))
 
     async def main() -> None:
         async with run_server(options) as srv:
