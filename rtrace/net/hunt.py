@@ -32,7 +32,6 @@ import dataclasses
 import json
 import os
 import shlex
-import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,7 +56,7 @@ from .schedule import (
 )
 from .script import parse_script
 from .server import ServerOptions, run_server
-from .sweep import check_command, command_env, run_command
+from .sweep import check_command, command_env, how_ended, run_command
 
 #: Defaults of the command line.
 SHRINK_RUNS = 3
@@ -117,14 +116,7 @@ class Run:
 
     def how(self) -> str:
         """How the command ended: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout`."""
-        if self.exit_code is None:
-            return "timeout"
-        if self.exit_code < 0:
-            try:
-                return f"killed by {signal.Signals(-self.exit_code).name}"
-            except ValueError:
-                return f"killed by signal {-self.exit_code}"
-        return f"exit {self.exit_code}"
+        return how_ended(self.exit_code)
 
     def signals(self) -> set[Any]:
         """What the random phase is told about the run: its keys, its rules, the client's reaction sequence."""

@@ -52,15 +52,19 @@ class RunResult:
         return self.exit_code != 0
 
     def how(self) -> str:
-        """How the run ended, in words: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout` (killed)."""
-        if self.exit_code is None:
-            return "timeout"
-        if self.exit_code < 0:
-            try:
-                return f"killed by {signal.Signals(-self.exit_code).name}"
-            except ValueError:
-                return f"killed by signal {-self.exit_code}"
-        return f"exit {self.exit_code}"
+        return how_ended(self.exit_code)
+
+
+def how_ended(exit_code: int | None) -> str:
+    """How a command ended, in words: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout` (None: killed)."""
+    if exit_code is None:
+        return "timeout"
+    if exit_code < 0:
+        try:
+            return f"killed by {signal.Signals(-exit_code).name}"
+        except ValueError:
+            return f"killed by signal {-exit_code}"
+    return f"exit {exit_code}"
 
 
 @dataclasses.dataclass
