@@ -269,7 +269,7 @@ def test_report_minimize_attaches_a_reproducer_per_rule(tmp_path: Path, capsys: 
     assert "--minimize writes its reproducers beside --output" in capsys.readouterr().err
 
 
-# -- habits of the tools users trust (issue 17) ----------------------------------------------------------------------
+# -- habits of the tools users trust (ruff, pytest, mitmproxy, httpie) -------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,8 @@ def test_a_failing_trace_does_not_stop_the_others(tmp_path: Path, fleet: list[st
     paths = [fleet[0], str(boom), missing, fleet[1]]
     reports = parallel.analyze_local(paths, Config(), (*RULES, Boom), MAX, jobs=2)
     assert [r.path for r in reports] == paths
-    # The rule that raised is reported with its line and drops out; the trace itself is read (issue 16, class 2).
+    # The rule that raised is reported with its line and drops out; the trace itself is read (one bad field never
+    # discards a trace).
     assert reports[1].unreadable is None and reports[1].failed_rules == ("RT900",) and reports[1].events == 2
     assert "RT900" in reports[1].problems[0].message and "RuntimeError: boom" in reports[1].problems[0].message
     assert reports[2].unreadable is not None and "missing.jsonl" in reports[2].unreadable

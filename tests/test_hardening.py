@@ -516,7 +516,7 @@ def test_html_report_has_no_injected_markup(tmp_path: Path) -> None:
     assert "<script" not in outside_code(md), "raw HTML in the Markdown report outside code"
 
 
-# -- one bad field never discards a trace (issue 16, class 2) ------------------------------------------------------
+# -- one bad field never discards a trace (`make harden` class 2) --------------------------------------------------
 
 
 def _catalog_report(lines: list[dict[str, Any]]) -> Any:
@@ -597,8 +597,8 @@ def _encodable(line: Any) -> bool:
 
 
 def test_cli_one_bad_field_is_a_problem_not_an_unreadable_trace(tmp_path: Path) -> None:
-    """The issue's case: `error.code` an array made RT120 raise, and `analyze`/`report` called the trace unreadable
-    (exit 3, every finding lost)."""
+    """The case hardening found: `error.code` an array made RT120 raise, and `analyze`/`report` called the trace
+    unreadable (exit 3, every finding lost)."""
     lines = [
         {"t": 0.0, "dir": "meta", "conn": 1, "event": {"type": "connection.opened", "path": "/v1/realtime"}},
         {"t": 0.01, "dir": "server", "conn": 1, "event": {"type": "session.created", "session": {}}},
@@ -629,7 +629,7 @@ def test_cli_one_bad_field_is_a_problem_not_an_unreadable_trace(tmp_path: Path) 
     assert md.returncode == 0 and b"RT112" in md.stdout and b"Unreadable" not in md.stdout, md.stderr
 
 
-# -- no command destroys its input (issue 16, class 3) -------------------------------------------------------------
+# -- no command destroys its input (`make harden` class 3) ---------------------------------------------------------
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "real" / "tool-output-race.livekit-1.8.8.jsonl"
 #: Every command with an output, that output given as the input (`X`), and through a symlink to it (`L`).
@@ -690,7 +690,7 @@ def test_a_recorder_that_records_nothing_keeps_an_existing_trace(command: str, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]
 
 
-# -- no hang on special files (issue 16, class 7) -------------------------------------------------------------------
+# -- no hang on special files (`make harden` class 7) ---------------------------------------------------------------
 
 #: Every command that reads a trace by name, given `F`.
 READERS = {
@@ -757,7 +757,7 @@ def test_a_fifo_is_read_when_allowed(tmp_path: Path) -> None:
     assert proc.returncode == 1 and orjson.loads(out)["traces"][0]["events"] == 76
 
 
-# -- user input in messages is shown, never obeyed (issue 16, class 6) ---------------------------------------------
+# -- user input in messages is shown, never obeyed (`make harden` class 6) -----------------------------------------
 
 HOSTILE_NAME = "\x1b[31mred\x1b]0;title\x07\x9b2J\u202eevil\u2028x\x7f"
 #: Every command, with `H` a hostile path to a trace, `M` a hostile path that does not exist, `O` a hostile output.
@@ -830,7 +830,7 @@ def test_recorders_announce_a_hostile_output_escaped(command: str, tmp_path: Pat
     assert b"recording to" in done.stdout and b"\\x1b[31mred" in done.stdout, done.stdout
 
 
-# -- planted secrets survive no redact, report or message (issue 16, class 4) ---------------------------------------
+# -- planted secrets survive no redact, report or message (`make harden` class 4) -----------------------------------
 
 
 @pytest.mark.parametrize("flags", [[], ["--user-text", "--audio", "--tool-output"]])

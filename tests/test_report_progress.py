@@ -15,9 +15,13 @@ class Tty(io.StringIO):
         return True
 
 
-def test_no_bar_on_a_pipe_or_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not wanted(io.StringIO())
-    assert wanted(Tty()) or not wanted(Tty())  # TERM=dumb in some CI shells: decided by the environment
+def test_no_bar_on_a_pipe_a_dumb_terminal_or_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RTRACE_NO_PROGRESS", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert wanted(Tty()) and not wanted(io.StringIO())
+    monkeypatch.setenv("TERM", "dumb")  # some CI shells: a terminal that cannot redraw a line
+    assert not wanted(Tty())
+    monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setenv("RTRACE_NO_PROGRESS", "1")
     assert not wanted(Tty())
     stream = Tty()

@@ -130,7 +130,7 @@ def test_dispatch_is_by_class_and_hands_a_rule_only_what_it_subscribed_to() -> N
 
 def test_a_burst_keeps_a_few_changes_whatever_its_length() -> None:
     """A pipeline of 10,000 creates is one burst: it keeps its size, its last time, its item ids (when asked) and
-    the first creates the rules quote, not every change (memory bounded by live state, issue 15)."""
+    the first creates the rules quote, not every change (memory bounded by live state)."""
     bursts = Bursts(0.01, ids=True)
     for k in range(10_000):
         burst = bursts.add(Change("conversation.item.create", 1, k, k + 1, k * 1e-6, item_id=f"i{k % 7}"))

@@ -298,7 +298,7 @@ def test_cli_redact(tmp_path: Path) -> None:
 def test_the_temporary_file_is_unpredictable_and_never_a_planted_symlink(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 16, class 8: the temporary file was `OUT.rtrace-redact-PID.tmp`, opened through any symlink there."""
+    """The temporary file was `OUT.rtrace-redact-PID.tmp`, opened through any symlink there."""
     src, out, victim = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "victim"
     src.write_bytes(_secret_trace())
     victim.write_bytes(b"precious")
