@@ -65,3 +65,17 @@ def test_select_and_ignore() -> None:
     assert "RT112" not in [r.id for r in select_rules(ignore=["server-error"])]
     with pytest.raises(UnknownRule):
         select_rules(["nope"])
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("RT1O1", "RT101"), ("rt101x", "RT101"), ("RT1011", "RT101"), ("RT 112", "RT112"), ("RT10", "RT101"),
+     ("deleted-function-call-outptu", "deleted-function-call-output"), ("server_error", "server-error"),
+     ("stale-snapshot", "stale-snapshot-delete"), ("zzz", None), ("completely-unrelated", None)],
+)  # fmt: skip
+def test_an_unknown_rule_name_says_which_one_was_meant(typed: str, meant: str | None) -> None:
+    with pytest.raises(UnknownRule) as e:
+        find_rule(typed)
+    assert e.value.suggestion == meant
+    hint = f"(did you mean {meant!r}?)" if meant else "(see `rtrace rules`)"
+    assert str(e.value) == f"unknown rule {typed!r} {hint}"

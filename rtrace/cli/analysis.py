@@ -380,7 +380,7 @@ def show(
     for problem in reader.problems[:20]:
         say(str(problem), style="yellow")
     if count == 0:
-        say(f"{path}: no usable event", style="red")
+        say(f"{path}: {reader.unusable or 'no usable event'}", style="red")
         raise typer.Exit(ExitCode.UNREADABLE)
     if conn is not None and conn not in conns:
         has = f"connections 1 to {max(conns)}" if len(conns) > 1 else "one connection (1)"

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as e:
         return int(e.exit_code)
     except UnknownRule as e:
-        say(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)")
+        say(f"rtrace: {e}")
         return ExitCode.USAGE
     except UsageError as e:
         say(f"rtrace: {e}")

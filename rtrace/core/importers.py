@@ -282,6 +282,8 @@ def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
         with TraceReader.open(path) as reader:
             for rec in reader:
                 yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": rec.event}
+        if reader.unusable is not None:
+            raise UnreadableInput(f"{path}: {reader.unusable}")
 
 
 def _write_failed(reason: str, lines: int) -> None:

@@ -32,7 +32,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from .. import __version__
 from ..core.durations import parse_latencies
 from ..core.escape import shown
-from ..core.loader import TraceReader
+from ..core.loader import TraceReader, UnreadableInput
 from ..core.secrets import redact_event, safe_path
 from ..core.trace import Record
 from ..core.writer import TraceWriter
@@ -202,6 +202,8 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[int, list[Record]], d
             if rec.dir == "meta" and rec.type == "connection.opened" and isinstance(rec.event.get("path"), str):
                 paths.setdefault(rec.conn, rec.event["path"])
         header = dict(reader.header.fields) if reader.header is not None else {}
+    if reader.unusable is not None:
+        raise UnreadableInput(f"{os.fspath(path)}: {reader.unusable}")
     return by_conn, paths, header
 
 
