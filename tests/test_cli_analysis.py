@@ -252,3 +252,25 @@ def test_report_of_nothing_but_non_traces_writes_nothing(tmp_path: Path, capsys:
     for name in ("r.html", "r.md"):
         assert main(["report", str(junk), "-o", str(tmp_path / name)]) == 3
         assert "is not written" in capsys.readouterr().err and not (tmp_path / name).exists()
+
+
+def test_analyze_sizes_its_progress_by_bytes_for_one_trace_and_by_traces_for_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import rtrace.report.progress as progress
+
+    seen: list[tuple[str, float, list[float]]] = []
+
+    class Recorded(progress.Progress):
+        def measure(self, total: float, unit: str) -> None:
+            seen.append((unit, total, []))
+
+        def update(self, done: float) -> None:
+            super().update(done)
+            seen[-1][2].append(done)
+
+    monkeypatch.setattr(progress, "Progress", Recorded)
+    main(["analyze", str(RACE_189), "-q"])
+    main(["analyze", str(RACE_189), str(RACE_188), "-q", "-j", "1"])
+    size = RACE_189.stat().st_size
+    assert seen == [("bytes", size, [size]), ("traces", 2, [1, 2])]

@@ -79,6 +79,27 @@ def test_two_jobs_give_the_reports_of_one_in_input_order(fleet: list[str]) -> No
     assert any(f.rule == "RT103" for f in one[paths.index(fleet[1])].findings)
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_progress_is_told_how_far_one_trace_is_read_and_as_each_trace_of_a_fleet_is_done(
+    fleet: list[str], tmp_path: Path, jobs: int
+) -> None:
+    done: list[int] = []
+    parallel.analyze_local(fleet, Config(), RULES, MAX, jobs=jobs, on_trace=lambda: done.append(1))
+    assert len(done) == len(fleet)
+    big = write(tmp_path / "big.jsonl", "voice", 5, 120)
+    size = os.path.getsize(big)
+    read: list[int] = []
+    parallel.analyze_local([big], Config(), RULES, MAX, jobs=1, on_read=read.append)
+    assert size > 3 * (1 << 18) and len(read) >= 3 and read == sorted(read) and read[-1] == size
+    packed = tmp_path / "big.jsonl.gz"
+    import gzip
+
+    packed.write_bytes(gzip.compress(Path(big).read_bytes()))
+    read = []
+    parallel.analyze_local([str(packed)], Config(), RULES, MAX, jobs=1, on_read=read.append)
+    assert read and read[-1] == os.path.getsize(packed)  # the compressed file's bytes, as the bar's total is
+
+
 def test_a_failing_trace_does_not_stop_the_others(tmp_path: Path, fleet: list[str]) -> None:
     boom = tmp_path / "boom.jsonl"
     boom.write_text(

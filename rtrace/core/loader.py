@@ -21,7 +21,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -354,10 +354,12 @@ class TraceReader:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         limit: int | None = None,
         at_start: bool = True,
+        on_read: Callable[[int], None] | None = None,
     ) -> None:
         """`limit`: read at most this many bytes of `stream`. `at_start`: the stream starts at the beginning of the
         trace; a reader of a later part (see `parallel.analyze_split`) looks for no BOM, UTF-16 or header, and
-        numbers its lines from 1 at the stream's position."""
+        numbers its lines from 1 at the stream's position. `on_read`: told, after each block, how far into
+        `stream` reading has gone (bytes of the file, compressed or not): a progress bar's fraction."""
         self.path = path
         self.header: Header | None = None
         #: The first MAX_KEPT_PROBLEMS problems, in order.
@@ -391,6 +393,7 @@ class TraceReader:
         #: (binary data: nothing of it is read, rather than a problem for each of its lines). Known once read.
         self.unusable: str | None = None
         self._decompressed: _Decompressed | None = None
+        self._on_read = on_read
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
@@ -473,6 +476,8 @@ class TraceReader:
             block = stream.read(_CHUNK if left < 0 else min(_CHUNK, left))
             if not block:
                 break
+            if self._on_read is not None:
+                self._tell_position()
             if sniff:
                 sniff = False
                 self.unusable = not_text(block, self.compression)
@@ -570,6 +575,13 @@ class TraceReader:
                 or f"the {self._decompressed.codec} stream breaks here ({self._decompressed.error}): the file is "
                 "truncated or corrupt; the lines before are read, the rest is lost",
             )
+
+    def _tell_position(self) -> None:
+        assert self._on_read is not None
+        try:
+            self._on_read(self._stream.tell())
+        except (OSError, ValueError, AttributeError):  # a pipe or a stream without a position: nothing to tell
+            self._on_read = None
 
     def _stop_looking(self, lineno: int, seen: int) -> None:
         self.lines = lineno
