@@ -875,3 +875,25 @@ def test_no_planted_secret_reaches_a_report_or_a_message(tmp_path: Path) -> None
     for f in tmp_path.iterdir():
         if f.name != "planted.jsonl":
             assert survivors(f.read_bytes()) == [], f.name
+
+
+# -- messages that point the right way ---------------------------------------------------------------------------
+
+
+def test_every_install_hint_names_this_distribution_and_an_extra_it_declares() -> None:
+    """The `.zst` hints named `rtrace[zstd]`, the unrelated package of that name on PyPI: every `pip install` of
+    rtrace a message, a docstring or README suggests installs `rtrace-cli`, with extras `pyproject.toml` declares."""
+    from rtrace.engine.settings import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    extras = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    paths = [*sorted((root / "rtrace").rglob("*.py")), root / "README.md"]
+    hints = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        hints += [(path, m) for m in re.findall(r"pip install '?(rtrace[A-Za-z0-9_.-]*)(?:\[([^\]]*)\])?", text)]
+        assert "rtrace[" not in text, path
+    assert len(hints) >= 5 and (root / "rtrace" / "core" / "loader.py", ("rtrace-cli", "zstd")) in hints
+    for path, (name, wanted) in hints:
+        assert name == "rtrace-cli", f"{path}: `pip install {name}` is not this distribution (rtrace-cli)"
+        assert set(wanted.split(",")) - {""} <= extras, (path, wanted)
