@@ -730,12 +730,24 @@ def test_special_files_are_refused_by_name(command: str, special: str, tmp_path:
 @pytest.mark.parametrize("how", ["allowed", "stdin"])
 @pytest.mark.parametrize("command", ["analyze", "show", "report", "redact"])
 def test_a_line_end_is_looked_for_only_so_far(command: str, how: str, tmp_path: Path) -> None:
-    """`/dev/zero` (one line that never ends), allowed by name or as stdin: `--max-line-bytes` bounds the search."""
-    args = [command, "/dev/zero", "--allow-special-files"] if how == "allowed" else [command, "-"]
-    if command != "report":
-        args += ["--max-line-bytes", "4096"]
-    with open("/dev/zero", "rb") as zero:
-        proc = _run_bounded(args, tmp_path, stdin=zero if how == "stdin" else subprocess.DEVNULL)
+    """A line that never ends (text with no newline, forever), from a FIFO allowed by name or as stdin:
+    `--max-line-bytes` bounds the search. `/dev/zero` is binary data: not a text trace, said at once."""
+    endless = subprocess.Popen(["sh", "-c", "yes a | tr -d '\\n'"], stdout=subprocess.PIPE)
+    try:
+        fifo = tmp_path / "endless.jsonl"
+        if how == "allowed":
+            os.mkfifo(fifo)
+            feeder = subprocess.Popen(["sh", "-c", f"cat > '{fifo}'"], stdin=endless.stdout)
+        args = [command, str(fifo), "--allow-special-files"] if how == "allowed" else [command, "-"]
+        if command != "report":
+            args += ["--max-line-bytes", "4096"]
+        proc = _run_bounded(args, tmp_path, stdin=endless.stdout if how == "stdin" else subprocess.DEVNULL, seconds=60)
+    finally:
+        endless.kill()
+        endless.wait(10)
+        if how == "allowed":
+            feeder.kill()
+            feeder.wait(10)
     assert proc.returncode in (0, 3), (proc.returncode, proc.stderr[-500:])
     said = b" ".join((proc.stdout + proc.stderr).split())  # as read, whatever the terminal width wrapped
     if command == "report":  # the Markdown report counts input problems, `analyze` lists them
@@ -743,6 +755,10 @@ def test_a_line_end_is_looked_for_only_so_far(command: str, how: str, tmp_path: 
     else:
         assert b"no line end" in said and b"the rest of the input is not read" in said, said[-300:]
     assert b"Traceback" not in proc.stderr
+    zero = _run_bounded([command, "/dev/zero", "--allow-special-files"], tmp_path, stdin=subprocess.DEVNULL)
+    assert zero.returncode == 3 and b"not a text trace (binary data: a NUL byte at byte 1)" in b" ".join(
+        (zero.stdout + zero.stderr).split()
+    )
 
 
 def test_a_fifo_is_read_when_allowed(tmp_path: Path) -> None:

@@ -123,7 +123,10 @@ def convert(
     kind = detect(str(path))
     try:
         with replacing_trace(output) as out, working(f"converting {path}"):
-            count = convert_file(str(path), out, kind)
+            try:
+                count = convert_file(str(path), out, kind)
+            except UnreadableInput as e:  # empty, binary, not the format it looked like
+                raise UnreadableInput(f"{e}; {output} is not written") from None
             if count == 0:
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
     except OSError as e:
