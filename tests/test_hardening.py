@@ -898,12 +898,12 @@ def test_no_planted_secret_reaches_a_report_or_a_message(tmp_path: Path) -> None
 
 def test_every_install_hint_names_this_distribution_and_an_extra_it_declares() -> None:
     """The `.zst` hints named `rtrace[zstd]`, the unrelated package of that name on PyPI: every `pip install` of
-    rtrace a message, a docstring or README suggests installs `rtrace-cli`, with extras `pyproject.toml` declares."""
+    rtrace a message, a docstring, README or the docs suggest installs `rtrace-cli`, with extras pyproject declares."""
     from rtrace.engine.settings import tomllib
 
     root = Path(__file__).resolve().parent.parent
     extras = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
-    paths = [*sorted((root / "rtrace").rglob("*.py")), root / "README.md"]
+    paths = [*sorted((root / "rtrace").rglob("*.py")), root / "README.md", *sorted((root / "docs").glob("*.md"))]
     hints = []
     for path in paths:
         text = path.read_text(encoding="utf-8")

@@ -20,7 +20,9 @@ import pytest
 from rtrace.cli import ExitCode, main
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
+from rtrace.net.faults import Faults
 from rtrace.net.replay import ReplayOptions, replay
+from rtrace.net.script import Schedule
 from rtrace.net.server import ServerOptions, run_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,7 +174,7 @@ def test_speed_scales_the_fake_too() -> None:
 def test_a_diverged_replay_is_exit_1_and_an_unreachable_one_exit_4(capsys: pytest.CaptureFixture[str]) -> None:
     """Exit 4 meant both "cannot be reached" and "answered differently"; a divergence is now a finding (1)."""
     trace = str(REAL / "tool-output-race.livekit-1.8.9.jsonl")
-    with server_thread(latency=0.0, error_on=["conversation.item.create"]) as url:
+    with server_thread(latency=0.0, schedule=Schedule.of(Faults(error_on=["conversation.item.create"]))) as url:
         code = main(["replay", trace, "--target", url, "--timeout", "300ms"])
     captured = capsys.readouterr()
     assert code == ExitCode.FINDINGS
