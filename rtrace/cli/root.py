@@ -4,6 +4,7 @@ Every message goes through `say` (user input shown escaped); the commands live i
 
 import os
 import sys
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import Annotated
 
@@ -12,8 +13,10 @@ from rich.console import Console
 
 from .. import __version__
 from ..core.loader import UnreadableInput
+from ..core.severity import failing
 from ..report.console import stderr_console
 from ..rules import UnknownRule
+from ..rules.base import Finding
 
 
 class ExitCode(IntEnum):
@@ -77,6 +80,32 @@ def _root(
 def order_commands() -> None:
     """Put the registered commands in `COMMANDS` order (the order `--help` shows)."""
     app.registered_commands.sort(key=lambda c: COMMANDS.index(c.name or c.callback.__name__))  # type: ignore[union-attr]
+
+
+def exit_code(findings: "Iterable[Finding]", fail_on: str) -> ExitCode:
+    """The one reading of "findings, so exit 1": FINDINGS when one is at or above `fail_on` (`rules.base.failing`;
+    `never`: none is), else OK. `analyze`, `serve --exit-with-findings`, `replay` and `sweep` end with it."""
+    return ExitCode.FINDINGS if failing(findings, fail_on) else ExitCode.OK
+
+
+def option_table(command: str) -> str:
+    """A command's options as a Markdown table (option, what it takes, default, help), from the command itself: what
+    the docs show is what `rtrace COMMAND --help` says (`tests/test_cli_root.py` holds the docs to it)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    cmd = group.commands[command]  # type: ignore[attr-defined]
+    rows = ["| option | takes | default | what it does |", "|---|---|---|---|"]
+    for param in cmd.params:
+        if param.param_type_name != "option" or param.name == "help":
+            continue
+        names = " / ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
+        takes = "" if param.is_flag else (param.metavar or param.type.name.upper())
+        default = param.default
+        shown = "" if default is None or default == [] or (param.is_flag and default is False) else f"`{default}`"
+        text = (param.help or "").replace("|", "\\|")
+        rows.append(f"| {names} | {takes} | {shown} | {text} |")
+    return "\n".join(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

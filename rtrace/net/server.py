@@ -41,7 +41,7 @@ from .common import (
     warn_unless_loopback,
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
+from .faults import ABNORMAL, FAULTS, NO_STATUS, Faults, check_specs, valid_close_code
 from .playback import ResponseSource, recorded_responses
 from .script import Schedule, load_script
 from .wire import Emission, decode_frame
@@ -462,35 +462,70 @@ async def serve_forever(options: ServerOptions, announce: Callable[[RealtimeServ
         await until_stopped()
 
 
-def options_from_cli(
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    latency: list[str] | None = None,
-    jitter: str = "0",
-    seed: int | None = None,
-    record: str | None = None,
-    from_trace: str | None = None,
-    close_after: int | None = None,
-    drop_on: list[str] | None = None,
-    fail_response: list[int] | None = None,
-    error_on: list[str] | None = None,
-    expire_after: str | None = None,
-    duplicate_id: str = "append_duplicate",
-    story_chunk_delay: str | None = None,
-    fault_times: int | None = 1,
-    tool: str | None = None,
-    drop_after: list[str] | None = None,
-    close_code: int | None = None,
-    audio_tone: float | None = None,
-    audio_pace: float | None = None,
-    transcript: list[str] | None = None,
-    vad_threshold: float | None = None,
-    script: str | None = None,
-) -> ServerOptions:
+@dataclasses.dataclass(frozen=True)
+class EndpointOption:
+    """One option of the fake endpoint, declared once: `--NAME` of `rtrace serve` (and of `rtrace sweep` when
+    `sweep`), the keyword of `options_from_cli` and of the pytest marker (`field`), its kind (as a fault flag's,
+    `rtrace.net.faults.Kind`, or `text`, `int`, `float`, `path`, `texts`, `durations`), default and help."""
+
+    field: str
+    kind: str
+    help: str
+    default: Any = None
+    sweep: bool = True
+    #: The option as typed, when not `--FIELD-WITH-DASHES`.
+    flag: str | None = None
+
+    @property
+    def option(self) -> str:
+        return self.flag or "--" + self.field.replace("_", "-")
+
+
+#: Every option of the fake endpoint, in the order the help lists them (the fault flags are `FAULTS`).
+ENDPOINT_OPTIONS: tuple[EndpointOption, ...] = (
+    EndpointOption("latency", "durations", "Delay of server events: 50ms, or TYPE=120ms for one server event type.",
+                   sweep=False),
+    EndpointOption("jitter", "duration", "Random +/- variation of each delay, e.g. 5ms (order is kept).", "0",
+                   sweep=False),
+    EndpointOption("seed", "int", "Seed for the jitter and the tool arguments."),
+    EndpointOption("record", "path", "Write every event received and sent to this trace.", sweep=False),
+    EndpointOption("from_trace", "path", "Take the responses, in order and paced, from this trace.", sweep=False,
+                   flag="--from"),
+    EndpointOption("host", "text", "Address to bind (not loopback: a warning is printed).", "127.0.0.1", sweep=False),
+    EndpointOption("port", "int", "Port (0: a free one).", 0, sweep=False),
+    *(EndpointOption(f.field, f.kind, f.help) for f in FAULTS),
+    EndpointOption("close_code", "int", "Close code of the faults: 1006 no close frame (drops), 1000, 1001, 1011, ..."),
+    EndpointOption("duplicate_id", "text", "append_duplicate, ignore or reject.", "append_duplicate", sweep=False),
+    EndpointOption("story_chunk_delay", "duration", "Pause before each delta of a story (60ms).", sweep=False),
+    EndpointOption("fault_times", "int", "Times each fault fires per server (0: every time).", 1),
+    EndpointOption("tool", "text", "Call this tool on each user turn: NAME, or NAME='{\"k\": 1}' for its arguments."),
+    EndpointOption("audio_tone", "float", "Output audio: a tone of this many Hz (0: silence)."),
+    EndpointOption("audio_pace", "float",
+                   "Output audio pace: 0 all at once (default), 1 real time, 0.5 twice as fast."),
+    EndpointOption("transcript", "texts", "What the user says in each audio turn (server VAD), in order."),
+    EndpointOption("vad_threshold", "float", "Server VAD: RMS of a speech frame, fraction of full scale (0.02)."),
+    EndpointOption("script", "path", "A scenario script (TOML): turns that answer, call, fail, close, delay."),
+)  # fmt: skip
+OPTION_BY_FIELD: dict[str, EndpointOption] = {o.field: o for o in ENDPOINT_OPTIONS}
+#: The kinds that take a list (a value given once is a list of one) and those that take durations.
+LIST_KINDS = frozenset({"specs", "numbers", "texts", "durations"})
+DURATION_KINDS = frozenset({"duration", "durations"})
+
+
+def options_from_cli(**given: Any) -> ServerOptions:
     """`ServerOptions` from command-line strings (durations in the grammar of `rtrace.core.durations`, event types
-    checked against the catalog). Raises ValueError with a message for people."""
-    default, by_type = parse_latencies(latency or [], "--latency")
+    checked against the catalog), by `ENDPOINT_OPTIONS`' fields; what is not given has its default. Raises
+    ValueError with a message for people (TypeError for a name no option has)."""
+    unknown = sorted(set(given) - set(OPTION_BY_FIELD))
+    if unknown:
+        raise TypeError(f"options_from_cli: no option {', '.join(unknown)}")
+    v = {o.field: o.default for o in ENDPOINT_OPTIONS} | given
+    host, port, jitter, seed, tool, script = v["host"], v["port"], v["jitter"], v["seed"], v["tool"], v["script"]
+    audio_tone, audio_pace, vad_threshold = v["audio_tone"], v["audio_pace"], v["vad_threshold"]
+    duplicate_id, story_chunk_delay, close_code = v["duplicate_id"], v["story_chunk_delay"], v["close_code"]
+    record = os.fspath(v["record"]) if v["record"] is not None else None
+    from_trace = os.fspath(v["from_trace"]) if v["from_trace"] is not None else None
+    default, by_type = parse_latencies(v["latency"] or [], "--latency")
     check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
     endpoint = EndpointOptions(seed=seed or 0)
     if tool is not None:
@@ -503,14 +538,14 @@ def options_from_cli(
         if not 0 <= audio_pace <= 100:
             raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
         endpoint.audio_pace = audio_pace
-    endpoint.transcripts = list(transcript or [])
+    endpoint.transcripts = list(v["transcript"] or [])
     if vad_threshold is not None:
         if not 0 < vad_threshold <= 1:
             raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")
         endpoint.vad_rms = vad_threshold
     if duplicate_id not in ("append_duplicate", "ignore", "reject"):
         raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
-    endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]
+    endpoint.duplicate_id = duplicate_id
     if story_chunk_delay is not None:
         endpoint.story_chunk_delay = parse_duration(story_chunk_delay, "--story-chunk-delay")
     if close_code is not None and not valid_close_code(close_code):
@@ -518,26 +553,13 @@ def options_from_cli(
             f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
             "1005 sends a close frame without a code, 1006 ends the connection without one"
         )
-    if close_after is not None and close_after < 1:
-        raise ValueError(f"--close-after {close_after}: give a number of server events, at least 1")
-    for n in fail_response or []:
-        if n < 1:
-            raise ValueError(f"--fail-response {n}: a connection's responses count from 1")
+    fault_times = v["fault_times"]
     if fault_times is not None and fault_times < 0:
         raise ValueError(f"--fault-times {fault_times}: 0 (every time) or more")
-    faults = Faults(
-        close_after=close_after,
-        drop_on=check_specs(_specs(drop_on), "client", "--drop-on"),
-        fail_response=set(fail_response or []),
-        error_on=check_specs(_specs(error_on), "client", "--error-on"),
-        expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
-        drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
-        close_code=close_code,
-        times=fault_times or None,  # 0: every time, as --fault-times says
-    )
+    faults = Faults.given(v, close_code, fault_times or None)  # --fault-times 0: every time
     schedule = Schedule.of(faults)
     if script is not None:
-        schedule = schedule + load_script(script)  # a ScriptError is a ValueError: file:line: message
+        schedule = schedule + load_script(os.fspath(script))  # a ScriptError is a ValueError: file:line: message
     if from_trace is not None and not os.path.isfile(from_trace):
         raise ValueError(f"{from_trace}: no such trace file")
     return ServerOptions(
@@ -567,11 +589,6 @@ def describe(options: ServerOptions) -> list[str]:
     if o.from_trace is not None:
         lines.append(f"responses recorded in {o.from_trace}")
     return lines
-
-
-def _specs(values: list[str] | None) -> list[str]:
-    """Repeated and comma-separated `TYPE[:ITEM_TYPE]` specs."""
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def parse_tool(text: str) -> tuple[str, str | None]:
