@@ -271,7 +271,7 @@ def test_a_failing_test_gets_the_findings_as_a_section_and_mistakes_fail_the_set
     assert "the test's own failure" in out
     assert "Captured rtrace call" in out and "RT101 deleted-function-call-output" in out
     assert "rtrace: unknown option latncy (known: " in out
-    assert "rtrace: fail_on='sometimes': give one of info, warning, error, never" in out
+    assert "rtrace: fail_on='sometimes': give one of error, warning, info, never" in out
     assert "rtrace: --latency soon: not a duration" in out
 
 
