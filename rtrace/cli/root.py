@@ -88,26 +88,6 @@ def exit_code(findings: "Iterable[Finding]", fail_on: str) -> ExitCode:
     return ExitCode.FINDINGS if failing(findings, fail_on) else ExitCode.OK
 
 
-def option_table(command: str) -> str:
-    """A command's options as a Markdown table (option, what it takes, default, help), from the command itself: what
-    the docs show is what `rtrace COMMAND --help` says (`tests/test_cli_root.py` holds the docs to it)."""
-    import typer.main
-
-    group = typer.main.get_command(app)
-    cmd = group.commands[command]  # type: ignore[attr-defined]
-    rows = ["| option | takes | default | what it does |", "|---|---|---|---|"]
-    for param in cmd.params:
-        if param.param_type_name != "option" or param.name == "help":
-            continue
-        names = " / ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
-        takes = "" if param.is_flag else (param.metavar or param.type.name.upper())
-        default = param.default
-        shown = "" if default is None or default == [] or (param.is_flag and default is False) else f"`{default}`"
-        text = (param.help or "").replace("|", "\\|")
-        rows.append(f"| {names} | {takes} | {shown} | {text} |")
-    return "\n".join(rows) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the one place where errors become exit codes."""
     try:
