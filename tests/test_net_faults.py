@@ -170,7 +170,7 @@ def test_every_declared_fault_has_its_field_compiles_to_turns_named_after_it_and
     import dataclasses
 
     from rtrace.net.faults import read
-    from rtrace.net.server import OPTION_BY_FIELD
+    from rtrace.net.options import OPTION_BY_FIELD
 
     fields = {f.name for f in dataclasses.fields(Faults)}
     for fault in FAULTS:

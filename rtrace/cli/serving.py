@@ -29,7 +29,8 @@ from .outputs import write_report
 from .root import ExitCode, UsageError, app, exit_code, say
 
 if TYPE_CHECKING:
-    from ..net.server import EndpointOption, ServerOptions
+    from ..net.options import EndpointOption
+    from ..net.server import ServerOptions
 
 
 def stop_on_sigterm() -> None:
@@ -64,21 +65,22 @@ def bind_host(host: str) -> str:
     return str(infos[0][4][0])
 
 
-#: The fake endpoint's options as a command gets them (by field; `net.server.ENDPOINT_OPTIONS`).
+#: The fake endpoint's options as a command gets them (by field; `net.options.ENDPOINT_OPTIONS`).
 Endpoint = dict[str, Any]
 _TYPES: dict[str, Any] = {
-    "text": str, "int": int, "count": int, "float": float, "duration": str, "path": Path,
+    "text": str, "int": int, "count": int, "float": float, "duration": str, "path": Path, "flag": bool,
     "texts": list[str], "specs": list[str], "durations": list[str], "numbers": list[int],
 }  # fmt: skip
 
 
 def endpoint_parameter(option: "EndpointOption") -> inspect.Parameter:
     """The typer parameter of one declared endpoint option."""
-    from ..net.server import DURATION_KINDS
+    from ..net.options import DURATION_KINDS
 
     kind = _TYPES[option.kind]
     metavar = "DURATION" if option.kind in DURATION_KINDS else None
-    info = typer.Option(*([option.flag] if option.flag else []), help=option.help, metavar=metavar)
+    named = option.flag or (option.option if option.kind == "flag" else None)  # a flag has no --no- form
+    info = typer.Option(*([named] if named else []), help=option.help, metavar=metavar)
     annotation = Annotated[kind | None if option.default is None else kind, info]  # type: ignore[valid-type]
     keyword = inspect.Parameter.KEYWORD_ONLY
     return inspect.Parameter(option.field, keyword, default=option.default, annotation=annotation)
@@ -87,7 +89,7 @@ def endpoint_parameter(option: "EndpointOption") -> inspect.Parameter:
 def endpoint_options(command: str) -> Callable[[Command], Command]:
     """The endpoint options `command` takes (`ENDPOINT_OPTIONS`; `sweep` those marked so), spliced where the
     command's `endpoint: Endpoint` parameter is."""
-    from ..net.server import ENDPOINT_OPTIONS
+    from ..net.options import ENDPOINT_OPTIONS
 
     return spliced("endpoint", [endpoint_parameter(o) for o in ENDPOINT_OPTIONS if command == "serve" or o.sweep])
 
@@ -219,24 +221,38 @@ RECORD_EXAMPLES = """Examples:
   OPENAI_BASE_URL=<printed URL> python my_agent.py    # in another shell"""
 
 
+def listening_options() -> Callable[[Command], Command]:
+    """`--tls`, `--cert`, `--key` as `serve` declares them (`ENDPOINT_OPTIONS`), spliced where `record`'s
+    `listen: Endpoint` parameter is."""
+    from ..net.options import OPTION_BY_FIELD
+
+    return spliced("listen", [endpoint_parameter(OPTION_BY_FIELD[name]) for name in ("tls", "cert", "key")])
+
+
 @app.command(epilog=verbatim(RECORD_EXAMPLES))
+@listening_options()
 def record(
     upstream: Annotated[str, typer.Option(help="The real endpoint, e.g. wss://api.openai.com/v1/realtime.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the trace here.")],
     port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
+    *,
+    listen: Endpoint,
     live: LiveOpt = None,
 ) -> None:
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
     from ..net.proxy import RecordOptions, check_upstream, record_main
+    from ..net.tls import tls_files
 
     bind_host(host)
     try:
         check_upstream(upstream)
+        cert, key = (str(listen[k]) if listen[k] is not None else None for k in ("cert", "key"))
+        files = tls_files(listen["tls"], cert, key, host)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio)
+    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio, tls=files)
     out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
     stop_on_sigterm()
     try:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 #: The levels of `fail_on` (`never`: no finding fails the test): `rtrace.core.severity.FAIL_ON_LEVELS`.
 LEVELS = FAIL_ON_LEVELS
 #: What the marker (and an indirect parametrization of the fixture) may say besides the `rtrace serve` options
-#: (`rtrace.net.server.ENDPOINT_OPTIONS`), which it takes by their fields.
+#: (`rtrace.net.options.ENDPOINT_OPTIONS`), which it takes by their fields.
 PLUGIN_OPTIONS = ("fail_on",)
 #: `options_from_cli` options a test may not set: the plugin binds a free loopback port and records the trace.
 _FIXED = ("host", "port", "record")
@@ -63,7 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "rtrace(**options): options of the rtrace_server fixture: latency='50ms', script='scenario.toml', "
-        "tool='NAME', drop_on=[...], ... (the options of `rtrace serve`), fail_on='error'|'warning'|'info'|'never'",
+        "tool='NAME', drop_on=[...], tls=True (wss://), ... (the options of `rtrace serve`), "
+        "fail_on='error'|'warning'|'info'|'never'",
     )
     text = config.getoption("rtrace_latency", None)
     if text:
@@ -174,9 +175,23 @@ class RtraceServer:
         return self._server.port
 
     @property
+    def ca_file(self) -> Path | None:
+        """With `tls=True` (or `cert`/`key`): the certificate a client trusts to reach `wss://`; else None."""
+        files = self._server.options.tls
+        return files.ca if files is not None else None
+
+    @property
     def env(self) -> dict[str, str]:
-        """`OPENAI_BASE_URL`, `RTRACE_URL` and `RTRACE_REALTIME_URL`, for a client in a subprocess."""
-        return {"OPENAI_BASE_URL": self.base_url, "RTRACE_URL": self.url, "RTRACE_REALTIME_URL": self.realtime_url}
+        """`OPENAI_BASE_URL`, `RTRACE_URL` and `RTRACE_REALTIME_URL`, for a client in a subprocess; with TLS also
+        the variable each runtime trusts the server's certificate by (`NODE_EXTRA_CA_CERTS`, `SSL_CERT_FILE`,
+        `REQUESTS_CA_BUNDLE`)."""
+        from ..net.tls import trust_env
+
+        env = {"OPENAI_BASE_URL": self.base_url, "RTRACE_URL": self.url, "RTRACE_REALTIME_URL": self.realtime_url}
+        files = self._server.options.tls
+        if files is not None:
+            env.update((name, value) for name, value, _ in trust_env(files))
+        return env
 
     # -- life ------------------------------------------------------------------------------------------------------
 
@@ -394,8 +409,8 @@ def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> 
 
 
 def marker_options() -> list[str]:
-    """The `rtrace serve` options a test may give the fixture, by field (`rtrace.net.server.ENDPOINT_OPTIONS`)."""
-    from ..net.server import ENDPOINT_OPTIONS
+    """The `rtrace serve` options a test may give the fixture, by field (`rtrace.net.options.ENDPOINT_OPTIONS`)."""
+    from ..net.options import ENDPOINT_OPTIONS
 
     return [o.field for o in ENDPOINT_OPTIONS if o.field not in _FIXED]
 
@@ -410,7 +425,7 @@ def _seconds(value: Any) -> Any:
 def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
     """A marker's value as the command line would give it, by the option's kind: a path relative to the test
     file, a list (a single value given for one is a list of it), a Python number of seconds as a duration."""
-    from ..net.server import DURATION_KINDS, LIST_KINDS, OPTION_BY_FIELD
+    from ..net.options import DURATION_KINDS, LIST_KINDS, OPTION_BY_FIELD
 
     kind = OPTION_BY_FIELD[name].kind
     if kind == "path":
