@@ -88,14 +88,29 @@ def exit_code(findings: "Iterable[Finding]", fail_on: str) -> ExitCode:
     return ExitCode.FINDINGS if failing(findings, fail_on) else ExitCode.OK
 
 
+def help_for(terminal: bool) -> None:
+    """Rich help (panels, colour) on a terminal; anywhere else click's plain text, wrapped, every option and word
+    whole, as ruff and pytest print it for grep and pagers (rich's panels cut both at 80 columns off a terminal).
+    The examples are written for rich (brackets escaped, `common.verbatim`): plain text shows them as they are."""
+    app.rich_markup_mode = "rich" if terminal else None
+    for info in app.registered_commands:
+        rich_epilog = _RICH_EPILOGS.setdefault(id(info), info.epilog)
+        info.epilog = rich_epilog if terminal or rich_epilog is None else rich_epilog.replace("\\[", "[")
+
+
+#: Each command's examples as written (for rich help), by its registration.
+_RICH_EPILOGS: dict[int, str | None] = {}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the one place where errors become exit codes."""
     try:
+        help_for(sys.stdout.isatty())
         code = app(args=argv, standalone_mode=False)
     except typer.Exit as e:
         return int(e.exit_code)
     except UnknownRule as e:
-        say(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)")
+        say(f"rtrace: {e}")
         return ExitCode.USAGE
     except UsageError as e:
         say(f"rtrace: {e}")
