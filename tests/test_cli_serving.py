@@ -51,6 +51,70 @@ def test_options_naming_event_types_are_checked_against_the_catalog(
     assert_usage_error(argv, message, capsys)
 
 
+# -- the endpoint's options are declared once (net.options.ENDPOINT_OPTIONS); every consumer reads them -------------
+
+
+def _options_of(command: str) -> set[str]:
+    import typer.main
+
+    from rtrace.cli import app
+
+    cmd = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    return {opt for p in cmd.params if p.param_type_name == "option" for opt in p.opts}
+
+
+def test_serve_and_sweep_take_every_declared_endpoint_option() -> None:
+    from rtrace.net.faults import FAULTS
+    from rtrace.net.options import ENDPOINT_OPTIONS
+
+    serve, sweep = _options_of("serve"), _options_of("sweep")
+    assert {o.option for o in ENDPOINT_OPTIONS} <= serve
+    assert {o.option for o in ENDPOINT_OPTIONS if o.sweep} <= sweep
+    assert {f"--{f.name}" for f in FAULTS} <= serve & sweep  # a fault forgotten by sweep fails here
+    assert {f.field for f in FAULTS} <= {o.field for o in ENDPOINT_OPTIONS}
+
+
+def test_every_serve_and_sweep_option_is_named_in_the_docs() -> None:
+    """README or a page under docs/ names each option (the site's CLI reference, `docs/hooks.py`, lists them all
+    from the same command tree)."""
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "README.md").read_text() + "".join(p.read_text() for p in sorted((root / "docs").glob("*.md")))
+    for command in ("serve", "sweep"):
+        options = _options_of(command) - {"--help"}
+        assert [o for o in options if o not in docs] == [], command
+
+
+def test_each_endpoint_option_reaches_the_endpoint_by_its_field(tmp_path: Path) -> None:
+    """Every declared option given on the command line arrives in `options_from_cli` (a value of its kind)."""
+    import rtrace.net.server as server_mod
+    from rtrace.net.options import ENDPOINT_OPTIONS
+
+    script = tmp_path / "s.toml"
+    script.write_text('[[turn]]\nwhen = { user = "x" }\ntext = "y"\n')
+    values = {"durations": "5ms", "duration": "5ms", "specs": "response.create", "numbers": "2", "count": "2",
+              "int": "1011", "float": "0.5", "texts": "hello", "text": "ignore", "path": str(script)}  # fmt: skip
+    special = {"port": "0", "host": "127.0.0.1", "record": str(tmp_path / "r.jsonl"), "drop_after": "response.done",
+               "from_trace": str(RACE_189), "tool": "lookup", "seed": "3", "fault_times": "2"}  # fmt: skip
+    seen: dict[str, object] = {}
+    real = server_mod.options_from_cli
+
+    def spy(**given: object) -> object:
+        seen.update(given)
+        raise ValueError("stop here")
+
+    server_mod.options_from_cli = spy  # type: ignore[assignment]
+    try:
+        argv = ["serve"]
+        for o in ENDPOINT_OPTIONS:
+            argv += [o.option] if o.kind == "flag" else [o.option, special.get(o.field, values[o.kind])]
+        assert main(argv) == 2
+    finally:
+        server_mod.options_from_cli = real
+    assert set(seen) == {o.field for o in ENDPOINT_OPTIONS}
+    assert all(seen[o.field] not in (None, []) for o in ENDPOINT_OPTIONS)
+    real(**{k: v for k, v in seen.items() if k not in ("host", "tls", "cert", "key")})  # and the endpoint reads each
+
+
 def test_tls_options_are_checked_before_starting(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

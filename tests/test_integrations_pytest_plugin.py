@@ -271,7 +271,7 @@ def test_a_failing_test_gets_the_findings_as_a_section_and_mistakes_fail_the_set
     assert "the test's own failure" in out
     assert "Captured rtrace call" in out and "RT101 deleted-function-call-output" in out
     assert "rtrace: unknown option latncy (known: " in out
-    assert "rtrace: fail_on='sometimes': give one of info, warning, error, never" in out
+    assert "rtrace: fail_on='sometimes': give one of error, warning, info, never" in out
     assert "rtrace: --latency soon: not a duration" in out
 
 
@@ -345,6 +345,25 @@ def test_python_numbers_are_seconds_and_text_takes_the_duration_grammar() -> Non
     assert options_from_cli(latency=_cli_value("latency", 0.05, None)).latency == 0.05  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="--latency 50: a duration needs a unit"):
         options_from_cli(latency=_cli_value("latency", "50", None))  # type: ignore[arg-type]
+
+
+def test_the_marker_takes_every_serve_option_by_its_field_and_the_docs_name_each() -> None:
+    """The marker's options are `rtrace serve`'s (`ENDPOINT_OPTIONS`, less what the plugin fixes): a new option
+    (a new fault) reaches tests without an edit here, and README or docs/ must name it."""
+    import re
+
+    from rtrace.integrations.pytest_plugin import _cli_value, marker_options
+    from rtrace.net.faults import FAULTS
+    from rtrace.net.options import ENDPOINT_OPTIONS
+
+    assert marker_options() == [o.field for o in ENDPOINT_OPTIONS if o.field not in ("host", "port", "record")]
+    assert {f.field for f in FAULTS} <= set(marker_options())
+    assert _cli_value("drop_on", "response.create", None) == ["response.create"]  # type: ignore[arg-type]
+    assert _cli_value("fail_response", 2, None) == [2]  # type: ignore[arg-type]
+    assert _cli_value("expire_after", 10, None) == "10s"  # type: ignore[arg-type]
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "README.md").read_text() + "".join(p.read_text() for p in sorted((root / "docs").glob("*.md")))
+    assert [o for o in marker_options() if not re.search(rf"`{o}\b", docs)] == []
 
 
 def test_a_test_failing_for_its_own_reason_gets_every_finding_the_faults_and_the_trace(users: pytest.Pytester) -> None:

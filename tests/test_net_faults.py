@@ -4,9 +4,11 @@ endpoint."""
 
 from __future__ import annotations
 
+import pytest
+
 from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from rtrace.net.faults import Faults, matches, valid_close_code
-from rtrace.net.script import ConnectionScript, Schedule
+from rtrace.net.faults import FAULTS, Faults, matches, valid_close_code
+from rtrace.net.script import ConnectionScript, Schedule, parse_script
 from rtrace.net.wire import Emission
 
 from .netdriver import Driver, make, types, user, weather_call
@@ -26,7 +28,7 @@ def test_a_spec_matches_a_type_and_an_item_type_or_role() -> None:
 def test_close_codes_default_to_no_close_frame_for_drops_and_1000_for_close_after() -> None:
     closing = {"drop_on": ["response.create"], "drop_after": ["response.done"], "close_after": 3}
     plain = Schedule.of(Faults(**closing))  # type: ignore[arg-type]
-    assert [(t.fault, t.close) for t in plain.turns] == [("drop-on", 1006), ("drop-after", 1006), ("close-after", 1000)]
+    assert [(t.fault, t.close) for t in plain.turns] == [("close-after", 1000), ("drop-on", 1006), ("drop-after", 1006)]
     forced = Schedule.of(Faults(close_code=1011, **closing))  # type: ignore[arg-type]
     assert {t.close for t in forced.turns} == {1011}
     codes = (999, 1000, 1004, 1005, 1006, 1011, 1014, 1015, 2999, 3000, 4999, 5000)
@@ -157,3 +159,45 @@ def test_close_after_and_expiry_arm_only_the_first_connection_by_default() -> No
     assert c.open()[-1].delay == 1.0
     d = EndpointConnection(4, schedule=Schedule.of(Faults(expire_after=1.0)), shared=shared)
     assert d.open()[-1].delay == 3600.0
+
+
+# -- a fault is one declaration (rtrace.net.faults.FAULTS) plus its turns; every consumer reads it ------------------
+
+SAMPLES = {"count": 2, "numbers": {2}, "duration": 1.5}
+
+
+def test_every_declared_fault_has_its_field_compiles_to_turns_named_after_it_and_is_described() -> None:
+    import dataclasses
+
+    from rtrace.net.faults import read
+    from rtrace.net.options import OPTION_BY_FIELD
+
+    fields = {f.name for f in dataclasses.fields(Faults)}
+    for fault in FAULTS:
+        assert fault.field in fields, f"Faults has no field {fault.field} for {fault.name}"
+        assert fault.field in OPTION_BY_FIELD and OPTION_BY_FIELD[fault.field].kind == fault.kind
+        value = {"client": ["response.create"], "server": ["response.done"]}.get(fault.side or "", None)
+        value = value if value is not None else SAMPLES[fault.kind]
+        assert getattr(Faults(), fault.field) in (None, [], set()), "a fault not given does nothing"
+        schedule = Schedule.of(Faults(**{fault.field: value}))
+        assert schedule.turns and {t.fault for t in schedule.turns} == {fault.name}
+        [words] = schedule.describe()
+        assert words.startswith("faults (once each): ") and words != "no fault"
+        assert read(fault, None) in (None, [], set())  # its kind reads "not given"
+        assert parse_script(schedule.to_toml()).describe() == schedule.describe()
+
+
+def test_read_checks_each_kind_of_flag_naming_the_option() -> None:
+    from rtrace.net.faults import FAULT_BY_NAME, read
+
+    assert read(FAULT_BY_NAME["drop-on"], ["response.create,conversation.item.delete"]) == [
+        "response.create", "conversation.item.delete",
+    ]  # fmt: skip
+    for name, value, message in (
+        ("drop-after", ["response.create"], "--drop-after response.create: response.create is a client event"),
+        ("fail-response", [0], "--fail-response 0: counts from 1"),
+        ("close-after", 0, "--close-after 0: give at least 1"),
+        ("expire-after", "10", "--expire-after 10: a duration needs a unit"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            read(FAULT_BY_NAME[name], value)

@@ -319,14 +319,13 @@ def _shape(schedule: Schedule) -> list[dict[str, Any]]:
 def test_every_fault_flag_and_a_script_write_out_as_a_script_that_reads_back_the_same() -> None:
     from rtrace.net.faults import FAULTS, Faults
 
-    flags = Faults(
-        drop_on=["conversation.item.create:function_call_output"], drop_after=["response.done"], close_after=7,
-        error_on=["conversation.item.delete", "response.cancel"], fail_response={3, 1}, expire_after=1e-05,
-        close_code=4000, times=2,
-    )  # fmt: skip
+    given = {"client": ["conversation.item.create:function_call_output", "response.cancel"],
+             "server": ["response.done"], "count": 7, "numbers": {3, 1}, "duration": 1e-05}  # fmt: skip
+    flags = Faults(**{f.field: given[f.side or f.kind] for f in FAULTS}, close_code=4000, times=2)
     schedule = Schedule.of(flags) + parse_script(MIXED, "mixed.toml")
     assert {t.fault for t in schedule.turns} == {f.name for f in FAULTS} | {"script"}  # every flag compiled
     assert [t.spec for t in schedule.turns if t.fault == "fail-response"] == ["1", "3"]
+    assert [t.spec for t in schedule.turns if t.fault == "expire-after"] == ["1e-05"]
     assert schedule.path == "mixed.toml" and schedule.transcripts == ('hi "there"\x07',)
     text = schedule.to_toml()
     again = parse_script(text, "again.toml")

@@ -629,9 +629,9 @@ def test_options_from_cli() -> None:
     assert o.latency == pytest.approx(0.05) and o.latency_of("conversation.item.added") == pytest.approx(0.12)
     assert o.jitter == pytest.approx(0.005)
     assert [(t.fault, t.spec, t.times) for t in o.schedule.turns] == [
-        ("drop-on", "conversation.item.create:function_call_output", None), ("error-on", "response.create", None),
-        ("error-on", "conversation.item.delete", None), ("fail-response", "1", None), ("fail-response", "3", None),
-        ("expire-after", "60.0", None),
+        ("drop-on", "conversation.item.create:function_call_output", None), ("fail-response", "1", None),
+        ("fail-response", "3", None), ("error-on", "response.create", None),
+        ("error-on", "conversation.item.delete", None), ("expire-after", "60.0", None),
     ]  # fmt: skip
     assert o.endpoint.duplicate_id == "reject"
     o = options_from_cli(drop_after=["response.done:function_call"], close_code=1011, tool='lookup={"id": 4}', seed=3)

@@ -173,3 +173,26 @@ def test_a_burst_names_the_first_creates_of_another_id_as_a_full_list_would(ids:
     if burst is not None:
         assert burst.creates_besides(other) == [c for c in creates if c.item_id != other][:3]
         assert burst.creates[:3] == creates[:3]
+
+
+def test_every_threshold_is_an_analyze_option_a_settings_key_and_in_the_docs() -> None:
+    """The rules' thresholds are declared once (`Config`'s fields, `THRESHOLDS`); a new one reaches every
+    consumer or fails here."""
+    import dataclasses
+    from pathlib import Path
+
+    import typer.main
+
+    from rtrace.cli import app
+    from rtrace.engine.settings import KEYS, Settings
+    from rtrace.rules.base import THRESHOLDS
+
+    analyze = typer.main.get_command(app).commands["analyze"]  # type: ignore[attr-defined]
+    options = {o for p in analyze.params for o in p.opts}
+    settings_fields = {f.name for f in dataclasses.fields(Settings)}
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "README.md").read_text() + "".join(p.read_text() for p in sorted((root / "docs").glob("*.md")))
+    for field in THRESHOLDS:
+        key = field.name.replace("_", "-")
+        assert f"--{key}" in options and KEYS[key] == (field.name, "duration") and field.name in settings_fields
+        assert field.metadata["help"] and f"--{key}" in docs

@@ -13,7 +13,7 @@ from ..engine.fold import Report, TraceReport
 from ..report.console import stderr_console, stdout_console
 from ..report.outputs import ReportFormat
 from ..rules import RULES, find_rule, select_rules
-from ..rules.base import SEVERITY_RANK, Config
+from ..rules.base import Config
 
 if TYPE_CHECKING:
     from ..report.progress import Progress
@@ -29,15 +29,17 @@ from .common import (
     local_inputs,
     project_settings,
     refuse_overwrite,
+    spliced,
     split_names,
     storage_options_of,
+    threshold_parameters,
     trace_paths,
     verbatim,
     working,
     written,
 )
 from .outputs import file_format, output_format, write_bytes, write_report, write_side_outputs
-from .root import ExitCode, UsageError, app, say
+from .root import ExitCode, UsageError, app, exit_code, say
 
 
 class Engine(str, Enum):
@@ -86,18 +88,14 @@ def analyze_many(
         raise UsageError(str(e)) from None
 
 
-def exit_code_for(report: Report, fail_on: FailOn, strict: bool) -> ExitCode:
+def exit_code_for(report: Report, fail_on: str, strict: bool) -> ExitCode:
     if any(t.unreadable or t.events == 0 for t in report.traces):
         return ExitCode.UNREADABLE
     if strict and any(t.problem_count for t in report.traces):
         return ExitCode.UNREADABLE
     if any(t.failed_rules for t in report.traces):
         return ExitCode.FINDINGS  # a rule failed on this input: the analysis is incomplete, never "clean"
-    if fail_on is not FailOn.never:
-        floor = SEVERITY_RANK[fail_on.value]
-        if any(SEVERITY_RANK[f.severity] >= floor for f in report.findings):
-            return ExitCode.FINDINGS
-    return ExitCode.OK
+    return exit_code(report.findings, fail_on)
 
 
 ANALYZE_EXAMPLES = """Examples:
@@ -110,6 +108,7 @@ Settings: [tool.rtrace] in pyproject.toml, or rtrace.toml (looked for upward).""
 
 
 @app.command(epilog=verbatim(ANALYZE_EXAMPLES))
+@spliced("thresholds", threshold_parameters())
 def analyze(
     ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(help="Trace files, or directories of *.jsonl traces; - for stdin.")],
@@ -123,16 +122,8 @@ def analyze(
     select: Annotated[list[str] | None, typer.Option(help="Only these rules (ids or slugs, comma-separated).")] = None,
     ignore: Annotated[list[str] | None, typer.Option(help="Skip these rules (ids or slugs, comma-separated).")] = None,
     strict: Annotated[bool, typer.Option(help="Treat input problems as errors (exit 3).")] = False,
-    ack_timeout: Annotated[
-        float, duration_option("--ack-timeout", "How long a create/delete/truncate may wait for its answer.", "5s")
-    ] = 5.0,
-    burst_window: Annotated[
-        float, duration_option("--burst-window", "Client changes closer than this are one push (e.g. 10ms).", "10ms")
-    ] = 0.010,
-    reply_timeout: Annotated[
-        float,
-        duration_option("--reply-timeout", "How soon after a function_call_output a response must be asked.", "10s"),
-    ] = 10.0,
+    *,
+    thresholds: dict[str, float],
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the JSON report here.")] = None,
     sarif_path: Annotated[Path | None, typer.Option("--sarif", help="Also write a SARIF 2.1.0 report here.")] = None,
@@ -190,11 +181,11 @@ def analyze(
     given = Given(ctx, settings)
     select = given("select", select)
     ignore = given("ignore", ignore)
-    fail_on = FailOn(given("fail_on", fail_on))
+    level = FailOn(given("fail_on", fail_on)).value
     strict = given("strict", strict)
     baseline = given("baseline", baseline)
     rules = tuple(select_rules(split_names(select), split_names(ignore)))
-    config = given.config(ack_timeout=ack_timeout, burst_window=burst_window, reply_timeout=reply_timeout)
+    config = given.config(**thresholds)
     if write_baseline and baseline is None:
         raise UsageError("--write-baseline writes the file --baseline names; give --baseline FILE")
     options = storage_options_of(storage_options, storage_option)
@@ -226,7 +217,7 @@ def analyze(
     for trace in traces:
         if trace.events == 0 and not trace.unreadable:
             say(f"{trace.path}: no usable event", style="red")
-    raise typer.Exit(exit_code_for(report, fail_on, strict))
+    raise typer.Exit(exit_code_for(report, level, strict))
 
 
 def follow_trace(

@@ -2,15 +2,18 @@
 
 Helpers only; no command is registered here."""
 
+import functools
+import inspect
 import os
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any
+from typing import IO, TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from ..rules.base import Config
+from ..core.severity import FAIL_ON_LEVELS
+from ..rules.base import THRESHOLDS, Config
 from .root import UsageError, shown
 
 if TYPE_CHECKING:
@@ -18,11 +21,49 @@ if TYPE_CHECKING:
     from ..report.progress import Progress
 
 
-class FailOn(str, Enum):
-    error = "error"
-    warning = "warning"
-    info = "info"
-    never = "never"
+#: `--fail-on`'s choices: `rules.base.FAIL_ON_LEVELS` (a command reads `.value`).
+FailOn: Any = cast(Any, Enum)("FailOn", {level: level for level in FAIL_ON_LEVELS}, type=str)
+
+
+Command = Callable[..., None]
+
+
+def spliced(placeholder: str, parameters: list[inspect.Parameter]) -> Callable[[Command], Command]:
+    """Put `parameters` (options made from declarations) where a command's `placeholder` parameter is; the
+    command gets their values in it, as a dict by name. What typer reads is the signature, so an option declared
+    once (`net.options.ENDPOINT_OPTIONS`, `rules.base.THRESHOLDS`) is an option of every command that splices it."""
+
+    def wrap(func: Command) -> Command:
+        own = inspect.signature(func)
+        params: list[inspect.Parameter] = []
+        for p in own.parameters.values():
+            if p.name == placeholder:
+                params.extend(parameters)
+            else:
+                params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+
+        @functools.wraps(func)
+        def run(**given: Any) -> None:
+            values = {p.name: given.pop(p.name) for p in parameters}
+            func(**given, **{placeholder: values})
+
+        run.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        return run
+
+    return wrap
+
+
+def threshold_parameters() -> list[inspect.Parameter]:
+    """An option per rule threshold (`rules.base.THRESHOLDS`): `--ack-timeout DURATION`, its help, its default."""
+    from ..core.durations import format_duration
+
+    out = []
+    for field in THRESHOLDS:
+        option = "--" + field.name.replace("_", "-")
+        annotation = Annotated[float, duration_option(option, field.metadata["help"], format_duration(field.default))]
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        out.append(inspect.Parameter(field.name, keyword, default=field.default, annotation=annotation))
+    return out
 
 
 def verbatim(text: str) -> str:
@@ -209,9 +250,7 @@ class Given:
     def config(self, **given: float) -> Config:
         """The rules' thresholds: `given` (the command's options, by field) where given on the command line, else
         the file's, else the default (a command without such an option has no source: the file's decides)."""
-        defaults = Config()
-        names = ("ack_timeout", "burst_window", "reply_timeout")
-        return Config(**{name: self(name, given.get(name, getattr(defaults, name))) for name in names})
+        return Config(**{f.name: self(f.name, given.get(f.name, f.default)) for f in THRESHOLDS})
 
 
 def load_baseline(path: Path) -> frozenset[str]:

@@ -4,6 +4,7 @@ Every message goes through `say` (user input shown escaped); the commands live i
 
 import os
 import sys
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import Annotated
 
@@ -12,8 +13,10 @@ from rich.console import Console
 
 from .. import __version__
 from ..core.loader import UnreadableInput
+from ..core.severity import failing
 from ..report.console import stderr_console
 from ..rules import UnknownRule
+from ..rules.base import Finding
 
 
 class ExitCode(IntEnum):
@@ -79,6 +82,12 @@ def _root(
 def order_commands() -> None:
     """Put the registered commands in `COMMANDS` order (the order `--help` shows)."""
     app.registered_commands.sort(key=lambda c: COMMANDS.index(c.name or c.callback.__name__))  # type: ignore[union-attr]
+
+
+def exit_code(findings: "Iterable[Finding]", fail_on: str) -> ExitCode:
+    """The one reading of "findings, so exit 1": FINDINGS when one is at or above `fail_on` (`rules.base.failing`;
+    `never`: none is), else OK. `analyze`, `serve --exit-with-findings`, `replay` and `sweep` end with it."""
+    return ExitCode.FINDINGS if failing(findings, fail_on) else ExitCode.OK
 
 
 def help_for(terminal: bool) -> None:

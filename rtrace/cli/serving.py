@@ -1,7 +1,9 @@
 """The network commands: `serve`, `sweep`, `record`, `replay`. Thin shells over `net`; the fake endpoint's options
 are shared by `serve` and `sweep` (both go through `net.server.options_from_cli`)."""
 
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -11,12 +13,23 @@ from ..engine.fold import Report
 from ..net.examples import EXAMPLE_SCRIPT, EXAMPLE_TOOL
 from ..report.console import stdout_console
 from ..report.outputs import ReportFormat
-from ..rules.base import SEVERITY_RANK, Config
-from .common import AllowSpecial, EscapedLines, FailOn, allow_special, duration_option, refuse_overwrite, verbatim
+from ..rules.base import Config
+from .common import (
+    AllowSpecial,
+    Command,
+    EscapedLines,
+    FailOn,
+    allow_special,
+    duration_option,
+    refuse_overwrite,
+    spliced,
+    verbatim,
+)
 from .outputs import write_report
-from .root import ExitCode, UsageError, app, say
+from .root import ExitCode, UsageError, app, exit_code, say
 
 if TYPE_CHECKING:
+    from ..net.options import EndpointOption
     from ..net.server import ServerOptions
 
 
@@ -52,45 +65,38 @@ def bind_host(host: str) -> str:
     return str(infos[0][4][0])
 
 
-_Spec = "TYPE[:ITEM_TYPE]"
-SeedOpt = Annotated[int | None, typer.Option(help="Seed for the jitter and the tool arguments.")]
-CloseAfterOpt = Annotated[int | None, typer.Option(help="Fault: close after N server events.")]
-DropOnOpt = Annotated[list[str] | None, typer.Option(help=f"Fault: drop the socket when a client event is {_Spec}.")]
-DropAfterOpt = Annotated[
-    list[str] | None, typer.Option(help=f"Fault: drop the socket after a server event {_Spec}, e.g. response.done.")
-]
-CloseCodeOpt = Annotated[
-    int | None, typer.Option(help="Close code of the faults: 1006 no close frame (drops), 1000, 1001, 1011, ...")
-]
-FailResponseOpt = Annotated[list[int] | None, typer.Option(help="Fault: the connection's Nth response fails.")]
-ErrorOnOpt = Annotated[list[str] | None, typer.Option(help=f"Fault: answer {_Spec} with an error.")]
-ExpireAfterOpt = Annotated[
-    str | None, typer.Option(metavar="DURATION", help="Fault: session_expired, close 1001 after this long (10s).")
-]
-FaultTimesOpt = Annotated[int, typer.Option(help="Times each fault fires per server (0: every time).")]
-ToolOpt = Annotated[
-    str | None, typer.Option(help="Call this tool on each user turn: NAME, or NAME='{\"k\": 1}' for its arguments.")
-]
-AudioToneOpt = Annotated[float | None, typer.Option(help="Output audio: a tone of this many Hz (0: silence).")]
-AudioPaceOpt = Annotated[
-    float | None, typer.Option(help="Output audio pace: 0 all at once (default), 1 real time, 0.5 twice as fast.")
-]
-TranscriptOpt = Annotated[
-    list[str] | None, typer.Option(help="What the user says in each audio turn (server VAD), in order.")
-]
-VadThresholdOpt = Annotated[
-    float | None, typer.Option(help="Server VAD: RMS of a speech frame, fraction of full scale (0.02).")
-]
+#: The fake endpoint's options as a command gets them (by field; `net.options.ENDPOINT_OPTIONS`).
+Endpoint = dict[str, Any]
+_TYPES: dict[str, Any] = {
+    "text": str, "int": int, "count": int, "float": float, "duration": str, "path": Path, "flag": bool,
+    "texts": list[str], "specs": list[str], "durations": list[str], "numbers": list[int],
+}  # fmt: skip
+
+
+def endpoint_parameter(option: "EndpointOption") -> inspect.Parameter:
+    """The typer parameter of one declared endpoint option."""
+    from ..net.options import DURATION_KINDS
+
+    kind = _TYPES[option.kind]
+    metavar = "DURATION" if option.kind in DURATION_KINDS else None
+    named = option.flag or (option.option if option.kind == "flag" else None)  # a flag has no --no- form
+    info = typer.Option(*([named] if named else []), help=option.help, metavar=metavar)
+    annotation = Annotated[kind | None if option.default is None else kind, info]  # type: ignore[valid-type]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Parameter(option.field, keyword, default=option.default, annotation=annotation)
+
+
+def endpoint_options(command: str) -> Callable[[Command], Command]:
+    """The endpoint options `command` takes (`ENDPOINT_OPTIONS`; `sweep` those marked so), spliced where the
+    command's `endpoint: Endpoint` parameter is."""
+    from ..net.options import ENDPOINT_OPTIONS
+
+    return spliced("endpoint", [endpoint_parameter(o) for o in ENDPOINT_OPTIONS if command == "serve" or o.sweep])
+
+
 LiveOpt = Annotated[
     bool | None, typer.Option(help="Print each finding to stderr as it becomes certain (default: on a terminal).")
 ]
-ScriptOpt = Annotated[
-    Path | None, typer.Option(help="A scenario script (TOML): turns that answer, call, fail, close, delay.")
-]
-# The listening side's TLS (`serve`, `record`; `net.tls`).
-TlsOpt = Annotated[bool, typer.Option("--tls", help="Listen on wss:// with a certificate made and kept (printed).")]
-CertOpt = Annotated[Path | None, typer.Option(help="With --tls: your certificate chain (PEM) instead of a made one.")]
-KeyOpt = Annotated[Path | None, typer.Option(help="With --cert: its private key (PEM).")]
 
 
 SERVE_EXAMPLES = """Examples:
@@ -106,42 +112,10 @@ SERVE_EXAMPLES = """Examples:
     + "\n\nA custom tool, called on each user turn:\n\n"
     + verbatim(EXAMPLE_TOOL)
 )
+@endpoint_options("serve")
 def serve(
-    latency: Annotated[
-        list[str] | None,
-        typer.Option(metavar="DURATION", help="Delay of server events: 50ms, or TYPE=120ms for one server event type."),
-    ] = None,
-    jitter: Annotated[
-        str, typer.Option(metavar="DURATION", help="Random +/- variation of each delay, e.g. 5ms (order is kept).")
-    ] = "0",
-    seed: SeedOpt = None,
-    record: Annotated[Path | None, typer.Option(help="Write every event received and sent to this trace.")] = None,
-    from_trace: Annotated[
-        Path | None, typer.Option("--from", help="Take the responses, in order and paced, from this trace.")
-    ] = None,
-    host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (0: a free one).")] = 0,
-    close_after: CloseAfterOpt = None,
-    drop_on: DropOnOpt = None,
-    drop_after: DropAfterOpt = None,
-    close_code: CloseCodeOpt = None,
-    fail_response: FailResponseOpt = None,
-    error_on: ErrorOnOpt = None,
-    expire_after: ExpireAfterOpt = None,
-    duplicate_id: Annotated[str, typer.Option(help="append_duplicate, ignore or reject.")] = "append_duplicate",
-    story_chunk_delay: Annotated[
-        str | None, typer.Option(metavar="DURATION", help="Pause before each delta of a story (60ms).")
-    ] = None,
-    fault_times: FaultTimesOpt = 1,
-    tool: ToolOpt = None,
-    audio_tone: AudioToneOpt = None,
-    audio_pace: AudioPaceOpt = None,
-    transcript: TranscriptOpt = None,
-    vad_threshold: VadThresholdOpt = None,
-    script: ScriptOpt = None,
-    tls: TlsOpt = False,
-    cert: CertOpt = None,
-    key: KeyOpt = None,
+    *,
+    endpoint: Endpoint,
     live: LiveOpt = None,
     exit_with_findings: Annotated[
         bool,
@@ -157,17 +131,10 @@ def serve(
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
     from ..net.server import options_from_cli
 
+    from_trace, record = endpoint["from_trace"], endpoint["record"]
     refuse_overwrite([str(from_trace)] if from_trace else [], [record])
     try:
-        options = options_from_cli(
-            host=bind_host(host), port=port, latency=latency, jitter=jitter, seed=seed,
-            record=str(record) if record else None, from_trace=str(from_trace) if from_trace else None,
-            close_after=close_after, drop_on=drop_on, fail_response=fail_response, error_on=error_on,
-            expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
-            fault_times=fault_times or None, tool=tool, drop_after=drop_after, close_code=close_code,
-            audio_tone=audio_tone, audio_pace=audio_pace, transcript=transcript, vad_threshold=vad_threshold,
-            script=str(script) if script else None, tls=tls, cert=_opt_path(cert), key=_opt_path(key),
-        )  # fmt: skip
+        options = options_from_cli(**{**endpoint, "host": bind_host(endpoint["host"])})
     except ValueError as e:
         raise UsageError(str(e)) from None
     from ..net.common import scrubbed_logging
@@ -175,14 +142,10 @@ def serve(
     stop_on_sigterm()
     scrubbed_logging(sys.stderr)
     live = sys.stderr.isatty() if live is None else live
-    serve_watched(options, live, fail_on if exit_with_findings else None)
+    serve_watched(options, live, fail_on.value if exit_with_findings else None)
 
 
-def _opt_path(path: Path | None) -> str | None:
-    return str(path) if path is not None else None
-
-
-def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) -> None:
+def serve_watched(options: "ServerOptions", live: bool, fail_on: str | None) -> None:
     """`serve`: the recording folded as it is written (`net.live.watch`; a temporary trace without --record), a
     line per connection and a summary at the end on stderr (`net.live.ConnectionLog`), each finding as it is
     found with `live`; with `fail_on` (--exit-with-findings), the report on stdout at the end and exit 1 on
@@ -207,9 +170,7 @@ def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) 
     write_report(Report([watched.report], Config()), ReportFormat.terminal, None)
     if watched.trace is not None:
         print(f"rtrace serve: trace kept at {watched.trace}", flush=True)
-    floor = SEVERITY_RANK.get(fail_on.value)
-    if floor is not None and any(SEVERITY_RANK[f.severity] >= floor for f in watched.report.findings):
-        raise typer.Exit(ExitCode.FINDINGS)
+    raise typer.Exit(exit_code(watched.report.findings, fail_on))
 
 
 SWEEP_EXAMPLES = """Examples:
@@ -218,6 +179,7 @@ SWEEP_EXAMPLES = """Examples:
 
 
 @app.command(epilog=verbatim(SWEEP_EXAMPLES))
+@endpoint_options("sweep")
 def sweep(
     command: Annotated[list[str], typer.Argument(help="The command to run, after --.")],
     latency: Annotated[
@@ -229,21 +191,8 @@ def sweep(
     runs: Annotated[int, typer.Option(help="Runs per latency.")] = 5,
     out: Annotated[Path, typer.Option(help="Directory for the recorded traces.")] = Path("rtrace-sweep"),
     timeout: Annotated[str, typer.Option(metavar="DURATION", help="A run is killed after this long.")] = "5m",
-    seed: SeedOpt = None,
-    close_after: CloseAfterOpt = None,
-    drop_on: DropOnOpt = None,
-    drop_after: DropAfterOpt = None,
-    close_code: CloseCodeOpt = None,
-    fail_response: FailResponseOpt = None,
-    error_on: ErrorOnOpt = None,
-    expire_after: ExpireAfterOpt = None,
-    fault_times: FaultTimesOpt = 1,
-    tool: ToolOpt = None,
-    audio_tone: AudioToneOpt = None,
-    audio_pace: AudioPaceOpt = None,
-    transcript: TranscriptOpt = None,
-    vad_threshold: VadThresholdOpt = None,
-    script: ScriptOpt = None,
+    *,
+    endpoint: Endpoint,
 ) -> None:
     """Run a command against a fresh `rtrace serve` at each latency (faults in each run); table of latency x rule.
     Exit 1 on an error finding, 4 when the command failed in every run, 2 when it cannot be run."""
@@ -253,12 +202,7 @@ def sweep(
 
     console = stdout_console()
     try:
-        template = options_from_cli(
-            seed=seed, close_after=close_after, drop_on=drop_on, drop_after=drop_after, close_code=close_code,
-            fail_response=fail_response, error_on=error_on, expire_after=expire_after, fault_times=fault_times or None,
-            tool=tool, audio_tone=audio_tone, audio_pace=audio_pace, transcript=transcript,
-            vad_threshold=vad_threshold, script=str(script) if script else None,
-        )  # fmt: skip
+        template = options_from_cli(**endpoint)
         result = sweep_main(command, latency, runs, out, timeout, lambda r: progress(r, console), template,
                             lambda options: announce(options, console))  # fmt: skip
     except ValueError as e:
@@ -267,8 +211,8 @@ def sweep(
     render(result, console)
     for line in failure(result):
         say(line)
-    if result.has_errors():
-        raise typer.Exit(ExitCode.FINDINGS)
+    if result.has_errors():  # error findings: exit 1, as analyze would
+        raise typer.Exit(exit_code(result.findings(), "error"))
     raise typer.Exit(ExitCode.REPLAY_FAILED if result.failed_every_run() else ExitCode.OK)
 
 
@@ -277,16 +221,24 @@ RECORD_EXAMPLES = """Examples:
   OPENAI_BASE_URL=<printed URL> python my_agent.py    # in another shell"""
 
 
+def listening_options() -> Callable[[Command], Command]:
+    """`--tls`, `--cert`, `--key` as `serve` declares them (`ENDPOINT_OPTIONS`), spliced where `record`'s
+    `listen: Endpoint` parameter is."""
+    from ..net.options import OPTION_BY_FIELD
+
+    return spliced("listen", [endpoint_parameter(OPTION_BY_FIELD[name]) for name in ("tls", "cert", "key")])
+
+
 @app.command(epilog=verbatim(RECORD_EXAMPLES))
+@listening_options()
 def record(
     upstream: Annotated[str, typer.Option(help="The real endpoint, e.g. wss://api.openai.com/v1/realtime.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the trace here.")],
     port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
-    tls: TlsOpt = False,
-    cert: CertOpt = None,
-    key: KeyOpt = None,
+    *,
+    listen: Endpoint,
     live: LiveOpt = None,
 ) -> None:
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
@@ -296,7 +248,8 @@ def record(
     bind_host(host)
     try:
         check_upstream(upstream)
-        files = tls_files(tls, _opt_path(cert), _opt_path(key), host)
+        cert, key = (str(listen[k]) if listen[k] is not None else None for k in ("cert", "key"))
+        files = tls_files(listen["tls"], cert, key, host)
     except ValueError as e:
         raise UsageError(str(e)) from None
     options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio, tls=files)
@@ -389,4 +342,4 @@ def replay(
         say(f"rtrace: the replay diverged: {diverged}")
         raise typer.Exit(ExitCode.FINDINGS)
     report = result.replay_report
-    raise typer.Exit(ExitCode.FINDINGS if report and any(f.severity == "error" for f in report.findings) else 0)
+    raise typer.Exit(exit_code(report.findings if report else [], "error"))

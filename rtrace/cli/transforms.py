@@ -99,7 +99,7 @@ def minimize_command(
     )
     report = Report([analyze_path(output, max_line_bytes=max_line_bytes)], Config())
     write_report(report, ReportFormat.terminal, None)
-    raise typer.Exit(exit_code_for(report, fail_on, strict=False))
+    raise typer.Exit(exit_code_for(report, fail_on.value, strict=False))
 
 
 CONVERT_EXAMPLES = """Examples:

@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.durations import DurationError, parse_duration
+from ..core.severity import FAIL_ON_LEVELS
 from ..rules import UnknownRule, find_rule
+from ..rules.base import THRESHOLDS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,15 +40,13 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 FILES = ("rtrace.toml", ".rtrace.toml")
-FAIL_ON = ("error", "warning", "info", "never")
-#: key -> (Settings field, kind)
+FAIL_ON = FAIL_ON_LEVELS
+#: key -> (Settings field, kind); the rules' thresholds are `rules.base.THRESHOLDS` (`ack-timeout`, ...).
 KEYS: dict[str, tuple[str, str]] = {
     "select": ("select", "rules"),
     "ignore": ("ignore", "rules"),
     "fail-on": ("fail_on", "fail-on"),
-    "ack-timeout": ("ack_timeout", "duration"),
-    "burst-window": ("burst_window", "duration"),
-    "reply-timeout": ("reply_timeout", "duration"),
+    **{f.name.replace("_", "-"): (f.name, "duration") for f in THRESHOLDS},
     "strict": ("strict", "bool"),
     "baseline": ("baseline", "path"),
 }

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..core.severity import FAIL_ON_LEVELS, failing
+
 if TYPE_CHECKING:
     import asyncio
     import threading
@@ -35,10 +37,10 @@ if TYPE_CHECKING:
     from ..net.server import RealtimeServer, ServerOptions
     from ..rules.base import Finding
 
-#: The levels of `fail_on`, lowest first (`never`: no finding fails the test).
-LEVELS = ("info", "warning", "error", "never")
-#: What the marker (and an indirect parametrization of the fixture) may say besides the `rtrace serve` options of
-#: `rtrace.net.server.options_from_cli`, which it takes by the same names.
+#: The levels of `fail_on` (`never`: no finding fails the test): `rtrace.core.severity.FAIL_ON_LEVELS`.
+LEVELS = FAIL_ON_LEVELS
+#: What the marker (and an indirect parametrization of the fixture) may say besides the `rtrace serve` options
+#: (`rtrace.net.options.ENDPOINT_OPTIONS`), which it takes by their fields.
 PLUGIN_OPTIONS = ("fail_on", "hunt", "hunt_runs")
 #: Runs of each bug's minimal schedule a test's hunt takes its rate over (`hunt_runs` in the marker).
 HUNT_RUNS = 5
@@ -396,10 +398,7 @@ class RtraceServer:
     @property
     def failing(self) -> list[Finding]:
         """The findings at or above `fail_on`."""
-        if self.fail_on == "never":
-            return []
-        floor = LEVELS.index(self.fail_on)
-        return [f for f in self.findings if LEVELS.index(f.severity) >= floor]
+        return failing(self.findings, self.fail_on)
 
     def faults(self) -> list[str]:
         """The faults that fired, one line each (`line 12, conn 1: drop_on conversation.item.create:...`), from
@@ -521,11 +520,9 @@ def _trace_path(request: pytest.FixtureRequest) -> Path:
 
 def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> ServerOptions:
     """`ServerOptions` from the test's options, as `rtrace serve` takes them; a mistake fails the test's setup."""
-    import inspect
-
     from ..net.server import options_from_cli
 
-    known = [p for p in inspect.signature(options_from_cli).parameters if p not in _FIXED]
+    known = marker_options()
     unknown = sorted(set(options) - set(known))
     if unknown:
         pytest.fail(
@@ -541,10 +538,11 @@ def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> 
     return dataclasses.replace(server, close_timeout=2.0)
 
 
-#: `options_from_cli` parameters that take a list (a single value given for one is made a list of it).
-_LISTS = ("latency", "drop_on", "drop_after", "error_on", "fail_response", "transcript")
-#: Those that take a duration as text (`rtrace.core.durations`); a Python number given for one is seconds.
-_DURATIONS = ("latency", "jitter", "expire_after", "story_chunk_delay")
+def marker_options() -> list[str]:
+    """The `rtrace serve` options a test may give the fixture, by field (`rtrace.net.options.ENDPOINT_OPTIONS`)."""
+    from ..net.options import ENDPOINT_OPTIONS
+
+    return [o.field for o in ENDPOINT_OPTIONS if o.field not in _FIXED]
 
 
 def _seconds(value: Any) -> Any:
@@ -555,15 +553,20 @@ def _seconds(value: Any) -> Any:
 
 
 def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
-    if name in ("script", "from_trace", "cert", "key"):
+    """A marker's value as the command line would give it, by the option's kind: a path relative to the test
+    file, a list (a single value given for one is a list of it), a Python number of seconds as a duration."""
+    from ..net.options import DURATION_KINDS, LIST_KINDS, OPTION_BY_FIELD
+
+    kind = OPTION_BY_FIELD[name].kind
+    if kind == "path":
         path = Path(os.fspath(value))
         return str(path if path.is_absolute() else request.path.parent / path)
-    if name in _LISTS:
+    if kind in LIST_KINDS:
         values = list(value) if isinstance(value, (list, tuple, set)) else [value]
-        if name in _DURATIONS:
+        if kind in DURATION_KINDS:
             values = [_seconds(v) for v in values]
-        return [v if name == "fail_response" else str(v) for v in values]
-    if name in _DURATIONS:
+        return [v if kind == "numbers" else str(v) for v in values]
+    if kind in DURATION_KINDS:
         return _seconds(value)
     return value
 

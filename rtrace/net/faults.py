@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ..core.catalog import CLIENT_EVENTS, ITEM_TYPES, ROLES, SERVER_EVENTS, normalize_type, side_of
-from ..core.durations import format_duration
+from ..core.durations import format_duration, parse_duration
 
 Side = Literal["client", "server"]
 #: What a fault flag takes: `specs` (repeated or comma-separated `TYPE[:ITEM_TYPE]` of one side), `count` (a whole
@@ -72,8 +72,13 @@ def _or(code: int | None, default: int) -> int:
     return default if code is None else code
 
 
-#: The fault flags, in the order `describe` lists them (and, within a moment, the order they are tried in).
+#: The fault flags, in the order the help and `describe` list them (and, within a moment, they are tried in).
 FAULTS: tuple[Fault, ...] = (
+    Fault(
+        "close-after", "count", "Fault: close after N server events.",
+        lambda n, code: [] if n is None else [{"when": {"sent_count": n}, "close": _or(code, 1000)}],
+        lambda spec, how: f"close ({how}) after {spec} server events",
+    ),
     Fault(
         "drop-on", "specs", f"Fault: drop the socket when a client event is {_SPEC}.",
         lambda specs, code: [{"when": {"event": s}, "close": _or(code, ABNORMAL)} for s in specs],
@@ -85,19 +90,14 @@ FAULTS: tuple[Fault, ...] = (
         lambda spec, how: f"drop the socket ({how}) right after sending {spec}", side="server",
     ),
     Fault(
-        "close-after", "count", "Fault: close after N server events.",
-        lambda n, code: [] if n is None else [{"when": {"sent_count": n}, "close": _or(code, 1000)}],
-        lambda spec, how: f"close ({how}) after {spec} server events",
+        "fail-response", "numbers", "Fault: the connection's Nth response fails.",
+        lambda numbers, code: [{"when": {"response": n}, "fail": "server_error"} for n in sorted(numbers)],
+        lambda spec, how: f"fail response {spec} of a connection",
     ),
     Fault(
         "error-on", "specs", f"Fault: answer {_SPEC} with an error.",
         lambda specs, code: [{"when": {"event": s}, "error": "fault_injected"} for s in specs],
         lambda spec, how: f"answer {spec} with an error", side="client",
-    ),
-    Fault(
-        "fail-response", "numbers", "Fault: the connection's Nth response fails.",
-        lambda numbers, code: [{"when": {"response": n}, "fail": "server_error"} for n in sorted(numbers)],
-        lambda spec, how: f"fail response {spec} of a connection",
     ),
     Fault(
         "expire-after", "duration", "Fault: session_expired, close 1001 after this long (10s).",
@@ -137,6 +137,12 @@ class Faults:
     #: `expire_after` counts when a connection is armed with it.
     times: int | None = 1
 
+    @classmethod
+    def given(cls, values: dict[str, Any], close_code: int | None = None, times: int | None = 1) -> Faults:
+        """The flags' values as the command line gives them (by field name; absent: not given), each read and
+        checked as its kind says (`read`). Raises ValueError naming the option."""
+        return cls(**{f.field: read(f, values.get(f.field)) for f in FAULTS}, close_code=close_code, times=times)
+
     def tables(self) -> list[Table]:
         """The turns of every fault given, as script tables (`fault` names each; `times` as `--fault-times`)."""
         out: list[Table] = []
@@ -144,6 +150,32 @@ class Faults:
             for table in fault.tables(getattr(self, fault.field), self.close_code):
                 out.append({"fault": fault.name, **table, "times": self.times or 0})
         return out
+
+
+def read(fault: Fault, value: Any) -> Any:
+    """A fault flag's value from the command line, checked as its kind says: `specs` repeated or comma-separated
+    and checked against the catalog, `numbers` and `count` at least 1, a `duration` in the one grammar. Raises
+    ValueError naming the option."""
+    option = f"--{fault.name}"
+    if fault.kind == "specs":
+        assert fault.side is not None
+        return check_specs(split_specs(value), fault.side, option)
+    if fault.kind == "numbers":
+        numbers = set(value or [])
+        for n in sorted(numbers):
+            if n < 1:
+                raise ValueError(f"{option} {n}: counts from 1")
+        return numbers
+    if value is None:
+        return None
+    if fault.kind == "count" and value < 1:
+        raise ValueError(f"{option} {value}: give at least 1")
+    return parse_duration(value, option) if fault.kind == "duration" else value
+
+
+def split_specs(values: list[str] | None) -> list[str]:
+    """Repeated and comma-separated `TYPE[:ITEM_TYPE]` specs."""
+    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def closing_words(code: int) -> str:

@@ -214,7 +214,7 @@ class Schedule:
         else:
             lines = ["no fault"]
         scripted = sum(1 for t in self.turns if t.fault == SCRIPT)
-        if self.path is not None or scripted:
+        if scripted or (self.path is not None and not flagged):  # a script of transcripts only is named too
             lines.append(f"script {self.path or '(built)'} ({scripted} turns)")
         return lines
 

@@ -42,6 +42,7 @@ from .common import (
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
+from .options import ENDPOINT_OPTIONS, OPTION_BY_FIELD
 from .playback import ResponseSource, recorded_responses
 from .script import Schedule, load_script
 from .tls import TlsFiles, announce_tls, tls_files
@@ -540,39 +541,22 @@ async def serve_forever(options: ServerOptions, announce: Callable[[RealtimeServ
         await until_stopped()
 
 
-def options_from_cli(
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    latency: list[str] | None = None,
-    jitter: str = "0",
-    seed: int | None = None,
-    record: str | None = None,
-    from_trace: str | None = None,
-    close_after: int | None = None,
-    drop_on: list[str] | None = None,
-    fail_response: list[int] | None = None,
-    error_on: list[str] | None = None,
-    expire_after: str | None = None,
-    duplicate_id: str = "append_duplicate",
-    story_chunk_delay: str | None = None,
-    fault_times: int | None = 1,
-    tool: str | None = None,
-    drop_after: list[str] | None = None,
-    close_code: int | None = None,
-    audio_tone: float | None = None,
-    audio_pace: float | None = None,
-    transcript: list[str] | None = None,
-    vad_threshold: float | None = None,
-    script: str | None = None,
-    tls: bool = False,
-    cert: str | None = None,
-    key: str | None = None,
-) -> ServerOptions:
+def options_from_cli(**given: Any) -> ServerOptions:
     """`ServerOptions` from command-line strings (durations in the grammar of `rtrace.core.durations`, event types
-    checked against the catalog). Raises ValueError with a message for people."""
-    files = tls_files(tls, cert, key, host)
-    default, by_type = parse_latencies(latency or [], "--latency")
+    checked against the catalog), by `ENDPOINT_OPTIONS`' fields; what is not given has its default. Raises
+    ValueError with a message for people (TypeError for a name no option has)."""
+    unknown = sorted(set(given) - set(OPTION_BY_FIELD))
+    if unknown:
+        raise TypeError(f"options_from_cli: no option {', '.join(unknown)}")
+    v = {o.field: o.default for o in ENDPOINT_OPTIONS} | given
+    host, port, jitter, seed, tool, script = v["host"], v["port"], v["jitter"], v["seed"], v["tool"], v["script"]
+    audio_tone, audio_pace, vad_threshold = v["audio_tone"], v["audio_pace"], v["vad_threshold"]
+    duplicate_id, story_chunk_delay, close_code = v["duplicate_id"], v["story_chunk_delay"], v["close_code"]
+    record = os.fspath(v["record"]) if v["record"] is not None else None
+    from_trace = os.fspath(v["from_trace"]) if v["from_trace"] is not None else None
+    cert, key = (os.fspath(v[k]) if v[k] is not None else None for k in ("cert", "key"))
+    files = tls_files(bool(v["tls"]), cert, key, host)
+    default, by_type = parse_latencies(v["latency"] or [], "--latency")
     check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
     endpoint = EndpointOptions(seed=seed or 0)
     if tool is not None:
@@ -585,14 +569,14 @@ def options_from_cli(
         if not 0 <= audio_pace <= 100:
             raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
         endpoint.audio_pace = audio_pace
-    endpoint.transcripts = list(transcript or [])
+    endpoint.transcripts = list(v["transcript"] or [])
     if vad_threshold is not None:
         if not 0 < vad_threshold <= 1:
             raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")
         endpoint.vad_rms = vad_threshold
     if duplicate_id not in ("append_duplicate", "ignore", "reject"):
         raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
-    endpoint.duplicate_id = duplicate_id  # type: ignore[assignment]
+    endpoint.duplicate_id = duplicate_id
     if story_chunk_delay is not None:
         endpoint.story_chunk_delay = parse_duration(story_chunk_delay, "--story-chunk-delay")
     if close_code is not None and not valid_close_code(close_code):
@@ -600,26 +584,13 @@ def options_from_cli(
             f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
             "1005 sends a close frame without a code, 1006 ends the connection without one"
         )
-    if close_after is not None and close_after < 1:
-        raise ValueError(f"--close-after {close_after}: give a number of server events, at least 1")
-    for n in fail_response or []:
-        if n < 1:
-            raise ValueError(f"--fail-response {n}: a connection's responses count from 1")
+    fault_times = v["fault_times"]
     if fault_times is not None and fault_times < 0:
         raise ValueError(f"--fault-times {fault_times}: 0 (every time) or more")
-    faults = Faults(
-        close_after=close_after,
-        drop_on=check_specs(_specs(drop_on), "client", "--drop-on"),
-        fail_response=set(fail_response or []),
-        error_on=check_specs(_specs(error_on), "client", "--error-on"),
-        expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
-        drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
-        close_code=close_code,
-        times=fault_times or None,  # 0: every time, as --fault-times says
-    )
+    faults = Faults.given(v, close_code, fault_times or None)  # --fault-times 0: every time
     schedule = Schedule.of(faults)
     if script is not None:
-        schedule = schedule + load_script(script)  # a ScriptError is a ValueError: file:line: message
+        schedule = schedule + load_script(os.fspath(script))  # a ScriptError is a ValueError: file:line: message
     if from_trace is not None and not os.path.isfile(from_trace):
         raise ValueError(f"{from_trace}: no such trace file")
     return ServerOptions(
@@ -650,11 +621,6 @@ def describe(options: ServerOptions) -> list[str]:
     if o.from_trace is not None:
         lines.append(f"responses recorded in {o.from_trace}")
     return lines
-
-
-def _specs(values: list[str] | None) -> list[str]:
-    """Repeated and comma-separated `TYPE[:ITEM_TYPE]` specs."""
-    return [v.strip() for value in values or [] for v in value.split(",") if v.strip()]
 
 
 def parse_tool(text: str) -> tuple[str, str | None]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from ..core.durations import format_duration, parse_duration, parse_duration_list
+from ..core.severity import failing
 from ..engine.fold import analyze_path
 from ..rules.base import Finding
 from .server import RealtimeServer, ServerOptions, run_server
@@ -81,8 +82,12 @@ class SweepResult:
     def count(self, latency: float, rule_id: str) -> int:
         return sum(1 for r in self.results if r.latency == latency and any(f.rule == rule_id for f in r.findings))
 
+    def findings(self) -> list[Finding]:
+        """Every finding of every run."""
+        return [f for r in self.results for f in r.findings]
+
     def has_errors(self) -> bool:
-        return any(f.severity == "error" for r in self.results for f in r.findings)
+        return bool(failing(self.findings(), "error"))
 
     def failed_every_run(self) -> bool:
         """The command failed (a non-zero exit, a signal, the timeout) in every run: the sweep showed nothing of

@@ -15,13 +15,13 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 from ..core.conversation import Item
 from ..core.describe import describe
 from ..core.facts import Fact
+from ..core.severity import FAIL_ON_LEVELS, SEVERITY_RANK, failing  # noqa: F401  (the rules' vocabulary)
 from ..core.state import Change, Connection, Response, TraceState
 from ..core.trace import Record
 
 Severity = Literal["error", "warning", "info"]
 #: A line a finding's message cites.
 _CITED_LINE = re.compile(r"\bline (\d+)\b")
-SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -139,17 +139,26 @@ class Finding:
         return (self.at_line, -SEVERITY_RANK[self.severity], self.rule)
 
 
+def _threshold(default: float, help: str) -> Any:
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Thresholds of the rules (each is a CLI option)."""
+    """Thresholds of the rules, declared once: each field is an `analyze` option (`--ack-timeout`, its `help`
+    from the field's metadata, a duration), a settings key (`ack-timeout`) and a key of the JSON report."""
 
     #: Seconds a create/delete/truncate may wait for its answer (LiveKit waits 5 s).
-    ack_timeout: float = 5.0
+    ack_timeout: float = _threshold(5.0, "How long a create/delete/truncate may wait for its answer.")
     #: Client events closer than this (seconds) belong to one burst (one push computed from one snapshot).
-    burst_window: float = 0.010
+    burst_window: float = _threshold(0.010, "Client changes closer than this are one push (e.g. 10ms).")
     #: Seconds after a `function_call_output` within which the client must ask for a response (LiveKit waits
     #: 10 s for a requested response to start).
-    reply_timeout: float = 10.0
+    reply_timeout: float = _threshold(10.0, "How soon after a function_call_output a response must be asked.")
+
+
+#: The thresholds (`Config`'s fields): what `analyze` and the settings file take.
+THRESHOLDS = dataclasses.fields(Config)
 
 
 ConfigT = TypeVar("ConfigT", bound=Config)
