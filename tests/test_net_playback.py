@@ -67,7 +67,7 @@ def test_recorded_audio_gives_its_item_the_length_a_truncate_is_checked_against(
     out = d.send({"type": "response.create"})
     new_id = out[-1]["response"]["output"][0]["id"]
     assert new_id == "item_s1_0001" and d.conn.conv.items[new_id].audio_bytes == 4800  # 100 ms at 24 kHz
-    [err] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 101})
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "content_index": 0, "audio_end_ms": 101})
     assert err["error"]["message"] == "Audio content of 100ms is already shorter than 101ms"
-    [ok] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 100})
+    [ok] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "content_index": 0, "audio_end_ms": 100})
     assert ok["type"] == "conversation.item.truncated"

@@ -32,8 +32,8 @@ def test_weather_gets_a_function_call_in_the_order_of_the_api() -> None:
         "conversation.item.added",
         "response.function_call_arguments.delta",
         "response.function_call_arguments.done",
-        "response.output_item.done",
         "conversation.item.done",
+        "response.output_item.done",
         "response.done",
     ]
     resp = done["response"]
@@ -94,8 +94,8 @@ def test_cancel_closes_the_open_item_and_the_response() -> None:
     assert types(out) == [
         "response.output_text.done",
         "response.content_part.done",
-        "response.output_item.done",
         "conversation.item.done",
+        "response.output_item.done",
         "response.done",
     ]
     assert out[2]["item"]["status"] == "incomplete"
@@ -221,9 +221,9 @@ def test_an_audio_answer_streams_audio_sized_to_its_transcript_in_the_order_of_t
     streamed = kinds[start + 1 : end]
     assert streamed[0] == "response.output_audio_transcript.delta"
     assert set(streamed) == {"response.output_audio_transcript.delta", "response.output_audio.delta"}
-    assert kinds[end : end + 4] == [
+    assert kinds[end : end + 5] == [
         "response.output_audio.done", "response.output_audio_transcript.done", "response.content_part.done",
-        "response.output_item.done",
+        "conversation.item.done", "response.output_item.done",
     ]  # fmt: skip
     audio = audio_of(out)
     assert len(audio) == len(text) * 60 * 48 and rms(decode(audio, "pcm16")) == 0.0  # silence by default

@@ -61,8 +61,8 @@ def test_item_text_joins_text_and_transcripts() -> None:
 
 
 def test_templates_have_the_api_fields_in_the_api_order() -> None:
-    assert list(assistant_message("i")) == ["id", "object", "type", "status", "role", "content"]
-    assert list(function_call("i", "c", "n")) == ["id", "object", "type", "status", "name", "call_id", "arguments"]
+    assert list(assistant_message("i")) == ["id", "type", "status", "role", "content"]
+    assert list(function_call("i", "c", "n")) == ["id", "type", "status", "name", "call_id", "arguments"]
     assert committed_audio_message("i")["content"] == [{"type": "input_audio", "transcript": None}]
     assert error_event("c", "m", None, "e")["error"] == {
         "type": "invalid_request_error",

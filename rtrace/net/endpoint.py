@@ -21,11 +21,13 @@ from ..core.conversation import Conversation, Item, item_from_event
 from .faults import ConnectionFaults, Faults, fault_note, matches
 from .playback import ResponseSource, play
 from .responses import Responses, Run, last_user_text
+from .schema import check_client_event
 from .script import ResponseContext, Script, Turn
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
     RATE_LIMITS,
+    TRANSCRIPTION_DEFAULTS,
     Emission,
     FrameError,
     committed_audio_message,
@@ -61,6 +63,10 @@ class EndpointOptions:
     echo_error_event_id: bool = True
     #: Error code for a create whose `previous_item_id` is unknown (7.5: the real code is not known).
     previous_item_error_code: str = "invalid_previous_item_id"
+    #: Check each client event against the API's schema (`rtrace.net.schema`, from the openai SDK's types) and
+    #: answer one the real server would reject with its error (`unknown_parameter`, `invalid_value`, ...); the
+    #: event is not processed.
+    validate: bool = True
     #: Client events larger than this (bytes of the frame) are answered with an error and not processed.
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     #: The default script: a text answer is streamed in this many deltas, without pauses.
@@ -183,14 +189,16 @@ class EndpointConnection:
 
     # -- public entry points ------------------------------------------------------------------------------
 
-    def open(self) -> list[Emission]:
-        """What the server sends when the websocket opens."""
-        out = [self._event({"type": "session.created", "session": copy_json(self.session)})]
+    def open(self, now: float = 0.0) -> list[Emission]:
+        """What the server sends when the websocket opens; `now` (seconds since the epoch, the server's clock)
+        dates the session's `expires_at`."""
         self.faults.arm_expiry()
+        limit = self._session_limit()
+        self.session["expires_at"] = int(now + (limit if limit is not None else 3600))
+        out = [self._event({"type": "session.created", "session": copy_json(self.session)})]
         if self.options.conversation_created:
             conversation = {"id": self.conversation_id, "object": "realtime.conversation"}
             out.append(self._event({"type": "conversation.created", "conversation": conversation}))
-        limit = self._session_limit()
         if limit is not None:
             out.append(Emission(wake=("expire",), delay=limit))
         return self._limit(out)
@@ -229,6 +237,9 @@ class EndpointConnection:
             supported = ", ".join(f"'{t}'" for t in sorted(_HANDLERS))
             message = f"Invalid value: '{str(etype)[:100]}'. Supported values are: {supported}."
             return self._limit([self._error("invalid_value", message, "type", event)])
+        invalid = check_client_event(event) if self.options.validate else None
+        if invalid is not None:
+            return self._limit([self._error(invalid.code, invalid.message, invalid.param, event)])
         out = handler(self, event)
         if turn is not None and turn.delay is not None and out:
             # the answer goes out that much later than it would, and whatever follows waits behind it
@@ -335,6 +346,12 @@ class EndpointConnection:
                 self._error("missing_required_parameter", "Missing required parameter: 'session'.", "session", event)
             ]
         merge_session(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
+        audio = self.session.get("audio")
+        audio_in = audio.get("input") if isinstance(audio, dict) else None
+        given = audio_in.get("transcription") if isinstance(audio_in, dict) else None
+        if isinstance(given, dict):
+            for key, value in TRANSCRIPTION_DEFAULTS.items():
+                given.setdefault(key, value)
         return [self._event({"type": "session.updated", "session": copy_json(self.session)})]
 
     def _transcription_update(self, event: dict[str, Any]) -> list[Emission]:
@@ -383,7 +400,6 @@ class EndpointConnection:
         wire = dict(obj)
         if not isinstance(wire.get("id"), str) or not wire["id"]:
             wire["id"] = self._new_item_id()
-        wire.setdefault("object", "realtime.item")
         wire.setdefault("status", "completed")
         item = self._item(wire, "client")
         if item.id in self.conv:

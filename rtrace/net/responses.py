@@ -279,7 +279,8 @@ class Responses:
         return events
 
     def end_item(self, run: Run, status: str) -> list[dict[str, Any]]:
-        """`response.output_item.done` (+ `conversation.item.done`) of the open item, with `status`."""
+        """`conversation.item.done` (in the conversation, or out of band when asked) and `response.output_item.done`
+        of the open item, with `status`, in the real server's order."""
         item = run.open_item
         assert item is not None and item.wire is not None
         wire = item.wire
@@ -290,17 +291,19 @@ class Responses:
         item.done = True
         if self.conv.get(item.id) is item:
             self.conv.reindex(item, old_call)
-        events: list[dict[str, Any]] = [
+        events: list[dict[str, Any]] = []
+        if run.response.in_conversation or self.options.out_of_band_item_events:
+            # the real server says the item is done in the conversation first, then in the response
+            previous = self.conv.previous_of(item.id) if item.id in self.conv else run.open_previous
+            events.append({"type": "conversation.item.done", "previous_item_id": previous, "item": copy_json(wire)})
+        events.append(
             {
                 "type": "response.output_item.done",
                 "response_id": run.response.id,
                 "output_index": run.open_index,
                 "item": copy_json(wire),
             }
-        ]
-        if run.response.in_conversation or self.options.out_of_band_item_events:
-            previous = self.conv.previous_of(item.id) if item.id in self.conv else run.open_previous
-            events.append({"type": "conversation.item.done", "previous_item_id": previous, "item": copy_json(wire)})
+        )
         return events
 
     def _text_parts(self, run: Run) -> tuple[str, str, str, str, str]:

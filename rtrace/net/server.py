@@ -282,7 +282,7 @@ class _Session:
     async def serve(self) -> None:
         sender = self.sender = asyncio.get_running_loop().create_task(self.outbox.run())
         try:
-            self.deliver(self.endpoint.open())
+            self.deliver(self.endpoint.open(time.time()))
             max_event = self.server.options.endpoint.max_event_bytes
             async for message in self.ws:
                 decoded = decode_frame(message, max_event)

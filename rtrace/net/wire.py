@@ -132,8 +132,23 @@ RATE_LIMITS = [
 ]
 
 
-def default_session(session_id: str, model: str) -> dict[str, Any]:
-    """The session a connection starts with: the GA defaults, 24 kHz PCM both ways, server VAD."""
+#: What differs between the models' default sessions (the realapi recordings' `session.created`): the voice, and
+#: the silence server VAD waits for. gpt-realtime and the previews say alloy and 200 ms; the 2.1 family marin and 500.
+MODEL_DEFAULTS: dict[str, tuple[str, int]] = {"gpt-realtime-2.1": ("marin", 500)}
+
+
+def model_defaults(model: str) -> tuple[str, int]:
+    """(voice, silence_duration_ms) of a model's default session."""
+    for prefix, found in MODEL_DEFAULTS.items():
+        if model.startswith(prefix):
+            return found
+    return "alloy", 200
+
+
+def default_session(session_id: str, model: str, expires_at: int = 3600) -> dict[str, Any]:
+    """The session a connection starts with: the GA defaults of `model` (its voice and VAD silence), 24 kHz PCM
+    both ways, server VAD; `expires_at` in seconds since the epoch, as the real server says it."""
+    voice, silence = model_defaults(model)
     return {
         "type": "realtime",
         "object": "realtime.session",
@@ -147,6 +162,7 @@ def default_session(session_id: str, model: str) -> dict[str, Any]:
         "tracing": None,
         "truncation": "auto",
         "prompt": None,
+        "expires_at": expires_at,
         "audio": {
             "input": {
                 "format": {"type": "audio/pcm", "rate": 24000},
@@ -156,18 +172,25 @@ def default_session(session_id: str, model: str) -> dict[str, Any]:
                     "type": "server_vad",
                     "threshold": 0.5,
                     "prefix_padding_ms": 300,
-                    "silence_duration_ms": 200,
+                    "silence_duration_ms": silence,
+                    "idle_timeout_ms": None,
                     "create_response": True,
                     "interrupt_response": True,
                 },
             },
-            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "marin", "speed": 1.0},
+            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": voice, "speed": 1.0},
         },
+        "include": None,
     }
 
 
+#: The fields the real server fills in an `audio.input.transcription` a client gives (the rest as given).
+TRANSCRIPTION_DEFAULTS = {"language": None, "prompt": None}
+
+
 def _item(item_id: str, itype: str, status: str, **fields: Any) -> dict[str, Any]:
-    return {"id": item_id, "object": "realtime.item", "type": itype, "status": status, **fields}
+    # GA items carry no `object` (the realapi recordings): id, type, status, then the type's fields
+    return {"id": item_id, "type": itype, "status": status, **fields}
 
 
 def assistant_message(item_id: str) -> dict[str, Any]:
