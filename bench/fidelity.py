@@ -42,7 +42,7 @@ def read_case(path: Path) -> list[Record]:
 
 def error_findings(path: Path) -> list[str]:
     report = analyze_path(path)
-    return [f"{path.name}:{f.line}: {f.rule_id} {f.message}" for f in report.findings if f.severity == "error"]
+    return [f"{path.name}:{f.at_line}: {f.rule} {f.message}" for f in report.findings if f.severity == "error"]
 
 
 def main(argv: list[str] | None = None) -> int:

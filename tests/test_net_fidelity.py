@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.fidelity import error_findings, find_realapi, read_case
+from rtrace.engine.fold import analyze_path
 from rtrace.net.fidelity import (
     KNOWN,
     CaseResult,
@@ -110,3 +112,22 @@ def test_the_recordings_differ_from_serve_only_as_the_table_says_and_give_no_err
     verdict = judge(results, KNOWN)
     assert [d.line() for d in verdict.unexplained] == [] and verdict.stale == []
     assert [line for path in cases for line in error_findings(path)] == []
+
+
+@pytest.mark.skipif(REALAPI is None, reason="no ../shared/realapi recordings beside the clone")
+def test_the_rejected_item_error_is_joined_to_the_create_it_names() -> None:
+    """The error comes ahead of the acks of the first create and names `item.content[0].type` = 'text': it answers
+    the second create (the assistant message), not the oldest."""
+    assert REALAPI is not None
+    path = REALAPI / "cases" / "realapi.pydantic-ai.history-seed-rejected-item.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    named = next(n for n, line in enumerate(lines, 1) if '"role":"assistant","content":[{"type":"text"' in line)
+    report = analyze_path(path)
+    [found] = [f for f in report.findings if f.rule == "RT112"]
+    assert f"answering line {named}" in found.message, found.message
+
+
+def test_an_error_finding_is_reported() -> None:
+    """The analyzer half of the check can fail: the bundled 1.8.8 race is two error findings."""
+    race = Path(__file__).resolve().parent.parent / "sample_traces" / "real" / "tool-output-race.livekit-1.8.8.jsonl"
+    assert [line.split(": ")[1].split()[0] for line in error_findings(race)] == ["RT102", "RT101"]
