@@ -67,6 +67,9 @@ class EndpointOptions:
     #: answer one the real server would reject with its error (`unknown_parameter`, `invalid_value`, ...); the
     #: event is not processed.
     validate: bool = True
+    #: Send such an error ahead of the answers to earlier events still waiting out their latency (the realapi
+    #: recording `history-seed-rejected-item`: the rejected second create's error before the first one's acks).
+    schema_errors_ahead: bool = True
     #: Client events larger than this (bytes of the frame) are answered with an error and not processed.
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     #: The default script: a text answer is streamed in this many deltas, without pauses.
@@ -239,7 +242,8 @@ class EndpointConnection:
             return self._limit([self._error("invalid_value", message, "type", event)])
         invalid = check_client_event(event) if self.options.validate else None
         if invalid is not None:
-            return self._limit([self._error(invalid.code, invalid.message, invalid.param, event)])
+            rejected = self._error(invalid.code, invalid.message, invalid.param, event)
+            return self._limit([dataclasses.replace(rejected, ahead=self.options.schema_errors_ahead)])
         out = handler(self, event)
         if turn is not None and turn.delay is not None and out:
             # the answer goes out that much later than it would, and whatever follows waits behind it
@@ -395,8 +399,9 @@ class EndpointConnection:
             return [self._error(self.options.previous_item_error_code, message, "previous_item_id", event)]
         after: str | None = self.conv.tail if prev in ("", None) else None if prev == "root" else prev
         if obj.get("type") == "function_call_output" and obj["call_id"] not in self.conv.by_call:
+            # as the real server says it (livekit/agents#3344): no param, no event id
             message = f"Tool call ID '{obj['call_id']}' not found in conversation."
-            return [self._error("invalid_tool_call_id", message, "item.call_id", event)]
+            return [self._error("invalid_tool_call_id", message, None, None)]
         wire = dict(obj)
         if not isinstance(wire.get("id"), str) or not wire["id"]:
             wire["id"] = self._new_item_id()

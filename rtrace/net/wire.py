@@ -28,7 +28,9 @@ class Emission:
     and closes go out in order, each after everything queued before it (`flush=True`); a note or a close with
     `flush=False` acts at once and drops whatever is still queued (a network drop). `hold` seconds are added to
     the send queue's delay of this emission (its latency, for an event); what is queued after it waits behind it
-    (a slow answer, still in order).
+    (a slow answer, still in order). An `ahead` event (a schema error: the real server answers it on receipt,
+    ahead of the answers to earlier events it is still processing) has no latency of its own and goes out before
+    the events queued and not yet due, never before the one being waited for.
     """
 
     event: dict[str, Any] | None = None
@@ -38,6 +40,7 @@ class Emission:
     meta: dict[str, Any] | None = None
     close: tuple[int, str] | None = None
     flush: bool = True
+    ahead: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
