@@ -328,15 +328,16 @@ def test_server_vad_speech_commits_transcribes_and_answers() -> None:
     assert d.send(speech(400, hz=0)) == []
     started = d.send(speech(600))
     assert types(started) == ["input_audio_buffer.speech_started"]
-    assert started[0]["audio_start_ms"] == 100  # 400 ms in, 300 ms of padding
-    out = d.send(speech(300, hz=0))
+    assert started[0]["audio_start_ms"] == 116  # the end of the first speech frame (384-416 ms), less 300 of padding
+    out = d.send(speech(400, hz=0))
     item_id = started[0]["item_id"]
     assert types(out)[:6] == [
         "input_audio_buffer.speech_stopped", "input_audio_buffer.committed", "conversation.item.added",
         "conversation.item.done", "conversation.item.input_audio_transcription.delta",
         "conversation.item.input_audio_transcription.completed",
     ]  # fmt: skip
-    assert out[0] == {**out[0], "audio_end_ms": 1200, "item_id": item_id}
+    # the voice ends in the frame 992-1024; 200 ms of silence and the detector's 96 ms of release: ten frames
+    assert out[0] == {**out[0], "audio_end_ms": 1344, "item_id": item_id}
     assert out[1]["item_id"] == item_id and out[2]["item"]["content"] == [{"type": "input_audio", "transcript": None}]
     assert out[5]["transcript"] == "What's the weather in Oslo?" and out[5]["usage"]["type"] == "tokens"
     # the automatic response: a call of the weather tool, with the city it heard
@@ -351,7 +352,7 @@ def test_without_transcription_the_model_still_hears_and_create_response_false_w
     d = make(transcripts=["hello"])
     vad_session(d, transcription=False, create_response=False)
     d.send(speech(300))
-    out = d.send(speech(300, hz=0))
+    out = d.send(speech(400, hz=0))
     assert types(out) == [
         "input_audio_buffer.speech_stopped", "input_audio_buffer.committed", "conversation.item.added",
         "conversation.item.done",
@@ -365,7 +366,7 @@ def test_speaking_during_a_response_interrupts_it_and_the_client_truncates() -> 
     d = Driver(EndpointConnection(1, EndpointOptions(audio_pace=1.0, transcripts=["a long story please"])))
     d.open()  # the default session: audio both ways, server VAD, no transcription
     d.send(speech(300), follow=False)
-    first = d.send(speech(250, hz=0), follow=False)  # speech ends: the story starts, paced in real time
+    first = d.send(speech(400, hz=0), follow=False)  # speech ends: the story starts, paced in real time
     assert "response.created" in types(first) and d.conn.responses.active is not None
     rid = d.conn.responses.active.response.id
     d.run(d.conn.wake(("run", rid)), follow=False)
@@ -388,10 +389,10 @@ def test_interrupt_response_false_lets_the_answer_finish() -> None:
     d = make(transcripts=["a long story"])
     vad_session(d, interrupt_response=False)
     d.send(speech(300), follow=False)
-    d.send(speech(250, hz=0), follow=False)  # the story: paused between its chunks
+    d.send(speech(400, hz=0), follow=False)  # the story: paused between its chunks
     out = d.send(speech(100), follow=False)
     assert types(out) == ["input_audio_buffer.speech_started"] and d.conn.responses.active is not None
-    out = d.send(speech(250, hz=0), follow=False)  # no second response while one generates
+    out = d.send(speech(400, hz=0), follow=False)  # no second response while one generates
     assert "response.created" not in types(out)
 
 
@@ -401,8 +402,9 @@ def test_g711_input_semantic_vad_and_manual_commit_during_speech() -> None:
     d.send({"type": "session.update", "session": {"type": "realtime", "audio": {"input": fmt}}})
     [started] = d.send(speech(200, codec="pcmu", rate=8000))
     assert started["type"] == "input_audio_buffer.speech_started"
-    assert types(d.send(speech(200, hz=0, codec="pcmu", rate=8000))) == []  # high eagerness: 250 ms of silence
-    assert types(d.send(speech(60, hz=0, codec="pcmu", rate=8000)))[0] == "input_audio_buffer.speech_stopped"
+    # high eagerness: 250 ms of silence (and the detector's 96 ms of release)
+    assert types(d.send(speech(200, hz=0, codec="pcmu", rate=8000))) == []
+    assert types(d.send(speech(200, hz=0, codec="pcmu", rate=8000)))[0] == "input_audio_buffer.speech_stopped"
     d.send(speech(200, codec="pcmu", rate=8000))
     out = d.send({"type": "input_audio_buffer.commit"})  # the client commits while the user speaks
     assert types(out)[0] == "input_audio_buffer.committed"
@@ -637,7 +639,7 @@ def test_every_server_event_carries_the_fields_the_ga_types_require() -> None:
     audio_in = {"transcription": {"model": "m"}}
     d.send({"type": "session.update", "session": {"type": "realtime", "tools": tools, "audio": {"input": audio_in}}})
     d.send(speech(300))
-    d.send(speech(300, hz=0))  # VAD, transcription, an automatic audio answer
+    d.send(speech(400, hz=0))  # VAD, transcription, an automatic audio answer
     d.send(user("ping please", "U"))
     call = d.send({"type": "response.create"})[-1]["response"]["output"][0]
     fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "pong"}

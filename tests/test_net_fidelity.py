@@ -15,6 +15,7 @@ from rtrace.net.fidelity import (
     CaseResult,
     Difference,
     Known,
+    async_differences,
     compare,
     has_client_events,
     id_shape,
@@ -79,6 +80,18 @@ def test_the_check_finds_an_order_a_field_a_type_and_a_value() -> None:
     real[0] = ("server", {**first, "session": {**first["session"], "voice_x": 1, "model": "gpt-other"}})
     values = {(d.kind, d.path) for d in value_differences(real, recorded)}
     assert ("value", "session.model") in values
+
+
+def test_events_on_the_servers_own_clock_are_compared_by_count_and_by_what_they_follow() -> None:
+    recorded = session()
+    rate = ("server", {"type": "rate_limits.updated", "rate_limits": []})
+    real = [*recorded, rate]  # after response.done, as the real server sends it
+    found = {(d.kind, d.event_type, d.path) for d in async_differences(real, recorded)}
+    assert found == {("count", "rate_limits.updated", "")}
+    served = [*recorded[:3], rate, *recorded[3:]]
+    found = {(d.kind, d.event_type, d.path) for d in async_differences(real, served)}
+    assert [k for k, t, _ in found if t == "rate_limits.updated"] == ["position"]
+    assert order_differences(real, served) == []  # left out of the alignment
 
 
 def test_a_difference_is_explained_only_by_an_entry_that_matches_and_an_unused_entry_is_stale() -> None:

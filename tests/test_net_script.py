@@ -262,7 +262,7 @@ def test_script_transcripts_feed_the_server_vad() -> None:
     d = Driver(EndpointConnection(1, EndpointOptions(script=parse_script('transcripts = ["order 5 please"]\n'))))
     d.open()
     loud = base64.b64encode(encode(tone(7200, 24000, 440), "pcm16")).decode()
-    quiet = base64.b64encode(bytes(14400)).decode()
+    quiet = base64.b64encode(bytes(19200)).decode()  # 400 ms: the silence and the VAD's release
     d.send({"type": "input_audio_buffer.append", "audio": loud})
     out = d.send({"type": "input_audio_buffer.append", "audio": quiet})
     answer = out[-1]["response"]["output"][0]
