@@ -1144,7 +1144,12 @@ CONVERT_EXAMPLES = """Examples:
 
 @app.command(epilog=_verbatim(CONVERT_EXAMPLES))
 def convert(
-    path: Annotated[Path, typer.Argument(help="A HAR, JSON-array or JSONL event log, mitmproxy dump or livekit log.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A HAR, JSON-array or JSONL event log, mitmproxy dump, pydantic-ai cassette (YAML) or livekit log."
+        ),
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
     allow_special_files: AllowSpecial = False,
 ) -> None:
@@ -1156,14 +1161,19 @@ def convert(
 
     refuse_overwrite([str(path)], [output])
     kind = detect(str(path))
+    lost: list[str] = []
     try:
         with replacing_trace(output) as out, working(f"converting {path}"):
-            count = convert_file(str(path), out, kind)
-            if count == 0:
+            count = convert_file(str(path), out, kind, lost)
+            if count == len(lost):
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
-    say(f"rtrace convert: {count} records ({kind}) -> {output}")
+    say(f"rtrace convert: {count - len(lost)} records ({kind}) -> {output}")
+    for text in lost[:10]:
+        say(f"  not kept: {text}")
+    if len(lost) > 10:
+        say(f"  not kept: {len(lost) - 10} more (notes in {output})")
 
 
 REPLAY_EXAMPLES = """Examples:
