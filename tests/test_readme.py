@@ -134,6 +134,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for trace in real.glob("*.jsonl"):
         shutil.copy(trace, work / "traces" / trace.name)
     (work / "capture.har").write_text(json.dumps(har_of(race)))
+    shutil.copy(ROOT / "tests" / "golden" / "cassettes" / "tool-round.yaml", work / "cassette.yaml")
     (script,) = [b for b in blocks(README, "toml") if b.startswith("# scenario.toml")]
     (work / "scenario.toml").write_text(script)
     (work / "tests").mkdir()
