@@ -219,8 +219,9 @@ def test_audio_lengths_follow_the_session_formats() -> None:
 
 
 def test_event_shapes_match_the_server_of_the_real_traces() -> None:
-    """Field by field against the server lines of the 1.8.9 trace, replaying its client events."""
-    d = Driver(EndpointConnection(1))
+    """Field by field against the server lines of the 1.8.9 trace, replaying its client events (with the options
+    of the serve that recorded it: three text deltas, one of arguments, no padding)."""
+    d = Driver(EndpointConnection(1, EndpointOptions(text_chunks=3, obfuscation=False)))
     expected: list[dict[str, Any]] = []
     got: list[dict[str, Any]] = []
     with TraceReader.open(REAL / "tool-output-race.livekit-1.8.9.jsonl") as reader:
@@ -331,17 +332,25 @@ def test_server_vad_speech_commits_transcribes_and_answers() -> None:
     assert started[0]["audio_start_ms"] == 116  # the end of the first speech frame (384-416 ms), less 300 of padding
     out = d.send(speech(400, hz=0))
     item_id = started[0]["item_id"]
-    assert types(out)[:6] == [
+    # as the real server: the transcription after `response.created` (it transcribes while the answer streams), in
+    # token-sized deltas with their padding, completed with the seconds of speech it billed
+    assert types(out)[:5] == [
         "input_audio_buffer.speech_stopped", "input_audio_buffer.committed", "conversation.item.added",
-        "conversation.item.done", "conversation.item.input_audio_transcription.delta",
-        "conversation.item.input_audio_transcription.completed",
+        "conversation.item.done", "response.created",
     ]  # fmt: skip
     # the voice ends in the frame 992-1024; 200 ms of silence and the detector's 96 ms of release: ten frames
     assert out[0] == {**out[0], "audio_end_ms": 1344, "item_id": item_id}
     assert out[1]["item_id"] == item_id and out[2]["item"]["content"] == [{"type": "input_audio", "transcript": None}]
-    assert out[5]["transcript"] == "What's the weather in Oslo?" and out[5]["usage"]["type"] == "tokens"
+    kinds = types(out)
+    done = kinds.index("conversation.item.input_audio_transcription.completed")
+    deltas = out[5:done]
+    assert {e["type"] for e in deltas} == {"conversation.item.input_audio_transcription.delta"} and len(deltas) > 3
+    assert "".join(e["delta"] for e in deltas) == "What's the weather in Oslo?"
+    assert all(len(e["delta"]) + len(e["obfuscation"]) == 16 for e in deltas)
+    assert out[done]["transcript"] == "What's the weather in Oslo?"
+    assert out[done]["usage"] == {"type": "duration", "seconds": 2}  # 116-1344 ms of speech
     # the automatic response: a call of the weather tool, with the city it heard
-    assert types(out)[6] == "response.created" and out[-1]["type"] == "response.done"
+    assert out[-1]["type"] == "response.done"
     call = out[-1]["response"]["output"][0]
     assert (call["name"], call["arguments"]) == ("get_weather", '{"city": "Oslo"}')
     retrieved = d.send({"type": "conversation.item.retrieve", "item_id": item_id})[0]["item"]

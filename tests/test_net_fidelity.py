@@ -68,13 +68,13 @@ def test_the_check_finds_an_order_a_field_a_type_and_a_value() -> None:
     i = kinds.index("conversation.item.done", kinds.index("response.created"))
     real[i], real[i + 1] = real[i + 1], real[i]
     j = kinds.index("response.output_text.delta")
-    real[j] = ("server", {**real[j][1], "obfuscation": "abc"})
+    real[j] = ("server", {**real[j][1], "logprobs": []})
     k = kinds.index("response.created")
     real[k] = ("server", {**real[k][1], "response": {**real[k][1]["response"], "usage": 3}})
     found = {(d.kind, d.event_type, d.path) for d in order_differences(real, recorded)}
     assert ("missing", "response.output_item.done", "") in found or ("missing", "conversation.item.done", "") in found
     shapes = {(d.kind, d.event_type, d.path) for d in shape_differences(real, recorded)}
-    assert ("missing-field", "response.output_text.delta", "obfuscation") in shapes
+    assert ("missing-field", "response.output_text.delta", "logprobs") in shapes
     assert ("json-type", "response.created", "response.usage") in shapes
     first = real[0][1]
     real[0] = ("server", {**first, "session": {**first["session"], "voice_x": 1, "model": "gpt-other"}})

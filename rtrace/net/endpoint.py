@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import math
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
@@ -72,8 +73,11 @@ class EndpointOptions:
     schema_errors_ahead: bool = True
     #: Client events larger than this (bytes of the frame) are answered with an error and not processed.
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
-    #: The default script: a text answer is streamed in this many deltas, without pauses.
-    text_chunks: int = 3
+    #: The default script: a text answer is streamed in this many deltas, without pauses; 0: in token-sized deltas
+    #: as the real server (' fog', 'gy', '.'), a call's arguments too.
+    text_chunks: int = 0
+    #: Text, transcript and argument deltas carry `obfuscation` padding, as the real server's do.
+    obfuscation: bool = True
     #: A user text asking for a story (or something long) is answered with `story_text` in `story_chunks` deltas,
     #: `story_chunk_delay` seconds before each.
     story_text: str = "Once upon a time there was a very slow story."
@@ -161,6 +165,7 @@ class EndpointConnection:
         #: many audio turns were committed (which transcript the next one gets).
         self.vad = VoiceDetector()
         self.speech_item: str | None = None
+        self.speech_start_ms = 0
         self.audio_turns = 0
         #: Script turns that close the socket once a response is done, by response id.
         self.close_after: dict[str, Turn] = {}
@@ -515,6 +520,7 @@ class EndpointConnection:
         """Speech began: its user item's id is taken now; a response generating in the conversation is cancelled
         (`turn_detected`) when the session lets speech interrupt."""
         self.speech_item = self._new_item_id()
+        self.speech_start_ms = ms
         started = {"type": "input_audio_buffer.speech_started", "audio_start_ms": ms, "item_id": self.speech_item}
         out = [self._event(started)]
         active = self.responses.active
@@ -528,13 +534,20 @@ class EndpointConnection:
         item_id = self.speech_item or self._new_item_id()
         self.speech_item = None
         out = [self._event({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": ms, "item_id": item_id})]
-        out.extend(self._commit(item_id))
+        committed, transcript = self._commit(item_id, ms - self.speech_start_ms)
+        out.extend(committed)
         if settings.create_response and self.responses.active is None:
-            out.extend(self._start_response({}, None))
+            # the real server transcribes while the response streams: its transcription comes after
+            # `response.created`
+            answer = self._start_response({}, None)
+            out.extend([*answer[:1], *(self._event(e) for e in transcript), *answer[1:]])
+        else:
+            out.extend(self._event(e) for e in transcript)
         return out
 
-    def _commit(self, item_id: str) -> list[Emission]:
-        """The buffer becomes a user message: `committed`, the item's acks, its transcription when enabled."""
+    def _commit(self, item_id: str, speech_ms: int) -> tuple[list[Emission], list[dict[str, Any]]]:
+        """The buffer becomes a user message: `committed` and the item's acks, and the events of its transcription
+        when the session enables it (`speech_ms` long), for the caller to place."""
         self.audio_buffer_bytes = 0
         self.vad.reset()
         n = self.audio_turns
@@ -548,10 +561,15 @@ class EndpointConnection:
         self.responses.heard[item_id] = said
         committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
         out = [self._event(committed), *self._ack_item(wire, previous)]
+        transcript: list[dict[str, Any]] = []
         if _transcribes(self.session):
             wire["content"][0]["transcript"] = said
-            out.extend(self._event(e) for e in transcription_events(item_id, said))
-        return out
+            seconds = max(1, math.ceil(speech_ms / 1000))
+            transcript = [
+                self.responses.delta(e) if e["type"].endswith(".delta") else e
+                for e in transcription_events(item_id, said, seconds)
+            ]
+        return out, transcript
 
     def _audio_commit(self, event: dict[str, Any]) -> list[Emission]:
         rate, sample_bytes = session_format(self.session, "input") or DEFAULT_FORMAT
@@ -564,7 +582,8 @@ class EndpointConnection:
             return [self._error("input_audio_buffer_commit_empty", message, None, event)]
         item_id = self.speech_item or self._new_item_id()
         self.speech_item = None
-        return self._commit(item_id)
+        committed, transcript = self._commit(item_id, int(ms))
+        return [*committed, *(self._event(e) for e in transcript)]
 
     def _audio_clear(self, event: dict[str, Any]) -> list[Emission]:
         self.audio_buffer_bytes = 0

@@ -19,7 +19,7 @@ from ..core.conversation import Conversation, Item, item_from_event, update_item
 from ..core.state import Response
 from .script import Call
 from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
-from .wire import assistant_message, copy_json, function_call, item_text, usage
+from .wire import assistant_message, copy_json, function_call, item_text, obfuscation, token_pieces, usage
 
 #: What a response generator yields: a server event, or a pause of that many seconds before the next one.
 Steps = Generator[dict[str, Any] | float, None, None]
@@ -40,6 +40,7 @@ class ScriptOptions(Protocol):
     audio_delta_ms: int
     audio_tone_hz: float
     audio_pace: float
+    obfuscation: bool
 
 
 @dataclasses.dataclass(eq=False)
@@ -76,9 +77,12 @@ class Run:
 
 
 def chunks(text: str, n: int) -> list[str]:
-    """`text` in `n` deltas (fewer when it is short); an empty text is one empty delta."""
+    """`text` in `n` deltas (fewer when it is short; 0: token-sized, `token_pieces`); an empty text is one empty
+    delta."""
     if not text:
         return [""]
+    if n <= 0:
+        return token_pieces(text)
     size = max(1, math.ceil(len(text) / max(1, n)))
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -156,6 +160,8 @@ class Responses:
     #: What the model heard in committed audio, by user item id: the text its answer reads (the item's own
     #: transcript stays empty unless the session asked for transcription).
     heard: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Deltas sent so far (what their `obfuscation` is made from).
+    deltas: int = 0
 
     # -- a response's life --------------------------------------------------------------------------------
 
@@ -336,7 +342,7 @@ class Responses:
                 yield delay
             run.open_text += chunk
             run.output_tokens += tokens(chunk)
-            yield {"type": delta_type, **ids, "delta": chunk}
+            yield self.delta({"type": delta_type, **ids, "delta": chunk})
             if part_type == "audio":
                 yield from self.audio(run, ids, len(chunk) * self.options.audio_ms_per_char)
         yield from self.close_message(run)
@@ -375,14 +381,22 @@ class Responses:
         item.wire["content"] = [{"type": item_part, key: text}]
         yield from self.end_item(run, status)
 
+    def delta(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A text delta as the real server sends it: with its `obfuscation` padding (`ScriptOptions.obfuscation`)."""
+        if self.options.obfuscation:
+            self.deltas += 1
+            event["obfuscation"] = obfuscation(str(event.get("delta") or ""), self.deltas)
+        return event
+
     def function_call(self, run: Run, name: str, arguments: str, index: int) -> Steps:
-        """A call of `name` with `arguments`, in one delta."""
+        """A call of `name` with `arguments`, in deltas as a message's text (`text_chunks`)."""
         item_id = self.new_item_id()
         call_id = self.call_id(item_id, index)
         wire = function_call(item_id, call_id, name)
         yield from self.start_item(run, wire)
         ids = {"response_id": run.response.id, "item_id": item_id, "output_index": run.open_index, "call_id": call_id}
-        yield {"type": "response.function_call_arguments.delta", **ids, "delta": arguments}
+        for piece in chunks(arguments, self.options.text_chunks) if self.options.text_chunks <= 0 else [arguments]:
+            yield self.delta({"type": "response.function_call_arguments.delta", **ids, "delta": piece})
         yield {"type": "response.function_call_arguments.done", **ids, "name": name, "arguments": arguments}
         wire["arguments"] = arguments
         run.output_tokens += tokens(arguments)

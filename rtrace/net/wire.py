@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Hashable
 from typing import Any
 
@@ -211,12 +212,32 @@ def committed_audio_message(item_id: str) -> dict[str, Any]:
     return _item(item_id, "message", "completed", role="user", content=[{"type": "input_audio", "transcript": None}])
 
 
-def transcription_events(item_id: str, text: str) -> list[dict[str, Any]]:
-    """The input audio transcription of a committed user item: one delta, then `completed` with its usage."""
+_TOKEN = re.compile(r"\s?[A-Za-z]{1,8}|\s?\d{1,3}|\s?[^\s\w]|\s?\w|\s+")
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def token_pieces(text: str) -> list[str]:
+    """`text` in token-sized deltas, as the real server streams it (' fog', 'gy', ' 12', '.'): a word of up to
+    eight letters with the space before it, up to three digits, one other character."""
+    pieces = _TOKEN.findall(text)
+    return pieces if pieces and "".join(pieces) == text else [text]
+
+
+def obfuscation(delta: str, n: int) -> str:
+    """The padding the real server puts beside a delta (`obfuscation`, letters and digits) so that the frame's
+    length does not tell the text's: delta and padding are 16 characters together. Deterministic in `n`."""
+    return "".join(_ALPHABET[(n * 31 + i * 17) % len(_ALPHABET)] for i in range(max(1, 16 - len(delta))))
+
+
+def transcription_events(item_id: str, text: str, seconds: int) -> list[dict[str, Any]]:
+    """The input audio transcription of a committed user item as the real server sends it: token-sized deltas,
+    then `completed` with the duration it billed (`usage` of type `duration`, whole seconds of speech)."""
     ids = {"item_id": item_id, "content_index": 0}
-    out_tokens = max(1, len(text) // 4) if text else 0
-    used = {"type": "tokens", "input_tokens": 10, "output_tokens": out_tokens, "total_tokens": 10 + out_tokens}
+    used = {"type": "duration", "seconds": seconds}
     return [
-        {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": text},
+        *(
+            {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": piece}
+            for piece in token_pieces(text or "")
+        ),
         {"type": "conversation.item.input_audio_transcription.completed", **ids, "transcript": text, "usage": used},
     ]
