@@ -276,3 +276,13 @@ def test_audio_pace_spreads_the_audio_and_a_cancel_keeps_what_was_sent() -> None
     truncate = {"type": "conversation.item.truncate", "item_id": item.id, "content_index": 0, "audio_end_ms": 201}
     [err] = d.send(truncate)
     assert err["error"]["message"] == "Audio content of 200ms is already shorter than 201ms"
+
+
+def test_the_2_1_models_mark_their_messages_with_a_phase() -> None:
+    """The realapi recordings of gpt-realtime-2.1 and 2.1-mini: `phase: final_answer` on an answer's message."""
+    for model, phase in (("gpt-realtime-2.1-mini", "final_answer"), ("gpt-realtime", None)):
+        d = make(model=model)
+        d.send(user("hello", "U"))
+        done = d.send({"type": "response.create"})[-1]
+        assert done["type"] == "response.done"
+        assert done["response"]["output"][0].get("phase") == phase

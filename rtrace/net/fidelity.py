@@ -98,7 +98,6 @@ _MULTI = (
 )
 _SIDEBAND = "the WebRTC sideband socket (issue 25 point 4): serve has no sideband mode, nor a WebRTC audio buffer"
 _RATE = "`rate_limits.updated` after `response.done` (issue 25 point 4): serve sends it only with --rate-limits"
-_PHASE = "`phase` of gpt-realtime-2.1's messages (issue 25 point 4)"
 _TRANSCRIBE = (
     "input transcription (issue 25 point 4): the real server transcribes while the response streams, its deltas "
     "interleaved with the answer's, completing mid-response; serve sends them all right after response.created"
@@ -127,7 +126,6 @@ KNOWN: tuple[Known, ...] = (
     Known("missing", "output_audio_buffer.*", "", _SIDEBAND, case="*sideband*"),
     Known("missing", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
     Known("extra", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
-    Known("missing-field", "*", "*phase", _PHASE, case="*gpt-realtime-2.1*"),
     Known("missing-field", "conversation.item.added", "item.content[].transcript", _TRANSCRIBE, case="*idle*"),
     Known("json-type", "conversation.item.done", "previous_item_id", _FIRST_DONE),
     Known("missing-field", "response.done", "response.usage.output_token_details.reasoning_tokens", _REASONING),

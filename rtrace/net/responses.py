@@ -21,6 +21,9 @@ from .script import Call
 from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
 from .wire import assistant_message, copy_json, function_call, item_text, obfuscation, token_pieces, usage
 
+#: Models whose assistant messages carry a `phase` (the realapi recordings of gpt-realtime-2.1 and 2.1-mini).
+PHASED_MODELS = ("gpt-realtime-2.1",)
+
 #: What a response generator yields: a server event, or a pause of that many seconds before the next one.
 Steps = Generator[dict[str, Any] | float, None, None]
 
@@ -324,11 +327,14 @@ class Responses:
             )
         return "text", "output_text", "response.output_text.delta", "response.output_text.done", "text"
 
-    def message(self, run: Run, text: str, n_chunks: int, delay: float) -> Steps:
+    def message(self, run: Run, text: str, n_chunks: int, delay: float, final: bool = True) -> Steps:
         """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each. An audio answer
-        streams each transcript delta's audio right after it (`audio`)."""
+        streams each transcript delta's audio right after it (`audio`). The gpt-realtime-2.1 models mark it with
+        its `phase`: `final_answer`, or `commentary` for a preamble a call follows (`final` false)."""
         part_type, _, delta_type, _, key = self._text_parts(run)
         wire = assistant_message(self.new_item_id())
+        if str(self.session.get("model") or "").startswith(PHASED_MODELS):
+            wire["phase"] = "final_answer" if final else "commentary"
         yield from self.start_item(run, wire)
         ids = {
             "response_id": run.response.id,
@@ -455,7 +461,7 @@ class Responses:
         output = str(last.get("output") or "") if last.get("type") == "function_call_output" else ""
         if text is not None:
             filled = text.replace("{user}", user or "").replace("{output}", output)
-            yield from self.message(run, filled, o.text_chunks, 0.0)
+            yield from self.message(run, filled, o.text_chunks, 0.0, final=not calls)
         tools = declared_tools(self.session, params)
         for index, call in enumerate(calls):
             tool = next((t for t in tools if t.name == call.name), Tool(call.name))
