@@ -24,7 +24,7 @@ from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCount
 from rtrace.net.wire import FrameError, decode_frame
 from rtrace.rules.base import Config
 
-from .netdriver import Driver, make, types, user, weather_call
+from .netdriver import Driver, done_of, make, types, user, weather_call
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 
@@ -155,7 +155,7 @@ def test_truncate_of_an_audio_answer() -> None:
     d.open()  # default session: audio output
     d.send(user("hi", "A"))
     out = d.send({"type": "response.create"})
-    item_id = out[-1]["response"]["output"][0]["id"]
+    item_id = done_of(out)["response"]["output"][0]["id"]
     assert "response.output_audio_transcript.delta" in types(out)
     [ok] = d.send({"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0, "audio_end_ms": 100})
     assert ok["type"] == "conversation.item.truncated" and ok["audio_end_ms"] == 100
@@ -188,7 +188,7 @@ def test_the_conversation_holds_each_payload_and_no_private_key() -> None:
         "status": "completed",
     }
     out = d.send({"type": "response.create"})
-    answer = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    answer = d.conn.conv.items[done_of(out)["response"]["output"][0]["id"]]
     text = answer.wire["content"][0]["transcript"]
     assert answer.audio_bytes == len(text) * 60 * 48  # 60 ms a character, 24 kHz 16-bit
     d.send({"type": "conversation.item.truncate", "item_id": answer.id, "content_index": 0, "audio_end_ms": 120})
@@ -207,7 +207,7 @@ def test_audio_lengths_follow_the_session_formats() -> None:
     d.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(bytes(800)).decode()})
     assert types(d.send({"type": "input_audio_buffer.commit"}))[0] == "input_audio_buffer.committed"
     out = d.send({"type": "response.create"})
-    answer = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    answer = d.conn.conv.items[done_of(out)["response"]["output"][0]["id"]]
     ms = len(answer.wire["content"][0]["transcript"]) * 60
     assert answer.audio_bytes == ms * 8
     [err] = d.send(
@@ -220,8 +220,9 @@ def test_audio_lengths_follow_the_session_formats() -> None:
 
 def test_event_shapes_match_the_server_of_the_real_traces() -> None:
     """Field by field against the server lines of the 1.8.9 trace, replaying its client events (with the options
-    of the serve that recorded it: three text deltas, one of arguments, no padding)."""
-    d = Driver(EndpointConnection(1, EndpointOptions(text_chunks=3, obfuscation=False)))
+    of the serve that recorded it: three text deltas, one of arguments, no padding, no rate limits)."""
+    old = EndpointOptions(text_chunks=3, obfuscation=False, rate_limits_after_done=False)
+    d = Driver(EndpointConnection(1, old))
     expected: list[dict[str, Any]] = []
     got: list[dict[str, Any]] = []
     with TraceReader.open(REAL / "tool-output-race.livekit-1.8.9.jsonl") as reader:
@@ -351,7 +352,7 @@ def test_server_vad_speech_commits_transcribes_and_answers() -> None:
     assert out[done]["usage"] == {"type": "duration", "seconds": 2}  # 116-1344 ms of speech
     # the automatic response: a call of the weather tool, with the city it heard
     assert out[-1]["type"] == "response.done"
-    call = out[-1]["response"]["output"][0]
+    call = done_of(out)["response"]["output"][0]
     assert (call["name"], call["arguments"]) == ("get_weather", '{"city": "Oslo"}')
     retrieved = d.send({"type": "conversation.item.retrieve", "item_id": item_id})[0]["item"]
     assert retrieved["content"][0]["transcript"] == "What's the weather in Oslo?"
@@ -367,7 +368,7 @@ def test_without_transcription_the_model_still_hears_and_create_response_false_w
         "conversation.item.done",
     ]  # fmt: skip
     assert out[2]["item"]["content"][0]["transcript"] is None
-    answer = d.send({"type": "response.create"})[-1]["response"]["output"][0]
+    answer = done_of(d.send({"type": "response.create"}))["response"]["output"][0]
     assert answer["content"][0]["text"] == "You said: hello"
 
 
@@ -384,7 +385,8 @@ def test_speaking_during_a_response_interrupts_it_and_the_client_truncates() -> 
     played = item.audio_bytes
     out = d.send(speech(100), follow=False)
     assert types(out)[0] == "input_audio_buffer.speech_started"
-    done = out[-1]
+    done = done_of(out)
+    assert out[-1]["type"] == "rate_limits.updated"  # after the response.done, as the GA server sends it
     assert done["type"] == "response.done" and done["response"]["status"] == "cancelled"
     assert done["response"]["status_details"] == {"type": "cancelled", "reason": "turn_detected"}
     assert "response.output_audio.done" in types(out) and d.conn.responses.active is None
@@ -650,10 +652,10 @@ def test_every_server_event_carries_the_fields_the_ga_types_require() -> None:
     d.send(speech(300))
     d.send(speech(400, hz=0))  # VAD, transcription, an automatic audio answer
     d.send(user("ping please", "U"))
-    call = d.send({"type": "response.create"})[-1]["response"]["output"][0]
+    call = done_of(d.send({"type": "response.create"}))["response"]["output"][0]
     fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "pong"}
     d.send({"type": "conversation.item.create", "item": fco})
-    audio = d.send({"type": "response.create"})[-1]["response"]["output"][0]["id"]
+    audio = done_of(d.send({"type": "response.create"}))["response"]["output"][0]["id"]
     d.send({"type": "conversation.item.truncate", "item_id": audio, "content_index": 0, "audio_end_ms": 10})
     d.send({"type": "response.create", "response": {"output_modalities": ["text"]}})
     d.send({"type": "conversation.item.retrieve", "item_id": "U"})

@@ -13,7 +13,7 @@ from rtrace.net.endpoint import EndpointConnection, EndpointOptions
 from rtrace.net.responses import Reply, choose_reply, chunks, tokens
 from rtrace.net.tools import DEFAULT_TOOL, Tool
 
-from .netdriver import Driver, make, types, user, weather_call
+from .netdriver import Driver, done_of, make, types, user, weather_call
 
 
 def test_chunks_and_tokens() -> None:
@@ -61,7 +61,7 @@ def test_output_then_response_says_tool_result() -> None:
     acks = d.send({"type": "conversation.item.create", "item": fco})
     assert acks[0]["previous_item_id"] == "item_s1_0001"
     out = d.send({"type": "response.create"})
-    assert out[-1]["response"]["output"][0]["content"][0]["text"] == "Tool result: sunny"
+    assert done_of(out)["response"]["output"][0]["content"][0]["text"] == "Tool result: sunny"
 
 
 def test_story_is_streamed_in_chunks_with_pauses() -> None:
@@ -73,7 +73,7 @@ def test_story_is_streamed_in_chunks_with_pauses() -> None:
     assert len(deltas) == 8
     assert "".join(x for _, x in deltas) == "Once upon a time there was a very slow story."
     assert [round(t - t0, 3) for t, _ in deltas] == [round(0.06 * k, 3) for k in range(1, 9)]
-    assert out[-1]["response"]["status"] == "completed"
+    assert done_of(out)["response"]["status"] == "completed"
 
 
 def test_one_active_response_at_a_time_and_out_of_band_runs_beside_it() -> None:
@@ -103,11 +103,11 @@ def test_cancel_closes_the_open_item_and_the_response() -> None:
         "response.done",
     ]
     assert out[2]["item"]["status"] == "incomplete"
-    assert out[-1]["response"]["status"] == "cancelled"
-    assert out[-1]["response"]["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
+    assert done_of(out)["response"]["status"] == "cancelled"
+    assert done_of(out)["response"]["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
     assert d.conn.responses.active is None
     # The pending pause of the cancelled response produces nothing.
-    assert d.conn.wake(("run", out[-1]["response"]["id"])) == []
+    assert d.conn.wake(("run", done_of(out)["response"]["id"])) == []
     [err] = d.send({"type": "response.cancel", "event_id": "c2"})
     assert err["error"]["code"] == "response_cancel_not_active"
     assert err["error"]["message"] == "Cancellation failed: no active response found"
@@ -144,7 +144,7 @@ LOOKUP = {
 
 
 def call_of(out: list[dict[str, Any]]) -> dict[str, Any]:
-    [item] = out[-1]["response"]["output"]
+    [item] = done_of(out)["response"]["output"]
     assert item["type"] == "function_call", out[-1]
     return item
 
@@ -167,7 +167,7 @@ def test_a_text_that_names_no_tool_gets_text_unless_the_choice_requires_a_call()
     d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
     d.send(user("hello there", "U1"))
     out = d.send({"type": "response.create"})
-    assert out[-1]["response"]["output"][0]["type"] == "message"
+    assert done_of(out)["response"]["output"][0]["type"] == "message"
     d.send(user("and again", "U2"))
     call = call_of(d.send({"type": "response.create", "response": {"tool_choice": "required"}}))
     assert call["name"] == "lookup_order" and call["arguments"].startswith('{"order_id": "order_id-')
@@ -235,7 +235,7 @@ def test_an_audio_answer_streams_audio_sized_to_its_transcript_in_the_order_of_t
         if e["type"] == "response.output_audio.delta":
             assert {"event_id", "response_id", "item_id", "output_index", "content_index", "delta"} <= set(e)
             assert len(base64.b64decode(e["delta"])) <= 200 * 48
-    item = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    item = d.conn.conv.items[done_of(out)["response"]["output"][0]["id"]]
     assert item.audio_bytes == len(audio)
 
 
@@ -271,7 +271,8 @@ def test_audio_pace_spreads_the_audio_and_a_cancel_keeps_what_was_sent() -> None
     item = next(iter(d.conn.responses.runs[rid].items.values()))
     assert item.audio_bytes == 2 * 100 * 48
     cancelled = d.send({"type": "response.cancel"})
-    assert cancelled[-1]["response"]["status"] == "cancelled" and "response.output_audio.delta" not in types(cancelled)
+    assert done_of(cancelled)["response"]["status"] == "cancelled"
+    assert "response.output_audio.delta" not in types(cancelled)
     assert item.audio_bytes == 2 * 100 * 48  # what was sent, no more
     truncate = {"type": "conversation.item.truncate", "item_id": item.id, "content_index": 0, "audio_end_ms": 201}
     [err] = d.send(truncate)

@@ -35,6 +35,7 @@ from .wire import (
     copy_json,
     default_session,
     error_event,
+    ga_rate_limits,
     merge_session,
     transcription_events,
 )
@@ -56,8 +57,11 @@ class EndpointOptions:
     delete_call_with_output: CallDeleteMode = "allow"
     #: Send `conversation.created` after `session.created` (7.2).
     conversation_created: bool = False
-    #: Send `rate_limits.updated` right after `response.created` (7.1).
+    #: Send `rate_limits.updated` right after `response.created` (7.1: the beta server's place).
     rate_limits: bool = False
+    #: Send `rate_limits.updated` after each `response.done`, tokens only, as the GA server does (the realapi
+    #: recordings: every response).
+    rate_limits_after_done: bool = True
     #: Out-of-band (`conversation: none`) responses also send `conversation.item.added/done` (7.2).
     out_of_band_item_events: bool = False
     #: Fill `error.event_id` with the offending client event's id (7.6; observed both ways).
@@ -171,6 +175,7 @@ class EndpointConnection:
         self.close_after: dict[str, Turn] = {}
         self.closed = False
         self.response_requests = 0
+        self.tokens_used = 0
         self._event_n = 0
         self._item_n = 0
 
@@ -525,7 +530,7 @@ class EndpointConnection:
         out = [self._event(started)]
         active = self.responses.active
         if active is not None and settings.interrupt_response:
-            out.extend(self._event(e) for e in self.responses.cancel(active, "turn_detected"))
+            out.extend(self._event(e) for e in self._rate_limits_after(self.responses.cancel(active, "turn_detected")))
         return out
 
     def _speech_stopped(self, ms: int, settings: VadSettings) -> list[Emission]:
@@ -683,10 +688,24 @@ class EndpointConnection:
     def _pump(self, run: Run) -> list[Emission]:
         """The response's events up to its next pause (then a wake) or its end."""
         events, pause = self.responses.pump(run)
-        out = [self._event(e) for e in events]
+        out = [self._event(e) for e in self._rate_limits_after(events)]
         if pause is not None:
             out.append(Emission(wake=("run", run.response.id), delay=pause))
         return [*out, *self._closing_after(run)]
+
+    def _rate_limits_after(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`events` with the GA server's `rate_limits.updated` after each `response.done` (its tokens left of the
+        limit, less what the connection's responses used), when `rate_limits_after_done`."""
+        if not self.options.rate_limits_after_done:
+            return events
+        out: list[dict[str, Any]] = []
+        for e in events:
+            out.append(e)
+            if e.get("type") == "response.done":
+                used = (e.get("response") or {}).get("usage")
+                self.tokens_used += int(used.get("total_tokens") or 0) if isinstance(used, dict) else 0
+                out.append({"type": "rate_limits.updated", "rate_limits": ga_rate_limits(self.tokens_used)})
+        return out
 
     def _response_cancel(self, event: dict[str, Any]) -> list[Emission]:
         wanted = event.get("response_id")
@@ -700,7 +719,7 @@ class EndpointConnection:
         if run is None:
             message = "Cancellation failed: no active response found"
             return [self._error("response_cancel_not_active", message, None, event)]
-        return [self._event(e) for e in self.responses.cancel(run)]
+        return [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run))]
 
 
 def _failure(code: str) -> dict[str, Any]:

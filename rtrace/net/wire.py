@@ -149,6 +149,11 @@ def model_defaults(model: str) -> tuple[str, int]:
     return "alloy", 200
 
 
+def ga_rate_limits(tokens_used: int, limit: int = 15_000_000) -> list[dict[str, Any]]:
+    """What the GA server's `rate_limits.updated` says after a response (the realapi recordings): tokens only."""
+    return [{"name": "tokens", "limit": limit, "remaining": max(0, limit - tokens_used), "reset_seconds": 0.001}]
+
+
 def default_session(session_id: str, model: str, expires_at: int = 3600) -> dict[str, Any]:
     """The session a connection starts with: the GA defaults of `model` (its voice and VAD silence), 24 kHz PCM
     both ways, server VAD; `expires_at` in seconds since the epoch, as the real server says it."""
