@@ -670,3 +670,13 @@ def test_every_server_event_carries_the_fields_the_ga_types_require() -> None:
     for e in events:
         assert e["type"] in GA_REQUIRED, e["type"]
         assert GA_REQUIRED[e["type"]] <= set(e), (e["type"], GA_REQUIRED[e["type"]] - set(e))
+
+
+def test_a_sideband_socket_gets_no_session_created() -> None:
+    """The realapi recording `webrtc-sideband-audio-turn`: the WebRTC call made the session; its sideband socket
+    starts with the answer to the client's first event."""
+    d = Driver(EndpointConnection(1, EndpointOptions(sideband=True)))
+    assert d.open() == []
+    [updated] = d.send({"type": "session.update", "session": {"type": "realtime", "instructions": "x"}})
+    assert updated["type"] == "session.updated" and updated["session"]["instructions"] == "x"
+    assert types(Driver(EndpointConnection(2)).open()) == ["session.created"]

@@ -114,6 +114,10 @@ class EndpointOptions:
     #: and events before the default script does; its `transcripts` serve when `transcripts` is empty.
     script: Script | None = None
     model: str = "gpt-realtime"
+    #: The socket is the sideband of a WebRTC call (the realapi recording `webrtc-sideband-audio-turn`): the call
+    #: already made the session, so no `session.created` is sent on it; the first event is the answer to the
+    #: client's first.
+    sideband: bool = False
     #: The API's session limit (60 minutes since GA, docs/protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
     max_session_seconds: float | None = 3600.0
@@ -208,7 +212,9 @@ class EndpointConnection:
         self.faults.arm_expiry()
         limit = self._session_limit()
         self.session["expires_at"] = int(now + (limit if limit is not None else 3600))
-        out = [self._event({"type": "session.created", "session": copy_json(self.session)})]
+        out: list[Emission] = []
+        if not self.options.sideband:
+            out.append(self._event({"type": "session.created", "session": copy_json(self.session)}))
         if self.options.conversation_created:
             conversation = {"id": self.conversation_id, "object": "realtime.conversation"}
             out.append(self._event({"type": "conversation.created", "conversation": conversation}))
