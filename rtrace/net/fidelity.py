@@ -173,7 +173,7 @@ def options_for(records: Sequence[Record]) -> EndpointOptions:
             if isinstance(item, dict) and item.get("type") == "function_call":
                 tool = str(item.get("name"))
     first = next((ev.get("type") for d, ev in records if d == "server"), None)
-    sideband = first != "session.created"  # a WebRTC call's sideband socket: the call made the session
+    sideband = first not in (None, "session.created")  # a WebRTC call's sideband socket: the call made the session
     return EndpointOptions(model=model, transcripts=transcripts, tool=tool, sideband=sideband)
 
 
