@@ -287,3 +287,18 @@ def test_the_2_1_models_mark_their_messages_with_a_phase() -> None:
         done = d.send({"type": "response.create"})[-1]
         assert done["type"] == "response.done"
         assert done["response"]["output"][0].get("phase") == phase
+
+
+def test_the_done_of_an_item_after_the_first_says_no_predecessor_as_the_real_server() -> None:
+    """Every realapi recording: `conversation.item.added` of the answer names the user item before it, its
+    `conversation.item.done` says null when that item is the conversation's first; later ones name theirs."""
+    d = make()
+    d.send(user("hello", "U1"))
+    out = d.send({"type": "response.create"})
+    added = next(e for e in out if e["type"] == "conversation.item.added")
+    done = next(e for e in out if e["type"] == "conversation.item.done")
+    assert added["previous_item_id"] == "U1" and done["previous_item_id"] is None
+    d.send(user("again", "U2"))
+    out = d.send({"type": "response.create"})
+    done = next(e for e in out if e["type"] == "conversation.item.done")
+    assert done["previous_item_id"] == "U2"

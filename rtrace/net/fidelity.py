@@ -108,10 +108,6 @@ _TRANSCRIBE = (
     "input transcription (issue 25 point 4): the real server transcribes while the response streams, its deltas "
     "interleaved with the answer's, completing mid-response; serve sends them all right after response.created"
 )
-_FIRST_DONE = (
-    "the real server's first response says `previous_item_id: null` in its first item's `conversation.item.done` "
-    "(every recording); serve names the item before it, as `conversation.item.added` did"
-)
 _REASONING = "reasoning tokens: serve's usage has no `reasoning_tokens` (its model does not reason)"
 
 #: The differences that stay, each with why.
@@ -133,7 +129,6 @@ KNOWN: tuple[Known, ...] = (
     Known("missing", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
     Known("extra", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
     Known("missing-field", "conversation.item.added", "item.content[].transcript", _TRANSCRIBE, case="*idle*"),
-    Known("json-type", "conversation.item.done", "previous_item_id", _FIRST_DONE),
     Known("missing-field", "response.done", "response.usage.output_token_details.reasoning_tokens", _REASONING),
 )
 

@@ -304,6 +304,10 @@ class Responses:
         if run.response.in_conversation or self.options.out_of_band_item_events:
             # the real server says the item is done in the conversation first, then in the response
             previous = self.conv.previous_of(item.id) if item.id in self.conv else run.open_previous
+            if previous is not None and previous in self.conv and self.conv.previous_of(previous) is None:
+                # every realapi recording: the done of an item that follows the conversation's first item says
+                # null (its `conversation.item.added` names it)
+                previous = None
             events.append({"type": "conversation.item.done", "previous_item_id": previous, "item": copy_json(wire)})
         events.append(
             {
