@@ -108,6 +108,7 @@ _TRANSCRIBE = (
     "input transcription (issue 25 point 4): the real server transcribes while the response streams, its deltas "
     "interleaved with the answer's, completing mid-response; serve sends them all right after response.created"
 )
+_REASONING = "reasoning tokens: serve's usage has no `reasoning_tokens` (its model does not reason)"
 
 #: The differences that stay, each with why.
 KNOWN: tuple[Known, ...] = (
@@ -128,6 +129,7 @@ KNOWN: tuple[Known, ...] = (
     Known("missing", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
     Known("extra", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
     Known("missing-field", "conversation.item.added", "item.content[].transcript", _TRANSCRIBE, case="*idle*"),
+    Known("missing-field", "response.done", "response.usage.output_token_details.reasoning_tokens", _REASONING),
 )
 
 

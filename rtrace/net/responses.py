@@ -234,8 +234,6 @@ class Responses:
         """`response.done` with `status` and the usage so far; the run is no longer active."""
         self._done(run, status)
         used = usage(run.input_tokens, run.output_tokens)
-        if str(self.session.get("model") or "").startswith(PHASED_MODELS):
-            used["output_token_details"]["reasoning_tokens"] = 0  # the 2.1 models reason, and say how much
         return {"type": "response.done", "response": self.response_object(run, details, used)}
 
     def cancel(self, run: Run, reason: str = "client_cancelled") -> list[dict[str, Any]]:
