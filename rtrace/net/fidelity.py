@@ -108,7 +108,10 @@ _TRANSCRIBE = (
     "input transcription (issue 25 point 4): the real server transcribes while the response streams, its deltas "
     "interleaved with the answer's, completing mid-response; serve sends them all right after response.created"
 )
-_REASONING = "reasoning tokens: serve's usage has no `reasoning_tokens` (its model does not reason)"
+_REASONING = (
+    "reasoning tokens: the 2.1 models report `reasoning_tokens` only when they reasoned (a response of "
+    "text-and-tool-one-response has none); serve's model does not reason, so its usage never has them"
+)
 
 #: The differences that stay, each with why.
 KNOWN: tuple[Known, ...] = (
