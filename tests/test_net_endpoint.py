@@ -685,3 +685,31 @@ def test_a_sideband_socket_gets_no_session_created() -> None:
     [updated] = d.send({"type": "session.update", "session": {"type": "realtime", "instructions": "x"}})
     assert updated["type"] == "session.updated" and updated["session"]["instructions"] == "x"
     assert types(Driver(EndpointConnection(2)).open()) == ["session.created"]
+
+
+def test_an_idle_timeout_is_a_turn_of_its_own_after_the_answer_has_played() -> None:
+    """The realapi recording `idle-timeout-nudge`: `idle_timeout_ms` 5000, no speech after the answer:
+    `timeout_triggered`, a system item, the silent buffer committed as the user's turn, an automatic response."""
+    d = make()
+    vad_session(d, idle_timeout_ms=5000)
+    d.send(user("hi", "U"))
+    ems = d.conn.receive({"type": "response.create"})
+    [idle] = [em for em in ems if em.wake is not None and em.wake[0] == "idle"]
+    assert idle.delay == 5.0  # a text answer: no audio to wait for
+    out = d.run(d.conn.wake(idle.wake), follow=False)
+    assert types(out)[:7] == [
+        "input_audio_buffer.timeout_triggered", "conversation.item.added", "conversation.item.done",
+        "input_audio_buffer.committed", "conversation.item.added", "conversation.item.done", "response.created",
+    ]  # fmt: skip
+    assert out[0]["audio_end_ms"] - out[0]["audio_start_ms"] == 5000 and out[0]["item_id"] == out[3]["item_id"]
+    assert out[1]["item"]["role"] == "system"
+    completed = next(e for e in out if e["type"] == "conversation.item.input_audio_transcription.completed")
+    assert completed["transcript"] == "" and completed["usage"] == {"type": "duration", "seconds": 0}
+    assert "conversation.item.input_audio_transcription.delta" not in types(out)
+    # speech first makes the wake stale
+    d2 = make()
+    vad_session(d2, idle_timeout_ms=5000)
+    ems = d2.conn.receive({"type": "response.create"})
+    [idle] = [em for em in ems if em.wake is not None and em.wake[0] == "idle"]
+    d2.send(speech(200))
+    assert d2.conn.wake(idle.wake) == []

@@ -137,6 +137,9 @@ class SharedCounters:
 
 
 #: The item types a client may create.
+#: The system item the idle timeout inserts (the real server says so in its own words, at more length).
+IDLE_NOTE = "No user speech was detected for a while: if the user was speaking, answer; else check in briefly."
+
 _CREATABLE = "'message', 'function_call', 'function_call_output'"
 _ROLES = "'user', 'assistant', 'system'"
 
@@ -174,6 +177,8 @@ class EndpointConnection:
         self.vad = VoiceDetector()
         self.speech_item: str | None = None
         self.speech_start_ms = 0
+        #: Which idle-timeout wake is current (speech and each response make the earlier ones stale).
+        self.idle_epoch = 0
         self.audio_turns = 0
         #: Script turns that close the socket once a response is done, by response id.
         self.close_after: dict[str, Turn] = {}
@@ -331,7 +336,44 @@ class EndpointConnection:
             if run is None or run.finished:
                 return []
             return self._limit(self._pump(run))
+        if token[0] == "idle" and token[1] == self.idle_epoch:
+            return self._limit(self._idle_timeout(int(token[2])))
         return []
+
+    # -- idle timeout -------------------------------------------------------------------------------------
+
+    def _idle_after(self, run: Run) -> list[Emission]:
+        """After a response, when the session's server VAD has `idle_timeout_ms`: a wake that long after the
+        answer's audio has played (the realapi recording: 5.8 s after the `response.done` of 0.8 s of audio with a
+        5,000 ms timeout). Speech or another response first makes it stale."""
+        config = turn_detection(self.session)
+        idle = settings_of(config, self.options.vad_rms).idle_timeout_ms if config is not None else None
+        self.idle_epoch += 1
+        if idle is None or not run.response.in_conversation:
+            return []
+        rate, sample_bytes = session_format(self.session) or DEFAULT_FORMAT
+        played = sum(audio_ms(run.items[i].audio_bytes, rate, sample_bytes) for i in run.response.output)
+        return [Emission(wake=("idle", self.idle_epoch, idle), delay=(played + idle) / 1000)]
+
+    def _idle_timeout(self, idle_ms: int) -> list[Emission]:
+        """No speech for `idle_ms`: `input_audio_buffer.timeout_triggered`, the server's system item that says so,
+        the buffer committed as the user's (silent) turn, and a response, as the real server does."""
+        if self.responses.active is not None:
+            return []
+        item_id = self.speech_item or self._new_item_id()
+        self.speech_item = None
+        end = self.vad.position_ms + idle_ms
+        triggered = {"audio_start_ms": self.vad.position_ms, "audio_end_ms": end, "item_id": item_id}
+        out = [self._event({"type": "input_audio_buffer.timeout_triggered", **triggered})]
+        note = {"type": "message", "role": "system", "content": [{"type": "input_text", "text": IDLE_NOTE}]}
+        wire = {"id": self._new_item_id(), "type": "message", "status": "completed", **note}
+        previous = self.conv.tail
+        self.conv.insert(self._item(wire, "audio"), previous)
+        out.extend(self._ack_item(wire, previous))
+        committed, transcript = self._commit(item_id, 0)
+        out.extend(committed)
+        answer = self._start_response({}, None)
+        return [*out, *answer[:1], *(self._event(e) for e in transcript), *answer[1:]]
 
     # -- session ------------------------------------------------------------------------------------------
 
@@ -532,6 +574,7 @@ class EndpointConnection:
         (`turn_detected`) when the session lets speech interrupt."""
         self.speech_item = self._new_item_id()
         self.speech_start_ms = ms
+        self.idle_epoch += 1  # the user spoke: no idle timeout
         started = {"type": "input_audio_buffer.speech_started", "audio_start_ms": ms, "item_id": self.speech_item}
         out = [self._event(started)]
         active = self.responses.active
@@ -575,7 +618,7 @@ class EndpointConnection:
         transcript: list[dict[str, Any]] = []
         if _transcribes(self.session):
             wire["content"][0]["transcript"] = said
-            seconds = max(1, math.ceil(speech_ms / 1000))
+            seconds = max(0, math.ceil(speech_ms / 1000))  # 0 for a turn without speech (the idle timeout's)
             transcript = [
                 self.responses.delta(e) if e["type"].endswith(".delta") else e
                 for e in transcription_events(item_id, said, seconds)
@@ -628,6 +671,7 @@ class EndpointConnection:
     def _start_response(self, params: dict[str, Any], event: dict[str, Any] | None) -> list[Emission]:
         """A response begins: asked by `event` (a `response.create`), or None: after speech (server VAD). Either
         counts as the connection's next response for `fail_response`."""
+        self.idle_epoch += 1
         in_conversation = params.get("conversation", "auto") != "none"
         self.response_requests += 1
         modalities = (
@@ -697,6 +741,8 @@ class EndpointConnection:
         out = [self._event(e) for e in self._rate_limits_after(events)]
         if pause is not None:
             out.append(Emission(wake=("run", run.response.id), delay=pause))
+        elif run.finished:
+            out.extend(self._idle_after(run))
         return [*out, *self._closing_after(run)]
 
     def _rate_limits_after(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:

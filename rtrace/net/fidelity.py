@@ -91,7 +91,6 @@ _IDS = (
     "ids: serve's say which connection and which count (`item_s1_0003`, `resp_fake0002`: a trace of serve reads "
     "at a glance, and the suite names them); the real ones are 21 opaque letters and digits"
 )
-_IDLE = "idle timeout (issue 25 point 4): serve has no `idle_timeout_ms`, so no timeout_triggered turn"
 _MULTI = (
     "several items in one response (issue 25 point 4): gpt-realtime-2.1 answered with a preamble message and a "
     "call; serve's default script with the call alone, so the client's output names a call serve never made"
@@ -117,21 +116,18 @@ _REASONING = (
 KNOWN: tuple[Known, ...] = (
     Known("value", "session.*", "session.instructions", "the real default instructions are OpenAI's prompt text"),
     Known("id-shape", "*", "*", _IDS),
-    Known("count", "conversation.item.input_audio_transcription.completed", "", _IDLE, case="*idle-timeout*"),
     Known("count", "rate_limits.updated", "", _RATE, case="*tool-call-round.c*"),
-    Known("count", "rate_limits.updated", "", _IDLE, case="*idle-timeout*"),
     Known("count", "conversation.item.input_audio_transcription.*", "", _TRANSCRIBE, case="*server-vad*"),
     Known("position", "conversation.item.input_audio_transcription.*", "*", _TRANSCRIBE),
     Known("missing", "deltas{*}", "", _TRANSCRIBE, "input_audio_buffer.append", "*server-vad*"),
     Known("extra", "deltas{*}", "", _TRANSCRIBE, "input_audio_buffer.append", "*server-vad*"),
-    Known("missing", "*", "", _IDLE, "input_audio_buffer.append", "*idle-timeout*"),
+    Known("missing", "deltas{*}", "", _TRANSCRIBE, "input_audio_buffer.append", "*idle-timeout*"),
     Known("missing", "*", "", _MULTI, "response.create", "*text-and-tool-one-response*"),
     Known("extra", "error", "", _MULTI, "conversation.item.create", "*text-and-tool-one-response*"),
     Known("missing-field", "conversation.item.*", "item.output", _MULTI, case="*text-and-tool-one-response*"),
     Known("missing", "output_audio_buffer.*", "", _SIDEBAND, case="*sideband*"),
     Known("missing", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
     Known("extra", "deltas{*}", "", _SIDEBAND, case="*sideband*"),
-    Known("missing-field", "conversation.item.added", "item.content[].transcript", _TRANSCRIBE, case="*idle*"),
     Known("missing-field", "response.done", "response.usage.output_token_details.reasoning_tokens", _REASONING),
 )
 
@@ -139,15 +135,18 @@ KNOWN: tuple[Known, ...] = (
 # -- the endpoint's side -----------------------------------------------------------------------------------
 
 
-def _run(conn: EndpointConnection, out: list[Emission]) -> list[tuple[bool, Event]]:
-    """(ahead, event) of `out`, wakes of responses run at once (their pauses skipped); the session's expiry
-    never wakes here."""
+def _run(conn: EndpointConnection, out: list[Emission], idle: list[int]) -> list[tuple[bool, Event]]:
+    """(ahead, event) of `out`, wakes of responses run at once (their pauses skipped), and of the idle timeout
+    while `idle[0]` (how many the recording shows) allows; the session's expiry never wakes here."""
     events: list[tuple[bool, Event]] = []
     for em in out:
         if em.event is not None:
             events.append((em.ahead, em.event))
         elif isinstance(em.wake, tuple) and em.wake and em.wake[0] == "run":
-            events.extend(_run(conn, conn.wake(em.wake)))
+            events.extend(_run(conn, conn.wake(em.wake), idle))
+        elif isinstance(em.wake, tuple) and em.wake and em.wake[0] == "idle" and idle[0] > 0:
+            idle[0] -= 1
+            events.extend(_run(conn, conn.wake(em.wake), idle))
     return events
 
 
@@ -212,7 +211,8 @@ def serve_session(records: Sequence[Record], options: EndpointOptions | None = N
     event between them) are a burst, as on a socket with latency: an `ahead` answer (a schema error) goes before
     the burst's answers to earlier events."""
     conn = EndpointConnection(1, options or options_for(records))
-    out: list[Record] = [("server", ev) for _, ev in _run(conn, conn.open())]
+    idle = [sum(1 for d, ev in records if d == "server" and ev.get("type") == "input_audio_buffer.timeout_triggered")]
+    out: list[Record] = [("server", ev) for _, ev in _run(conn, conn.open(), idle)]
     real_so_far: list[Event] = []
     ids: dict[str, str] = {}
     waiting: list[Record] = []  # the burst's answers, not yet out
@@ -226,7 +226,7 @@ def serve_session(records: Sequence[Record], options: EndpointOptions | None = N
         _learn_ids(real_so_far, [e for d, e in [*out, *waiting] if d == "server"], ids)
         sent = remap(ev, ids)
         out.append(("client", sent))
-        for first, answer in _run(conn, conn.receive(sent)):
+        for first, answer in _run(conn, conn.receive(sent), idle):
             if first:
                 waiting.insert(ahead, ("server", answer))
                 ahead += 1

@@ -40,6 +40,8 @@ class VadSettings:
     silence_duration_ms: int = 200
     create_response: bool = True
     interrupt_response: bool = True
+    #: `idle_timeout_ms`: after a response, this long without speech is a turn of its own (None: never).
+    idle_timeout_ms: int | None = None
 
 
 def turn_detection(session: dict[str, Any]) -> dict[str, Any] | None:
@@ -70,6 +72,7 @@ def settings_of(config: dict[str, Any], threshold_rms: float) -> VadSettings:
         silence,
         config.get("create_response", True) is not False,
         config.get("interrupt_response", True) is not False,
+        whole("idle_timeout_ms", 0) or None,
     )
 
 

@@ -243,6 +243,7 @@ def transcription_events(item_id: str, text: str, seconds: int) -> list[dict[str
         *(
             {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": piece}
             for piece in token_pieces(text or "")
+            if piece  # nothing heard: no delta, only `completed` (the realapi idle-timeout turn)
         ),
         {"type": "conversation.item.input_audio_transcription.completed", **ids, "transcript": text, "usage": used},
     ]
