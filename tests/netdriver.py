@@ -63,9 +63,9 @@ def types(events: list[dict[str, Any]]) -> list[str]:
 def make(**kw: Any) -> Driver:
     """A text session. Without the `rate_limits.updated` the GA server sends after each `response.done` (tested on
     its own in test_net_endpoint), so that an answer's last event is its `response.done`."""
-    faults = kw.pop("faults", None)
+    schedule = kw.pop("schedule", None)
     kw.setdefault("rate_limits_after_done", False)
-    d = Driver(EndpointConnection(1, EndpointOptions(**kw), faults))
+    d = Driver(EndpointConnection(1, EndpointOptions(**kw), schedule))
     d.open()
     d.send({"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"]}})
     return d
