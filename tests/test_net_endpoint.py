@@ -713,3 +713,23 @@ def test_an_idle_timeout_is_a_turn_of_its_own_after_the_answer_has_played() -> N
     [idle] = [em for em in ems if em.wake is not None and em.wake[0] == "idle"]
     d2.send(speech(200))
     assert d2.conn.wake(idle.wake) == []
+
+
+def test_real_ids_have_the_real_servers_shapes_and_stay_unique() -> None:
+    """`real_ids`: `item_`/`resp_`/`event_`/`sess_`/`conv_` and 21 letters and digits, `call_` and 16, as the realapi
+    recordings; the same on every run, unique across connections."""
+    import re
+
+    shared = SharedCounters()
+    ids: list[str] = []
+    for conn in (1, 2):
+        d = Driver(EndpointConnection(conn, EndpointOptions(real_ids=True, rate_limits_after_done=False), None, shared))
+        events = [*d.open(), *d.send(user("What's the weather in Paris?")), *d.send({"type": "response.create"})]
+        done = events[-1]["response"]
+        call = done["output"][0]
+        assert re.fullmatch(r"call_[0-9A-Za-z]{16}", call["call_id"])
+        for value in (call["id"], done["id"], done["conversation_id"], events[0]["session"]["id"]):
+            assert re.fullmatch(r"(item|resp|conv|sess)_[0-9A-Za-z]{21}", value), value
+        assert all(re.fullmatch(r"event_[0-9A-Za-z]{21}", e["event_id"]) for e in events)
+        ids += [e["event_id"] for e in events] + [call["id"], done["id"]]
+    assert len(ids) == len(set(ids))

@@ -37,6 +37,7 @@ from .wire import (
     error_event,
     ga_rate_limits,
     merge_session,
+    opaque_id,
     transcription_events,
 )
 
@@ -112,6 +113,9 @@ class EndpointOptions:
     #: (The schedule's transcripts serve when this is empty.)
     transcripts: list[str] = dataclasses.field(default_factory=list)
     model: str = "gpt-realtime"
+    #: Ids shaped as the real server's (`item_` and 21 opaque letters and digits, `call_` and 16); by default they
+    #: say the connection and the count (`item_s1_0003`, `resp_fake0002`), which a reader of serve's trace follows.
+    real_ids: bool = False
     #: The socket is the sideband of a WebRTC call (the realapi recording `webrtc-sideband-audio-turn`): the call
     #: already made the session, so no `session.created` is sent on it; the first event is the answer to the
     #: client's first.
@@ -129,9 +133,9 @@ class SharedCounters:
         #: How many times each turn of the schedule acted, by `Turn.counter` (`rtrace.net.script.ConnectionScript`).
         self.fired: dict[str, int] = {}
 
-    def next_response(self) -> str:
+    def next_response(self, real_ids: bool = False) -> str:
         self.responses += 1
-        return f"resp_fake{self.responses:04d}"
+        return opaque_id("resp", self.responses) if real_ids else f"resp_fake{self.responses:04d}"
 
 
 #: The item types a client may create.
@@ -168,8 +172,10 @@ class EndpointConnection:
         #: The conversation, each item's full payload in `Item.wire` (retrieve answers from it).
         self.conv = Conversation()
         #: Changed in place by `session.update` (never replaced: `responses` reads it).
-        self.session = default_session(f"sess_fake{conn:04d}", self.options.model)
-        self.conversation_id = f"conv_fake{conn:04d}"
+        real = self.options.real_ids
+        sess = "sess_u0" if self.options.sideband else "sess"  # a WebRTC call's session (the sideband recording)
+        self.session = default_session(opaque_id(sess, conn) if real else f"sess_fake{conn:04d}", self.options.model)
+        self.conversation_id = opaque_id("conv", conn) if real else f"conv_fake{conn:04d}"
         self.responses = Responses(conn, self.conv, self.session, self.conversation_id, self.options, self._new_item_id)
         self.audio_buffer_bytes = 0
         #: Server VAD over the appended audio; the id of the user item the speech in progress will become; how
@@ -190,10 +196,14 @@ class EndpointConnection:
 
     def _event(self, event: dict[str, Any]) -> Emission:
         self._event_n += 1
-        return Emission({"event_id": f"event_s{self.conn}_{self._event_n:05d}", **event})
+        n = self._event_n
+        event_id = opaque_id("event", self.conn, n) if self.options.real_ids else f"event_s{self.conn}_{n:05d}"
+        return Emission({"event_id": event_id, **event})
 
     def _new_item_id(self) -> str:
         self._item_n += 1
+        if self.options.real_ids:
+            return opaque_id("item", self.conn, self._item_n)
         return f"item_s{self.conn}_{self._item_n:04d}"
 
     def _error(
@@ -616,7 +626,7 @@ class EndpointConnection:
         fmt_given = isinstance(audio, dict) and isinstance(audio.get("output"), dict) and "format" in audio["output"]
         audio_format = session_codec({"audio": audio} if fmt_given else self.session)
         run = self.responses.new_run(
-            self.shared.next_response(),
+            self.shared.next_response(self.options.real_ids),
             in_conversation,
             params.get("metadata"),
             [str(m) for m in modalities],

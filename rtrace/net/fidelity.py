@@ -87,10 +87,6 @@ class Known:
         )
 
 
-_IDS = (
-    "ids: serve's say which connection and which count (`item_s1_0003`, `resp_fake0002`: a trace of serve reads "
-    "at a glance, and the suite names them); the real ones are 21 opaque letters and digits"
-)
 _MULTI = (
     "several items in one response (issue 25 point 4): gpt-realtime-2.1 answered with a preamble message and a "
     "call; serve's default script with the call alone, so the client's output names a call serve never made"
@@ -115,7 +111,6 @@ _REASONING = (
 #: The differences that stay, each with why.
 KNOWN: tuple[Known, ...] = (
     Known("value", "session.*", "session.instructions", "the real default instructions are OpenAI's prompt text"),
-    Known("id-shape", "*", "*", _IDS),
     Known("count", "rate_limits.updated", "", _RATE, case="*tool-call-round.c*"),
     Known("count", "conversation.item.input_audio_transcription.*", "", _TRANSCRIBE, case="*server-vad*"),
     Known("position", "conversation.item.input_audio_transcription.*", "*", _TRANSCRIBE),
@@ -152,7 +147,8 @@ def _run(conn: EndpointConnection, out: list[Emission], idle: list[int]) -> list
 
 def options_for(records: Sequence[Record]) -> EndpointOptions:
     """The endpoint's options for a recorded session: its model, the transcripts the real server made of the
-    user's audio, and the tool it called (so the default script calls it too)."""
+    user's audio, the tool it called (so the default script calls it too), the sideband mode when the socket got no
+    `session.created`, and ids shaped as the real ones."""
     model = "gpt-realtime"
     transcripts: list[str] = []
     tool: str | None = None
@@ -171,7 +167,7 @@ def options_for(records: Sequence[Record]) -> EndpointOptions:
                 tool = str(item.get("name"))
     first = next((ev.get("type") for d, ev in records if d == "server"), None)
     sideband = first not in (None, "session.created")  # a WebRTC call's sideband socket: the call made the session
-    return EndpointOptions(model=model, transcripts=transcripts, tool=tool, sideband=sideband)
+    return EndpointOptions(model=model, transcripts=transcripts, tool=tool, sideband=sideband, real_ids=True)
 
 
 #: (event type, path) of the ids an answer gives that later client events name.

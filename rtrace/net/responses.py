@@ -19,7 +19,16 @@ from ..core.conversation import Conversation, Item, item_from_event, update_item
 from ..core.state import Response
 from .script import Call
 from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
-from .wire import assistant_message, copy_json, function_call, item_text, obfuscation, token_pieces, usage
+from .wire import (
+    assistant_message,
+    copy_json,
+    function_call,
+    item_text,
+    obfuscation,
+    opaque_id,
+    token_pieces,
+    usage,
+)
 
 #: Models whose assistant messages carry a `phase` (the realapi recordings of gpt-realtime-2.1 and 2.1-mini).
 PHASED_MODELS = ("gpt-realtime-2.1",)
@@ -44,6 +53,7 @@ class ScriptOptions(Protocol):
     audio_tone_hz: float
     audio_pace: float
     obfuscation: bool
+    real_ids: bool
 
 
 @dataclasses.dataclass(eq=False)
@@ -254,6 +264,8 @@ class Responses:
 
     def call_id(self, item_id: str, index: int) -> str:
         """The `call_id` of this connection's `index`-th call in the item `item_id`."""
+        if self.options.real_ids:
+            return opaque_id("call", self.conn, item_id, index, length=16)
         return f"call_s{self.conn}_{item_id.rsplit('_', 1)[-1]}_{index}"
 
     def start_item(self, run: Run, wire: dict[str, Any]) -> list[dict[str, Any]]:

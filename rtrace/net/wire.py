@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import re
 from collections.abc import Hashable
 from typing import Any
@@ -147,6 +148,20 @@ def model_defaults(model: str) -> tuple[str, int]:
         if model.startswith(prefix):
             return found
     return "alloy", 200
+
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def opaque_id(prefix: str, *key: object, length: int = 21) -> str:
+    """An id shaped as the real server's (`item_` and 21 letters and digits; `call_` and 16), made from `key`
+    (connection and count: unique, the same on every run)."""
+    digest = int.from_bytes(hashlib.sha256(repr(key).encode()).digest(), "big")
+    chars = []
+    for _ in range(length):
+        digest, k = divmod(digest, 62)
+        chars.append(_BASE62[k])
+    return f"{prefix}_{''.join(chars)}"
 
 
 def ga_rate_limits(tokens_used: int, limit: int = 15_000_000) -> list[dict[str, Any]]:
