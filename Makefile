@@ -34,10 +34,11 @@ E2E_STAMPS := $(foreach v,$(E2E_VERSIONS),.venv-e2e-$(v)/.installed)
 		'livekit-agents==$*' 'livekit-plugins-openai==$*'
 	touch $@
 
-# The other real clients of issue 14 (tests/test_e2e_*.py), each from a full lock of its own in tests/e2e/requirements/
+# The other real clients of issues 14 and 24 (tests/test_e2e_*.py; voicelive: azure-ai-voicelive 1.3.1), each from a
+# full lock of its own in tests/e2e/requirements/
 # (NAME.in holds the pin, NAME.txt what `make e2e-locks` compiled from it; the venv is remade when the lock changes).
 # uv's default pre-release rule lets only the explicitly pinned livekit-agents 2.0.0b1 be a pre-release.
-E2E_LOCKED := openai-agents pipecat openai livekit-2.0.0b1
+E2E_LOCKED := openai-agents pipecat openai livekit-2.0.0b1 voicelive
 E2E_LOCKED_STAMPS := $(foreach c,$(E2E_LOCKED),.venv-e2e-$(c)/.installed)
 
 $(E2E_LOCKED_STAMPS): .venv-e2e-%/.installed: tests/e2e/requirements/%.txt | $(STAMP)
@@ -53,7 +54,8 @@ e2e-locks: $(STAMP)
 			-o tests/e2e/requirements/$$c.txt || exit 1; \
 	done
 
-# The Node clients (agents-js 1.9.0, @openai/agents-realtime 0.20.0) from tests/e2e/node/package-lock.json, into
+# The Node clients (agents-js 1.9.0, @openai/agents-realtime 0.20.0, the openai SDK 7.59.0 with ws) from
+# tests/e2e/node/package-lock.json, into
 # tests/e2e/node/node_modules (where the drivers next to it resolve their imports). Node 20 or later.
 NODE_E2E := tests/e2e/node
 NODE_STAMP := $(NODE_E2E)/node_modules/.installed

@@ -402,3 +402,32 @@ def test_a_fixture_that_saw_no_connection_says_so_and_fails_nothing_of_its_own(u
     assert "the test's own failure" in out
     result.stdout.fnmatch_lines(["rtrace: no client connected to the fake endpoint (ws://127.0.0.1:*) in this test*"])
     assert "UnreadableInput" not in out and "No such file" not in out
+
+
+def test_the_tls_option_serves_wss_and_names_what_a_client_trusts(
+    users: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RTRACE_TLS_DIR", str(tmp_path / "tls"))
+    users.makepyfile(
+        test_tls="""
+        import pytest
+        from clients import chat
+
+        @pytest.mark.rtrace(tls=True)
+        def test_wss(rtrace_server, monkeypatch):
+            assert rtrace_server.url.startswith("wss://127.0.0.1:")
+            assert rtrace_server.base_url.startswith("https://127.0.0.1:")
+            env = rtrace_server.env
+            ca = str(rtrace_server.ca_file)
+            assert env["SSL_CERT_FILE"] == env["NODE_EXTRA_CA_CERTS"] == env["REQUESTS_CA_BUNDLE"] == ca
+            monkeypatch.setenv("SSL_CERT_FILE", ca)  # what a client in a subprocess is given
+            assert chat(rtrace_server.realtime_url)
+
+        def test_ws_by_default(rtrace_server):
+            assert rtrace_server.url.startswith("ws://") and rtrace_server.ca_file is None
+            assert "SSL_CERT_FILE" not in rtrace_server.env
+            assert chat(rtrace_server.realtime_url)
+        """
+    )
+    users.runpytest("-v").assert_outcomes(passed=2)
+    assert (tmp_path / "tls" / "ca.pem").is_file()

@@ -192,7 +192,13 @@ def test_record_is_a_trace_that_analyze_reads_and_holds_no_secret(tmp_path: Path
     assert "SECRET" not in text
     lines = [json.loads(line) for line in text.splitlines()]
     assert lines[0]["rtrace"] == 1
-    assert lines[1]["event"] == {"type": "connection.opened", "path": "/v1/realtime?model=gpt-realtime"}
+    assert lines[1]["event"] == {
+        "type": "connection.opened",
+        "path": "/v1/realtime?model=gpt-realtime",
+        "route": "/v1/realtime",
+        "protocol": "openai",
+        "model": "gpt-realtime",
+    }
     assert lines[-1]["event"]["type"] == "connection.closed"
     report = analyze_path(path)
     assert report.events == len(lines) - 1 and report.problem_count == 0
@@ -206,6 +212,54 @@ def test_the_base_and_the_full_urls_are_accepted_with_a_model(path: str) -> None
             assert (await recv(ws))["type"] == "session.created"
 
     run(main)
+
+
+@pytest.mark.parametrize(
+    ("path", "route", "protocol", "model"),
+    [
+        ("/openai/realtime?api-version=2024-10-01&deployment=my-rt", "/openai/realtime", "azure-openai", "my-rt"),
+        ("/openai/v1/realtime?model=dep-ga", "/openai/v1/realtime", "azure-openai", "dep-ga"),
+        ("/openai/deployments/dep%2Dx/realtime?api-version=2025-04-01", "/openai/deployments/{deployment}/realtime",
+         "azure-openai", "dep-x"),
+        ("/voice-live/realtime?api-version=2026-07-15&model=gpt-4o&x-ms-client-sdk=v", "/voice-live/realtime",
+         "voice-live", "gpt-4o"),
+        ("/v1/realtime?model=gpt-realtime-mini", "/v1/realtime", "openai", "gpt-realtime-mini"),
+        ("/v1", "/v1", "openai", None),
+    ],
+)  # fmt: skip
+def test_vendor_paths_are_served_with_their_model_and_noted(
+    path: str, route: str, protocol: str, model: str | None, tmp_path: Path
+) -> None:
+    trace = tmp_path / "t.jsonl"
+
+    async def main() -> None:
+        async with run_server(ServerOptions(record=trace)) as srv, connect(f"ws://127.0.0.1:{srv.port}{path}") as ws:
+            created = await recv(ws)
+            assert created["session"]["model"] == (model or "gpt-realtime")
+
+    run(main)
+    opened = next(r.event for r in TraceReader.open(trace) if r.type == "connection.opened")
+    assert opened["route"] == route and opened["protocol"] == protocol and opened.get("model") == model
+    assert opened["path"].split("?")[0] == path.split("?")[0]
+
+
+def test_an_unknown_path_is_refused_naming_the_accepted_ones(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    logged: list[str] = []
+
+    async def main() -> None:
+        async with run_server(ServerOptions(record=trace, log=logged.append)) as srv:
+            for bad in ("/openai/deployments/a/b/realtime", "/voice-live", "/openai/v2/realtime"):
+                with pytest.raises(InvalidStatus) as refused:
+                    async with connect(f"ws://127.0.0.1:{srv.port}{bad}"):
+                        pass
+                assert refused.value.response.status_code == 404
+                assert b"/voice-live/realtime?api-version=...&model=..." in refused.value.response.body
+
+    run(main)
+    assert len(logged) == 3 and all("/openai/v1/realtime" in line and "/voice-live/realtime" in line for line in logged)
+    notes = [r.event["note"] for r in TraceReader.open(trace) if r.type == "note"]
+    assert len(notes) == 3 and all("the accepted paths are /v1/realtime" in n for n in notes)
 
 
 def test_a_refused_handshake_is_in_the_trace_and_logged_without_the_key(tmp_path: Path) -> None:

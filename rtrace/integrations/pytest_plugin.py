@@ -61,7 +61,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "rtrace(**options): options of the rtrace_server fixture: latency='50ms', script='scenario.toml', "
-        "tool='NAME', drop_on=[...], ... (the options of `rtrace serve`), fail_on='error'|'warning'|'info'|'never'",
+        "tool='NAME', drop_on=[...], tls=True (wss://), ... (the options of `rtrace serve`), "
+        "fail_on='error'|'warning'|'info'|'never'",
     )
     text = config.getoption("rtrace_latency", None)
     if text:
@@ -172,9 +173,23 @@ class RtraceServer:
         return self._server.port
 
     @property
+    def ca_file(self) -> Path | None:
+        """With `tls=True` (or `cert`/`key`): the certificate a client trusts to reach `wss://`; else None."""
+        files = self._server.options.tls
+        return files.ca if files is not None else None
+
+    @property
     def env(self) -> dict[str, str]:
-        """`OPENAI_BASE_URL`, `RTRACE_URL` and `RTRACE_REALTIME_URL`, for a client in a subprocess."""
-        return {"OPENAI_BASE_URL": self.base_url, "RTRACE_URL": self.url, "RTRACE_REALTIME_URL": self.realtime_url}
+        """`OPENAI_BASE_URL`, `RTRACE_URL` and `RTRACE_REALTIME_URL`, for a client in a subprocess; with TLS also
+        the variable each runtime trusts the server's certificate by (`NODE_EXTRA_CA_CERTS`, `SSL_CERT_FILE`,
+        `REQUESTS_CA_BUNDLE`)."""
+        from ..net.tls import trust_env
+
+        env = {"OPENAI_BASE_URL": self.base_url, "RTRACE_URL": self.url, "RTRACE_REALTIME_URL": self.realtime_url}
+        files = self._server.options.tls
+        if files is not None:
+            env.update((name, value) for name, value, _ in trust_env(files))
+        return env
 
     # -- life ------------------------------------------------------------------------------------------------------
 
@@ -410,7 +425,7 @@ def _seconds(value: Any) -> Any:
 
 
 def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
-    if name == "script" or name == "from_trace":
+    if name in ("script", "from_trace", "cert", "key"):
         path = Path(os.fspath(value))
         return str(path if path.is_absolute() else request.path.parent / path)
     if name in _LISTS:

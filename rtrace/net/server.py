@@ -45,11 +45,68 @@ from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .playback import ResponseSource, recorded_responses
 from .script import Schedule, load_script
+from .tls import TlsFiles, announce_tls, tls_files
 from .wire import Emission, decode_frame
 
-#: Paths that accept the realtime handshake, with or without a trailing slash (the query string, e.g.
-#: `?model=...`, is free): a client given the base URL (`/v1`, or the bare origin) and one given the full one.
-PATHS = ("/v1/realtime", "/realtime", "/v1", "/")
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """A path that accepts the realtime handshake (with or without a trailing slash; `{deployment}` is one path
+    segment), the protocol family its clients speak, and the query parameters they add."""
+
+    path: str
+    family: str
+    query: str = ""
+
+    def match(self, path: str) -> str | None:
+        """The deployment named in `path` ("" when the route names none); None: not this route."""
+        head, sep, tail = self.path.partition("{deployment}")
+        if not sep:
+            return "" if path == self.path else None
+        if path.startswith(head) and path.endswith(tail) and len(path) > len(head) + len(tail):
+            middle = path[len(head) : len(path) - len(tail)]
+            return None if "/" in middle else urllib.parse.unquote(middle)
+        return None
+
+    def __str__(self) -> str:
+        return self.path + (f"?{self.query}" if self.query else "")
+
+
+#: Every path a realtime client of the OpenAI, Azure OpenAI or Voice Live protocol asks for (as their SDKs build it
+#: from a base URL): OpenAI's full URL and the base URLs a client adds `/realtime` to; Azure OpenAI's preview path
+#: (the openai Python SDK's `AzureOpenAI`, livekit's Azure plugin), its GA v1 path (the openai Node SDK 7's
+#: `AzureOpenAI`), and a base URL naming the deployment; Voice Live's (`azure-ai-voicelive`). The model of the
+#: session is the `model` query parameter, else `deployment`, else the deployment in the path.
+ROUTES = (
+    Route("/v1/realtime", "openai", "model=..."),
+    Route("/realtime", "openai", "model=..."),
+    Route("/v1", "openai"),
+    Route("/", "openai"),
+    Route("/openai/realtime", "azure-openai", "api-version=...&deployment=..."),
+    Route("/openai/v1/realtime", "azure-openai", "model=..."),
+    Route("/openai/deployments/{deployment}/realtime", "azure-openai", "api-version=..."),
+    Route("/voice-live/realtime", "voice-live", "api-version=...&model=..."),
+)
+#: The paths alone (what `RealtimeServer.url` and the clients of earlier versions rely on).
+PATHS = tuple(r.path for r in ROUTES)
+
+
+def route_of(target: str) -> tuple[Route, str | None] | None:
+    """The route a request target (path and query) asks for, and the model it names (None: none named)."""
+    parts = urllib.parse.urlsplit(target)
+    path = parts.path.rstrip("/") or "/"
+    for route in ROUTES:
+        deployment = route.match(path)
+        if deployment is None:
+            continue
+        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=False))
+        return route, query.get("model") or query.get("deployment") or deployment or None
+    return None
+
+
+def accepted_paths() -> str:
+    """The accepted paths, for a refusal."""
+    return ", ".join(str(r) for r in ROUTES)
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -81,6 +138,8 @@ class ServerOptions:
     #: Where the server tells the user what it refused (a handshake on another path, a request that is not a
     #: websocket upgrade), one line each; None: stderr.
     log: Callable[[str], None] | None = None
+    #: Serve `wss://` with this certificate (`rtrace.net.tls`); None: `ws://`.
+    tls: TlsFiles | None = None
     #: Injected for tests: a monotonic clock (seconds) and the matching sleep.
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
@@ -178,12 +237,13 @@ class _Outbox:
 class _Session:
     """One websocket: the endpoint, its outbox, and the tasks that wait out the endpoint's pauses."""
 
-    def __init__(self, server: RealtimeServer, ws: ServerConnection, conn: int) -> None:
+    def __init__(self, server: RealtimeServer, ws: ServerConnection, conn: int, model: str | None = None) -> None:
         self.server = server
         self.ws = ws
         self.conn = conn
         opts = server.options
-        self.endpoint = EndpointConnection(conn, opts.endpoint, opts.schedule, server.shared, server.source)
+        endpoint = dataclasses.replace(opts.endpoint, model=model) if model else opts.endpoint
+        self.endpoint = EndpointConnection(conn, endpoint, opts.schedule, server.shared, server.source)
         rng = random.Random(f"{opts.seed}:{conn}") if opts.seed is not None else random.Random()
         self.outbox = _Outbox(
             ws,
@@ -334,11 +394,13 @@ class RealtimeServer:
 
     @property
     def url(self) -> str:
-        return f"ws://{host_for_url(self.host)}:{self.port}/v1"
+        scheme = "wss" if self.options.tls else "ws"
+        return f"{scheme}://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def http_url(self) -> str:
-        return f"http://{host_for_url(self.host)}:{self.port}/v1"
+        scheme = "https" if self.options.tls else "http"
+        return f"{scheme}://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def realtime_url(self) -> str:
@@ -370,10 +432,11 @@ class RealtimeServer:
             self.flush_trace()
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
-        path = urllib.parse.urlsplit(request.path).path
-        if (path.rstrip("/") or "/") not in PATHS:
-            accepted = ", ".join(PATHS)
-            return ws.respond(http.HTTPStatus.NOT_FOUND, f"rtrace serve: the realtime endpoint is one of {accepted}\n")
+        if route_of(request.path) is None:
+            return ws.respond(
+                http.HTTPStatus.NOT_FOUND,
+                f"rtrace serve: no realtime endpoint at this path; the accepted paths are {accepted_paths()}\n",
+            )
         return None
 
     def _process_response(self, ws: ServerConnection, request: Request, response: Response) -> None:
@@ -391,7 +454,9 @@ class RealtimeServer:
         self.record("meta", conn, {"type": "connection.closed", "by": "server", "status": response.status_code})
         self.flush_trace()
         log = self.options.log or _stderr
-        log(f"rtrace serve: refused a handshake: HTTP {response.status_code} {why} for {path}")
+        refused_path = response.status_code == http.HTTPStatus.NOT_FOUND
+        known = f" (the accepted paths are {accepted_paths()})" if refused_path else ""
+        log(f"rtrace serve: refused a handshake: HTTP {response.status_code} {why} for {path}{known}")
 
     @staticmethod
     def _select_subprotocol(ws: ServerConnection, offered: Any) -> Any:
@@ -401,8 +466,17 @@ class RealtimeServer:
     async def _handler(self, ws: ServerConnection) -> None:
         conn = next(self._conns)
         path = ws.request.path if ws.request is not None else ""
-        self.record("meta", conn, {"type": "connection.opened", "path": safe_path(path)})
-        session = _Session(self, ws, conn)
+        opened: dict[str, Any] = {"type": "connection.opened", "path": safe_path(path)}
+        found = route_of(path)
+        model = None
+        if found is not None:
+            opened["route"] = found[0].path
+            opened["protocol"] = found[0].family
+            model = found[1]
+            if model:
+                opened["model"] = scrub_text(model)
+        self.record("meta", conn, opened)
+        session = _Session(self, ws, conn, model)
         self.sessions.add(session)
         try:
             await session.serve()
@@ -431,6 +505,7 @@ class RealtimeServer:
             select_subprotocol=self._select_subprotocol,
             max_size=o.max_frame_bytes,
             close_timeout=o.close_timeout,
+            ssl=o.tls.context() if o.tls is not None else None,
             ping_interval=None,
             compression=None,
         )
@@ -502,9 +577,13 @@ def options_from_cli(
     transcript: list[str] | None = None,
     vad_threshold: float | None = None,
     script: str | None = None,
+    tls: bool = False,
+    cert: str | None = None,
+    key: str | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings (durations in the grammar of `rtrace.core.durations`, event types
     checked against the catalog). Raises ValueError with a message for people."""
+    files = tls_files(tls, cert, key, host)
     default, by_type = parse_latencies(latency or [], "--latency")
     check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
     endpoint = EndpointOptions(seed=seed or 0)
@@ -566,6 +645,7 @@ def options_from_cli(
         from_trace=from_trace,
         endpoint=endpoint,
         schedule=schedule,
+        tls=files,
     )
 
 
@@ -618,6 +698,7 @@ def serve_main(
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
         print(f"  websocket URL: {server.realtime_url}", file=out)
         print(f"  RTRACE_URL={server.url}", file=out)
+        announce_tls(options.tls, out)
         if options.record is not None and not temporary:
             print(f"  recording to {options.record}", file=out)
         for line in describe(options):
