@@ -338,8 +338,9 @@ def test_server_vad_speech_commits_transcribes_and_answers() -> None:
     assert started[0]["audio_start_ms"] == 116  # the end of the first speech frame (384-416 ms), less 300 of padding
     out = d.send(speech(400, hz=0))
     item_id = started[0]["item_id"]
-    # as the real server: the transcription after `response.created` (it transcribes while the answer streams), in
-    # token-sized deltas with their padding, completed with the seconds of speech it billed
+    # as the real server: the transcription after `response.created`, interleaved with the answer's deltas (it
+    # transcribes while the answer streams), in token-sized deltas with their padding, completed mid-response with
+    # the seconds of speech it billed
     assert types(out)[:5] == [
         "input_audio_buffer.speech_stopped", "input_audio_buffer.committed", "conversation.item.added",
         "conversation.item.done", "response.created",
@@ -349,8 +350,10 @@ def test_server_vad_speech_commits_transcribes_and_answers() -> None:
     assert out[1]["item_id"] == item_id and out[2]["item"]["content"] == [{"type": "input_audio", "transcript": None}]
     kinds = types(out)
     done = kinds.index("conversation.item.input_audio_transcription.completed")
-    deltas = out[5:done]
-    assert {e["type"] for e in deltas} == {"conversation.item.input_audio_transcription.delta"} and len(deltas) > 3
+    deltas = [e for e in out[5:done] if e["type"] == "conversation.item.input_audio_transcription.delta"]
+    assert len(deltas) > 3 and done < kinds.index("response.done")
+    answer_deltas = [i for i, k in enumerate(kinds) if k == "response.function_call_arguments.delta"]
+    assert answer_deltas[0] < kinds.index("conversation.item.input_audio_transcription.delta")
     assert "".join(e["delta"] for e in deltas) == "What's the weather in Oslo?"
     assert all(len(e["delta"]) + len(e["obfuscation"]) == 16 for e in deltas)
     assert out[done]["transcript"] == "What's the weather in Oslo?"

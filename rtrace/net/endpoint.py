@@ -316,8 +316,7 @@ class EndpointConnection:
         out.extend(self._ack_item(wire, previous))
         committed, transcript = self._commit(item_id, 0)
         out.extend(committed)
-        answer = self._start_response({}, None)
-        return [*out, *answer[:1], *(self._event(e) for e in transcript), *answer[1:]]
+        return [*out, *self._transcribed_while_answering(self._start_response({}, None), transcript)]
 
     # -- session ------------------------------------------------------------------------------------------
 
@@ -537,11 +536,28 @@ class EndpointConnection:
         if settings.create_response and self.responses.active is None:
             # the real server transcribes while the response streams: its transcription comes after
             # `response.created`
-            answer = self._start_response({}, None)
-            out.extend([*answer[:1], *(self._event(e) for e in transcript), *answer[1:]])
+            out.extend(self._transcribed_while_answering(self._start_response({}, None), transcript))
         else:
             out.extend(self._event(e) for e in transcript)
         return out
+
+    def _transcribed_while_answering(self, answer: list[Emission], transcript: list[dict[str, Any]]) -> list[Emission]:
+        """The automatic response's emissions with the turn's transcription among them, as the real server sends it
+        while the answer streams: after `response.created`, a transcription delta after each of the answer's first
+        deltas, `completed` after the next one (what the answer has not streamed yet by its first pause comes
+        before that pause)."""
+        if not transcript:
+            return answer
+        out = answer[:1]
+        left = [self._event(e) for e in transcript]
+        for em in answer[1:]:
+            if em.wake is not None and left:  # the answer pauses here: the rest of the transcription first
+                out.extend(left)
+                left = []
+            out.append(em)
+            if left and em.event is not None and str(em.event.get("type")).endswith(".delta"):
+                out.append(left.pop(0))
+        return [*out, *left] if left else out
 
     def _commit(self, item_id: str, speech_ms: int) -> tuple[list[Emission], list[dict[str, Any]]]:
         """The buffer becomes a user message: `committed` and the item's acks, and the events of its transcription

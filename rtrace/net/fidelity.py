@@ -100,8 +100,9 @@ _RATE = (
     "recorded session (tool-call-round.c has none)"
 )
 _TRANSCRIBE = (
-    "input transcription (issue 25 point 4): the real server transcribes while the response streams, its deltas "
-    "interleaved with the answer's, completing mid-response; serve sends them all right after response.created"
+    "input transcription timing: both servers transcribe while the answer streams, deltas interleaved with the "
+    "answer's and completing mid-response; serve puts one after each of the answer's first deltas, the real "
+    "server where its transcription model happens to be"
 )
 _REASONING = (
     "reasoning tokens: the 2.1 models report `reasoning_tokens` only when they reasoned (a response of "
@@ -117,6 +118,7 @@ KNOWN: tuple[Known, ...] = (
     Known("missing", "deltas{*}", "", _TRANSCRIBE, "input_audio_buffer.append", "*server-vad*"),
     Known("extra", "deltas{*}", "", _TRANSCRIBE, "input_audio_buffer.append", "*server-vad*"),
     Known("missing", "deltas{*}", "", _TRANSCRIBE, "input_audio_buffer.append", "*idle-timeout*"),
+    Known("extra", "deltas{*}", "", _TRANSCRIBE, case="*idle-timeout*"),
     Known("missing", "*", "", _MULTI, "response.create", "*text-and-tool-one-response*"),
     Known("extra", "error", "", _MULTI, "conversation.item.create", "*text-and-tool-one-response*"),
     Known("missing-field", "conversation.item.*", "item.output", _MULTI, case="*text-and-tool-one-response*"),
