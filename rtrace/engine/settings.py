@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..core.durations import DurationError, parse_duration
+from ..rules import UnknownRule, find_rule
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,24 +87,47 @@ def find(start: Path) -> Path | None:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue  # another tool's broken file is not ours to refuse; it is skipped
+                text = pyproject.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # not a file rtrace's settings can be in
+            try:
+                table = tomllib.loads(text).get("tool", {})
+            except tomllib.TOMLDecodeError as e:
+                if "rtrace" not in text:
+                    continue  # another tool's broken file, which cannot hold rtrace's settings: not ours to refuse
+                why = _toml_error(pyproject, e, text)
+                raise SettingsError(f"{why}; its [tool.rtrace] settings cannot be read") from None
             if isinstance(table, dict) and "rtrace" in table:
                 return pyproject
     return None
 
 
+def _toml_error(path: Path, error: Exception, source: str) -> str:
+    """`path:line:col: not valid TOML: why`, the place taken from the parser's message (`source` is the file's
+    text: "at end of document" is its last line)."""
+    text = str(error)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
+    if m is not None:
+        return f"{path}:{m[1]}:{m[2]}: not valid TOML: {text[: m.start()] + text[m.end() :]}"
+    m = re.search(r"\s*\(at end of document\)", text)
+    if m is not None:
+        lines = source.rstrip("\n").split("\n")
+        return f"{path}:{len(lines)}:{len(lines[-1]) + 1}: not valid TOML: {text[: m.start()]} (at the end of the file)"
+    return f"{path}: not valid TOML: {text}"
+
+
 def load(path: Path) -> Settings:
     """The settings in `path` (`rtrace.toml`: top level; `pyproject.toml`: `[tool.rtrace]`)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        source = path.read_text(encoding="utf-8")
     except OSError as e:
         raise SettingsError(f"{path}: cannot read it: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise SettingsError(f"{path}: not UTF-8 text") from None
+    try:
+        data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as e:
-        raise SettingsError(f"{path}: not valid TOML: {e}") from None
+        raise SettingsError(_toml_error(path, e, source)) from None
     where = f"{path}:"
     if path.name == "pyproject.toml":
         data = data.get("tool", {}).get("rtrace", {})
@@ -126,7 +151,13 @@ def _value(where: str, key: str, kind: str, value: object, folder: Path) -> obje
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise SettingsError(f"{where} {key} must be a list of rule ids or slugs")
-        return tuple(v.strip() for item in value for v in item.split(",") if v.strip())
+        names = tuple(v.strip() for item in value for v in item.split(",") if v.strip())
+        for name in names:
+            try:
+                find_rule(name)
+            except UnknownRule as e:
+                raise SettingsError(f"{where} {key}: {e}") from None
+        return names
     if kind == "fail-on":
         if value not in FAIL_ON:
             raise SettingsError(f"{where} {key} must be one of {', '.join(FAIL_ON)}, not {value!r}")
