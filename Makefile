@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test preflight docs lint unit dist e2e-envs e2e-locks browser bench bench-scale clean fuzz harden
+.PHONY: demo test preflight docs lint unit dist e2e-envs e2e-locks browser bench bench-scale clean fuzz harden fidelity
 
 RUNTIME := $(VENV)/.runtime
 
@@ -107,6 +107,16 @@ dist: $(STAMP)
 	cd build && venv-wheel/bin/rtrace analyze -f json ../sample_traces/real/tool-output-race.livekit-1.8.8.jsonl >/dev/null; \
 		test $$? -eq 1 || { echo "dist: the installed wheel did not find the 1.8.8 race (exit 1)" >&2; exit 1; }
 
+# The fake endpoint against recordings of the real server (issue 25, bench/fidelity.py): each recorded session's
+# client events fed to serve, its answers compared with the recording; prints every difference that stays with its
+# reason (exit 1 on one the table does not explain) and the analyzer's error findings on them (none allowed). The
+# recordings are read in place from ../shared/realapi beside the clone (REALAPI=... to point elsewhere); without
+# them it says it skipped.
+REALAPI ?=
+fidelity: $(STAMP)
+	$(BIN)/python -m bench.fidelity $(REALAPI)
+
+
 # What `make test` needs from the machine, checked before anything is installed: each check prints what is missing
 # and how to get it, and fails; `preflight` runs them all, so one run names every missing piece. (CI runs as root
 # with npm and Node 20: every check passes there and the run is complete.)
@@ -135,7 +145,7 @@ preflight:
 	$(NEED_CHROMIUM) || ok=1; \
 	exit $$ok
 
-test: preflight $(STAMP) lint docs dist browser unit
+test: preflight $(STAMP) lint docs dist browser fidelity unit
 
 # Long local fuzz run of the hardening properties (minutes; not part of `make test`); prints the example counts.
 fuzz: $(STAMP)

@@ -51,12 +51,20 @@ def user(text: str, item_id: str | None = None, prev: Any = "absent") -> dict[st
     return ev
 
 
+def done_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last `response.done` of `events` (the GA server sends `rate_limits.updated` after it)."""
+    return next(e for e in reversed(events) if e.get("type") == "response.done")
+
+
 def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
 def make(**kw: Any) -> Driver:
+    """A text session. Without the `rate_limits.updated` the GA server sends after each `response.done` (tested on
+    its own in test_net_endpoint), so that an answer's last event is its `response.done`."""
     schedule = kw.pop("schedule", None)
+    kw.setdefault("rate_limits_after_done", False)
     d = Driver(EndpointConnection(1, EndpointOptions(**kw), schedule))
     d.open()
     d.send({"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"]}})

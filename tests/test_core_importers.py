@@ -1,5 +1,6 @@
-"""Importers: HAR websocket captures, JSON-array event logs and mitmproxy dumps become native traces with the same
-events, secrets removed; `rtrace analyze` reads a .har directly; `rtrace convert` writes the native format."""
+"""Importers: HAR websocket captures, JSON-array event logs, mitmproxy dumps and pydantic-ai cassettes become native
+traces with the same events, secrets removed; `rtrace analyze` reads a .har directly; `rtrace convert` writes the
+native format and says what it could not keep."""
 
 from __future__ import annotations
 
@@ -261,3 +262,57 @@ def test_convert_of_what_is_not_a_trace_exits_3_and_writes_nothing(tmp_path: Pat
         src.write_bytes(data)
         assert main(["convert", str(src), "-o", str(out)]) == ExitCode.UNREADABLE
         assert not out.exists()
+
+
+CASSETTE = Path(__file__).resolve().parent / "golden" / "cassettes" / "tool-round.yaml"
+
+
+def test_a_pydantic_ai_cassette_converts_with_its_times_and_says_what_it_could_not_keep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert detect(str(CASSETTE)) == "cassette"
+    got = list(records(str(CASSETTE)))
+    events = [r for r in got if r["dir"] != "meta"]
+    assert [r["event"]["type"] for r in events][:3] == ["session.created", "session.update", "session.updated"]
+    assert Counter(r["dir"] for r in events) == Counter({"server": 15, "client": 5})
+    assert [r["t"] for r in events[:3]] == [0.0, 0.01, 0.05]
+    # a frame kept as its JSON text is read as the event it holds
+    assert any(r["dir"] == "client" and r["event"] == {"type": "response.create"} and r["t"] == 0.4 for r in got)
+    notes = [r["event"]["text"] for r in got if r["dir"] == "meta"]
+    assert notes == ["interaction 17 (server): payload is not JSON", "interaction 22: a 'close' frame; not converted"]
+    out = tmp_path / "cassette.jsonl"
+    assert main(["convert", str(CASSETTE), "-o", str(out)]) == 0
+    said = capsys.readouterr()
+    assert "20 records (cassette)" in said.err + said.out
+    assert "not kept: interaction 22: a 'close' frame" in said.err + said.out
+    text = out.read_text()
+    assert "sk-proj-" not in text and "[redacted]" in text
+    report = analyze_path(out)
+    assert not report.problems and not [f for f in report.findings if f.severity == "error"]
+    assert analyze_path(out).findings == report.findings
+
+
+def test_a_cassette_without_pyyaml_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "yaml", None)  # `import yaml` raises ImportError
+    with pytest.raises(ImportFailed, match=r"needs PyYAML \(pip install 'rtrace-cli\[yaml\]'\)"):
+        list(records(str(CASSETTE)))
+
+
+def test_a_bad_cassette_is_a_clear_import_failure(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ninteractions:\n- kind: message\n  data: [unclosed\n")
+    with pytest.raises(ImportFailed, match=r"not valid YAML at line \d+, column \d+"):
+        list(records(str(bad)))
+    other = tmp_path / "other.yaml"
+    other.write_text("just: a mapping\n")
+    with pytest.raises(ImportFailed, match="not a websocket cassette"):
+        list(records(str(other)))
+    odd = tmp_path / "odd.yaml"
+    odd.write_text("interactions:\n- 3\n- direction: sideways\n  data: {type: x}\n")
+    notes = [r["event"]["text"] for r in records(str(odd))]
+    assert notes == [
+        "interaction 1 is not a mapping; not converted",
+        "interaction 2: direction 'sideways' is neither sent nor received; not converted",
+    ]

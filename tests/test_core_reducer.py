@@ -298,7 +298,38 @@ def test_error_param_narrows_a_generic_code() -> None:
     line = t.s("error", error={**_err("Audio content of 0ms is already shorter than 900ms", code="invalid_value"),
                                "param": "audio_end_ms"})  # fmt: skip
     fact = t.fact(line, ServerError)
-    assert fact.cause is not None and (fact.cause.line, fact.how) == (tr, "order")
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (tr, "named-field")
+
+
+def test_a_schema_error_is_joined_to_the_create_holding_the_value_it_names_not_the_oldest() -> None:
+    """The realapi recording `history-seed-rejected-item`: three seeded creates without ids or event ids, the
+    second an assistant message with content type `text`; the error comes first, naming `item.content[0].type`."""
+    t = Trace()
+    t.c("conversation.item.create", item={"type": "message", "role": "user", "content": [{"type": "input_text"}]})
+    bad = t.c("conversation.item.create", item={"type": "message", "role": "assistant", "content": [{"type": "text"}]})
+    t.c("conversation.item.create", item={"type": "message", "role": "user", "content": [{"type": "input_text"}]})
+    error = {
+        **_err("Invalid value: 'text'. Value must be 'output_text'.", code="invalid_value"),
+        "param": "item.content[0].type",
+    }
+    line = t.s("error", error=error)
+    fact = t.fact(line, ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (bad, "named-field")
+    # an unknown parameter: the event that has the field
+    t = Trace()
+    t.c("session.update", session={"type": "realtime"})
+    odd = t.c("session.update", session={"type": "realtime", "voice_x": 1})
+    error = {**_err("Unknown parameter: 'session.voice_x'.", code="unknown_parameter"), "param": "session.voice_x"}
+    fact = t.fact(t.s("error", error=error), ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (odd, "named-field")
+    # a value no pending event holds there: arrival order, as before
+    t = Trace()
+    first = t.c(
+        "conversation.item.create", item={"type": "message", "role": "user", "content": [{"type": "input_text"}]}
+    )
+    error = {**_err("Invalid value: 'x'.", code="invalid_value"), "param": "item.content[0].type"}
+    fact = t.fact(t.s("error", error=error), ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (first, "order")
 
 
 def test_quoted_id_join_is_restricted_to_what_the_code_answers() -> None:

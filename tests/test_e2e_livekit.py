@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from rtrace.engine.fold import TraceReport, analyze_path
+from rtrace.net.wire import token_pieces
 
 from .conftest import client_python
 from .realclients import drive, trace_records
@@ -142,12 +143,14 @@ def test_race_livekit_1_8_9_keeps_the_tool_output(tmp_path: Path) -> None:
     ), run_.explain()
 
 
+#: Server events up to the `response.done` of the function call: session.created, 3 session.updated, the user
+#: message's added/done, and the response's 7 events around its arguments, streamed in token-sized deltas.
+CALL_DONE = 6 + 7 + len(token_pieces('{"city": "Paris"}'))
 #: Two ways to lose the socket while the tool call is open, once: drop it when the
-#: output's create arrives (before answering it), or close it right after the 14th server event, the `response.done`
-#: of the function call (session.created, 3 session.updated, the user message's added/done, 8 response events).
+#: output's create arrives (before answering it), or close it right after the function call's `response.done`.
 RECONNECT_FAULTS = {
     "drop-on-output": {"drop_on": ["conversation.item.create:function_call_output"]},
-    "close-during-tool": {"close_after": 14},
+    "close-during-tool": {"close_after": CALL_DONE},
 }
 
 

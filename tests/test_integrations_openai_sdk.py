@@ -169,7 +169,7 @@ with client.realtime.connect(model="gpt-realtime") as conn:
     conn.conversation.item.create(item=item)
     conn.response.create()
     for event in conn:
-        if event.type == "response.done":
+        if event.type == "rate_limits.updated":  # serve's last event of a turn, after response.done (GA)
             break
 """
 

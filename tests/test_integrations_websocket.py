@@ -54,7 +54,8 @@ async def one_turn(ws: Any, text: str = "hello") -> None:
     await ws.send(user(text))
     await ws.send(json.dumps({"type": "response.create"}))
     async for message in ws:
-        if json.loads(message)["type"] == "response.done":
+        # the last event of a turn: the rate limits serve sends after the `response.done`, as the GA server does
+        if json.loads(message)["type"] == "rate_limits.updated":
             return
 
 

@@ -11,7 +11,7 @@ from rtrace.core.loader import TraceReader
 from rtrace.net.endpoint import EndpointConnection
 from rtrace.net.playback import RecordedResponse, ResponseSource, recorded_responses, remap
 
-from .netdriver import Driver, make, user
+from .netdriver import Driver, done_of, make, user
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
 
@@ -36,9 +36,9 @@ def test_from_recording_replays_responses_with_pacing_and_new_ids() -> None:
     d.conn.conn = 1
     d.send(user("anything", "Z"))
     out = d.send({"type": "response.create", "response": {"metadata": {"k": "v"}}})
-    call = out[-1]["response"]["output"][0]
+    call = done_of(out)["response"]["output"][0]
     assert call["type"] == "function_call" and call["name"] == "get_weather"
-    assert out[-1]["response"]["metadata"] == {"k": "v"}
+    assert done_of(out)["response"]["metadata"] == {"k": "v"}
     assert out[2]["previous_item_id"] == "Z"
     t0 = d.t
     out = d.send({"type": "response.create"})
@@ -65,9 +65,9 @@ def test_recorded_audio_gives_its_item_the_length_a_truncate_is_checked_against(
     d = Driver(EndpointConnection(1, source=ResponseSource([recorded])))
     d.open()
     out = d.send({"type": "response.create"})
-    new_id = out[-1]["response"]["output"][0]["id"]
+    new_id = done_of(out)["response"]["output"][0]["id"]
     assert new_id == "item_s1_0001" and d.conn.conv.items[new_id].audio_bytes == 4800  # 100 ms at 24 kHz
-    [err] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 101})
+    [err] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "content_index": 0, "audio_end_ms": 101})
     assert err["error"]["message"] == "Audio content of 100ms is already shorter than 101ms"
-    [ok] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "audio_end_ms": 100})
+    [ok] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "content_index": 0, "audio_end_ms": 100})
     assert ok["type"] == "conversation.item.truncated"

@@ -13,7 +13,7 @@ from rtrace.net.endpoint import EndpointConnection, EndpointOptions
 from rtrace.net.responses import Reply, choose_reply, chunks, tokens
 from rtrace.net.tools import DEFAULT_TOOL, Tool
 
-from .netdriver import Driver, make, types, user, weather_call
+from .netdriver import Driver, done_of, make, types, user, weather_call
 
 
 def test_chunks_and_tokens() -> None:
@@ -25,15 +25,19 @@ def test_chunks_and_tokens() -> None:
 def test_weather_gets_a_function_call_in_the_order_of_the_api() -> None:
     d = make()
     done = weather_call(d)
-    sent = types([e for _, e in d.sent[-8:]])
+    sent = types([e for _, e in d.sent[-20:]])
+    sent = sent[sent.index("response.created") :]
+    # the arguments in token-sized deltas, as the real server streams them
+    assert sent.count("response.function_call_arguments.delta") > 1
+    sent = [t for i, t in enumerate(sent) if t != "response.function_call_arguments.delta" or sent[i - 1] != t]
     assert sent == [
         "response.created",
         "response.output_item.added",
         "conversation.item.added",
         "response.function_call_arguments.delta",
         "response.function_call_arguments.done",
-        "response.output_item.done",
         "conversation.item.done",
+        "response.output_item.done",
         "response.done",
     ]
     resp = done["response"]
@@ -57,7 +61,7 @@ def test_output_then_response_says_tool_result() -> None:
     acks = d.send({"type": "conversation.item.create", "item": fco})
     assert acks[0]["previous_item_id"] == "item_s1_0001"
     out = d.send({"type": "response.create"})
-    assert out[-1]["response"]["output"][0]["content"][0]["text"] == "Tool result: sunny"
+    assert done_of(out)["response"]["output"][0]["content"][0]["text"] == "Tool result: sunny"
 
 
 def test_story_is_streamed_in_chunks_with_pauses() -> None:
@@ -69,7 +73,7 @@ def test_story_is_streamed_in_chunks_with_pauses() -> None:
     assert len(deltas) == 8
     assert "".join(x for _, x in deltas) == "Once upon a time there was a very slow story."
     assert [round(t - t0, 3) for t, _ in deltas] == [round(0.06 * k, 3) for k in range(1, 9)]
-    assert out[-1]["response"]["status"] == "completed"
+    assert done_of(out)["response"]["status"] == "completed"
 
 
 def test_one_active_response_at_a_time_and_out_of_band_runs_beside_it() -> None:
@@ -94,16 +98,16 @@ def test_cancel_closes_the_open_item_and_the_response() -> None:
     assert types(out) == [
         "response.output_text.done",
         "response.content_part.done",
-        "response.output_item.done",
         "conversation.item.done",
+        "response.output_item.done",
         "response.done",
     ]
     assert out[2]["item"]["status"] == "incomplete"
-    assert out[-1]["response"]["status"] == "cancelled"
-    assert out[-1]["response"]["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
+    assert done_of(out)["response"]["status"] == "cancelled"
+    assert done_of(out)["response"]["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
     assert d.conn.responses.active is None
     # The pending pause of the cancelled response produces nothing.
-    assert d.conn.wake(("run", out[-1]["response"]["id"])) == []
+    assert d.conn.wake(("run", done_of(out)["response"]["id"])) == []
     [err] = d.send({"type": "response.cancel", "event_id": "c2"})
     assert err["error"]["code"] == "response_cancel_not_active"
     assert err["error"]["message"] == "Cancellation failed: no active response found"
@@ -140,7 +144,7 @@ LOOKUP = {
 
 
 def call_of(out: list[dict[str, Any]]) -> dict[str, Any]:
-    [item] = out[-1]["response"]["output"]
+    [item] = done_of(out)["response"]["output"]
     assert item["type"] == "function_call", out[-1]
     return item
 
@@ -163,7 +167,7 @@ def test_a_text_that_names_no_tool_gets_text_unless_the_choice_requires_a_call()
     d.send({"type": "session.update", "session": {"type": "realtime", "tools": [LOOKUP]}})
     d.send(user("hello there", "U1"))
     out = d.send({"type": "response.create"})
-    assert out[-1]["response"]["output"][0]["type"] == "message"
+    assert done_of(out)["response"]["output"][0]["type"] == "message"
     d.send(user("and again", "U2"))
     call = call_of(d.send({"type": "response.create", "response": {"tool_choice": "required"}}))
     assert call["name"] == "lookup_order" and call["arguments"].startswith('{"order_id": "order_id-')
@@ -221,9 +225,9 @@ def test_an_audio_answer_streams_audio_sized_to_its_transcript_in_the_order_of_t
     streamed = kinds[start + 1 : end]
     assert streamed[0] == "response.output_audio_transcript.delta"
     assert set(streamed) == {"response.output_audio_transcript.delta", "response.output_audio.delta"}
-    assert kinds[end : end + 4] == [
+    assert kinds[end : end + 5] == [
         "response.output_audio.done", "response.output_audio_transcript.done", "response.content_part.done",
-        "response.output_item.done",
+        "conversation.item.done", "response.output_item.done",
     ]  # fmt: skip
     audio = audio_of(out)
     assert len(audio) == len(text) * 60 * 48 and rms(decode(audio, "pcm16")) == 0.0  # silence by default
@@ -231,7 +235,7 @@ def test_an_audio_answer_streams_audio_sized_to_its_transcript_in_the_order_of_t
         if e["type"] == "response.output_audio.delta":
             assert {"event_id", "response_id", "item_id", "output_index", "content_index", "delta"} <= set(e)
             assert len(base64.b64decode(e["delta"])) <= 200 * 48
-    item = d.conn.conv.items[out[-1]["response"]["output"][0]["id"]]
+    item = d.conn.conv.items[done_of(out)["response"]["output"][0]["id"]]
     assert item.audio_bytes == len(audio)
 
 
@@ -267,8 +271,34 @@ def test_audio_pace_spreads_the_audio_and_a_cancel_keeps_what_was_sent() -> None
     item = next(iter(d.conn.responses.runs[rid].items.values()))
     assert item.audio_bytes == 2 * 100 * 48
     cancelled = d.send({"type": "response.cancel"})
-    assert cancelled[-1]["response"]["status"] == "cancelled" and "response.output_audio.delta" not in types(cancelled)
+    assert done_of(cancelled)["response"]["status"] == "cancelled"
+    assert "response.output_audio.delta" not in types(cancelled)
     assert item.audio_bytes == 2 * 100 * 48  # what was sent, no more
     truncate = {"type": "conversation.item.truncate", "item_id": item.id, "content_index": 0, "audio_end_ms": 201}
     [err] = d.send(truncate)
     assert err["error"]["message"] == "Audio content of 200ms is already shorter than 201ms"
+
+
+def test_the_2_1_models_mark_their_messages_with_a_phase() -> None:
+    """The realapi recordings of gpt-realtime-2.1 and 2.1-mini: `phase: final_answer` on an answer's message."""
+    for model, phase in (("gpt-realtime-2.1-mini", "final_answer"), ("gpt-realtime", None)):
+        d = make(model=model)
+        d.send(user("hello", "U"))
+        done = d.send({"type": "response.create"})[-1]
+        assert done["type"] == "response.done"
+        assert done["response"]["output"][0].get("phase") == phase
+
+
+def test_the_done_of_an_item_after_the_first_says_no_predecessor_as_the_real_server() -> None:
+    """Every realapi recording: `conversation.item.added` of the answer names the user item before it, its
+    `conversation.item.done` says null when that item is the conversation's first; later ones name theirs."""
+    d = make()
+    d.send(user("hello", "U1"))
+    out = d.send({"type": "response.create"})
+    added = next(e for e in out if e["type"] == "conversation.item.added")
+    done = next(e for e in out if e["type"] == "conversation.item.done")
+    assert added["previous_item_id"] == "U1" and done["previous_item_id"] is None
+    d.send(user("again", "U2"))
+    out = d.send({"type": "response.create"})
+    done = next(e for e in out if e["type"] == "conversation.item.done")
+    assert done["previous_item_id"] == "U2"

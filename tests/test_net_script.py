@@ -25,7 +25,7 @@ from rtrace.net.script import (
     parse_script,
 )
 
-from .netdriver import Driver, types, user
+from .netdriver import Driver, done_of, types, user
 
 LOOKUP = {
     "type": "function",
@@ -211,16 +211,17 @@ text = "Order for {user}: {output}"
 def test_a_turn_answers_with_text_then_a_call_and_the_output_with_its_text() -> None:
     d = scripted(ORDER)
     d.send(user("where is order 42?", "U"))
-    done = d.send({"type": "response.create"})[-1]["response"]
+    done = done_of(d.send({"type": "response.create"}))["response"]
     message, call = done["output"]
     assert message["content"][0]["text"] == "Looking it up."
     assert (call["name"], call["arguments"]) == ("lookup_order", '{"order_id": "42"}')  # made from the schema
     fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "shipped"}
     d.send({"type": "conversation.item.create", "item": fco})
-    answer = d.send({"type": "response.create"})[-1]["response"]["output"][0]
+    answer = done_of(d.send({"type": "response.create"}))["response"]["output"][0]
     assert answer["content"][0]["text"] == "Order for where is order 42?: shipped"
     d.send(user("hello", "V"))
-    assert d.send({"type": "response.create"})[-1]["response"]["output"][0]["content"][0]["text"] == "You said: hello"
+    done = done_of(d.send({"type": "response.create"}))
+    assert done["response"]["output"][0]["content"][0]["text"] == "You said: hello"
 
 
 def test_fail_and_close_after_the_response_once_per_server() -> None:
@@ -229,8 +230,8 @@ def test_fail_and_close_after_the_response_once_per_server() -> None:
     d = scripted(text, shared=shared)
     out = d.send({"type": "response.create", "event_id": "rc"})
     assert types(out) == ["response.created", "response.done"]
-    details = out[-1]["response"]["status_details"]
-    assert out[-1]["response"]["status"] == "failed" and details["error"]["code"] == "rate_limit_exceeded"
+    details = done_of(out)["response"]["status_details"]
+    assert done_of(out)["response"]["status"] == "failed" and details["error"]["code"] == "rate_limit_exceeded"
     assert d.meta == [
         {"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "fail",
          "client_event_type": "response.create", "client_event_id": "rc"},
@@ -238,7 +239,7 @@ def test_fail_and_close_after_the_response_once_per_server() -> None:
     ]  # fmt: skip
     assert d.closes == [(1013, "script: turn 1", True)] and d.conn.closed
     again = scripted(text, conn=2, shared=shared)
-    assert again.send({"type": "response.create"})[-1]["response"]["status"] == "completed"
+    assert done_of(again.send({"type": "response.create"}))["response"]["status"] == "completed"
 
 
 def test_event_turns_delay_in_order_drop_or_answer_with_an_error() -> None:
@@ -272,10 +273,10 @@ def test_script_transcripts_feed_the_server_vad() -> None:
     d = Driver(EndpointConnection(1, schedule=parse_script('transcripts = ["order 5 please"]\n')))
     d.open()
     loud = base64.b64encode(encode(tone(7200, 24000, 440), "pcm16")).decode()
-    quiet = base64.b64encode(bytes(14400)).decode()
+    quiet = base64.b64encode(bytes(19200)).decode()  # 400 ms: the silence and the VAD's release
     d.send({"type": "input_audio_buffer.append", "audio": loud})
     out = d.send({"type": "input_audio_buffer.append", "audio": quiet})
-    answer = out[-1]["response"]["output"][0]
+    answer = done_of(out)["response"]["output"][0]
     assert answer["content"][0]["transcript"] == "You said: order 5 please"
     json.dumps(out)
 

@@ -368,7 +368,8 @@ def test_fault_drop_on_closes_before_answering(tmp_path: Path, close_code: int |
             item = {"type": "function_call_output", "call_id": call_id, "output": "x"}
             await ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
             with pytest.raises(ConnectionClosed):
-                await recv(ws)
+                while True:  # the rate limits after the response.done, then the drop
+                    assert (await recv(ws))["type"] == "rate_limits.updated"
             assert ws.close_code == seen
             assert (ws.protocol.close_rcvd is None) == (seen == 1006)  # 1006: no close frame came
 
@@ -713,6 +714,27 @@ def test_from_trace_reads_a_compressed_trace(tmp_path: Path) -> None:
             await ws.send(json.dumps({"type": "response.create"}))
             done = (await until(ws, "response.done"))[-1]
             assert done["response"]["output"][0]["name"] == "get_weather"
+
+    run(main)
+
+
+def test_a_schema_error_goes_ahead_of_the_acks_still_waiting_out_their_latency() -> None:
+    """The realapi recording `history-seed-rejected-item`: three creates sent together, the second rejected by the
+    schema; the real server's error comes before the first create's acks. With latency, serve's does too; the
+    other answers keep their order."""
+
+    async def main() -> None:
+        opts = ServerOptions(latency=0.2)
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            bad = {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "x"}]}
+            await ws.send(user("one", "A"))
+            await ws.send(json.dumps({"type": "conversation.item.create", "item": bad}))
+            await ws.send(user("three", "C"))
+            got = [await recv(ws) for _ in range(5)]
+            assert [e["type"] for e in got] == ["error", *["conversation.item.added", "conversation.item.done"] * 2]
+            assert got[0]["error"]["param"] == "item.content[0].type"
+            assert [e["item"]["id"] for e in got[1:]] == ["A", "A", "C", "C"]
 
     run(main)
 

@@ -1,4 +1,5 @@
-"""Server VAD of the fake endpoint: speech edges from the energy of 10 ms frames, positioned in audio time."""
+"""Server VAD of the fake endpoint: speech edges from the energy of 32 ms frames, positioned in audio time, with the
+real server's timing."""
 
 from __future__ import annotations
 
@@ -19,16 +20,29 @@ def ms(n: int, hz: float = 0) -> list[int]:
 def test_speech_starts_padded_and_stops_after_the_silence() -> None:
     vad = VoiceDetector()
     assert vad.feed(ms(500), RATE, LOUD) == []
-    assert vad.feed(ms(400, 440), RATE, LOUD) == [("started", 200)]  # 500 - 300 of padding
-    assert vad.feed(ms(150), RATE, LOUD) == []  # not yet 200 ms of silence
-    assert vad.feed(ms(100), RATE, LOUD) == [("stopped", 1100)]  # 900 + 200: the end of the silence
-    assert vad.position_ms == 1150 and not vad.speaking
+    # the frame 480-512 ms holds the first speech: reported at its end, less 300 ms of padding
+    assert vad.feed(ms(400, 440), RATE, LOUD) == [("started", 212)]
+    assert vad.feed(ms(250), RATE, LOUD) == []  # 200 ms of silence and the detector's release not yet past
+    # the voice ends at 900 (in the frame 896-928); ten frames of silence (>= 200 + 96 ms) end at 1248
+    assert vad.feed(ms(150), RATE, LOUD) == [("stopped", 1248)]
+    assert vad.position_ms == 1280 and not vad.speaking
+
+
+def test_a_quiet_pause_inside_an_utterance_does_not_end_it() -> None:
+    """The recorded utterance of the realapi sessions (one turn, 1460-4256 ms, on the real server) has a pause of
+    about 240 ms at -38 dBFS: under the threshold that starts speech, over the half that keeps it up. A detector
+    without hysteresis cut it in two turns."""
+    murmur = [int(0.014 * 32767 * (1 if i % 2 else -1)) for i in range(RATE * 240 // 1000)]  # RMS 0.014
+    audio = ms(1760) + ms(350, 300) + murmur + ms(1400, 300) + ms(600)
+    edges = VoiceDetector().feed(audio, RATE, LOUD)
+    assert [kind for kind, _ in edges] == ["started", "stopped"]
+    assert edges[0][1] == 1760 + 32 - 300  # the end of the first speech frame, less the padding
 
 
 def test_edges_depend_on_the_audio_not_on_how_it_was_cut() -> None:
     audio = ms(300) + ms(250, 300) + ms(500) + ms(120, 600) + ms(400)
     whole = VoiceDetector().feed(audio, RATE, LOUD)
-    assert whole == [("started", 0), ("stopped", 750), ("started", 750), ("stopped", 1370)]
+    assert whole == [("started", 20), ("stopped", 896), ("started", 896), ("stopped", 1504)]
     pieces = VoiceDetector()
     got = []
     for i in range(0, len(audio), 333):  # not a whole number of frames
@@ -52,9 +66,12 @@ def test_quiet_audio_is_not_speech_and_reset_forgets_speech_in_progress() -> Non
     vad = VoiceDetector()
     quiet = [int(0.01 * 32767 * (1 if i % 2 else -1)) for i in range(RATE)]  # RMS 0.01
     assert vad.feed(quiet, RATE, LOUD) == []
-    assert vad.feed(ms(100, 440), RATE, LOUD) == [("started", 700)]
+    assert vad.feed(ms(100, 440), RATE, LOUD) == [("started", 724)]  # speech in the frame 992-1024
     vad.reset()
-    assert vad.feed(ms(300), RATE, LOUD) == []  # no stop for a turn the client committed itself
+    # no stop for a turn the client committed itself, and the rest of its voice (12 ms in the frame 1088-1120)
+    # starts no second turn
+    assert vad.feed(ms(400), RATE, LOUD) == []
+    assert vad.feed(ms(100, 440), RATE, LOUD) == [("started", 1204)]  # a new utterance after the quiet: 1504 - 300
 
 
 def test_turn_detection_ga_and_beta_and_settings() -> None:

@@ -61,8 +61,8 @@ def test_item_text_joins_text_and_transcripts() -> None:
 
 
 def test_templates_have_the_api_fields_in_the_api_order() -> None:
-    assert list(assistant_message("i")) == ["id", "object", "type", "status", "role", "content"]
-    assert list(function_call("i", "c", "n")) == ["id", "object", "type", "status", "name", "call_id", "arguments"]
+    assert list(assistant_message("i")) == ["id", "type", "status", "role", "content"]
+    assert list(function_call("i", "c", "n")) == ["id", "type", "status", "name", "call_id", "arguments"]
     assert committed_audio_message("i")["content"] == [{"type": "input_audio", "transcript": None}]
     assert error_event("c", "m", None, "e")["error"] == {
         "type": "invalid_request_error",
@@ -77,3 +77,18 @@ def test_templates_have_the_api_fields_in_the_api_order() -> None:
 def test_the_default_session_is_24_khz_pcm_both_ways() -> None:
     session = default_session("sess_1", "m")
     assert session_format(session, "input") == session_format(session, "output") == (24000, 2)
+
+
+def test_text_streams_in_token_sized_deltas_with_the_real_padding() -> None:
+    """As the realapi recordings: 'It', ' is', ' fog', 'gy', ' and', ' ', '12', ...; delta and `obfuscation` are
+    16 characters together."""
+    from rtrace.net.wire import obfuscation, token_pieces
+
+    text = "It is foggy and 12 degrees in London."
+    pieces = token_pieces(text)
+    assert "".join(pieces) == text and len(pieces) >= 9 and max(len(p) for p in pieces) <= 9
+    assert token_pieces("") == [] or "".join(token_pieces("")) == ""
+    assert all(len(p + obfuscation(p, n)) == 16 for n, p in enumerate(pieces))
+    assert obfuscation("x", 1) != obfuscation("x", 2) and obfuscation("x", 1).isalnum()
+    weird = "naïve — 日本語\n\n  x"
+    assert "".join(token_pieces(weird)) == weird

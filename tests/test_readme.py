@@ -146,6 +146,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for trace in real.glob("*.jsonl"):
         shutil.copy(trace, work / "traces" / trace.name)
     (work / "capture.har").write_text(json.dumps(har_of(race)))
+    shutil.copy(ROOT / "tests" / "golden" / "cassettes" / "tool-round.yaml", work / "cassette.yaml")
     docs = "".join(page.read_text(encoding="utf-8") for page in PAGES)
     (script,) = [b for b in blocks(docs, "toml") if b.startswith("# scenario.toml")]
     (work / "scenario.toml").write_text(script)

@@ -109,7 +109,12 @@ CONVERT_EXAMPLES = """Examples:
 
 @app.command(epilog=verbatim(CONVERT_EXAMPLES))
 def convert(
-    path: Annotated[Path, typer.Argument(help="A HAR, JSON-array or JSONL event log, mitmproxy dump or livekit log.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A HAR, JSON-array or JSONL event log, mitmproxy dump, pydantic-ai cassette (YAML) or livekit log."
+        ),
+    ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the native trace here.")],
     allow_special_files: AllowSpecial = False,
 ) -> None:
@@ -121,14 +126,19 @@ def convert(
 
     refuse_overwrite([str(path)], [output])
     kind = detect(str(path))
+    lost: list[str] = []
     try:
         with replacing_trace(output) as out, working(f"converting {path}"):
             try:
-                count = convert_file(str(path), out, kind)
+                count = convert_file(str(path), out, kind, lost)
             except UnreadableInput as e:  # empty, binary, not the format it looked like
                 raise UnreadableInput(f"{e}; {output} is not written") from None
-            if count == 0:
+            if count == len(lost):
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
     except OSError as e:
         raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
-    say(f"rtrace convert: {count} records ({kind}) -> {output}")
+    say(f"rtrace convert: {count - len(lost)} records ({kind}) -> {output}")
+    for text in lost[:10]:
+        say(f"  not kept: {text}")
+    if len(lost) > 10:
+        say(f"  not kept: {len(lost) - 10} more (notes in {output})")

@@ -67,7 +67,8 @@ class ChangeSent(Fact):
 class ChangeAnswered(Fact):
     """A pending change got its answer: `change.status` is `confirmed` or `rejected`.
 
-    `how` says how the answer was joined: `item-id`, `event-id`, `quoted-id`, `order` or `metadata`."""
+    `how` says how the answer was joined: `item-id`, `event-id`, `quoted-id`, `named-field`, `order` or
+    `metadata`."""
 
     change: Change
     how: str

@@ -1,7 +1,8 @@
 """Other tools' captures as native traces: HAR files with `_webSocketMessages` (browser devtools, mitmproxy), JSON-array
-exports of openai-realtime-api-beta / realtime-console logs, mitmproxy flow dumps (only if mitmproxy is installed), and
-livekit-agents logs written with `LK_OPENAI_DEBUG=1` (`core.livekit_log`, read in place: `reader`). Each may be
-compressed (`loader.compression_of`).
+exports of openai-realtime-api-beta / realtime-console logs, mitmproxy flow dumps (only if mitmproxy is installed),
+pydantic-ai's websocket cassettes (YAML, only if PyYAML is installed: `cassette_records`), and livekit-agents logs
+written with `LK_OPENAI_DEBUG=1` (`core.livekit_log`, read in place: `reader`). Each may be compressed
+(`loader.compression_of`). What a capture holds that a trace cannot keep is a `note` in the trace where it was.
 
 Owns format detection and the conversion to native records (`t`, `dir`, `conn`, `event`): `records` gives the
 events as captured, `convert` writes them with every secret removed (`core.writer.TraceWriter` with
@@ -29,7 +30,7 @@ from .writer import TraceWriter
 
 #: Largest HAR / JSON-array file read whole (these formats cannot be streamed line by line).
 MAX_DOCUMENT_BYTES = 1 << 30
-FORMATS = ("native", "har", "json-array", "mitmproxy", "livekit-log")
+FORMATS = ("native", "har", "json-array", "mitmproxy", "cassette", "livekit-log")
 #: How much of the start of an input `detect` looks at (decompressed).
 SNIFF_BYTES = 1 << 16
 
@@ -39,10 +40,13 @@ class ImportFailed(UnreadableInput):
 
 
 def detect(path: str) -> str:
-    """`har`, `json-array`, `mitmproxy`, `livekit-log` or `native` (anything the loader reads line by line)."""
+    """`har`, `json-array`, `mitmproxy`, `cassette`, `livekit-log` or `native` (anything the loader reads line by
+    line)."""
     lower = path.lower()
     if lower.endswith(".har"):
         return "har"
+    if lower.endswith((".yaml", ".yml", ".yaml.gz", ".yml.gz")):
+        return "cassette"
     if lower.endswith((".mitm", ".flow", ".flows")):
         return "mitmproxy"
     if path == "-" or not os.path.isfile(path):
@@ -59,6 +63,8 @@ def detect(path: str) -> str:
         return "har"
     if livekit_log.sniff(text) is not None:
         return "livekit-log"
+    if text.startswith((b"version:", b"interactions:")) and b"interactions:" in text[:4096]:
+        return "cassette"
     return "native"
 
 
@@ -265,6 +271,73 @@ def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
         yield {"t": round(max(0.0, t - base), 6), "dir": row["dir"], "conn": n, "event": row["event"]}
 
 
+#: A cassette's directions, as rtrace names them.
+_CASSETTE_DIRS = {"sent": "client", "received": "server"}
+
+
+def _read_yaml(path: str) -> Any:
+    try:
+        import yaml
+    except ImportError:
+        raise ImportFailed(
+            f"{path}: reading pydantic-ai websocket cassettes (YAML) needs PyYAML (pip install 'rtrace-cli[yaml]')"
+        ) from None
+    try:
+        with open_trace(path) as f:
+            data = f.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError as e:
+        raise UnreadableInput(f"{path}: {e.strerror or e}") from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise ImportFailed(f"{path}: over the {MAX_DOCUMENT_BYTES:,}-byte limit for a YAML document")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # never the full loader: a cassette is data
+    try:
+        return yaml.load(data.decode("utf-8", "replace"), Loader=loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ImportFailed(f"{path}: not valid YAML{where}") from None
+
+
+def cassette_records(doc: Any, source: str = "<cassette>") -> Iterator[dict[str, Any]]:
+    """Native records from a pydantic-ai websocket cassette (`version`, `interactions`: each a frame with `kind`
+    `message`, `direction` `sent` or `received`, `data` the decoded JSON, and `at` seconds when recorded). One
+    cassette is one connection. What is not an event (another kind of interaction, a payload that is no event
+    object, an unknown direction) is a note where it was; `at` is kept, and a frame without it keeps the time of
+    the one before."""
+    interactions = doc.get("interactions") if isinstance(doc, dict) else None
+    if not isinstance(interactions, list):
+        raise ImportFailed(f"{source}: not a websocket cassette (no interactions list)")
+    t = 0.0
+    for n, inter in enumerate(interactions, 1):
+        if not isinstance(inter, dict):
+            yield {"t": t, "dir": "meta", "conn": 1, "event": _note(f"interaction {n} is not a mapping; not converted")}
+            continue
+        at = inter.get("at")
+        if isinstance(at, int | float) and not isinstance(at, bool) and at >= 0:
+            t = float(at)
+        kind = inter.get("kind", "message")
+        direction = _CASSETTE_DIRS.get(str(inter.get("direction")))
+        data = inter.get("data")
+        if kind != "message":
+            text = f"interaction {n}: a {str(kind)[:40]!r} frame; not converted"
+            yield {"t": t, "dir": "meta", "conn": 1, "event": _note(text)}
+        elif direction is None:
+            text = f"interaction {n}: direction {str(inter.get('direction'))[:40]!r} is neither sent nor received"
+            yield {"t": t, "dir": "meta", "conn": 1, "event": _note(f"{text}; not converted")}
+        elif not isinstance(data, dict) or not isinstance(data.get("type"), str):
+            event = _event_of(data) if isinstance(data, str) else "payload is not an event object"
+            if isinstance(event, dict):  # a frame kept as its JSON text
+                yield {"t": t, "dir": direction, "conn": 1, "event": event}
+            else:
+                yield {"t": t, "dir": "meta", "conn": 1, "event": _note(f"interaction {n} ({direction}): {event}")}
+        else:
+            yield {"t": t, "dir": direction, "conn": 1, "event": data}
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {"type": "note", "text": text}
+
+
 def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
     """Native records of any supported input, as captured (secrets in: `convert` removes them)."""
     kind = kind or detect(path)
@@ -274,6 +347,8 @@ def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
         yield from array_records(_read_document(path), path)
     elif kind == "mitmproxy":
         yield from mitmproxy_records(path)
+    elif kind == "cassette":
+        yield from cassette_records(_read_yaml(path), path)
     elif kind == "livekit-log":
         with livekit_log.LogReader.open(path) as log:
             for rec in log:
@@ -290,10 +365,10 @@ def _write_failed(reason: str, lines: int) -> None:
     raise OSError(f"{reason} (after line {lines})")
 
 
-def convert(src: str, dst: IO[bytes], kind: str | None = None) -> int:
+def convert(src: str, dst: IO[bytes], kind: str | None = None, lost: list[str] | None = None) -> int:
     """Write `src` as a native trace (with a header naming its origin) to `dst`, secrets removed (audio kept);
-    the number of records written. `dst` should be seekable: a secret split across streamed deltas is masked in
-    the lines already written."""
+    the number of records written. What could not be kept (each note the conversion wrote) is appended to `lost`.
+    `dst` should be seekable: a secret split across streamed deltas is masked in the lines already written."""
     kind = kind or detect(src)
     header: dict[str, Any] = {"recorder": "rtrace convert", "source_format": kind}
     if kind == "livekit-log":
@@ -303,6 +378,8 @@ def convert(src: str, dst: IO[bytes], kind: str | None = None) -> int:
     for rec in records(src, kind):
         writer.write_at(rec["t"], rec["dir"], rec["conn"], rec["event"])
         count += 1
+        if lost is not None and rec["dir"] == "meta" and rec["event"].get("type") == "note":
+            lost.append(str(rec["event"].get("text")))
     dst.flush()
     return count
 
@@ -329,6 +406,7 @@ __all__ = [
     "FORMATS",
     "ArrayReader",
     "ImportFailed",
+    "cassette_records",
     "convert",
     "detect",
     "har_records",

@@ -7,9 +7,11 @@ Ground rules:
 * A fact is data that says what a record *meant* (a change confirmed, an item added by a response, a response
   left open). Rules (`rtrace.rules`) read facts; they never re-derive state from raw events.
 * Answers are joined to the client change they answer in this order (docs/protocol.md 2.1, 1.7): by item id; for
-  errors by `error.event_id`, then by ids quoted in the error message, then by arrival order (the server handles
-  a connection's events first come, first served). Quoted ids and order only consider the event types the
-  error's code can answer (`catalog.error_answers`): a session-level error (`session_expired`) answers none.
+  errors by `error.event_id`, then by ids quoted in the error message, then by the field the error names
+  (`param`) holding the value it quotes, then by arrival order (the server handles a connection's events first
+  come, first served; a schema error comes ahead of the acks of earlier events). Quoted ids, fields and order
+  only consider the event types the error's code can answer (`catalog.error_answers`): a session-level error
+  (`session_expired`) answers none.
 * A field is read only with the JSON type the protocol gives it (`FIELDS`): a field of another type is an input
   problem (`TraceState.field_problems`, reported with its line and column) and is read as absent, so the rest of
   the event is folded and no rule ever meets a value of an unexpected type.
@@ -449,6 +451,7 @@ def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change
         t=rec.t,
         event_id=event_id if isinstance(event_id, str) else None,
         summary=describe(rec.type, ev),
+        sent=ev,
         **kw,
     )
     conn.pending.add(change)
@@ -520,6 +523,7 @@ def _c_simple(state: TraceState, conn: Connection, rec: Record, facts: list[Fact
 
 def _answer(conn: Connection, change: Change, rec: Record, status: str, how: str, facts: list[Fact]) -> None:
     conn.pending.remove(change)
+    change.sent = None
     change.status = status  # type: ignore[assignment]
     change.answer_line = rec.line
     change.answer_t = rec.t
@@ -547,12 +551,23 @@ def _join_error(
         if change is not None:
             return change, "event-id"
     message = error.get("message")
-    if isinstance(message, str):
-        quoted = set(_QUOTED.findall(message))
-        if quoted:
-            change = pending.quoting(quoted, answers)
-            if change is not None:
-                return change, "quoted-id"
+    quoted = set(_QUOTED.findall(message)) if isinstance(message, str) else set()
+    if quoted:
+        change = pending.quoting(quoted, answers)
+        if change is not None:
+            return change, "quoted-id"
+    param = error.get("param")
+    if isinstance(param, str) and param:
+        # A schema error names the field (`item.content[0].type`) and quotes the value it refused ('text'): the
+        # change whose event holds that value there, not the oldest one (the real server answers such an error
+        # ahead of the acks of the creates before it).
+        refused = _QUOTED.search(message) if isinstance(message, str) else None
+        value = refused.group(1) if refused is not None and refused.group(1) != param else None
+        if error.get("code") == "unknown_parameter":
+            value = None  # the quote is the field itself: the change that has it is the one
+        change = pending.naming(param, set() if value is None else {value}, answers)
+        if change is not None:
+            return change, "named-field"
     # Ack-less events (append) never wait; take the oldest change that is waiting and that the code can answer.
     change = pending.oldest_of(answers)
     return (change, "order") if change is not None else (None, None)

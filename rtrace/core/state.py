@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
@@ -65,6 +66,9 @@ class Change:
     answer_t: float | None = None
     #: For rejected changes: the error object.
     error: dict[str, Any] | None = None
+    #: The client event as sent, while the change waits (an error that names a field of it, `param`, is joined
+    #: by it); dropped once answered.
+    sent: dict[str, Any] | None = None
 
     @property
     def short(self) -> str:
@@ -339,6 +343,23 @@ class Pending:
                     found = change
         return found
 
+    def naming(self, param: str, quoted: set[str], kinds: frozenset[str] | None, limit: int = 64) -> Change | None:
+        """The oldest pending change (of one of `kinds`; None: any), among the first `limit`, whose event as sent
+        has the field `param` (`item.content[0].type`) holding one of the `quoted` values (any value when none is
+        quoted). Errors are rare and the walk stops at `limit`: the cost stays linear in the trace."""
+        path = field_path(param)
+        if path is None:
+            return None
+        for n, change in enumerate(self._seqs.values()):
+            if n >= limit:
+                return None
+            if (kinds is not None and change.kind not in kinds) or change.sent is None:
+                continue
+            found, value = lookup(change.sent, path)
+            if found and (not quoted or (isinstance(value, str | int | float) and str(value) in quoted)):
+                return change
+        return None
+
     def about(self, kind: str, item_id: str) -> list[Change]:
         """The pending changes of `kind` about `item_id`, oldest first."""
         return self._all(self._items.get(kind), item_id)
@@ -499,9 +520,7 @@ class Connection:
     def _replayed(self, call_id: str, item_type: str, held: list[Item]) -> list[Change]:
         """The pending changes that can change which `item_type` items carry `call_id`, oldest first: the creates
         of such items, and the deletes of them or of the `held` ones (no other change can touch them)."""
-        creates = [
-            c for c in self.pending.creates_for_call(call_id) if c.item is not None and c.item.type == item_type
-        ]
+        creates = [c for c in self.pending.creates_for_call(call_id) if c.item is not None and c.item.type == item_type]
         ids = {item.id for item in held}
         ids.update(c.item.id for c in creates if c.item is not None)
         deletes = [d for item_id in ids for d in self.pending.about(_DELETE, item_id)]
@@ -618,3 +637,30 @@ def _longest_increasing(seq: list[int]) -> list[int]:
         out.append(k)
         k = parent[k]
     return out[::-1]
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def field_path(param: str) -> tuple[str | int, ...] | None:
+    """`item.content[0].type` -> ("item", "content", 0, "type"); None when it is no path."""
+    parts: list[str | int] = []
+    pos = 0
+    for m in _PATH_PART.finditer(param):
+        if m.start() != pos and param[pos : m.start()] != ".":
+            return None
+        parts.append(int(m.group(2)) if m.group(2) is not None else m.group(1))
+        pos = m.end()
+    return tuple(parts) if parts and pos == len(param) else None
+
+
+def lookup(value: Any, path: tuple[str | int, ...]) -> tuple[bool, Any]:
+    """(whether `path` is in `value`, what it holds)."""
+    for key in path:
+        if isinstance(key, int) and isinstance(value, list) and 0 <= key < len(value):
+            value = value[key]
+        elif isinstance(key, str) and isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
+            return False, None
+    return True, value

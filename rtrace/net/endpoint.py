@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import math
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
@@ -21,18 +22,22 @@ from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
 from .playback import ResponseSource, play
 from .responses import Responses, Run, last_user_text
+from .schema import check_client_event
 from .script import ConnectionScript, ResponseContext, Schedule
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
     RATE_LIMITS,
+    TRANSCRIPTION_DEFAULTS,
     Emission,
     FrameError,
     committed_audio_message,
     copy_json,
     default_session,
     error_event,
+    ga_rate_limits,
     merge_session,
+    opaque_id,
     transcription_events,
 )
 
@@ -53,18 +58,31 @@ class EndpointOptions:
     delete_call_with_output: CallDeleteMode = "allow"
     #: Send `conversation.created` after `session.created` (7.2).
     conversation_created: bool = False
-    #: Send `rate_limits.updated` right after `response.created` (7.1).
+    #: Send `rate_limits.updated` right after `response.created` (7.1: the beta server's place).
     rate_limits: bool = False
+    #: Send `rate_limits.updated` after each `response.done`, tokens only, as the GA server does (the realapi
+    #: recordings: every response).
+    rate_limits_after_done: bool = True
     #: Out-of-band (`conversation: none`) responses also send `conversation.item.added/done` (7.2).
     out_of_band_item_events: bool = False
     #: Fill `error.event_id` with the offending client event's id (7.6; observed both ways).
     echo_error_event_id: bool = True
     #: Error code for a create whose `previous_item_id` is unknown (7.5: the real code is not known).
     previous_item_error_code: str = "invalid_previous_item_id"
+    #: Check each client event against the API's schema (`rtrace.net.schema`, from the openai SDK's types) and
+    #: answer one the real server would reject with its error (`unknown_parameter`, `invalid_value`, ...); the
+    #: event is not processed.
+    validate: bool = True
+    #: Send such an error ahead of the answers to earlier events still waiting out their latency (the realapi
+    #: recording `history-seed-rejected-item`: the rejected second create's error before the first one's acks).
+    schema_errors_ahead: bool = True
     #: Client events larger than this (bytes of the frame) are answered with an error and not processed.
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
-    #: The default script: a text answer is streamed in this many deltas, without pauses.
-    text_chunks: int = 3
+    #: The default script: a text answer is streamed in this many deltas, without pauses; 0: in token-sized deltas
+    #: as the real server (' fog', 'gy', '.'), a call's arguments too.
+    text_chunks: int = 0
+    #: Text, transcript and argument deltas carry `obfuscation` padding, as the real server's do.
+    obfuscation: bool = True
     #: A user text asking for a story (or something long) is answered with `story_text` in `story_chunks` deltas,
     #: `story_chunk_delay` seconds before each.
     story_text: str = "Once upon a time there was a very slow story."
@@ -95,6 +113,13 @@ class EndpointOptions:
     #: (The schedule's transcripts serve when this is empty.)
     transcripts: list[str] = dataclasses.field(default_factory=list)
     model: str = "gpt-realtime"
+    #: Ids shaped as the real server's (`item_` and 21 opaque letters and digits, `call_` and 16); by default they
+    #: say the connection and the count (`item_s1_0003`, `resp_fake0002`), which a reader of serve's trace follows.
+    real_ids: bool = False
+    #: The socket is the sideband of a WebRTC call (the realapi recording `webrtc-sideband-audio-turn`): the call
+    #: already made the session, so no `session.created` is sent on it; the first event is the answer to the
+    #: client's first.
+    sideband: bool = False
     #: The API's session limit (60 minutes since GA, docs/protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
     max_session_seconds: float | None = 3600.0
@@ -108,12 +133,15 @@ class SharedCounters:
         #: How many times each turn of the schedule acted, by `Turn.counter` (`rtrace.net.script.ConnectionScript`).
         self.fired: dict[str, int] = {}
 
-    def next_response(self) -> str:
+    def next_response(self, real_ids: bool = False) -> str:
         self.responses += 1
-        return f"resp_fake{self.responses:04d}"
+        return opaque_id("resp", self.responses) if real_ids else f"resp_fake{self.responses:04d}"
 
 
 #: The item types a client may create.
+#: The system item the idle timeout inserts (the real server says so in its own words, at more length).
+IDLE_NOTE = "No user speech was detected for a while: if the user was speaking, answer; else check in briefly."
+
 _CREATABLE = "'message', 'function_call', 'function_call_output'"
 _ROLES = "'user', 'assistant', 'system'"
 
@@ -144,17 +172,23 @@ class EndpointConnection:
         #: The conversation, each item's full payload in `Item.wire` (retrieve answers from it).
         self.conv = Conversation()
         #: Changed in place by `session.update` (never replaced: `responses` reads it).
-        self.session = default_session(f"sess_fake{conn:04d}", self.options.model)
-        self.conversation_id = f"conv_fake{conn:04d}"
+        real = self.options.real_ids
+        sess = "sess_u0" if self.options.sideband else "sess"  # a WebRTC call's session (the sideband recording)
+        self.session = default_session(opaque_id(sess, conn) if real else f"sess_fake{conn:04d}", self.options.model)
+        self.conversation_id = opaque_id("conv", conn) if real else f"conv_fake{conn:04d}"
         self.responses = Responses(conn, self.conv, self.session, self.conversation_id, self.options, self._new_item_id)
         self.audio_buffer_bytes = 0
         #: Server VAD over the appended audio; the id of the user item the speech in progress will become; how
         #: many audio turns were committed (which transcript the next one gets).
         self.vad = VoiceDetector()
         self.speech_item: str | None = None
+        self.speech_start_ms = 0
+        #: Which idle-timeout wake is current (speech and each response make the earlier ones stale).
+        self.idle_epoch = 0
         self.audio_turns = 0
         self.closed = False
         self.response_requests = 0
+        self.tokens_used = 0
         self._event_n = 0
         self._item_n = 0
 
@@ -162,10 +196,14 @@ class EndpointConnection:
 
     def _event(self, event: dict[str, Any]) -> Emission:
         self._event_n += 1
-        return Emission({"event_id": f"event_s{self.conn}_{self._event_n:05d}", **event})
+        n = self._event_n
+        event_id = opaque_id("event", self.conn, n) if self.options.real_ids else f"event_s{self.conn}_{n:05d}"
+        return Emission({"event_id": event_id, **event})
 
     def _new_item_id(self) -> str:
         self._item_n += 1
+        if self.options.real_ids:
+            return opaque_id("item", self.conn, self._item_n)
         return f"item_s{self.conn}_{self._item_n:04d}"
 
     def _error(
@@ -181,14 +219,18 @@ class EndpointConnection:
 
     # -- public entry points ------------------------------------------------------------------------------
 
-    def open(self) -> list[Emission]:
-        """What the server sends when the websocket opens."""
-        out = [self._event({"type": "session.created", "session": copy_json(self.session)})]
+    def open(self, now: float = 0.0) -> list[Emission]:
+        """What the server sends when the websocket opens; `now` (seconds since the epoch, the server's clock)
+        dates the session's `expires_at`."""
         self.script.opened()
+        limit = self._session_limit()
+        self.session["expires_at"] = int(now + (limit if limit is not None else 3600))
+        out: list[Emission] = []
+        if not self.options.sideband:
+            out.append(self._event({"type": "session.created", "session": copy_json(self.session)}))
         if self.options.conversation_created:
             conversation = {"id": self.conversation_id, "object": "realtime.conversation"}
             out.append(self._event({"type": "conversation.created", "conversation": conversation}))
-        limit = self._session_limit()
         if limit is not None:
             out.append(Emission(wake=("expire",), delay=limit))
         return self._limit(out)
@@ -216,6 +258,10 @@ class EndpointConnection:
             supported = ", ".join(f"'{t}'" for t in sorted(_HANDLERS))
             message = f"Invalid value: '{str(etype)[:100]}'. Supported values are: {supported}."
             return self._limit([self._error("invalid_value", message, "type", event)])
+        invalid = check_client_event(event) if self.options.validate else None
+        if invalid is not None:
+            rejected = self._error(invalid.code, invalid.message, invalid.param, event)
+            return self._limit([dataclasses.replace(rejected, ahead=self.options.schema_errors_ahead)])
         out = handler(self, event)
         if turn is not None and turn.delay is not None and out:
             # the answer goes out that much later than it would, and whatever follows waits behind it
@@ -234,7 +280,43 @@ class EndpointConnection:
             if run is None or run.finished:
                 return []
             return self._limit(self._pump(run))
+        if token[0] == "idle" and token[1] == self.idle_epoch:
+            return self._limit(self._idle_timeout(int(token[2])))
         return []
+
+    # -- idle timeout -------------------------------------------------------------------------------------
+
+    def _idle_after(self, run: Run) -> list[Emission]:
+        """After a response, when the session's server VAD has `idle_timeout_ms`: a wake that long after the
+        answer's audio has played (the realapi recording: 5.8 s after the `response.done` of 0.8 s of audio with a
+        5,000 ms timeout). Speech or another response first makes it stale."""
+        config = turn_detection(self.session)
+        idle = settings_of(config, self.options.vad_rms).idle_timeout_ms if config is not None else None
+        self.idle_epoch += 1
+        if idle is None or not run.response.in_conversation:
+            return []
+        rate, sample_bytes = session_format(self.session) or DEFAULT_FORMAT
+        played = sum(audio_ms(run.items[i].audio_bytes, rate, sample_bytes) for i in run.response.output)
+        return [Emission(wake=("idle", self.idle_epoch, idle), delay=(played + idle) / 1000)]
+
+    def _idle_timeout(self, idle_ms: int) -> list[Emission]:
+        """No speech for `idle_ms`: `input_audio_buffer.timeout_triggered`, the server's system item that says so,
+        the buffer committed as the user's (silent) turn, and a response, as the real server does."""
+        if self.responses.active is not None:
+            return []
+        item_id = self.speech_item or self._new_item_id()
+        self.speech_item = None
+        end = self.vad.position_ms + idle_ms
+        triggered = {"audio_start_ms": self.vad.position_ms, "audio_end_ms": end, "item_id": item_id}
+        out = [self._event({"type": "input_audio_buffer.timeout_triggered", **triggered})]
+        note = {"type": "message", "role": "system", "content": [{"type": "input_text", "text": IDLE_NOTE}]}
+        wire = {"id": self._new_item_id(), "type": "message", "status": "completed", **note}
+        previous = self.conv.tail
+        self.conv.insert(self._item(wire, "audio"), previous)
+        out.extend(self._ack_item(wire, previous))
+        committed, transcript = self._commit(item_id, 0)
+        out.extend(committed)
+        return [*out, *self._transcribed_while_answering(self._start_response({}, None), transcript)]
 
     # -- session ------------------------------------------------------------------------------------------
 
@@ -269,6 +351,12 @@ class EndpointConnection:
                 self._error("missing_required_parameter", "Missing required parameter: 'session'.", "session", event)
             ]
         merge_session(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
+        audio = self.session.get("audio")
+        audio_in = audio.get("input") if isinstance(audio, dict) else None
+        given = audio_in.get("transcription") if isinstance(audio_in, dict) else None
+        if isinstance(given, dict):
+            for key, value in TRANSCRIPTION_DEFAULTS.items():
+                given.setdefault(key, value)
         return [self._event({"type": "session.updated", "session": copy_json(self.session)})]
 
     def _transcription_update(self, event: dict[str, Any]) -> list[Emission]:
@@ -312,12 +400,12 @@ class EndpointConnection:
             return [self._error(self.options.previous_item_error_code, message, "previous_item_id", event)]
         after: str | None = self.conv.tail if prev in ("", None) else None if prev == "root" else prev
         if obj.get("type") == "function_call_output" and obj["call_id"] not in self.conv.by_call:
+            # as the real server says it (livekit/agents#3344): no param, no event id
             message = f"Tool call ID '{obj['call_id']}' not found in conversation."
-            return [self._error("invalid_tool_call_id", message, "item.call_id", event)]
+            return [self._error("invalid_tool_call_id", message, None, None)]
         wire = dict(obj)
         if not isinstance(wire.get("id"), str) or not wire["id"]:
             wire["id"] = self._new_item_id()
-        wire.setdefault("object", "realtime.item")
         wire.setdefault("status", "completed")
         item = self._item(wire, "client")
         if item.id in self.conv:
@@ -428,11 +516,13 @@ class EndpointConnection:
         """Speech began: its user item's id is taken now; a response generating in the conversation is cancelled
         (`turn_detected`) when the session lets speech interrupt."""
         self.speech_item = self._new_item_id()
+        self.speech_start_ms = ms
+        self.idle_epoch += 1  # the user spoke: no idle timeout
         started = {"type": "input_audio_buffer.speech_started", "audio_start_ms": ms, "item_id": self.speech_item}
         out = [self._event(started)]
         active = self.responses.active
         if active is not None and settings.interrupt_response:
-            out.extend(self._event(e) for e in self.responses.cancel(active, "turn_detected"))
+            out.extend(self._event(e) for e in self._rate_limits_after(self.responses.cancel(active, "turn_detected")))
         return out
 
     def _speech_stopped(self, ms: int, settings: VadSettings) -> list[Emission]:
@@ -441,13 +531,37 @@ class EndpointConnection:
         item_id = self.speech_item or self._new_item_id()
         self.speech_item = None
         out = [self._event({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": ms, "item_id": item_id})]
-        out.extend(self._commit(item_id))
+        committed, transcript = self._commit(item_id, ms - self.speech_start_ms)
+        out.extend(committed)
         if settings.create_response and self.responses.active is None:
-            out.extend(self._start_response({}, None))
+            # the real server transcribes while the response streams: its transcription comes after
+            # `response.created`
+            out.extend(self._transcribed_while_answering(self._start_response({}, None), transcript))
+        else:
+            out.extend(self._event(e) for e in transcript)
         return out
 
-    def _commit(self, item_id: str) -> list[Emission]:
-        """The buffer becomes a user message: `committed`, the item's acks, its transcription when enabled."""
+    def _transcribed_while_answering(self, answer: list[Emission], transcript: list[dict[str, Any]]) -> list[Emission]:
+        """The automatic response's emissions with the turn's transcription among them, as the real server sends it
+        while the answer streams: after `response.created`, a transcription delta after each of the answer's first
+        deltas, `completed` after the next one (what the answer has not streamed yet by its first pause comes
+        before that pause)."""
+        if not transcript:
+            return answer
+        out = answer[:1]
+        left = [self._event(e) for e in transcript]
+        for em in answer[1:]:
+            if em.wake is not None and left:  # the answer pauses here: the rest of the transcription first
+                out.extend(left)
+                left = []
+            out.append(em)
+            if left and em.event is not None and str(em.event.get("type")).endswith(".delta"):
+                out.append(left.pop(0))
+        return [*out, *left] if left else out
+
+    def _commit(self, item_id: str, speech_ms: int) -> tuple[list[Emission], list[dict[str, Any]]]:
+        """The buffer becomes a user message: `committed` and the item's acks, and the events of its transcription
+        when the session enables it (`speech_ms` long), for the caller to place."""
         self.audio_buffer_bytes = 0
         self.vad.reset()
         n = self.audio_turns
@@ -460,10 +574,15 @@ class EndpointConnection:
         self.responses.heard[item_id] = said
         committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
         out = [self._event(committed), *self._ack_item(wire, previous)]
+        transcript: list[dict[str, Any]] = []
         if _transcribes(self.session):
             wire["content"][0]["transcript"] = said
-            out.extend(self._event(e) for e in transcription_events(item_id, said))
-        return out
+            seconds = max(0, math.ceil(speech_ms / 1000))  # 0 for a turn without speech (the idle timeout's)
+            transcript = [
+                self.responses.delta(e) if e["type"].endswith(".delta") else e
+                for e in transcription_events(item_id, said, seconds)
+            ]
+        return out, transcript
 
     def _audio_commit(self, event: dict[str, Any]) -> list[Emission]:
         rate, sample_bytes = session_format(self.session, "input") or DEFAULT_FORMAT
@@ -476,7 +595,8 @@ class EndpointConnection:
             return [self._error("input_audio_buffer_commit_empty", message, None, event)]
         item_id = self.speech_item or self._new_item_id()
         self.speech_item = None
-        return self._commit(item_id)
+        committed, transcript = self._commit(item_id, int(ms))
+        return [*committed, *(self._event(e) for e in transcript)]
 
     def _audio_clear(self, event: dict[str, Any]) -> list[Emission]:
         self.audio_buffer_bytes = 0
@@ -510,6 +630,7 @@ class EndpointConnection:
     def _start_response(self, params: dict[str, Any], event: dict[str, Any] | None) -> list[Emission]:
         """A response begins: asked by `event` (a `response.create`), or None: after speech (server VAD). Either
         counts as the connection's next response for `fail_response`."""
+        self.idle_epoch += 1
         in_conversation = params.get("conversation", "auto") != "none"
         self.response_requests += 1
         modalities = (
@@ -521,7 +642,7 @@ class EndpointConnection:
         fmt_given = isinstance(audio, dict) and isinstance(audio.get("output"), dict) and "format" in audio["output"]
         audio_format = session_codec({"audio": audio} if fmt_given else self.session)
         run = self.responses.new_run(
-            self.shared.next_response(),
+            self.shared.next_response(self.options.real_ids),
             in_conversation,
             params.get("metadata"),
             [str(m) for m in modalities],
@@ -569,10 +690,26 @@ class EndpointConnection:
     def _pump(self, run: Run) -> list[Emission]:
         """The response's events up to its next pause (then a wake) or its end."""
         events, pause = self.responses.pump(run)
-        out = [self._event(e) for e in events]
+        out = [self._event(e) for e in self._rate_limits_after(events)]
         if pause is not None:
             out.append(Emission(wake=("run", run.response.id), delay=pause))
+        elif run.finished:
+            out.extend(self._idle_after(run))
         return [*out, *self._closing_after(run)]
+
+    def _rate_limits_after(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`events` with the GA server's `rate_limits.updated` after each `response.done` (its tokens left of the
+        limit, less what the connection's responses used), when `rate_limits_after_done`."""
+        if not self.options.rate_limits_after_done:
+            return events
+        out: list[dict[str, Any]] = []
+        for e in events:
+            out.append(e)
+            if e.get("type") == "response.done":
+                used = (e.get("response") or {}).get("usage")
+                self.tokens_used += int(used.get("total_tokens") or 0) if isinstance(used, dict) else 0
+                out.append({"type": "rate_limits.updated", "rate_limits": ga_rate_limits(self.tokens_used)})
+        return out
 
     def _response_cancel(self, event: dict[str, Any]) -> list[Emission]:
         wanted = event.get("response_id")
@@ -586,7 +723,7 @@ class EndpointConnection:
         if run is None:
             message = "Cancellation failed: no active response found"
             return [self._error("response_cancel_not_active", message, None, event)]
-        return [self._event(e) for e in self.responses.cancel(run)]
+        return [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run))]
 
 
 def _failure(code: str) -> dict[str, Any]:

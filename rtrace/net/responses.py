@@ -19,7 +19,19 @@ from ..core.conversation import Conversation, Item, item_from_event, update_item
 from ..core.state import Response
 from .script import Call
 from .tools import DEFAULT_TOOL, Tool, arguments_json, choose_tool, declared_tools, tool_choice
-from .wire import assistant_message, copy_json, function_call, item_text, usage
+from .wire import (
+    assistant_message,
+    copy_json,
+    function_call,
+    item_text,
+    obfuscation,
+    opaque_id,
+    token_pieces,
+    usage,
+)
+
+#: Models whose assistant messages carry a `phase` (the realapi recordings of gpt-realtime-2.1 and 2.1-mini).
+PHASED_MODELS = ("gpt-realtime-2.1",)
 
 #: What a response generator yields: a server event, or a pause of that many seconds before the next one.
 Steps = Generator[dict[str, Any] | float, None, None]
@@ -40,6 +52,8 @@ class ScriptOptions(Protocol):
     audio_delta_ms: int
     audio_tone_hz: float
     audio_pace: float
+    obfuscation: bool
+    real_ids: bool
 
 
 @dataclasses.dataclass(eq=False)
@@ -76,9 +90,12 @@ class Run:
 
 
 def chunks(text: str, n: int) -> list[str]:
-    """`text` in `n` deltas (fewer when it is short); an empty text is one empty delta."""
+    """`text` in `n` deltas (fewer when it is short; 0: token-sized, `token_pieces`); an empty text is one empty
+    delta."""
     if not text:
         return [""]
+    if n <= 0:
+        return token_pieces(text)
     size = max(1, math.ceil(len(text) / max(1, n)))
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -156,6 +173,8 @@ class Responses:
     #: What the model heard in committed audio, by user item id: the text its answer reads (the item's own
     #: transcript stays empty unless the session asked for transcription).
     heard: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Deltas sent so far (what their `obfuscation` is made from).
+    deltas: int = 0
 
     # -- a response's life --------------------------------------------------------------------------------
 
@@ -245,6 +264,8 @@ class Responses:
 
     def call_id(self, item_id: str, index: int) -> str:
         """The `call_id` of this connection's `index`-th call in the item `item_id`."""
+        if self.options.real_ids:
+            return opaque_id("call", self.conn, item_id, index, length=16)
         return f"call_s{self.conn}_{item_id.rsplit('_', 1)[-1]}_{index}"
 
     def start_item(self, run: Run, wire: dict[str, Any]) -> list[dict[str, Any]]:
@@ -279,7 +300,8 @@ class Responses:
         return events
 
     def end_item(self, run: Run, status: str) -> list[dict[str, Any]]:
-        """`response.output_item.done` (+ `conversation.item.done`) of the open item, with `status`."""
+        """`conversation.item.done` (in the conversation, or out of band when asked) and `response.output_item.done`
+        of the open item, with `status`, in the real server's order."""
         item = run.open_item
         assert item is not None and item.wire is not None
         wire = item.wire
@@ -290,17 +312,23 @@ class Responses:
         item.done = True
         if self.conv.get(item.id) is item:
             self.conv.reindex(item, old_call)
-        events: list[dict[str, Any]] = [
+        events: list[dict[str, Any]] = []
+        if run.response.in_conversation or self.options.out_of_band_item_events:
+            # the real server says the item is done in the conversation first, then in the response
+            previous = self.conv.previous_of(item.id) if item.id in self.conv else run.open_previous
+            if previous is not None and previous in self.conv and self.conv.previous_of(previous) is None:
+                # every realapi recording: the done of an item that follows the conversation's first item says
+                # null (its `conversation.item.added` names it)
+                previous = None
+            events.append({"type": "conversation.item.done", "previous_item_id": previous, "item": copy_json(wire)})
+        events.append(
             {
                 "type": "response.output_item.done",
                 "response_id": run.response.id,
                 "output_index": run.open_index,
                 "item": copy_json(wire),
             }
-        ]
-        if run.response.in_conversation or self.options.out_of_band_item_events:
-            previous = self.conv.previous_of(item.id) if item.id in self.conv else run.open_previous
-            events.append({"type": "conversation.item.done", "previous_item_id": previous, "item": copy_json(wire)})
+        )
         return events
 
     def _text_parts(self, run: Run) -> tuple[str, str, str, str, str]:
@@ -315,11 +343,14 @@ class Responses:
             )
         return "text", "output_text", "response.output_text.delta", "response.output_text.done", "text"
 
-    def message(self, run: Run, text: str, n_chunks: int, delay: float) -> Steps:
+    def message(self, run: Run, text: str, n_chunks: int, delay: float, final: bool = True) -> Steps:
         """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each. An audio answer
-        streams each transcript delta's audio right after it (`audio`)."""
+        streams each transcript delta's audio right after it (`audio`). The gpt-realtime-2.1 models mark it with
+        its `phase`: `final_answer`, or `commentary` for a preamble a call follows (`final` false)."""
         part_type, _, delta_type, _, key = self._text_parts(run)
         wire = assistant_message(self.new_item_id())
+        if str(self.session.get("model") or "").startswith(PHASED_MODELS):
+            wire["phase"] = "final_answer" if final else "commentary"
         yield from self.start_item(run, wire)
         ids = {
             "response_id": run.response.id,
@@ -333,7 +364,7 @@ class Responses:
                 yield delay
             run.open_text += chunk
             run.output_tokens += tokens(chunk)
-            yield {"type": delta_type, **ids, "delta": chunk}
+            yield self.delta({"type": delta_type, **ids, "delta": chunk})
             if part_type == "audio":
                 yield from self.audio(run, ids, len(chunk) * self.options.audio_ms_per_char)
         yield from self.close_message(run)
@@ -372,14 +403,22 @@ class Responses:
         item.wire["content"] = [{"type": item_part, key: text}]
         yield from self.end_item(run, status)
 
+    def delta(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A text delta as the real server sends it: with its `obfuscation` padding (`ScriptOptions.obfuscation`)."""
+        if self.options.obfuscation:
+            self.deltas += 1
+            event["obfuscation"] = obfuscation(str(event.get("delta") or ""), self.deltas)
+        return event
+
     def function_call(self, run: Run, name: str, arguments: str, index: int) -> Steps:
-        """A call of `name` with `arguments`, in one delta."""
+        """A call of `name` with `arguments`, in deltas as a message's text (`text_chunks`)."""
         item_id = self.new_item_id()
         call_id = self.call_id(item_id, index)
         wire = function_call(item_id, call_id, name)
         yield from self.start_item(run, wire)
         ids = {"response_id": run.response.id, "item_id": item_id, "output_index": run.open_index, "call_id": call_id}
-        yield {"type": "response.function_call_arguments.delta", **ids, "delta": arguments}
+        for piece in chunks(arguments, self.options.text_chunks) if self.options.text_chunks <= 0 else [arguments]:
+            yield self.delta({"type": "response.function_call_arguments.delta", **ids, "delta": piece})
         yield {"type": "response.function_call_arguments.done", **ids, "name": name, "arguments": arguments}
         wire["arguments"] = arguments
         run.output_tokens += tokens(arguments)
@@ -438,7 +477,7 @@ class Responses:
         output = str(last.get("output") or "") if last.get("type") == "function_call_output" else ""
         if text is not None:
             filled = text.replace("{user}", user or "").replace("{output}", output)
-            yield from self.message(run, filled, o.text_chunks, 0.0)
+            yield from self.message(run, filled, o.text_chunks, 0.0, final=not calls)
         tools = declared_tools(self.session, params)
         for index, call in enumerate(calls):
             tool = next((t for t in tools if t.name == call.name), Tool(call.name))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import heapq
 import http
 import itertools
 import json
@@ -171,7 +172,8 @@ class Recorder(TraceWriter):
 
 class _Outbox:
     """One connection's send queue. Each event is due `latency(type) ± jitter` after it was produced, but never
-    before the event queued ahead of it: a websocket is ordered, so latency delays and never reorders. Notes and
+    before the event queued ahead of it: a websocket is ordered, so latency delays and never reorders; but for an
+    `ahead` event (a schema error, answered on receipt), which goes before what waits and is not yet due. Notes and
     a close queued here are carried out in their turn (a fault's note is written where it acts)."""
 
     def __init__(
@@ -189,8 +191,11 @@ class _Outbox:
         self.on_sent = on_sent
         self.on_meta = on_meta
         self.close = close
-        self.queue: asyncio.Queue[tuple[float, Emission]] = asyncio.Queue()
+        #: (due, order, emission), the earliest first: in the order put, but for `ahead` events.
+        self.queue: list[tuple[float, int, Emission]] = []
+        self.filled = asyncio.Event()
         self.last_due = 0.0
+        self.count = 0
 
     def put(self, em: Emission) -> None:
         now = self.opts.clock()
@@ -198,19 +203,29 @@ class _Outbox:
             delay = self.opts.latency_of(str(em.event.get("type")))
             if self.opts.jitter:
                 delay = max(0.0, delay + self.rng.uniform(-self.opts.jitter, self.opts.jitter))
-            due = max(now + delay + em.hold, self.last_due)
+            if em.ahead:  # answered on receipt: none of the latency that answers to processed events wait out
+                due = now + em.hold
+            else:
+                due = self.last_due = max(now + delay + em.hold, self.last_due)
         else:
-            due = max(now + em.hold, self.last_due) if em.hold > 0 else self.last_due
-        self.last_due = due
-        self.queue.put_nowait((due, em))
+            due = self.last_due = max(now + em.hold, self.last_due) if em.hold > 0 else self.last_due
+        self.count += 1
+        heapq.heappush(self.queue, (due, -self.count if em.ahead else self.count, em))
+        self.filled.set()
 
     async def run(self) -> None:
         clock, sleep = self.opts.clock, self.opts.sleep
         while True:
-            due, em = await self.queue.get()
+            if not self.queue:
+                self.filled.clear()
+                await self.filled.wait()
+                continue
+            due = self.queue[0][0]
             wait = due - clock()
             if wait > 0:
                 await sleep(wait)
+                continue  # an `ahead` event may have come meanwhile
+            due, _, em = heapq.heappop(self.queue)
             if em.meta is not None:
                 self.on_meta(em.meta)
             if em.event is not None:
@@ -322,7 +337,7 @@ class _Session:
     async def serve(self) -> None:
         sender = self.sender = asyncio.get_running_loop().create_task(self.outbox.run())
         try:
-            self.deliver(self.endpoint.open())
+            self.deliver(self.endpoint.open(time.time()))
             max_event = self.server.options.endpoint.max_event_bytes
             async for message in self.ws:
                 decoded = decode_frame(message, max_event)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import re
 from collections.abc import Hashable
 from typing import Any
 
@@ -28,7 +30,9 @@ class Emission:
     and closes go out in order, each after everything queued before it (`flush=True`); a note or a close with
     `flush=False` acts at once and drops whatever is still queued (a network drop). `hold` seconds are added to
     the send queue's delay of this emission (its latency, for an event); what is queued after it waits behind it
-    (a slow answer, still in order).
+    (a slow answer, still in order). An `ahead` event (a schema error: the real server answers it on receipt,
+    ahead of the answers to earlier events it is still processing) has no latency of its own and goes out before
+    the events queued and not yet due, never before the one being waited for.
     """
 
     event: dict[str, Any] | None = None
@@ -38,6 +42,7 @@ class Emission:
     meta: dict[str, Any] | None = None
     close: tuple[int, str] | None = None
     flush: bool = True
+    ahead: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,8 +137,42 @@ RATE_LIMITS = [
 ]
 
 
-def default_session(session_id: str, model: str) -> dict[str, Any]:
-    """The session a connection starts with: the GA defaults, 24 kHz PCM both ways, server VAD."""
+#: What differs between the models' default sessions (the realapi recordings' `session.created`): the voice, and
+#: the silence server VAD waits for. gpt-realtime and the previews say alloy and 200 ms; the 2.1 family marin and 500.
+MODEL_DEFAULTS: dict[str, tuple[str, int]] = {"gpt-realtime-2.1": ("marin", 500)}
+
+
+def model_defaults(model: str) -> tuple[str, int]:
+    """(voice, silence_duration_ms) of a model's default session."""
+    for prefix, found in MODEL_DEFAULTS.items():
+        if model.startswith(prefix):
+            return found
+    return "alloy", 200
+
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def opaque_id(prefix: str, *key: object, length: int = 21) -> str:
+    """An id shaped as the real server's (`item_` and 21 letters and digits; `call_` and 16), made from `key`
+    (connection and count: unique, the same on every run)."""
+    digest = int.from_bytes(hashlib.sha256(repr(key).encode()).digest(), "big")
+    chars = []
+    for _ in range(length):
+        digest, k = divmod(digest, 62)
+        chars.append(_BASE62[k])
+    return f"{prefix}_{''.join(chars)}"
+
+
+def ga_rate_limits(tokens_used: int, limit: int = 15_000_000) -> list[dict[str, Any]]:
+    """What the GA server's `rate_limits.updated` says after a response (the realapi recordings): tokens only."""
+    return [{"name": "tokens", "limit": limit, "remaining": max(0, limit - tokens_used), "reset_seconds": 0.001}]
+
+
+def default_session(session_id: str, model: str, expires_at: int = 3600) -> dict[str, Any]:
+    """The session a connection starts with: the GA defaults of `model` (its voice and VAD silence), 24 kHz PCM
+    both ways, server VAD; `expires_at` in seconds since the epoch, as the real server says it."""
+    voice, silence = model_defaults(model)
     return {
         "type": "realtime",
         "object": "realtime.session",
@@ -147,6 +186,7 @@ def default_session(session_id: str, model: str) -> dict[str, Any]:
         "tracing": None,
         "truncation": "auto",
         "prompt": None,
+        "expires_at": expires_at,
         "audio": {
             "input": {
                 "format": {"type": "audio/pcm", "rate": 24000},
@@ -156,18 +196,25 @@ def default_session(session_id: str, model: str) -> dict[str, Any]:
                     "type": "server_vad",
                     "threshold": 0.5,
                     "prefix_padding_ms": 300,
-                    "silence_duration_ms": 200,
+                    "silence_duration_ms": silence,
+                    "idle_timeout_ms": None,
                     "create_response": True,
                     "interrupt_response": True,
                 },
             },
-            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "marin", "speed": 1.0},
+            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": voice, "speed": 1.0},
         },
+        "include": None,
     }
 
 
+#: The fields the real server fills in an `audio.input.transcription` a client gives (the rest as given).
+TRANSCRIPTION_DEFAULTS = {"language": None, "prompt": None}
+
+
 def _item(item_id: str, itype: str, status: str, **fields: Any) -> dict[str, Any]:
-    return {"id": item_id, "object": "realtime.item", "type": itype, "status": status, **fields}
+    # GA items carry no `object` (the realapi recordings): id, type, status, then the type's fields
+    return {"id": item_id, "type": itype, "status": status, **fields}
 
 
 def assistant_message(item_id: str) -> dict[str, Any]:
@@ -185,12 +232,33 @@ def committed_audio_message(item_id: str) -> dict[str, Any]:
     return _item(item_id, "message", "completed", role="user", content=[{"type": "input_audio", "transcript": None}])
 
 
-def transcription_events(item_id: str, text: str) -> list[dict[str, Any]]:
-    """The input audio transcription of a committed user item: one delta, then `completed` with its usage."""
+_TOKEN = re.compile(r"\s?[A-Za-z]{1,8}|\s?\d{1,3}|\s?[^\s\w]|\s?\w|\s+")
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def token_pieces(text: str) -> list[str]:
+    """`text` in token-sized deltas, as the real server streams it (' fog', 'gy', ' 12', '.'): a word of up to
+    eight letters with the space before it, up to three digits, one other character."""
+    pieces = _TOKEN.findall(text)
+    return pieces if pieces and "".join(pieces) == text else [text]
+
+
+def obfuscation(delta: str, n: int) -> str:
+    """The padding the real server puts beside a delta (`obfuscation`, letters and digits) so that the frame's
+    length does not tell the text's: delta and padding are 16 characters together. Deterministic in `n`."""
+    return "".join(_ALPHABET[(n * 31 + i * 17) % len(_ALPHABET)] for i in range(max(1, 16 - len(delta))))
+
+
+def transcription_events(item_id: str, text: str, seconds: int) -> list[dict[str, Any]]:
+    """The input audio transcription of a committed user item as the real server sends it: token-sized deltas,
+    then `completed` with the duration it billed (`usage` of type `duration`, whole seconds of speech)."""
     ids = {"item_id": item_id, "content_index": 0}
-    out_tokens = max(1, len(text) // 4) if text else 0
-    used = {"type": "tokens", "input_tokens": 10, "output_tokens": out_tokens, "total_tokens": 10 + out_tokens}
+    used = {"type": "duration", "seconds": seconds}
     return [
-        {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": text},
+        *(
+            {"type": "conversation.item.input_audio_transcription.delta", **ids, "delta": piece}
+            for piece in token_pieces(text or "")
+            if piece  # nothing heard: no delta, only `completed` (the realapi idle-timeout turn)
+        ),
         {"type": "conversation.item.input_audio_transcription.completed", **ids, "transcript": text, "usage": used},
     ]

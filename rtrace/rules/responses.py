@@ -388,7 +388,10 @@ class ServerErrorRule(Rule[Config]):
     """Every server `error` event, joined to the client event that caused it.
 
     **How it is joined.** By `error.event_id` when the server filled it; else by an id quoted in the error
-    message (an item id, a call id); else by arrival order (the server answers a connection's events in order).
+    message (an item id, a call id); else by the field it names: the client event whose `param`
+    (`item.content[0].type`) holds the value the message refuses ('text'), as a schema error is answered
+    ahead of the acks of the events before it; else by arrival order (the server answers a connection's
+    events in order).
     Quoted ids and order only consider the client events the error's code can answer, from the catalogue's
     table: `response_cancel_not_active` answers only a `response.cancel`, `invalid_tool_call_id` only a
     `conversation.item.create`, a generic code such as `invalid_value` the event its `param` names
@@ -422,6 +425,8 @@ class ServerErrorRule(Rule[Config]):
                 how = "by error.event_id"
             elif fact.how == "quoted-id":
                 how = "by an id quoted in the message"
+            elif fact.how == "named-field":
+                how = f"by the field it names ({err.get('param')})"
             elif answers is None:
                 how = "by order (error.event_id was not set)"
             else:
