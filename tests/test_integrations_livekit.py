@@ -249,7 +249,9 @@ def test_real_client_1_8_9_local_view_is_clean(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_real_client_reconnect_counts_connections(tmp_path: Path) -> None:
-    out, summary = run_client("1.8.4", "reconnect", tmp_path, close_after=14)
+    # closed (1000) right after the call's response.done, while the tool runs
+    during_tool = {"drop_after": ["response.done:function_call"], "close_code": 1000}
+    out, summary = run_client("1.8.4", "reconnect", tmp_path, **during_tool)
     assert summary["reconnects"] >= 1
     report = analyze_path(out)
     assert report.connections >= 2

@@ -114,7 +114,8 @@ def test_many_concurrent_connections(tmp_path: Path) -> None:
     for conn in conns:
         mine = [r for r in records if r.conn == conn]
         assert mine[0].type == "connection.opened" and mine[-1].type == "connection.closed"
-        assert [r.event["type"] for r in mine if r.dir == "server"][-1] == "response.done"
+        sent = [r.event["type"] for r in mine if r.dir == "server"]  # rate_limits.updated may follow, as the real one
+        assert "response.done" in sent and set(sent[sent.index("response.done") + 1 :]) <= {"rate_limits.updated"}
 
 
 # -- a scripted upstream, to see what reaches it and to make it misbehave --------------------------------------------
