@@ -125,6 +125,7 @@ bench: $(STAMP) .venv-mitm/.installed browser
 	$(BIN)/python -m bench.bench_html
 	$(BIN)/python -m bench.bench_dask
 	$(BIN)/python bench/bench_minimize.py
+	$(BIN)/python bench/bench_zstd.py
 
 # Scaling suite of issue 15 (minutes; not part of `make test`): every session shape at 1x, 4x and 16x (traces cached
 # under bench/data/scale/), time against the orjson floor, peak RSS and growth exponent; exit 1 unless every shape

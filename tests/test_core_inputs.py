@@ -21,3 +21,51 @@ def test_open_input_refuses_special_files_without_blocking(tmp_path: Path) -> No
         assert f.read(4) == b"\0\0\0\0"
     with pytest.raises(UnreadableInput, match="is a directory"):
         open_input(tmp_path)
+
+
+def _frames() -> tuple[bytes, list[int]]:
+    """zstd frames of every header shape (checksum or not, content size or not, a skippable frame, RLE and raw
+    blocks), and the offsets where one ends."""
+    import zstandard
+
+    parts = [
+        zstandard.ZstdCompressor(write_checksum=True).compress(b"a" * 300_000 + b"\n"),
+        zstandard.ZstdCompressor(write_content_size=False).compress(os.urandom(200_000)),
+        b"\x50\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"skip!",
+        zstandard.ZstdCompressor(level=1).compress(b""),
+        zstandard.ZstdCompressor(level=19, write_checksum=True).compress(b"x\n" * 40_000),
+    ]
+    ends, at = [0], 0
+    for part in parts:
+        at += len(part)
+        ends.append(at)
+    return b"".join(parts), ends
+
+
+def test_the_zstd_frame_walker_knows_a_frame_boundary_from_a_truncation() -> None:
+    from rtrace.core.inputs import _ZstdFrames
+
+    data, ends = _frames()
+    cuts = sorted({*ends, *range(0, len(data), 997), *(e + d for e in ends for d in (-5, -4, -3, -1, 1, 3, 4, 9))})
+    for cut in (c for c in cuts if 0 <= c <= len(data)):
+        frames = _ZstdFrames()
+        for k in range(0, cut, 4096):  # fed in pieces, as a stream passes
+            frames.feed(data[k : min(cut, k + 4096)])
+        assert frames.between == (cut in ends), cut
+
+
+def test_a_zstd_stream_cut_anywhere_reads_what_it_holds_and_says_where_it_broke() -> None:
+    import io
+
+    import zstandard
+
+    from rtrace.core.inputs import _Decompressed
+
+    data, ends = _frames()
+    whole = zstandard.ZstdDecompressor().decompressobj().decompress(data[: ends[1]])
+    for cut in (ends[1], ends[1] - 2, ends[2] - 100, ends[-1], ends[-1] - 1, 7):
+        reader = _Decompressed(io.BytesIO(data[:cut]), "zstd")
+        got = io.BufferedReader(reader).read()
+        assert (reader.error is None) == (cut in ends), (cut, reader.error)
+        if cut >= ends[1]:
+            assert got.startswith(whole)

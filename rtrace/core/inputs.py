@@ -119,51 +119,109 @@ def compression_of_file(path: str | os.PathLike[str]) -> str | None:
 NO_ZSTD = "the input is zstd-compressed: reading it needs the zstandard package (pip install 'rtrace[zstd]')"
 
 
+#: How many bytes the header piece after each state takes (`_ZstdFrames`).
+_ZSTD_NEED = {"magic": 4, "skippable": 4, "descriptor": 1, "block": 3, "checksum": 4}
+
+
+class _ZstdFrames:
+    """Walks the frames of a zstd stream as its compressed bytes pass (frame and block headers only: a few steps
+    per block of up to 128 KiB), to tell a stream that ends inside a frame from one that ends between frames:
+    `zstandard`'s stream reader reads both as a clean end. What is not a zstd frame is zstd's to refuse."""
+
+    def __init__(self) -> None:
+        self._state = "magic"  # what the next header piece is
+        self._need = 4
+        self._have = b""
+        self._skip = 0  # bytes of content (a block's, a skippable frame's) still to pass
+        self._checksum = False
+
+    @property
+    def between(self) -> bool:
+        """Whether the bytes so far end between frames (or before the first)."""
+        return self._state == "magic" and not self._have and not self._skip
+
+    def feed(self, data: bytes | memoryview) -> None:
+        at, n = 0, len(data)
+        while at < n:
+            if self._skip:
+                step = min(self._skip, n - at)
+                self._skip -= step
+                at += step
+                continue
+            take = min(self._need - len(self._have), n - at)
+            self._have += bytes(data[at : at + take])
+            at += take
+            if len(self._have) == self._need:
+                head, self._have = self._have, b""
+                self._next(head)
+
+    def _go(self, state: str, need: int = 0) -> None:
+        self._state, self._need = state, need or _ZSTD_NEED[state]
+
+    def _next(self, head: bytes) -> None:
+        state = self._state
+        if state == "magic":
+            skippable = head[1:] == b"\x2a\x4d\x18" and head[0] & 0xF0 == 0x50
+            self._go("skippable" if skippable else "descriptor")
+        elif state == "skippable":
+            self._skip = int.from_bytes(head, "little")
+            self._go("magic")
+        elif state == "descriptor":
+            d = head[0]
+            single = d >> 5 & 1
+            fcs = (0, 2, 4, 8)[d >> 6] or single  # the frame content size field
+            self._checksum = bool(d >> 2 & 1)
+            rest = (0 if single else 1) + (0, 1, 2, 4)[d & 3] + fcs  # window descriptor, dictionary id, size
+            self._go("frame header", rest) if rest else self._go("block")
+        elif state == "frame header":
+            self._go("block")
+        elif state == "block":
+            h = int.from_bytes(head, "little")
+            self._skip = 1 if h >> 1 & 3 == 1 else h >> 3  # an RLE block's content is one byte
+            if not h & 1:
+                self._go("block")
+            else:
+                self._go("checksum" if self._checksum else "magic")
+        else:  # the checksum
+            self._go("magic")
+
+
 class _ZstdReader:
-    """zstd frames, one after another, decompressed a small piece of input at a time: `zstandard`'s own stream
-    reader reads a truncated frame as a clean end, and its decompress objects have no output bound, so the input
-    is fed in `_ZSTD_STEP`-byte pieces (a zstd block of at most 128 KiB takes a few bytes at the least: what one
-    piece gives is bounded), and an input that ends inside a frame raises `EOFError`."""
+    """zstd frames, one after another, decompressed by `zstandard`'s stream reader (each read bounded: a
+    decompression bomb costs time, never memory), with an input that ends inside a frame raising `EOFError`
+    (`_ZstdFrames` watches the compressed bytes as they pass)."""
 
     def __init__(self, stream: Any, zstandard: Any) -> None:
-        self._stream = stream
-        self._new = zstandard.ZstdDecompressor().decompressobj
-        self._obj = self._new()
-        self._started = False  # the current frame has had input
-        self._input = b""
-        self._output = b""  # decompressed, read up to `_at`
-        self._at = 0
+        self._frames = _ZstdFrames()
+        self._source = _Watched(stream, self._frames)
+        self._reader = zstandard.ZstdDecompressor().stream_reader(
+            self._source, read_size=_CHUNK, read_across_frames=True, closefd=False
+        )
 
     def read1(self, n: int) -> bytes:
-        if self._at >= len(self._output):
-            self._output, self._at = self._step(), 0
-        out = self._output[self._at : self._at + n]
-        self._at += len(out)
+        out: bytes = self._reader.read(n)
+        if not out and self._source.done and not self._frames.between:
+            raise EOFError("the input ends inside a zstd frame")
         return out
 
     read = read1
 
-    def _step(self) -> bytes:
-        while True:
-            if not self._input:
-                self._input = self._stream.read(_CHUNK)
-                if not self._input:
-                    if self._started and not self._obj.eof:
-                        raise EOFError("the input ends inside a zstd frame")
-                    return b""
-            piece, self._input = self._input[:_ZSTD_STEP], self._input[_ZSTD_STEP:]
-            self._started = True
-            out = self._obj.decompress(piece)
-            if self._obj.eof:  # a frame ended: what follows it starts the next one
-                self._input = self._obj.unused_data + self._input
-                self._obj, self._started = self._new(), False
-            if out:
-                return bytes(out)
 
+class _Watched:
+    """A byte stream whose bytes `frames` sees as they are read."""
 
-#: Compressed bytes fed to the zstd decompressor at a time (at most some 128 KiB of output per 4 bytes of input:
-#: 2 MiB per piece).
-_ZSTD_STEP = 64
+    def __init__(self, stream: Any, frames: _ZstdFrames) -> None:
+        self._stream = stream
+        self._frames = frames
+        self.done = False
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self._stream.read(n)
+        if data:
+            self._frames.feed(data)
+        else:
+            self.done = True
+        return data
 
 
 def _zstd_reader(stream: Any) -> Any:
