@@ -12,6 +12,7 @@ import codecs
 import contextlib
 import io
 import os
+import re
 import stat
 from typing import IO, Any
 
@@ -35,11 +36,18 @@ _SPECIAL = (
 )
 
 
+#: What refusing a special file suggests: for a trace, and for a side input (`read_side_input`).
+_TRACE_HINT = "read it as stdin (`-`) or pass --allow-special-files"
+_SIDE_HINT = "give a regular file (or pass --allow-special-files where the command has it)"
+
+
 def special_allowed() -> bool:
     return os.environ.get(ALLOW_SPECIAL_ENV, "") not in ("", "0")
 
 
-def open_input(path: str | os.PathLike[str], allow_special: bool | None = None) -> IO[bytes]:
+def open_input(
+    path: str | os.PathLike[str], allow_special: bool | None = None, hint: str = _TRACE_HINT
+) -> IO[bytes]:
     """`path` open for reading: a regular file, or (when allowed: `allow_special`, else `ALLOW_SPECIAL_ENV`) a FIFO,
     device or socket. Never blocks on a FIFO no one writes to (it is opened non-blocking, then checked). Raises
     `UnreadableInput` with the reason."""
@@ -58,9 +66,7 @@ def open_input(path: str | os.PathLike[str], allow_special: bool | None = None) 
         if not stat.S_ISREG(mode):
             kind = next((name for test, name in _SPECIAL if test(mode)), "not a regular file")
             if not (special_allowed() if allow_special is None else allow_special):
-                raise UnreadableInput(
-                    f"{p}: is {kind}, not a regular file; read it as stdin (`-`) or pass --allow-special-files"
-                )
+                raise UnreadableInput(f"{p}: is {kind}, not a regular file; {hint}")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -303,3 +309,181 @@ class _Recoded(io.RawIOBase):
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+# -- side inputs: settings, scripts, baselines, a tool's arguments --------------------------------------------------
+
+#: The most bytes a side input (a settings file, a scenario script, a baseline) is read to: more is refused before
+#: it is held (a baseline of 200,000 findings is some 40 MB).
+SIDE_INPUT_BYTES = 64 << 20
+#: How deep a side input may nest arrays and tables (objects): deeper is refused at the line and column where it
+#: goes past, before a parser recurses into it (tomllib and the json module recurse, orjson stops at 1,024).
+MAX_NESTING = 100
+
+
+class TooDeep(ValueError):
+    """A side input nested deeper than `MAX_NESTING` (the message names the file, line and column)."""
+
+
+def read_side_input(path: str | os.PathLike[str], what: str, max_bytes: int = SIDE_INPUT_BYTES) -> bytes:
+    """The bytes of a side input (`what`: "the script", "the baseline", ...), opened as `open_input` opens a trace
+    (a FIFO, a device or a socket refused by name unless special files are allowed) and read to at most
+    `max_bytes` (more is refused: `/dev/zero` allowed by name ends here too). Raises `UnreadableInput`."""
+    p = os.fspath(path)
+    with open_input(p, hint=_SIDE_HINT) as f:
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise UnreadableInput(f"{p}: cannot read {what}: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise UnreadableInput(f"{p}: {what} is over the {max_bytes:,}-byte limit; refused")
+    return data
+
+
+_JSON_MARKS = re.compile(r'[\[\]{}"]')
+_TOML_MARKS = re.compile(r"[\[\]{}\"'#]")
+_BASIC_STRING = re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*(?:"|$)', re.MULTILINE)
+
+
+def nesting_over(text: str, syntax: str = "json", limit: int = MAX_NESTING) -> tuple[int, int] | None:
+    """(line, column), 1-based, of the bracket or brace where `text` (JSON, or TOML with `syntax="toml"`) first
+    nests deeper than `limit`; None when it never does. Strings and (TOML) comments are passed over; one pass,
+    linear in the text, whatever it holds (malformed text included: its parser says what is wrong with it)."""
+    toml = syntax == "toml"
+    marks = (_TOML_MARKS if toml else _JSON_MARKS).search
+    depth, at, n = 0, 0, len(text)
+    while at < n:
+        m = marks(text, at)
+        if m is None:
+            return None
+        c, at = m.group(), m.end()
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                pos = m.start()
+                return text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        elif c == "#":
+            end = text.find("\n", at)
+            at = n if end < 0 else end
+        elif toml and text.startswith(c * 2, at):  # a multi-line string: to its closing triple quote
+            end = text.find(c * 3, at + 2)
+            at = n if end < 0 else end + 3
+        elif c == "'":  # a TOML literal string: no escapes
+            end = text.find("'", at)
+            at = n if end < 0 else end + 1
+        else:
+            s = _BASIC_STRING.match(text, at)
+            at = s.end() if s is not None else n
+    return None
+
+
+def check_nesting(text: str, where: str, syntax: str = "json", limit: int = MAX_NESTING) -> None:
+    """Raise `TooDeep` (`where:line:col: ...`) when `text` nests deeper than `limit` (see `nesting_over`)."""
+    over = nesting_over(text, syntax, limit)
+    if over is not None:
+        kind = "arrays and tables" if syntax == "toml" else "arrays and objects"
+        raise TooDeep(f"{where}:{over[0]}:{over[1]}: {kind} nested deeper than {limit} levels; refused")
+
+
+def value_nesting_over(value: object, limit: int = MAX_NESTING) -> bool:
+    """Whether a parsed value (dicts and lists) nests deeper than `limit` (TOML's dotted keys nest without a
+    bracket); iterative, so a deep value never exhausts the stack."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+# -- regular expressions a user gives -----------------------------------------------------------------------------
+
+#: The longest pattern read, the deepest group nesting, the largest repetition count, and the most positions the
+#: compiled pattern may unroll to (`a{1000}` is 1,000; `(a{1000}){100}` 100,000): past these a pattern is refused.
+MAX_PATTERN_CHARS = 1000
+MAX_PATTERN_GROUPS = 20
+MAX_REPEAT = 1000
+MAX_PATTERN_SIZE = 100_000
+#: How long one search of a user's pattern may take: past it, the search is abandoned (it does not match).
+PATTERN_SECONDS = 0.05
+
+_QUANTIFIER = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+
+
+def user_pattern(pattern: str) -> Any:
+    """`pattern` (Python syntax) compiled by the `regex` engine, after checks that bound what compiling it costs
+    (length, nesting, repetition counts, unrolled size); searched with `pattern_search`, which bounds its time.
+    Raises ValueError with the reason."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"the pattern is {len(pattern):,} characters, over the limit of {MAX_PATTERN_CHARS:,}")
+    _check_pattern(pattern)
+    import regex
+
+    try:
+        return regex.compile(pattern)
+    except (regex.error, OverflowError, RecursionError, ValueError, IndexError) as e:
+        raise ValueError(str(e) or type(e).__name__) from None
+
+
+def _check_pattern(pattern: str) -> None:
+    """Group nesting, repetition counts and the unrolled size of `pattern`, read in one pass."""
+    sums = [0]  # per open group: the positions it unrolls to so far
+    last = 0  # the size of the atom a quantifier would repeat
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i, last = i + 2, 1
+            sums[-1] += 1
+        elif c == "[":
+            j = i + 1
+            if pattern.startswith("^", j):
+                j += 1
+            if pattern.startswith("]", j):
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i, last = j + 1, 1
+            sums[-1] += 1
+        elif c == "(":
+            if pattern.startswith("(?#", i):
+                end = pattern.find(")", i)
+                i = n if end < 0 else end + 1
+                continue
+            sums.append(0)
+            if len(sums) - 1 > MAX_PATTERN_GROUPS:
+                raise ValueError(f"groups nested deeper than {MAX_PATTERN_GROUPS} levels")
+            i += 1
+        elif c == ")":
+            last = sums.pop() if len(sums) > 1 else 0
+            sums[-1] += last
+            i += 1
+        elif c == "{" and (q := _QUANTIFIER.match(pattern, i)) is not None and (q.group(1) or q.group(3)):
+            counts = [int(g) for g in (q.group(1), q.group(3)) if g]
+            if max(counts) > MAX_REPEAT:
+                raise ValueError(f"a repetition count of {max(counts):,}, over the limit of {MAX_REPEAT:,}")
+            sums[-1] += last * (max(counts) - 1)
+            i = q.end()
+        else:
+            i, last = i + 1, 1
+            sums[-1] += 1
+        if sums[-1] > MAX_PATTERN_SIZE or sum(sums) > MAX_PATTERN_SIZE:
+            raise ValueError(f"the pattern unrolls to more than {MAX_PATTERN_SIZE:,} positions")
+
+
+def pattern_search(pattern: Any, text: str) -> bool | None:
+    """Whether `pattern` (from `user_pattern`) is found in `text`; None when the search took longer than
+    `PATTERN_SECONDS` and was abandoned."""
+    try:
+        return pattern.search(text, timeout=PATTERN_SECONDS) is not None
+    except TimeoutError:
+        return None

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..core.durations import DurationError, parse_duration
+from ..core.inputs import MAX_NESTING, TooDeep, UnreadableInput, check_nesting, read_side_input, value_nesting_over
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,6 +38,8 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 FILES = ("rtrace.toml", ".rtrace.toml")
+#: The most bytes a settings file (or a pyproject.toml looked into) is read to.
+SETTINGS_BYTES = 4 << 20
 FAIL_ON = ("error", "warning", "info", "never")
 #: key -> (Settings field, kind)
 KEYS: dict[str, tuple[str, str]] = {
@@ -85,8 +89,12 @@ def find(start: Path) -> Path | None:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                table = _toml(pyproject).get("tool", {})
+            except TooDeep:  # too deep to read: ours to refuse (`load` says where) if it names our table
+                if re.search(r"^\s*\[\s*tool\s*\.\s*rtrace\s*[.\]]", _text(pyproject), re.MULTILINE):
+                    return pyproject
+                continue
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, UnreadableInput):
                 continue  # another tool's broken file is not ours to refuse; it is skipped
             if isinstance(table, dict) and "rtrace" in table:
                 return pyproject
@@ -96,7 +104,9 @@ def find(start: Path) -> Path | None:
 def load(path: Path) -> Settings:
     """The settings in `path` (`rtrace.toml`: top level; `pyproject.toml`: `[tool.rtrace]`)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = _toml(path)
+    except (UnreadableInput, TooDeep) as e:
+        raise SettingsError(str(e)) from None
     except OSError as e:
         raise SettingsError(f"{path}: cannot read it: {e.strerror or e}") from None
     except UnicodeDecodeError:
@@ -118,6 +128,20 @@ def load(path: Path) -> Settings:
         field, kind = KEYS[key]
         values[field] = _value(where, key, kind, value, path.parent)
     return Settings(**values)
+
+
+def _text(path: Path) -> str:
+    return read_side_input(path, "the settings file", SETTINGS_BYTES).decode("utf-8")
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    """A TOML file read as every side input is (`core.inputs`: special files refused, size and nesting bounded)."""
+    text = _text(path)
+    check_nesting(text, str(path), "toml")  # before tomllib, which recurses
+    data = tomllib.loads(text)
+    if value_nesting_over(data):
+        raise TooDeep(f"{path}:1: tables nested deeper than {MAX_NESTING} levels (dotted keys); refused")
+    return data
 
 
 def _value(where: str, key: str, kind: str, value: object, folder: Path) -> object:
@@ -154,7 +178,7 @@ def resolve(config: Path | None, isolated: bool, cwd: Path | None = None) -> Set
     if isolated:
         return Settings()
     if config is not None:
-        if not config.is_file():
+        if not config.exists():
             raise SettingsError(f"{config}: no such settings file")
         return load(config)
     found = find(cwd or Path.cwd())

@@ -30,6 +30,7 @@ from websockets.protocol import State
 
 from .. import __version__
 from ..core.durations import format_duration, parse_duration, parse_latencies
+from ..core.inputs import TooDeep, check_nesting
 from ..core.secrets import may_hold_secret, safe_path, scrub_secrets
 from ..core.trace import encode
 from ..core.writer import Clock, Tap, TraceWriter
@@ -620,7 +621,10 @@ def parse_tool(text: str) -> tuple[str, str | None]:
     if not sep:
         return name, None
     try:
+        check_nesting(arguments, f"--tool {name}=...")  # before the json module, which recurses
         value = json.loads(arguments)
+    except TooDeep:
+        raise
     except ValueError as e:
         raise ValueError(f"--tool {name}=...: the arguments are not JSON ({e})") from None
     if not isinstance(value, dict):
