@@ -29,7 +29,7 @@ from .writer import TraceWriter
 MAX_DOCUMENT_BYTES = 1 << 30
 FORMATS = ("native", "har", "json-array", "mitmproxy", "livekit-log")
 #: How much of the start of an input `detect` looks at (decompressed).
-SNIFF_BYTES = 1 << 16
+SNIFF_BYTES = 1 << 20  # a log may start with a long banner or a stack trace before its first session
 
 
 class ImportFailed(UnreadableInput):

@@ -28,6 +28,7 @@ output audio delta's payload is logged as `"..."` (dropped here; the header's `u
 from __future__ import annotations
 
 import calendar
+import codecs
 import datetime
 import re
 from collections.abc import Iterator
@@ -56,8 +57,9 @@ _CONNECTING = "connecting to Realtime API: "
 _ENDS = ("Error in _recv_task", "OpenAI Realtime API connection failed", "session closed")
 #: Output audio deltas (GA and beta names): their logged payload is a placeholder.
 _AUDIO_DELTAS = ("response.output_audio.delta", "response.audio.delta")
-#: How many of the first lines `sniff` looks at (an application may log much before its first session).
-SNIFF_LINES = 2000
+#: How many of the first lines `sniff` looks at (an application may log much before its first session: a start-up
+#: banner, a stack trace); the caller bounds the bytes (`importers.SNIFF_BYTES`).
+SNIFF_LINES = 50_000
 
 
 def _json_record(raw: bytes) -> dict[str, Any] | None:
@@ -88,16 +90,46 @@ def _dev_record(raw: bytes) -> tuple[float, str, str, bytes] | None:
 
 def sniff(head: bytes) -> str | None:
     """`json` or `dev` when the first lines of `head` are livekit-agents log records of that formatter (a record
-    of a `livekit` logger among them); None otherwise."""
+    of a `livekit` logger among them, past any preamble); None otherwise, and at once when the first record is a
+    trace's (a header or an event). UTF-16 and a UTF-8 BOM are read as the loader reads them."""
+    head = _utf8(head)
     for raw in head.split(b"\n")[:SNIFF_LINES]:
         raw = raw.strip(b"\r")
         obj = _json_record(raw)
         if obj is not None and str(obj.get("name", "")).startswith("livekit"):
             return "json"
+        if obj is None and raw.startswith(b"{") and _is_trace_line(raw):
+            return None
         dev = _dev_record(raw)
         if dev is not None and dev[2].startswith("livekit"):
             return "dev"
     return None
+
+
+def _is_trace_line(raw: bytes) -> bool:
+    """Whether a line is a trace's own: an rtrace header or an event record (then the input is no log)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and ("rtrace" in obj or "event" in obj or "type" in obj)
+
+
+def _utf8(head: bytes) -> bytes:
+    """The first bytes of an input as UTF-8: past a UTF-8 BOM, converted from UTF-16 (a BOM, or ASCII text with
+    every other byte NUL)."""
+    if head.startswith(codecs.BOM_UTF8):
+        return head[3:]
+    codec = None
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        codec = "utf-16"
+    elif len(head) >= 4 and head[0] and not head[1] and head[2] and not head[3]:
+        codec = "utf-16-le"
+    elif len(head) >= 4 and not head[0] and head[1] and not head[2] and head[3]:
+        codec = "utf-16-be"
+    if codec is None:
+        return head
+    return codecs.getincrementaldecoder(codec)(errors="replace").decode(head).encode("utf-8")
 
 
 def _iso_seconds(value: Any) -> float | None:
