@@ -43,6 +43,7 @@ from .common import (
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
+from .lateness import Lateness
 from .playback import ResponseSource, recorded_responses
 from .script import load_script
 from .wire import Emission, decode_frame
@@ -153,6 +154,7 @@ class _Outbox:
         self.close = close
         self.queue: asyncio.Queue[tuple[float, Emission]] = asyncio.Queue()
         self.last_due = 0.0
+        self.lateness: Lateness | None = None
 
     def put(self, em: Emission) -> None:
         now = self.opts.clock()
@@ -176,6 +178,8 @@ class _Outbox:
             if em.meta is not None:
                 self.on_meta(em.meta)
             if em.event is not None:
+                if self.lateness is not None:
+                    self.lateness.sent(clock() - due)
                 raw = orjson.dumps(em.event)
                 self.on_sent(em.event, raw)  # in the trace (and the kernel) before the frame leaves
                 await self.ws.send(raw, text=True)
@@ -202,6 +206,7 @@ class _Session:
             lambda note: server.record("meta", conn, note),
             self.close,
         )
+        self.outbox.lateness = server.lateness
         self.tasks: set[asyncio.Task[None]] = set()
         self.sender: asyncio.Task[None] | None = None
         self.closer: asyncio.Task[None] | None = None
@@ -334,6 +339,8 @@ class RealtimeServer:
             with TraceReader.open(options.from_trace) as reader:
                 self.source = ResponseSource(recorded_responses(reader))
         self.recorder: Recorder | None = None
+        #: How late the events sent left (`net.lateness`): warned of past its bound, summed up when serve stops.
+        self.lateness = Lateness(options.clock, options.log or _stderr)
         self._flusher: asyncio.Task[None] | None = None
         self._conns = itertools.count(1)
         self.sessions: set[_Session] = set()
@@ -639,7 +646,10 @@ def serve_main(
     SIGTERM. `temporary`: `options.record` is a trace of rtrace's own, not the user's (not announced)."""
     warn_unless_loopback(options.host, "connect (no authentication)", err)
 
+    started: list[RealtimeServer] = []
+
     def announce(server: RealtimeServer) -> None:
+        started.append(server)
         print(f"rtrace serve: listening on {server.url}", file=out)
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
         print(f"  websocket URL: {server.realtime_url}", file=out)
@@ -653,6 +663,9 @@ def serve_main(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_forever(options, announce))
+    lateness = getattr(started[0], "lateness", None) if started else None
+    if isinstance(lateness, Lateness):
+        print(lateness.summary(), file=err, flush=True)
 
 
 __all__ = [
