@@ -48,6 +48,8 @@ def detect(path: str) -> str:
     try:
         with open_trace(path) as f:
             head = f.read(SNIFF_BYTES)
+            if livekit_log.utf16_codec(head) is not None:  # two bytes a character: as much text as UTF-8 gives
+                head += f.read(SNIFF_BYTES)
     except (OSError, UnreadableInput):
         return "native"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")

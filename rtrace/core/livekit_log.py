@@ -115,18 +115,23 @@ def _is_trace_line(raw: bytes) -> bool:
     return isinstance(obj, dict) and ("rtrace" in obj or "event" in obj or "type" in obj)
 
 
+def utf16_codec(head: bytes) -> str | None:
+    """The UTF-16 codec the first bytes of an input announce (a BOM, or ASCII text with every other byte NUL), as
+    the loader reads them; None for anything else."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    if len(head) >= 4 and head[0] and not head[1] and head[2] and not head[3]:
+        return "utf-16-le"
+    if len(head) >= 4 and not head[0] and head[1] and not head[2] and head[3]:
+        return "utf-16-be"
+    return None
+
+
 def _utf8(head: bytes) -> bytes:
-    """The first bytes of an input as UTF-8: past a UTF-8 BOM, converted from UTF-16 (a BOM, or ASCII text with
-    every other byte NUL)."""
+    """The first bytes of an input as UTF-8: past a UTF-8 BOM, converted from UTF-16."""
     if head.startswith(codecs.BOM_UTF8):
         return head[3:]
-    codec = None
-    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        codec = "utf-16"
-    elif len(head) >= 4 and head[0] and not head[1] and head[2] and not head[3]:
-        codec = "utf-16-le"
-    elif len(head) >= 4 and not head[0] and head[1] and not head[2] and head[3]:
-        codec = "utf-16-be"
+    codec = utf16_codec(head)
     if codec is None:
         return head
     return codecs.getincrementaldecoder(codec)(errors="replace").decode(head).encode("utf-8")
@@ -297,4 +302,4 @@ class LogReader(TraceReader):
         yield row
 
 
-__all__ = ["RECORDER", "UNSEEN", "LogReader", "sniff"]
+__all__ = ["RECORDER", "UNSEEN", "LogReader", "sniff", "utf16_codec"]

@@ -72,7 +72,7 @@ class Lateness:
         for k, n in enumerate(self.buckets):
             seen += n
             if seen >= rank and n:
-                return EDGES[k] if k < len(EDGES) else self.worst
+                return min(EDGES[k], self.worst) if k < len(EDGES) else self.worst
         return self.worst
 
     def summary(self) -> str:
