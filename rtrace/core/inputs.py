@@ -341,7 +341,7 @@ def read_side_input(path: str | os.PathLike[str], what: str, max_bytes: int = SI
 
 
 _JSON_MARKS = re.compile(r'[\[\]{}"]')
-_TOML_MARKS = re.compile(r"[\[\]{}\"'#]")
+_TOML_MARKS = re.compile(r"[\[\]{}\"'#.=,\n]")
 _BASIC_STRING = re.compile(r'[^"\\\n]*(?:\\.[^"\\\n]*)*(?:"|$)', re.MULTILINE)
 
 
@@ -352,6 +352,7 @@ def nesting_over(text: str, syntax: str = "json", limit: int = MAX_NESTING) -> t
     toml = syntax == "toml"
     marks = (_TOML_MARKS if toml else _JSON_MARKS).search
     depth, at, n = 0, 0, len(text)
+    dots = 0  # TOML: the dots of the key being read (`a.b.c = 1` and `[a.b.c]` nest without a bracket)
     while at < n:
         m = marks(text, at)
         if m is None:
@@ -359,11 +360,19 @@ def nesting_over(text: str, syntax: str = "json", limit: int = MAX_NESTING) -> t
         c, at = m.group(), m.end()
         if c in "[{":
             depth += 1
-            if depth > limit:
-                pos = m.start()
-                return text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+            dots = 0
         elif c in "]}":
             depth = max(0, depth - 1)
+        elif c == ".":
+            dots += 1
+        elif c in "=,\n":  # a key ends (a float's dot after it counts once, and the next comma forgets it)
+            dots = 0
+            continue
+        if c in "[{." and depth + dots > limit:
+            pos = m.start()
+            return text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+        if c in "[]{}.":
+            continue
         elif c == "#":
             end = text.find("\n", at)
             at = n if end < 0 else end

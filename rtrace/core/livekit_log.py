@@ -229,15 +229,19 @@ class LogReader(TraceReader):
         return False
 
     def _parse(self, raw: bytes) -> tuple[float | None, str, Any] | None:
+        # The first record of a `livekit` logger decides the formatter (another program's lines before it, in
+        # either rendering, decide nothing).
         if self.log_format != "dev":
             obj = _json_record(raw)
             if obj is not None:
-                self._found("json")
+                if str(obj.get("name", "")).startswith("livekit"):
+                    self._found("json")
                 return _iso_seconds(obj.get("timestamp")), obj["message"], obj
         if self.log_format != "json":
             dev = _dev_record(raw)
             if dev is not None:
-                self._found("dev")
+                if dev[2].startswith("livekit"):
+                    self._found("dev")
                 message, extra = _split_dev(dev[3])
                 return dev[0], message, extra
         return None
