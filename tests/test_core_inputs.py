@@ -69,3 +69,19 @@ def test_a_zstd_stream_cut_anywhere_reads_what_it_holds_and_says_where_it_broke(
         assert (reader.error is None) == (cut in ends), (cut, reader.error)
         if cut >= ends[1]:
             assert got.startswith(whole)
+
+
+def test_nesting_is_found_before_a_parser_recurses_at_its_line_and_column() -> None:
+    from rtrace.core.inputs import TooDeep, check_nesting, nesting_over, value_nesting_over
+
+    assert nesting_over("[" * 100 + "]" * 100) is None
+    assert nesting_over('{"a": "[[[[", "b":\n' + "[" * 101) == (2, 100)  # the brace is the first level
+    assert nesting_over("x = '[[[[' # [[[[\n" + "y = " + "[" * 101, "toml") == (2, 105)
+    assert nesting_over("a" + ".a" * 150 + " = 1", "toml") == (1, 202)  # dotted keys nest too
+    assert nesting_over("x = [" + "1.5, " * 1000 + "]\nt = 07:32:00.999", "toml") is None  # a value's dots do not
+    with pytest.raises(TooDeep, match=r"^f.toml:1:101: arrays and tables nested deeper than 100 levels"):
+        check_nesting("[" * 200, "f.toml", "toml")
+    deep: list[object] = []
+    for _ in range(5000):
+        deep = [deep]
+    assert value_nesting_over(deep) and not value_nesting_over({"a": [{"b": 1}]})
