@@ -1360,6 +1360,248 @@ def _() -> TraceBuilder:
     return b
 
 
+def closed_while_the_tool_runs(b: TraceBuilder) -> None:
+    """A configured session, a tool turn (call_1), and the socket closes (1011) while the tool runs."""
+    b.client({"type": "session.update", "session": {"type": "realtime", "instructions": "Be brief."}})
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    tool_turn(b)
+    b.close(1011, dt=0.05)
+
+
+def answer(b: TraceBuilder, rc: int, text: str, prev: str | None, rid: str = "resp_2", dt: float | None = None) -> None:
+    """The response asked for at line `rc`, generated: created, one assistant message saying `text`, done."""
+    b.response_created(rid, b.event_id(rc), dt=dt)
+    said = assistant_msg(f"item_a_{rid}", text)
+    b.output_item(rid, said, prev=prev, text_chunks=[text])
+    b.response_done(rid, output=[said])
+
+
+def answer_from_an_empty_session(b: TraceBuilder, rc: int, prev: str | None = None) -> None:
+    """The new session's answer to the `response.create` at line `rc`, with no memory of the old one."""
+    answer(b, rc, "Hello! How can I help?", prev)
+
+
+@scenario("reconnect-restores-nothing/positive-queue-flushed-output-rejected")
+def _() -> TraceBuilder:
+    """The openai Node SDK 7 with `reconnect: true` and an app that only calls `flushPending()`: the new
+    connection's first events are the queued output of the old call (rejected) and a response.create."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    out = b.create(fco(None, "call_1"), dt=0.2)
+    b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(out))
+    rc = b.response_create(dt=0.001)
+    answer_from_an_empty_session(b, rc)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/positive-queue-flushed-pipelined")
+def _() -> TraceBuilder:
+    """The openai Python SDK's reconnect without the app's session.update: the queued output and its
+    response.create leave together, before the server rejects the output; the answer is generated anyway."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    out = b.create(fco(None, "call_1"), dt=0.2)
+    rc = b.response_create(dt=0.0002)
+    b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(out))
+    answer(b, rc, "Hello! How can I help?", None, dt=0.001)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/positive-replay-rejected")
+def _() -> TraceBuilder:
+    """A replay the server refused (the old message re-created with an id it rejects) restores nothing."""
+    b = TraceBuilder()
+    b.open()
+    first_session(b)
+    b.open(2, dt=0.2)
+    again = b.create(user_msg("item_u1", "My name is Ada."), prev="root", dt=0.01)
+    b.error("invalid_value", "Invalid 'item.id': previous_item_id 'root' does not exist.", b.event_id(again))
+    msg = user_msg("item_u2", "What is my name?")
+    b.create(msg, dt=1.0)
+    b.added(msg, None)
+    rc = b.response_create()
+    answer_from_an_empty_session(b, rc, prev="item_u2")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("reconnect-restores-nothing/negative-call-then-output-recreated")
+def _() -> TraceBuilder:
+    """A reconnect that re-creates the old call, then sends its output: the new session holds both."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    call = fc("item_fc1", "call_1")
+    b.create(call, prev="root", dt=0.2)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.0002)
+    b.added(call, None)
+    b.added(out, "item_fc1", dt=0.0002)
+    rc = b.response_create(dt=0.001)
+    answer(b, rc, "It is sunny in Paris.", "item_out1")
+    b.close(dt=1.0)
+    return b
+
+
+def output_into_the_closing_socket(b: TraceBuilder, code: int = 1011, with_reply: bool = True) -> None:
+    """A tool turn; the server closes while the tool runs (its close note), and the client, which has not read the
+    close frame yet, writes the tool output (and its response.create) into the closing socket."""
+    b.client({"type": "session.update", "session": {"type": "realtime"}})
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    tool_turn(b)
+    b.meta({"type": "connection.closed", "by": "server", "code": code}, dt=0.25)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.0003)
+    if with_reply:
+        b.response_create(dt=0.0002)
+
+
+@scenario("changes-lost-at-final-close/positive-output-into-the-closing-socket")
+def _() -> TraceBuilder:
+    """@openai/agents-realtime / the openai Node SDK without reconnect: output and response.create written after
+    the server's close note (1011), never answered, no reconnect."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b)
+    return b
+
+
+@scenario("changes-lost-at-final-close/positive-output-into-an-expiring-session")
+def _() -> TraceBuilder:
+    """Voice Live / the openai Python SDK on a session that expired (1001): only the output goes after the close."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b, code=1001, with_reply=False)
+    b.meta({"type": "note", "note": "client: ConnectionClosed 1001 on the next read"}, dt=0.01)
+    return b
+
+
+@scenario("changes-lost-at-final-close/negative-output-into-the-closing-socket-resent")
+def _() -> TraceBuilder:
+    """The output written into the closing socket is sent again, with its call, by the next connection and
+    acknowledged there: nothing is lost."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b)
+    b.open(2, dt=0.3)
+    call, out = fc("item_fc1", "call_1"), fco("item_out1", "call_1")
+    b.create(call, prev="root", dt=0.01)
+    b.added(call, None)
+    b.create(out, prev="item_fc1")
+    b.added(out, "item_fc1")
+    rc = b.response_create()
+    answer(b, rc, "It is sunny in Paris.", "item_out1")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unconfirmed-item-lost-on-reconnect/positive-output-into-the-closing-socket")
+def _() -> TraceBuilder:
+    """The output written into the closing socket, then a reconnect that replays the call but not the output."""
+    b = TraceBuilder()
+    b.open()
+    output_into_the_closing_socket(b, with_reply=False)
+    b.open(2, dt=0.3)
+    call = fc("item_fc1", "call_1")
+    b.create(call, prev="root", dt=0.01)
+    b.added(call, None)
+    b.close(dt=2.0)
+    return b
+
+
+def answer_without_the_tool(b: TraceBuilder, rc: int, rid: str, prev: str | None) -> None:
+    """The response asked for at line `rc`, generated right away, without the tool result."""
+    answer(b, rc, "The tool is still running.", prev, rid, dt=0.002)
+
+
+@scenario("unanswered-function-call/positive-pipelined-output-rejected")
+def _() -> TraceBuilder:
+    """@openai/agents-realtime / openai-agents: the output and the response.create leave together; the server
+    rejects the output and generates the response anyway."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = b.create(fco("item_out1", "call_1", output="x" * 40), prev="item_fc1", dt=0.3)
+    rc = b.response_create(dt=0.0002)
+    b.error("invalid_value", "Invalid 'item.output': string too long.", b.event_id(out))
+    answer_without_the_tool(b, rc, "resp_2", "item_fc1")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/positive-pipelined-replay-output-rejected")
+def _() -> TraceBuilder:
+    """A reconnect replay sent in one go (livekit-agents 2.0, openai-agents): the call, its output and a
+    response.create before any answer; the call is accepted, the output rejected, the response runs without it."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    b.client({"type": "session.update", "session": {"type": "realtime"}}, dt=0.01)
+    call = fc("item_fc1", "call_1")
+    b.create(call, prev="root", dt=0.0002)
+    out = b.create(fco("item_out1", "call_1", output="x" * 40), prev="item_fc1", dt=0.0002)
+    rc = b.response_create(dt=0.0002)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(call, None, dt=0.0002)
+    b.error("invalid_value", "Invalid 'item.output': string too long.", b.event_id(out), dt=0.0002)
+    answer_without_the_tool(b, rc, "resp_2", "item_fc1")
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/positive-pipelined-output-never-confirmed")
+def _() -> TraceBuilder:
+    """The response runs while the pipelined output is never acknowledged, and the socket drops after it."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.3)
+    rc = b.response_create(dt=0.0002)
+    answer_without_the_tool(b, rc, "resp_2", "item_fc1")
+    b.close(1006, dt=0.2)
+    return b
+
+
+@scenario("unanswered-function-call/negative-pipelined-output-confirmed")
+def _() -> TraceBuilder:
+    """Output and response.create pipelined; the output is acknowledged before the response: nothing is missing."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    out = fco("item_out1", "call_1")
+    b.create(out, prev="item_fc1", dt=0.3)
+    rc = b.response_create(dt=0.0002)
+    b.added(out, "item_fc1")
+    answer(b, rc, "It is sunny in Paris.", "item_out1", dt=0.002)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("unanswered-function-call/negative-pipelined-replay-confirmed")
+def _() -> TraceBuilder:
+    """A replay sent in one go whose call and output are both accepted before the response."""
+    b = TraceBuilder()
+    b.open()
+    closed_while_the_tool_runs(b)
+    b.open(2, dt=0.1)
+    call, out = fc("item_fc1", "call_1"), fco("item_out1", "call_1")
+    b.create(call, prev="root", dt=0.01)
+    b.create(out, prev="item_fc1", dt=0.0002)
+    rc = b.response_create(dt=0.0002)
+    b.added(call, None)
+    b.added(out, "item_fc1", dt=0.0002)
+    answer(b, rc, "It is sunny in Paris.", "item_out1", dt=0.002)
+    b.close(dt=1.0)
+    return b
+
+
 def reply_dropped(b: TraceBuilder) -> None:
     """livekit-agents under `rtrace serve --drop-on response.create`: the socket closes on the reply's request."""
     b.client({"type": "session.update", "session": {"type": "realtime"}})

@@ -22,7 +22,10 @@ from typing import Any
 import pytest
 
 from rtrace.engine.fold import TraceReport, analyze_path
+from rtrace.net import tls
 from rtrace.net.endpoint import EndpointOptions
+from rtrace.net.faults import Faults
+from rtrace.net.script import Schedule
 from rtrace.net.server import RealtimeServer, ServerOptions, run_server
 
 from .conftest import ROOT, client_node, client_python
@@ -49,16 +52,24 @@ class Client:
     name: str
     command: tuple[str, ...]
     url: Callable[[RealtimeServer], str]
+    #: Serve it `wss://` (`rtrace serve --tls`, a certificate made for the run) and trust it by the variables
+    #: `rtrace.net.tls.trust_env` names.
+    tls: bool = False
 
 
-def python_client(env: str, driver: str, url: Callable[[RealtimeServer], str]) -> Client:
+def python_client(env: str, driver: str, url: Callable[[RealtimeServer], str], tls: bool = False) -> Client:
     """A Python driver (tests/e2e/DRIVER) run by `.venv-e2e-<env>`'s interpreter."""
-    return Client(env, (str(client_python(env)), str(E2E / driver)), url)
+    return Client(env, (str(client_python(env)), str(E2E / driver)), url, tls)
 
 
-def node_client(name: str, driver: str, url: Callable[[RealtimeServer], str]) -> Client:
+def node_client(name: str, driver: str, url: Callable[[RealtimeServer], str], tls: bool = False) -> Client:
     """A Node driver (tests/e2e/node/DRIVER), with the packages of tests/e2e/node/node_modules."""
-    return Client(name, (str(client_node()), str(E2E / "node" / driver)), url)
+    return Client(name, (str(client_node()), str(E2E / "node" / driver)), url, tls)
+
+
+def http_url(server: RealtimeServer) -> str:
+    """`http(s)://127.0.0.1:PORT/v1`, the OPENAI_BASE_URL serve prints: for clients that take an http base URL."""
+    return server.http_url
 
 
 def base_url(server: RealtimeServer) -> str:
@@ -212,14 +223,18 @@ def run(
     env: dict[str, str] | None = None,
     **faults: Any,
 ) -> Run:
-    """Run `client`'s driver once against a fresh server with `faults` (`ServerOptions` fields, each firing once),
-    recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by the
-    user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the driver's
+    """Run `client`'s driver once against a fresh server with `faults` (`rtrace.net.faults.Faults` fields, each firing
+    once), recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by
+    the user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the driver's
     environment."""
     trace = out / "serve.jsonl"
     endpoint = EndpointOptions(tool=TOOL, tool_arguments=json.dumps(TOOL_ARGUMENTS)) if own_tool else None
+    files = tls.ensure("127.0.0.1", out / "tls") if client.tls else None
+    if files is not None:
+        env = {**{name: value for name, value, _ in tls.trust_env(files)}, **(env or {})}
+    schedule = Schedule.of(Faults(close_code=close_code, **faults))
     options = ServerOptions(
-        latency=LATENCY, record=trace, endpoint=endpoint or EndpointOptions(), close_code=close_code, **faults
+        latency=LATENCY, record=trace, endpoint=endpoint or EndpointOptions(), schedule=schedule, tls=files
     )
     summary, stderr = asyncio.run(_drive(client, options, timeout, driver_args, url or client.url, env))
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
@@ -349,9 +364,10 @@ def assert_audio_turn(run_: Run) -> None:
 
 
 def _output_modalities(event: dict[str, Any]) -> list[str]:
-    """The output modalities a `session.update` or `response.create` asks for (none named: [])."""
+    """The output modalities a `session.update` or `response.create` asks for (GA `output_modalities`, beta and
+    Voice Live `modalities`; none named: [])."""
     body = event.get("session") if event.get("type") == "session.update" else event.get("response")
-    value = body.get("output_modalities") if isinstance(body, dict) else None
+    value = (body.get("output_modalities") or body.get("modalities")) if isinstance(body, dict) else None
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
@@ -463,7 +479,8 @@ def proxied_run(
     from rtrace.net.proxy import RecordOptions, run_proxy
 
     trace, proxied = out / "serve.jsonl", out / "record.jsonl"
-    options = ServerOptions(latency=LATENCY, record=trace, close_code=close_code, **faults)
+    schedule = Schedule.of(Faults(close_code=close_code, **faults))
+    options = ServerOptions(latency=LATENCY, record=trace, schedule=schedule)
 
     async def main() -> tuple[dict[str, Any], str]:
         async with (

@@ -49,3 +49,47 @@ def test_options_naming_event_types_are_checked_against_the_catalog(
 ) -> None:
     """`serve --drop-on bogus.type` was accepted and never fired."""
     assert_usage_error(argv, message, capsys)
+
+
+def test_tls_options_are_checked_before_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    assert main(["serve", "--cert", str(junk)]) == 2
+    assert "--cert and --key go together" in capsys.readouterr().err
+    assert main(["serve", "--tls", "--cert", str(junk), "--key", str(junk)]) == 2
+    assert "not a certificate chain and its private key" in capsys.readouterr().err
+    up = "ws://127.0.0.1:9/v1/realtime"
+    assert main(["record", "--upstream", up, "-o", str(tmp_path / "t.jsonl"), "--key", str(junk)]) == 2
+    assert "--cert and --key go together" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("RTRACE_TLS_DIR", str(tmp_path / "a-file" / "tls"))
+    assert main(["serve", "--tls"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot keep the certificate in" in err and "RTRACE_TLS_DIR" in err and "Traceback" not in err
+
+
+def test_serve_tls_prints_the_wss_url_and_what_each_runtime_trusts(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RTRACE_TLS_DIR": str(tmp_path / "tls")}
+    cmd = [sys.executable, "-m", "rtrace", "serve", "--tls", "--live"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        while not lines or "Ctrl-C" not in lines[-1]:
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(20)
+    text = "".join(lines)
+    assert "listening on wss://127.0.0.1:" in text and "OPENAI_BASE_URL=https://127.0.0.1:" in text
+    assert f"certificate made in {tmp_path / 'tls'}" in text
+    for name in ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        assert f"{name}={tmp_path / 'tls' / 'ca.pem'}" in text

@@ -35,6 +35,7 @@ from .realclients import E2E, LATENCY, TOOL, Client, drive, rtrace_pythonpath
 from .test_e2e_agentsjs import client as agentsjs
 from .test_e2e_openai_agents import client as openai_agents
 from .test_e2e_openai_agents_realtime import client as agents_realtime
+from .test_e2e_openai_node import client as openai_node
 from .test_e2e_openai_sdk import client as openai_sdk
 from .test_e2e_pipecat import client as pipecat
 
@@ -52,6 +53,8 @@ NAMES = {
     "agentsjs",
     "agents-realtime",
     "record-azure",
+    "record-tls",
+    "openai-node",
     "analyze",
 }
 #: Snippets not run yet, and why: the LiveKit log importer is another branch's (rtrace analyze agent.log); its
@@ -90,11 +93,11 @@ def test_the_guide_has_every_snippet_and_only_known_ones_are_untested() -> None:
             assert len(s.code.strip().splitlines()) == 2, s  # the two lines
 
 
-def test_readme_links_the_guide_from_the_quick_start() -> None:
+def test_readme_links_the_guide_from_analyze_your_own_agent() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("## Quick start")
+    start = readme.index("## Analyze your own agent")
     section = readme[start : readme.index("\n## ", start + 1)]
-    assert "docs/capture.md" in section and "Analyze your own agent" in section
+    assert "(docs/capture.md)" in section
 
 
 # -- running them ----------------------------------------------------------------------------------------------------
@@ -244,21 +247,34 @@ def free_port() -> str:
 
 async def proxied(name: str, srv: RealtimeServer, tmp_path: Path, client: Client, url: str) -> Path:
     """Run the `name` shell snippet (a `rtrace record`) in the background in `tmp_path`, the client's driver
-    against `url` (port 8765 meaning the proxy's), then stop the proxy; the trace it wrote."""
+    against `url` (port 8765 meaning the proxy's), then stop the proxy; the trace it wrote. With `--tls` the proxy
+    keeps its certificate under `tmp_path`, and the driver gets the variables the proxy printed."""
     port = free_port()
+    tls = "--tls" in snippet(name).code
+    env = {**cli_env(), "RTRACE_TLS_DIR": str(tmp_path / "tls")}
     code = snippet(name).code.replace(PROXY_PORT, port)
     code = code.replace("wss://api.openai.com", srv.url.removesuffix("/v1"))
     code = code.replace("wss://YOUR-RESOURCE.openai.azure.com/openai", srv.url.removesuffix("/v1"))
     assert "wss://" not in code, code
     proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", code, cwd=str(tmp_path), env=cli_env(), start_new_session=True,
+        "bash", "-c", code, cwd=str(tmp_path), env=env, start_new_session=True,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
-        assert f"listening on ws://127.0.0.1:{port}/v1" in line, line
-        await run_driver(client, url.replace(PROXY_PORT, port), [])
+        assert f"listening on {'wss' if tls else 'ws'}://127.0.0.1:{port}/v1" in line, line
+        printed: dict[str, str] = {}
+        while tls and "Ctrl-C" not in line:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            name_value = line.split("#")[0].strip()
+            if "=" in name_value:
+                key, value = name_value.split("=", 1)
+                printed[key] = value
+        trust = {k: v for k, v in printed.items() if k in ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE")}
+        assert not tls or (len(trust) == 2 and Path(trust["NODE_EXTRA_CA_CERTS"]).is_file()), printed
+        assert not tls or printed["OPENAI_BASE_URL"] == f"https://127.0.0.1:{port}/v1", printed
+        await run_driver(client, url.replace(PROXY_PORT, port), [], trust or None)
     finally:
         with_signal(proc.pid, signal.SIGINT)
         try:
@@ -296,6 +312,21 @@ def test_node_snippets_through_the_record_snippet(name: str, make: Any, option: 
     async def main() -> Path:
         async with run_server(ServerOptions(latency=LATENCY)) as srv:
             return await proxied("record", srv, tmp_path, client, js_url(name))
+
+    check_trace(asyncio.run(main()), "rtrace record")
+
+
+@pytest.mark.e2e
+def test_openai_node_snippet_through_the_tls_record_snippet(tmp_path: Path) -> None:
+    client = openai_node()
+    driver = Path(client.command[-1]).read_text(encoding="utf-8")
+    assert "baseURL: opts.url" in driver and "baseURL:" in snippet("openai-node").code
+    m = re.search(r'"(https://127\.0\.0\.1:8765[^"]*)"', snippet("openai-node").code)
+    assert m is not None
+
+    async def main() -> Path:
+        async with run_server(ServerOptions(latency=LATENCY)) as srv:
+            return await proxied("record-tls", srv, tmp_path, client, m.group(1))
 
     check_trace(asyncio.run(main()), "rtrace record")
 

@@ -3,9 +3,10 @@
 
 The SDK is a thin socket; the driver is the minimal application on it, opted in to the SDK's reconnect. What it
 does on the wire: it reconnects only on the codes it lists (1001, 1005, 1006, 1011-1013, 1015; not 1000) and then
-restores nothing: the driver sends its `session.update` again on the new `session.created`, and the SDK flushes the
-frames queued while it reconnected, nothing else. So an output sent while it reconnects names a call the new
-conversation does not hold, and an output the old socket never confirmed is lost.
+restores nothing: the SDK flushes the frames queued while it reconnected as the socket opens, and the driver sends
+its `session.update` again only on the new `session.created`, after them (`reconnect-restores-nothing`). So an
+output sent while it reconnects names a call the new conversation does not hold, and an output the old socket never
+confirmed is lost.
 """
 
 from __future__ import annotations
@@ -59,9 +60,13 @@ def test_reconnect_while_the_tool_runs_restores_nothing(reconnect: Run) -> None:
     assert second.creates() == ["function_call_output"], reconnect.explain()
     assert second.sent("session.update") == 1 and second.sent("response.create") == 1, reconnect.explain()
     assert second.errors() == ["invalid_tool_call_id"], reconnect.explain()
-    # the answer comes from an empty conversation
+    # the flushed frames leave as the socket opens, before the application's session.update: the response runs
+    # from an empty session with default settings, and the answer comes from an empty conversation
+    first = [e.get("type") for e in second.client][:2]
+    assert first == ["conversation.item.create", "response.create"], reconnect.explain()
     assert reconnect.summary["final_answer"] == "Hello! How can I help?", reconnect.explain()
-    assert_slugs(reconnect, {"unanswered-function-call", "output-for-unknown-call", "server-error"})
+    expected = {"unanswered-function-call", "output-for-unknown-call", "server-error", "reconnect-restores-nothing"}
+    assert_slugs(reconnect, expected)
 
 
 def test_the_fault_is_noted_when_it_acts(reconnect: Run) -> None:

@@ -141,7 +141,8 @@ def test_real_sdk_reconnect_is_two_connections_with_the_same_findings(healthy: C
     rec = recorded_run(client(), tmp_path, close_after=events_through_call(healthy.serve), close_code=FAULT_CLOSE_CODE)
     assert rec.serve.summary["reconnected"] == 1, rec.explain()
     assert assert_same_findings(rec) == set()
-    assert rec.slugs == {"unanswered-function-call", "output-for-unknown-call", "server-error"}, rec.explain()
+    expected = {"unanswered-function-call", "output-for-unknown-call", "server-error", "reconnect-restores-nothing"}
+    assert rec.slugs == expected, rec.explain()
     closes = [r["event"] for r in trace_lines(rec.trace)[1:] if r["event"].get("type") == "connection.closed"]
     assert [c.get("code") for c in closes] == [FAULT_CLOSE_CODE, 1000], rec.explain()
 

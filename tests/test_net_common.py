@@ -31,6 +31,13 @@ def test_upstream_url() -> None:
     )
     assert upstream_url("ws://127.0.0.1:9/v1", "/v1/realtime") == "ws://127.0.0.1:9/v1/realtime"
     assert upstream_url("wss://h.example/proxy/v1/realtime", "/v1/realtime") == "wss://h.example/proxy/v1/realtime"
+    # a client of a vendor path that already holds the upstream's prefix (Azure's /openai, Voice Live's)
+    azure = "wss://r.openai.azure.com/openai/v1/realtime"
+    assert upstream_url(azure, "/v1/realtime?model=d") == "wss://r.openai.azure.com/openai/v1/realtime?model=d"
+    assert upstream_url(azure, "/openai/v1/realtime?model=d") == "wss://r.openai.azure.com/openai/v1/realtime?model=d"
+    assert upstream_url(azure, "/openai/realtime?deployment=d") == "wss://r.openai.azure.com/openai/realtime?deployment=d"
+    voice = "wss://r.services.ai.azure.com/voice-live/realtime"
+    assert upstream_url(voice, "/voice-live/realtime?model=m") == "wss://r.services.ai.azure.com/voice-live/realtime?model=m"
 
 
 def test_safe_url_keeps_no_credentials() -> None:

@@ -87,6 +87,10 @@ LiveOpt = Annotated[
 ScriptOpt = Annotated[
     Path | None, typer.Option(help="A scenario script (TOML): turns that answer, call, fail, close, delay.")
 ]
+# The listening side's TLS (`serve`, `record`; `net.tls`).
+TlsOpt = Annotated[bool, typer.Option("--tls", help="Listen on wss:// with a certificate made and kept (printed).")]
+CertOpt = Annotated[Path | None, typer.Option(help="With --tls: your certificate chain (PEM) instead of a made one.")]
+KeyOpt = Annotated[Path | None, typer.Option(help="With --cert: its private key (PEM).")]
 
 
 SERVE_EXAMPLES = """Examples:
@@ -97,7 +101,7 @@ SERVE_EXAMPLES = """Examples:
 
 @app.command(
     epilog=verbatim(SERVE_EXAMPLES)
-    + "\n\nA script (the schema: README, or the docstring of rtrace.net.script):\n\n"
+    + "\n\nA script (the schema: docs/serve.md, or the docstring of rtrace.net.script):\n\n"
     + verbatim(EXAMPLE_SCRIPT)
     + "\n\nA custom tool, called on each user turn:\n\n"
     + verbatim(EXAMPLE_TOOL)
@@ -135,6 +139,9 @@ def serve(
     transcript: TranscriptOpt = None,
     vad_threshold: VadThresholdOpt = None,
     script: ScriptOpt = None,
+    tls: TlsOpt = False,
+    cert: CertOpt = None,
+    key: KeyOpt = None,
     live: LiveOpt = None,
     exit_with_findings: Annotated[
         bool,
@@ -159,7 +166,7 @@ def serve(
             expire_after=expire_after, duplicate_id=duplicate_id, story_chunk_delay=story_chunk_delay,
             fault_times=fault_times or None, tool=tool, drop_after=drop_after, close_code=close_code,
             audio_tone=audio_tone, audio_pace=audio_pace, transcript=transcript, vad_threshold=vad_threshold,
-            script=str(script) if script else None,
+            script=str(script) if script else None, tls=tls, cert=_opt_path(cert), key=_opt_path(key),
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -169,6 +176,10 @@ def serve(
     scrubbed_logging(sys.stderr)
     live = sys.stderr.isatty() if live is None else live
     serve_watched(options, live, fail_on if exit_with_findings else None)
+
+
+def _opt_path(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
 
 
 def serve_watched(options: "ServerOptions", live: bool, fail_on: FailOn | None) -> None:
@@ -273,17 +284,22 @@ def record(
     port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
+    tls: TlsOpt = False,
+    cert: CertOpt = None,
+    key: KeyOpt = None,
     live: LiveOpt = None,
 ) -> None:
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
     from ..net.proxy import RecordOptions, check_upstream, record_main
+    from ..net.tls import tls_files
 
     bind_host(host)
     try:
         check_upstream(upstream)
+        files = tls_files(tls, _opt_path(cert), _opt_path(key), host)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio)
+    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio, tls=files)
     out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
     stop_on_sigterm()
     try:

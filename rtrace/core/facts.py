@@ -38,6 +38,16 @@ class ConnClosed(Fact):
 
 
 @dataclasses.dataclass(slots=True, eq=False)
+class SentIntoClosing(Fact):
+    """Changes sent on a connection after its close was noted: frames the client wrote into a socket the server
+    was closing (it notes the close when it sends its close frame; the client writes on until it reads it). They
+    belong to that connection's end, as its `ConnClosed.indeterminate` do, and are indeterminate at once."""
+
+    conn: Connection
+    changes: list[Change]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
 class Reconnected(Fact):
     """`conn` replaces `previous`, which ended: a reconnect. `rec` is the record at which the pairing became
     known: `conn`'s first record, or `previous`'s close when the client opened the new socket first (then
@@ -160,6 +170,7 @@ NO_FACTS: tuple[Fact, ...] = ()
 FACTS: tuple[type[Fact], ...] = (
     ConnOpened,
     ConnClosed,
+    SentIntoClosing,
     Reconnected,
     ChangeSent,
     ChangeAnswered,

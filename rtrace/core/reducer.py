@@ -46,6 +46,7 @@ from .facts import (
     Reconnected,
     ResponseCreated,
     ResponseDone,
+    SentIntoClosing,
     ServerError,
     SessionUpdated,
 )
@@ -231,17 +232,21 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
         rec = checked(state, rec, spec)
     handler(state, conn, rec, facts)
     if conn.ended_by is not None:
-        _after_close(conn, rec)
+        _after_close(conn, rec, facts)
     return state, facts
 
 
-def _after_close(conn: Connection, rec: Record) -> None:
+def _after_close(conn: Connection, rec: Record, facts: list[Fact]) -> None:
     """A record on a connection that already ended (a late event, a send on a dead socket): nothing it starts
-    can be answered, so a change it sent is indeterminate at once and a response it began is orphaned."""
-    for change in conn.pending.values():
-        change.status = "indeterminate"
-        change.answer_line = rec.line
-        change.answer_t = rec.t
+    can be answered, so a change it sent is indeterminate at once (`SentIntoClosing`) and a response it began is
+    orphaned."""
+    if conn.pending:
+        late = list(conn.pending.values())
+        for change in late:
+            change.status = "indeterminate"
+            change.answer_line = rec.line
+            change.answer_t = rec.t
+        facts.append(SentIntoClosing(rec, conn, late))
     conn.pending.clear()
     for resp in conn.responses.values():
         if resp.open:

@@ -130,8 +130,9 @@ def is_loopback(url: str) -> bool:
 
 
 def upstream_url(upstream: str, client_path: str) -> str:
-    """Where a client request for `client_path` goes: the upstream's origin (and any prefix before `/v1/realtime`)
-    plus the client's path and query; query parameters of `upstream` the client did not set are added."""
+    """Where a client request for `client_path` goes: the upstream's origin (and any prefix before `/v1/realtime`,
+    unless the client's path starts with it) plus the client's path and query; query parameters of `upstream` the
+    client did not set are added."""
     up = urllib.parse.urlsplit(upstream)
     prefix = up.path.rstrip("/")
     for suffix in _PATH_SUFFIXES:
@@ -139,6 +140,8 @@ def upstream_url(upstream: str, client_path: str) -> str:
             prefix = prefix[: -len(suffix)]
             break
     cp = urllib.parse.urlsplit(client_path)
+    if prefix and (cp.path == prefix or cp.path.startswith(prefix + "/")):
+        prefix = ""  # a client that asks for the vendor's own path (`/openai/...`, `/voice-live/...`) already has it
     query = urllib.parse.parse_qsl(cp.query, keep_blank_values=True)
     have = {k for k, _ in query}
     query += [(k, v) for k, v in urllib.parse.parse_qsl(up.query, keep_blank_values=True) if k not in have]

@@ -41,6 +41,7 @@ from .common import (
     upstream_url,
     warn_unless_loopback,
 )
+from .tls import TlsFiles, announce_tls
 
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
 _HOP_HEADERS = frozenset(
@@ -79,6 +80,8 @@ class RecordOptions:
     open_timeout: float = 10.0
     #: Given each line of `output` once written (live findings: `rtrace.engine.live.LiveFold.tap`).
     tap: Tap | None = None
+    #: Listen on `wss://` with this certificate (`rtrace.net.tls`); None: `ws://`.
+    tls: TlsFiles | None = None
 
 
 @dataclasses.dataclass
@@ -120,7 +123,8 @@ class RecordingProxy:
 
     @property
     def url(self) -> str:
-        return f"ws://{host_for_url(self.options.host)}:{self.port}/v1"
+        scheme = "wss" if self.options.tls else "ws"
+        return f"{scheme}://{host_for_url(self.options.host)}:{self.port}/v1"
 
     @property
     def http_url(self) -> str:
@@ -289,6 +293,7 @@ class RecordingProxy:
             ping_interval=None,
             compression=None,
             server_header=None,
+            ssl=o.tls.context() if o.tls is not None else None,
         )
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
@@ -361,6 +366,7 @@ def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] 
         print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
         print(f"  OPENAI_BASE_URL={proxy.http_url}", file=out)
         print(f"  recording to {options.output}", file=out)
+        announce_tls(options.tls, out)
         print("  Ctrl-C to stop.", file=out)
         out.flush()
 

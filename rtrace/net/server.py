@@ -31,7 +31,7 @@ from websockets.protocol import State
 from .. import __version__
 from ..core.durations import format_duration, parse_duration, parse_latencies
 from ..core.inputs import TooDeep, check_nesting
-from ..core.secrets import may_hold_secret, safe_path, scrub_secrets
+from ..core.secrets import may_hold_secret, safe_path, scrub_secrets, scrub_text
 from ..core.trace import encode
 from ..core.writer import Clock, Tap, TraceWriter
 from .common import (
@@ -45,12 +45,69 @@ from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .lateness import Lateness
 from .playback import ResponseSource, recorded_responses
-from .script import load_script
+from .script import Schedule, load_script
+from .tls import TlsFiles, announce_tls, tls_files
 from .wire import Emission, decode_frame
 
-#: Paths that accept the realtime handshake, with or without a trailing slash (the query string, e.g.
-#: `?model=...`, is free): a client given the base URL (`/v1`, or the bare origin) and one given the full one.
-PATHS = ("/v1/realtime", "/realtime", "/v1", "/")
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """A path that accepts the realtime handshake (with or without a trailing slash; `{deployment}` is one path
+    segment), the protocol family its clients speak, and the query parameters they add."""
+
+    path: str
+    family: str
+    query: str = ""
+
+    def match(self, path: str) -> str | None:
+        """The deployment named in `path` ("" when the route names none); None: not this route."""
+        head, sep, tail = self.path.partition("{deployment}")
+        if not sep:
+            return "" if path == self.path else None
+        if path.startswith(head) and path.endswith(tail) and len(path) > len(head) + len(tail):
+            middle = path[len(head) : len(path) - len(tail)]
+            return None if "/" in middle else urllib.parse.unquote(middle)
+        return None
+
+    def __str__(self) -> str:
+        return self.path + (f"?{self.query}" if self.query else "")
+
+
+#: Every path a realtime client of the OpenAI, Azure OpenAI or Voice Live protocol asks for (as their SDKs build it
+#: from a base URL): OpenAI's full URL and the base URLs a client adds `/realtime` to; Azure OpenAI's preview path
+#: (the openai Python SDK's `AzureOpenAI`, livekit's Azure plugin), its GA v1 path (the openai Node SDK 7's
+#: `AzureOpenAI`), and a base URL naming the deployment; Voice Live's (`azure-ai-voicelive`). The model of the
+#: session is the `model` query parameter, else `deployment`, else the deployment in the path.
+ROUTES = (
+    Route("/v1/realtime", "openai", "model=..."),
+    Route("/realtime", "openai", "model=..."),
+    Route("/v1", "openai"),
+    Route("/", "openai"),
+    Route("/openai/realtime", "azure-openai", "api-version=...&deployment=..."),
+    Route("/openai/v1/realtime", "azure-openai", "model=..."),
+    Route("/openai/deployments/{deployment}/realtime", "azure-openai", "api-version=..."),
+    Route("/voice-live/realtime", "voice-live", "api-version=...&model=..."),
+)
+#: The paths alone (what `RealtimeServer.url` and the clients of earlier versions rely on).
+PATHS = tuple(r.path for r in ROUTES)
+
+
+def route_of(target: str) -> tuple[Route, str | None] | None:
+    """The route a request target (path and query) asks for, and the model it names (None: none named)."""
+    parts = urllib.parse.urlsplit(target)
+    path = parts.path.rstrip("/") or "/"
+    for route in ROUTES:
+        deployment = route.match(path)
+        if deployment is None:
+            continue
+        query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=False))
+        return route, query.get("model") or query.get("deployment") or deployment or None
+    return None
+
+
+def accepted_paths() -> str:
+    """The accepted paths, for a refusal."""
+    return ", ".join(str(r) for r in ROUTES)
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -74,40 +131,19 @@ class ServerOptions:
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
-    # Faults (see `rtrace.net.faults.Faults`).
-    close_after: int | None = None
-    drop_on: list[str] = dataclasses.field(default_factory=list)
-    fail_response: set[int] = dataclasses.field(default_factory=set)
-    error_on: list[str] = dataclasses.field(default_factory=list)
-    expire_after: float | None = None
-    #: Drop the connection right after the server sends a matching event (`TYPE[:ITEM_TYPE]`).
-    drop_after: list[str] = dataclasses.field(default_factory=list)
-    #: Close code of every closing fault; None: 1006 (no close frame) for drops, 1000 for `close_after`. See
-    #: `rtrace.net.faults`.
-    close_code: int | None = None
-    #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
-    fault_times: int | None = 1
+    #: What the endpoint answers and breaks when: the fault flags' turns and a script's (`rtrace.net.script`).
+    schedule: Schedule = dataclasses.field(default_factory=Schedule)
     max_frame_bytes: int = MAX_FRAME_BYTES
     #: Seconds `stop` waits for each open connection's closing handshake before it drops the connection.
     close_timeout: float = 10.0
     #: Where the server tells the user what it refused (a handshake on another path, a request that is not a
     #: websocket upgrade), one line each; None: stderr.
     log: Callable[[str], None] | None = None
+    #: Serve `wss://` with this certificate (`rtrace.net.tls`); None: `ws://`.
+    tls: TlsFiles | None = None
     #: Injected for tests: a monotonic clock (seconds) and the matching sleep.
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
-
-    def faults(self) -> Faults:
-        return Faults(
-            close_after=self.close_after,
-            drop_on=list(self.drop_on),
-            fail_response=set(self.fail_response),
-            error_on=list(self.error_on),
-            expire_after=self.expire_after,
-            drop_after=list(self.drop_after),
-            close_code=self.close_code,
-            times=self.fault_times,
-        )
 
     def latency_of(self, event_type: str) -> float:
         return self.latency_by_type.get(event_type, self.latency)
@@ -191,12 +227,13 @@ class _Outbox:
 class _Session:
     """One websocket: the endpoint, its outbox, and the tasks that wait out the endpoint's pauses."""
 
-    def __init__(self, server: RealtimeServer, ws: ServerConnection, conn: int) -> None:
+    def __init__(self, server: RealtimeServer, ws: ServerConnection, conn: int, model: str | None = None) -> None:
         self.server = server
         self.ws = ws
         self.conn = conn
         opts = server.options
-        self.endpoint = EndpointConnection(conn, opts.endpoint, opts.faults(), server.shared, server.source)
+        endpoint = dataclasses.replace(opts.endpoint, model=model) if model else opts.endpoint
+        self.endpoint = EndpointConnection(conn, endpoint, opts.schedule, server.shared, server.source)
         rng = random.Random(f"{opts.seed}:{conn}") if opts.seed is not None else random.Random()
         self.outbox = _Outbox(
             ws,
@@ -350,11 +387,13 @@ class RealtimeServer:
 
     @property
     def url(self) -> str:
-        return f"ws://{host_for_url(self.host)}:{self.port}/v1"
+        scheme = "wss" if self.options.tls else "ws"
+        return f"{scheme}://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def http_url(self) -> str:
-        return f"http://{host_for_url(self.host)}:{self.port}/v1"
+        scheme = "https" if self.options.tls else "http"
+        return f"{scheme}://{host_for_url(self.host)}:{self.port}/v1"
 
     @property
     def realtime_url(self) -> str:
@@ -386,10 +425,11 @@ class RealtimeServer:
             self.flush_trace()
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
-        path = urllib.parse.urlsplit(request.path).path
-        if (path.rstrip("/") or "/") not in PATHS:
-            accepted = ", ".join(PATHS)
-            return ws.respond(http.HTTPStatus.NOT_FOUND, f"rtrace serve: the realtime endpoint is one of {accepted}\n")
+        if route_of(request.path) is None:
+            return ws.respond(
+                http.HTTPStatus.NOT_FOUND,
+                f"rtrace serve: no realtime endpoint at this path; the accepted paths are {accepted_paths()}\n",
+            )
         return None
 
     def _process_response(self, ws: ServerConnection, request: Request, response: Response) -> None:
@@ -407,7 +447,9 @@ class RealtimeServer:
         self.record("meta", conn, {"type": "connection.closed", "by": "server", "status": response.status_code})
         self.flush_trace()
         log = self.options.log or _stderr
-        log(f"rtrace serve: refused a handshake: HTTP {response.status_code} {why} for {path}")
+        refused_path = response.status_code == http.HTTPStatus.NOT_FOUND
+        known = f" (the accepted paths are {accepted_paths()})" if refused_path else ""
+        log(f"rtrace serve: refused a handshake: HTTP {response.status_code} {why} for {path}{known}")
 
     @staticmethod
     def _select_subprotocol(ws: ServerConnection, offered: Any) -> Any:
@@ -417,8 +459,17 @@ class RealtimeServer:
     async def _handler(self, ws: ServerConnection) -> None:
         conn = next(self._conns)
         path = ws.request.path if ws.request is not None else ""
-        self.record("meta", conn, {"type": "connection.opened", "path": safe_path(path)})
-        session = _Session(self, ws, conn)
+        opened: dict[str, Any] = {"type": "connection.opened", "path": safe_path(path)}
+        found = route_of(path)
+        model = None
+        if found is not None:
+            opened["route"] = found[0].path
+            opened["protocol"] = found[0].family
+            model = found[1]
+            if model:
+                opened["model"] = scrub_text(model)
+        self.record("meta", conn, opened)
+        session = _Session(self, ws, conn, model)
         self.sessions.add(session)
         try:
             await session.serve()
@@ -434,6 +485,8 @@ class RealtimeServer:
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
             }
+            if o.schedule:
+                header["schedule"] = scrub_text(o.schedule.to_toml())  # the script that runs it again
             self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True, tap=o.tap)
             self._flusher = asyncio.get_running_loop().create_task(self._flush_every())
         self._server = await serve(
@@ -445,6 +498,7 @@ class RealtimeServer:
             select_subprotocol=self._select_subprotocol,
             max_size=o.max_frame_bytes,
             close_timeout=o.close_timeout,
+            ssl=o.tls.context() if o.tls is not None else None,
             ping_interval=None,
             compression=None,
         )
@@ -516,9 +570,13 @@ def options_from_cli(
     transcript: list[str] | None = None,
     vad_threshold: float | None = None,
     script: str | None = None,
+    tls: bool = False,
+    cert: str | None = None,
+    key: str | None = None,
 ) -> ServerOptions:
     """`ServerOptions` from command-line strings (durations in the grammar of `rtrace.core.durations`, event types
     checked against the catalog). Raises ValueError with a message for people."""
+    files = tls_files(tls, cert, key, host)
     default, by_type = parse_latencies(latency or [], "--latency")
     check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
     endpoint = EndpointOptions(seed=seed or 0)
@@ -533,8 +591,6 @@ def options_from_cli(
             raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
         endpoint.audio_pace = audio_pace
     endpoint.transcripts = list(transcript or [])
-    if script is not None:
-        endpoint.script = load_script(script)  # a ScriptError is a ValueError: file:line: message
     if vad_threshold is not None:
         if not 0 < vad_threshold <= 1:
             raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")
@@ -549,6 +605,26 @@ def options_from_cli(
             f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
             "1005 sends a close frame without a code, 1006 ends the connection without one"
         )
+    if close_after is not None and close_after < 1:
+        raise ValueError(f"--close-after {close_after}: give a number of server events, at least 1")
+    for n in fail_response or []:
+        if n < 1:
+            raise ValueError(f"--fail-response {n}: a connection's responses count from 1")
+    if fault_times is not None and fault_times < 0:
+        raise ValueError(f"--fault-times {fault_times}: 0 (every time) or more")
+    faults = Faults(
+        close_after=close_after,
+        drop_on=check_specs(_specs(drop_on), "client", "--drop-on"),
+        fail_response=set(fail_response or []),
+        error_on=check_specs(_specs(error_on), "client", "--error-on"),
+        expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
+        drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
+        close_code=close_code,
+        times=fault_times or None,  # 0: every time, as --fault-times says
+    )
+    schedule = Schedule.of(faults)
+    if script is not None:
+        schedule = schedule + load_script(script)  # a ScriptError is a ValueError: file:line: message
     if from_trace is not None and not os.path.isfile(from_trace):
         raise ValueError(f"{from_trace}: no such trace file")
     return ServerOptions(
@@ -561,14 +637,8 @@ def options_from_cli(
         record=record,
         from_trace=from_trace,
         endpoint=endpoint,
-        close_after=close_after,
-        drop_on=check_specs(_specs(drop_on), "client", "--drop-on"),
-        fail_response=set(fail_response or []),
-        error_on=check_specs(_specs(error_on), "client", "--error-on"),
-        expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
-        drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
-        close_code=close_code,
-        fault_times=fault_times or None,  # 0: every time, as --fault-times says
+        schedule=schedule,
+        tls=files,
     )
 
 
@@ -581,34 +651,7 @@ def describe(options: ServerOptions) -> list[str]:
         latency += " (" + ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(o.latency_by_type.items())) + ")"
     jitter = f"jitter +/-{format_duration(o.jitter)} (order kept)" if o.jitter else "no jitter"
     lines = [f"{latency}, {jitter}"]
-    times = "every time" if o.fault_times is None else ("once" if o.fault_times == 1 else f"{o.fault_times} times")
-
-    def closing(default: str) -> str:
-        if o.close_code is None:
-            return default
-        return {ABNORMAL: "no close frame (1006)", NO_STATUS: "a close frame without a code (1005)"}.get(
-            o.close_code, f"close {o.close_code}"
-        )
-
-    faults: list[str] = []
-    for spec in o.drop_on:
-        faults.append(f"drop the socket ({closing('no close frame, 1006')}) when the client sends {spec}")
-    for spec in o.drop_after:
-        faults.append(f"drop the socket ({closing('no close frame, 1006')}) right after sending {spec}")
-    if o.close_after is not None:
-        faults.append(f"close ({closing('close 1000')}) after {o.close_after} server events")
-    for spec in o.error_on:
-        faults.append(f"answer {spec} with an error")
-    for n in sorted(o.fail_response):
-        faults.append(f"fail response {n} of a connection")
-    if o.expire_after is not None:
-        faults.append(f"session_expired and close 1001 {format_duration(o.expire_after)} after a connection opens")
-    if faults:
-        lines.append(f"faults ({times} each): " + "; ".join(faults))
-    else:
-        lines.append("no fault")
-    if o.endpoint.script is not None:
-        lines.append(f"script {o.endpoint.script.path} ({len(o.endpoint.script.turns)} turns)")
+    lines.extend(o.schedule.describe())
     if o.from_trace is not None:
         lines.append(f"responses recorded in {o.from_trace}")
     return lines
@@ -654,6 +697,7 @@ def serve_main(
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
         print(f"  websocket URL: {server.realtime_url}", file=out)
         print(f"  RTRACE_URL={server.url}", file=out)
+        announce_tls(options.tls, out)
         if options.record is not None and not temporary:
             print(f"  recording to {options.record}", file=out)
         for line in describe(options):

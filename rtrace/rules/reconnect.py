@@ -7,7 +7,15 @@ import heapq
 from collections.abc import Iterable
 
 from ..core.conversation import Item
-from ..core.facts import ChangeSent, ConnClosed, ConnOpened, Reconnected, ResponseCreated
+from ..core.facts import (
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    ConnOpened,
+    Reconnected,
+    ResponseCreated,
+    SentIntoClosing,
+)
 from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Config, Finding, Rule, Witness, on
 
@@ -178,7 +186,9 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
     conversation, or a delete the old socket never confirmed is undone because the replay re-created the item.
     Replays built from a mirror of *confirmed* items have exactly this blind spot (docs/protocol.md 4.3).
 
-    **How it is judged.** Needs the end of the trace. A lost create: no later connection creates the same item id
+    **How it is judged.** Needs the end of the trace. The changes are those unanswered at the close and those
+    sent on the connection after its close was noted (written into the closing socket). A lost create: no later
+    connection creates the same item id
     (for a `function_call_output`, the same call id). A lost delete: the next connection (the one that replaced
     it, whatever the order of their `connection.opened` and `connection.closed` lines) re-creates the item and
     never deletes it. Not judged when the next connection's replay was not visible to the recorder
@@ -208,22 +218,27 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
         self.unfollowed: dict[int, list[_Unanswered]] = {}
         self.unfollowed_heap: list[int] = []
 
-    @on(ConnClosed)
-    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+    @on(ConnClosed, SentIntoClosing)
+    def conn_closed(self, fact: ConnClosed | SentIntoClosing, state: TraceState) -> None:
         if fact.conn.ended_by == "trace-end":
             return  # the recording stopped; nothing says the connection was lost
-        for change in fact.indeterminate:
+        late = isinstance(fact, SentIntoClosing)
+        for change in fact.changes if late else fact.indeterminate:  # type: ignore[union-attr]
             if change.kind == _CREATE:
                 item = change.item
                 if not change.item_id and not (item and item.call_id):
                     continue  # nothing to recognise it by if it is sent again: never reported
             elif change.kind != _DELETE or not change.item_id:
                 continue
-            entry = self.lost[change.seq] = _Unanswered(change, Witness.answer(change))
+            answer = Witness.closed(fact.conn) if late else Witness.answer(change)
+            entry = self.lost[change.seq] = _Unanswered(change, answer)
             if change.item_id:
                 self.by_item.setdefault(change.item_id, []).append(entry)
             if _output_call(change) is not None:
                 self.by_call.setdefault(_output_call(change), []).append(entry)  # type: ignore[arg-type]
+            if late and fact.conn.replaced_by is not None:
+                entry.next_conn = fact.conn.replaced_by  # written into a socket already replaced
+                continue
             if change.conn not in self.unfollowed:
                 heapq.heappush(self.unfollowed_heap, change.conn)
             self.unfollowed.setdefault(change.conn, []).append(entry)
@@ -300,8 +315,14 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
                 self.finding(
                     change.conn,
                     f"unconfirmed {change.short} at line {change.line} lost on reconnect",
-                    f"Line {change.line} ({change.summary}) had no answer when connection {change.conn} ended"
-                    f"{f' at line {ended.line}' if ended else ''}; the {what}.",
+                    f"Line {change.line} ({change.summary}) "
+                    + (
+                        f"was written into connection {change.conn} after its close at line {ended.line}"
+                        if ended and change.line > ended.line
+                        else f"had no answer when connection {change.conn} ended"
+                        f"{f' at line {ended.line}' if ended else ''}"
+                    )
+                    + f"; the {what}.",
                     [Witness.sent(change), ended],
                     state.last_line,
                     items=[change.item_id],
@@ -366,8 +387,10 @@ class ChangesLostAtFinalClose(Rule[Config]):
     message, the tool's result, the reply the agent asked for are lost with the session. The client believes
     they were sent.
 
-    **How it is judged.** Needs the end of the trace. The changes were pending when the connection closed, and no
-    later connection exists (none replaced it, none opened after it). A trace that simply ends while the
+    **How it is judged.** Needs the end of the trace. The changes were pending when the connection closed, or were
+    sent on it after its close was noted (frames written into the closing socket: the server notes its close when
+    it sends the close frame, the client writes on until it reads it), and no later connection exists (none
+    replaced it, none opened after it). A trace that simply ends while the
     connection is open is not reported (the recording stopped, not the session); a reconnect that loses them is
     `unconfirmed-item-lost-on-reconnect` or `response-create-lost-on-reconnect`.
 
@@ -403,13 +426,19 @@ class ChangesLostAtFinalClose(Rule[Config]):
             self.highest = fact.conn.n
             self.closed.clear()  # each is below it (none is kept below the highest)
 
-    @on(ConnClosed)
-    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+    @on(ConnClosed, SentIntoClosing)
+    def conn_closed(self, fact: ConnClosed | SentIntoClosing, state: TraceState) -> None:
         if fact.conn.ended_by == "trace-end" or fact.conn.n < self.highest:
             return
-        lost = [c for c in fact.indeterminate if c.kind in _LOSABLE]
-        if lost:
-            self.closed.append((fact.conn, lost, Witness.closed(fact.conn)))
+        changes = fact.changes if isinstance(fact, SentIntoClosing) else fact.indeterminate
+        lost = [c for c in changes if c.kind in _LOSABLE]
+        if not lost:
+            return
+        for held_conn, held, _ in self.closed:
+            if held_conn is fact.conn:
+                held.extend(lost)  # written into the closing socket: part of the same end
+                return
+        self.closed.append((fact.conn, lost, Witness.closed(fact.conn)))
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         out = []
@@ -417,7 +446,8 @@ class ChangesLostAtFinalClose(Rule[Config]):
             if conn.replaced_by is not None or conn.n < self.highest:
                 continue  # a later connection: unconfirmed-item-lost-on-reconnect's or RT124's to judge
             end = closed.line if closed else state.last_line
-            listed = ", ".join(_what_is_lost(c) for c in lost[:4])
+            late = " written after the close"
+            listed = ", ".join(_what_is_lost(c) + (late if c.line > end else "") for c in lost[:4])
             if len(lost) > 4:
                 listed += f" and {len(lost) - 4} more"
             out.append(
@@ -445,31 +475,37 @@ _SETTINGS = ("session.update", "transcription_session.update")
 
 
 class ReconnectRestoresNothing(Rule[Config]):
-    """A connection replaced one that held a conversation, and asked for a response without restoring anything:
-    no `session.update` and no replay of the old items.
+    """A connection replaced one that held a conversation, and a response ran on it without anything restored:
+    no `session.update` and no old item re-created and accepted.
 
     **What it means.** A new connection is a new, empty session with default settings (docs/protocol.md section 3):
     the model answers with no memory of the conversation, the default instructions, voice and tools. The user
     hears an agent that forgot everything, and a tool output sent later is rejected (`invalid_tool_call_id`).
 
     **How it is judged.** At the first response of the new connection (a `response.create`, or a response the
-    server starts on its own): before it, the new connection sent no `session.update` and re-created none of the
-    old connection's items (by item id, by `call_id`, or a message with the same role and text). Only when the
-    old connection held at least one item. A new connection with no response yet (a trace that ends) is not
-    judged. A recorder that cannot see the client's reconnect events (a log that omits the replay) says so with
-    `"replay_visible": false` on the new connection's `connection.opened` note: then it is not judged.
+    server starts on its own). A restore is a `session.update`, or a create that re-creates an item the old
+    connection held, with the same type (the same item id, the same `call_id`, or a message with the same role and
+    text) and that the server accepted. A `function_call_output` for a call the new session does not hold (no
+    `function_call` of that `call_id` re-created before it) restores nothing, and neither does a create the
+    server rejected: a queue of the old connection flushed onto the new one is no replay. When a candidate
+    restore is still unanswered at the response, the judgement waits for its answer (reported at the rejection).
+    Only when the old connection held at least one item. A new connection with no response yet (a trace that
+    ends), or whose candidate restore is never answered, is not judged. A recorder that cannot see the client's
+    reconnect events (a log that omits the replay) says so with `"replay_visible": false` on the new connection's
+    `connection.opened` note: then it is not judged.
 
     **Minimal example.**
 
-        [conn 1] S> conversation.item.added user message item_u
+        [conn 1] S> conversation.item.added function_call item_fc (call_1)
         [conn 1] -- closed --
-        [conn 2] C> response.create            <- no session.update, no create of item_u
+        [conn 2] C> conversation.item.create function_call_output (call_1)  -> invalid_tool_call_id
+        [conn 2] C> response.create            <- no session.update, nothing of conn 1 re-created
 
-    **Usual cause.** A reconnect that only reopens the socket (the openai SDK's opt-in reconnect), or a replay
-    that runs after the first `response.create` instead of before it.
+    **Usual cause.** A reconnect that only reopens the socket and flushes what was queued meanwhile (the openai
+    SDKs' opt-in reconnect), or a replay that runs after the first `response.create` instead of before it.
 
     **Fix.** On reconnect, send the session configuration (`session.update`) and replay the conversation, with
-    its function calls and outputs, before asking for any response.
+    its function calls and outputs, before asking for any response (then flush the queue).
     """
 
     id = "RT123"
@@ -481,8 +517,8 @@ class ReconnectRestoresNothing(Rule[Config]):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        #: new conn -> (the connection it replaced, itself), while it has restored nothing and asked for nothing.
-        self.watch: dict[int, tuple[Connection, Connection]] = {}
+        #: new conn -> what it restored so far, while nothing is known to be restored and no response was judged.
+        self.watch: dict[int, _Restore] = {}
         #: replaced conn -> (it, its event count then, the (role, text) of its messages), while a watch needs it.
         self.messages: dict[int, tuple[Connection, int, set[tuple[str | None, str]]]] = {}
 
@@ -490,71 +526,128 @@ class ReconnectRestoresNothing(Rule[Config]):
     def reconnected(self, fact: Reconnected, state: TraceState) -> list[Finding] | None:
         if not len(fact.previous.conv) or not fact.conn.replay_visible:
             return None
-        self.watch[fact.conn.n] = (fact.previous, fact.conn)
+        self.watch[fact.conn.n] = _Restore(fact.previous, fact.conn)
         for change in fact.early:
             out = self._change(change, fact.rec.line)
             if fact.conn.n not in self.watch:
                 return out
+        # an early change may have been answered before the pairing was known
+        watch = self.watch.get(fact.conn.n)
+        if watch is not None and watch.candidates:
+            return self._settle(fact.conn.n, fact.rec.line)
         return None
 
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         return self._change(fact.change, fact.rec.line) if fact.change.conn in self.watch else None
 
+    @on(ChangeAnswered)
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
+        watch = self.watch.get(fact.change.conn)
+        if watch is None or fact.change not in watch.candidates:
+            return None
+        return self._settle(fact.change.conn, fact.rec.line)
+
     @on(ResponseCreated)
     def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
         n = fact.conn.n
-        if n not in self.watch or fact.response.request is not None:
+        watch = self.watch.get(n)
+        if watch is None or fact.response.request is not None or watch.trigger is not None:
             return None
-        previous, conn = self._unwatch(n)
-        return [self._finding(previous, conn, Witness.of(fact.rec), "the server starts a response", fact.rec.line)]
+        watch.trigger = (Witness.of(fact.rec), "the server starts a response")
+        return self._settle(n, fact.rec.line)
 
     @on(ConnClosed)
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
         if fact.conn.n in self.watch:
-            self._unwatch(fact.conn.n)
+            self._unwatch(fact.conn.n)  # a candidate never answered: whether it restored is not known
 
-    def _unwatch(self, n: int) -> tuple[Connection, Connection]:
-        previous, conn = self.watch.pop(n)
-        self.messages.pop(previous.n, None)
-        return previous, conn
+    def _unwatch(self, n: int) -> _Restore:
+        watch = self.watch.pop(n)
+        self.messages.pop(watch.previous.n, None)
+        return watch
 
     def _change(self, change: Change, at: int) -> list[Finding] | None:
-        previous, conn = self.watch[change.conn]
-        if change.kind in _SETTINGS or (change.kind == "conversation.item.create" and self._restores(change, previous)):
+        watch = self.watch[change.conn]
+        if change.kind in _SETTINGS:
             self._unwatch(change.conn)
             return None
-        if change.kind != "response.create":
+        if change.kind == _CREATE:
+            if self._recreates(change, watch):
+                watch.candidates.append(change)
+                if change.item is not None and change.item.type == "function_call" and change.item.call_id:
+                    watch.calls.add(change.item.call_id)
+                return self._settle(change.conn, at) if change.status != "pending" else None
             return None
-        self._unwatch(change.conn)
-        return [self._finding(previous, conn, Witness.sent(change), "asks for a response", at)]
+        if change.kind != "response.create" or watch.trigger is not None:
+            return None
+        watch.trigger = (Witness.sent(change), "asks for a response")
+        return self._settle(change.conn, at)
 
-    def _finding(self, previous: Connection, conn: Connection, trigger: Witness, what: str, at: int) -> Finding:
+    def _settle(self, n: int, at: int) -> list[Finding] | None:
+        """Judge `n` if it can be: restored once a candidate is accepted; nothing restored once a response ran and
+        no candidate can still be accepted."""
+        watch = self.watch[n]
+        if any(c.status == "confirmed" for c in watch.candidates):
+            self._unwatch(n)
+            return None
+        if watch.trigger is None or any(c.status == "pending" for c in watch.candidates):
+            return None
+        self._unwatch(n)
+        trigger, what = watch.trigger
+        return [self._finding(watch, trigger, what, at)]
+
+    def _finding(self, watch: _Restore, trigger: Witness, what: str, at: int) -> Finding:
+        previous, conn = watch.previous, watch.conn
         held = list(previous.conv)
         kinds = ", ".join(dict.fromkeys(f"{i.role} message" if i.type == "message" else i.type for i in held))
         opened = Witness(conn.opened_line, conn.opened_t, "meta", conn.n, "connection.opened", "connection opened")
+        rejected = [c for c in watch.candidates if c.status == "rejected"]
+        tried = ""
+        for c in watch.flushed[:2]:
+            tried += f" Line {c.line} ({c.summary}) names a call the new session does not hold: it restores nothing."
+        if rejected:
+            listed = ", ".join(str(c.line) for c in rejected[:3])
+            lines = f"line{'s' if len(rejected) > 1 else ''} {listed}"
+            tried += f" The server rejected {lines}: a rejected create restores nothing."
         return self.finding(
             conn.n,
             f"connection {conn.n}: a response at line {trigger.line} from an empty session",
             f"Connection {previous.n} held {len(held)} item{'' if len(held) == 1 else 's'} ({kinds}) when it ended "
             f"at line {previous.closed_line}. Connection {conn.n} (opened at line {conn.opened_line}) sent no "
-            f"session.update and re-created none of them before line {trigger.line}, where it {what}: the model "
-            "answers from an empty session with default settings.",
-            [Witness.closed(previous), opened, trigger],
+            f"session.update and re-created none of them (accepted) before line {trigger.line}, where it {what}: "
+            f"the model answers from an empty session with default settings.{tried}",
+            [
+                Witness.closed(previous),
+                opened,
+                *(Witness.sent(c) for c in watch.flushed[:2]),
+                *(Witness.answer(c) for c in rejected[:2]),
+                trigger,
+            ],
             at,
             items=[i.id for i in held[:8]],
         )
 
-
-    def _restores(self, change: Change, previous: Connection) -> bool:
-        """Whether a create re-creates an item `previous` held: the same id, the same call_id, or a message with
-        the same role and text (a replay under new ids)."""
+    def _recreates(self, change: Change, watch: _Restore) -> bool:
+        """Whether a create may restore what `watch.previous` held: an item of the same type under the same id or
+        the same call_id, or a message with the same role and text (a replay under new ids). A
+        `function_call_output` counts only when the new session holds its call (re-created before it); one that
+        does not is noted in `watch.flushed`."""
         item = change.item
         if item is None:
             return False
-        if item.id and item.id in previous.conv:
+        previous = watch.previous
+        if item.type == "function_call_output":
+            if not item.call_id:
+                return False
+            old_call = item.call_id in previous.conv.by_call or item.call_id in previous.conv.outputs_by_call
+            if old_call and item.call_id not in watch.calls and item.call_id not in watch.conn.conv.by_call:
+                watch.flushed.append(change)
+                return False
+            return old_call
+        if item.id and item.id in previous.conv and previous.conv.items[item.id].type == item.type:
             return True
-        if item.call_id and (item.call_id in previous.conv.by_call or item.call_id in previous.conv.outputs_by_call):
+        if item.type == "function_call" and item.call_id and item.call_id in previous.conv.by_call:
             return True
         if item.type != "message" or not item.text:
             return False
@@ -567,6 +660,24 @@ class ReconnectRestoresNothing(Rule[Config]):
         return (item.role, item.text) in cached[2]
 
 
+class _Restore:
+    """What a new connection did towards restoring the one it replaced (`ReconnectRestoresNothing`)."""
+
+    __slots__ = ("calls", "candidates", "conn", "flushed", "previous", "trigger")
+
+    def __init__(self, previous: Connection, conn: Connection) -> None:
+        self.previous = previous
+        self.conn = conn
+        #: Creates that restore an old item if the server accepts them.
+        self.candidates: list[Change] = []
+        #: call_ids of the old calls re-created on the new connection (their outputs may follow).
+        self.calls: set[str] = set()
+        #: Outputs of old calls the new session does not hold (a flushed queue), for the explanation.
+        self.flushed: list[Change] = []
+        #: The first response (its witness and what it was), once one ran.
+        self.trigger: tuple[Witness, str] | None = None
+
+
 class ResponseCreateLostOnReconnect(Rule[Config]):
     """A `response.create` had no answer when its connection closed, the client reconnected, and no later
     connection asked for a response again.
@@ -575,8 +686,10 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
     waiting for that response's `response.created` times out (livekit-agents 1.8.9: "pending response discarded
     due to session reconnection"; 2.0.0b1 re-sends it on the new connection).
 
-    **How it is judged.** Needs the end of the trace. The connection that closed was replaced by a reconnect
-    (whatever the order of the `connection.opened` / `connection.closed` lines), and no later connection sent a
+    **How it is judged.** Needs the end of the trace. The `response.create` was unanswered at the close, or was
+    written into the closing socket after the close was noted. The connection that closed was replaced by a
+    reconnect (whatever the order of the `connection.opened` / `connection.closed` lines), and no later connection
+    sent a
     `response.create` (in the conversation or out of band) or got a response the server started on its own. A
     trace that simply ends while the connection is open is not reported; a close with no reconnect is
     `changes-lost-at-final-close`. Not judged when the replacing connection's replay was not visible to the
@@ -611,13 +724,19 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
         #: (ordinal, seq) of those replaced: a heap, so that a later request settles the oldest first.
         self.replaced: list[tuple[int, int]] = []
 
-    @on(ConnClosed)
-    def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
+    @on(ConnClosed, SentIntoClosing)
+    def conn_closed(self, fact: ConnClosed | SentIntoClosing, state: TraceState) -> None:
         if fact.conn.ended_by == "trace-end":
             return
-        for change in fact.indeterminate:
-            if change.kind == "response.create":
-                self.lost[change.seq] = (change, Witness.answer(change), [])
+        late = isinstance(fact, SentIntoClosing)
+        for change in fact.changes if late else fact.indeterminate:  # type: ignore[union-attr]
+            if change.kind != "response.create":
+                continue
+            self.lost[change.seq] = (change, Witness.closed(fact.conn) if late else Witness.answer(change), [])
+            if late and fact.conn.replaced_by is not None:  # written into a socket already replaced
+                self.lost[change.seq][2].append(fact.conn.replaced_by)
+                heapq.heappush(self.replaced, (change.conn, change.seq))
+            else:
                 self.unreplaced.setdefault(change.conn, []).append(change.seq)
 
     @on(Reconnected)

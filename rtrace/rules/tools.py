@@ -16,10 +16,11 @@ from ..core.facts import (
     ItemUpdated,
     ResponseCreated,
     ResponseDone,
+    SentIntoClosing,
     ServerError,
     SessionUpdated,
 )
-from ..core.state import Change, Connection, TraceState, unfinished_call
+from ..core.state import Change, Connection, Response, TraceState, unfinished_call
 from .base import Burst, Bursts, Config, Finding, Rule, Witness, ms, on
 
 
@@ -151,14 +152,20 @@ class UnansweredFunctionCall(Rule[Config]):
         S> conversation.item.added  function_call item_fc (call_1)
         C> response.create                                 <- no function_call_output for call_1
 
-    When an output for the call was sent but rejected, or was still unconfirmed when its connection ended, the
-    finding says so and names that line. A connection that ends with the call unanswered is reported only when
+    When an output for the call was sent but rejected, or was still unconfirmed when its connection ended, or was
+    written into the closing connection after the server's close was noted, the finding says so and names that
+    line. A connection that ends with the call unanswered is reported only when
     no later connection answers it. A
     `function_call` whose arguments never finished (its response was cut before
     `response.function_call_arguments.done`) is not a call the client could answer and is not reported.
 
+    A `response.create` sent while the output (or, in a pipelined replay, the call itself) is still pending is
+    judged once its response ran: fine when the output was confirmed; when it was rejected, never confirmed or
+    written into the closing connection, the finding names the response generated without it (its
+    `response.created` and `response.done` lines), as it does when the `response.create` follows the error.
+
     **Usual cause.** The output was never sent, was deleted (`deleted-function-call-output`), or the client asks
-    for a reply before the tool returns. Pipelined output-then-`response.create` is fine: pending creates count.
+    for a reply before the tool returns.
 
     **Fix.** Send the `function_call_output` before the next `response.create`; if speech must go on while the
     tool runs, make it explicit (an out-of-band response with `conversation: "none"`).
@@ -185,6 +192,11 @@ class UnansweredFunctionCall(Rule[Config]):
         #: the connection ended: its create and its answer (the error, or the close).
         self.failed: dict[tuple[int, str], tuple[Change, Witness | None]] = {}
         self.at_close: list[tuple[int, Item, list[Witness], Witness | None]] = []
+        #: response.creates sent while an output (or its call) they depend on was still pending, by the seq of the
+        #: response.create: judged once the response ran and each such output is confirmed or failed.
+        self.pipelined: dict[int, _Pipelined] = {}
+        #: The seqs of `pipelined` by connection.
+        self.pipelined_on: dict[int, list[int]] = {}
 
     @on(ItemAdded, ItemDone)
     def item(self, fact: ItemAdded | ItemDone, state: TraceState) -> None:
@@ -198,10 +210,13 @@ class UnansweredFunctionCall(Rule[Config]):
             self.answered_calls.add(item.call_id)
 
     @on(ChangeAnswered)
-    def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
+    def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.status == "rejected" and (call_id := _output_call(change)) is not None:
             self.failed[(change.conn, call_id)] = (change, Witness.answer(change))
+        if change.conn in self.pipelined_on and _call_of(change) is not None:
+            return self._pipelined_ready(state.conns[change.conn], fact.rec.line, closing=False)
+        return None
 
     @on(ItemDeleted)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
@@ -216,34 +231,173 @@ class UnansweredFunctionCall(Rule[Config]):
             self.unanswered.setdefault(conn.n, {})[gone.call_id] = [Witness.added(call, conn), Witness.of(fact.rec)]
             self.reported.pop(key, None)
 
+    @on(SentIntoClosing)
+    def sent_into_closing(self, fact: SentIntoClosing, state: TraceState) -> None:
+        for change in fact.changes:
+            if (call_id := _output_call(change)) is not None:
+                self.failed[(fact.conn.n, call_id)] = (change, Witness.closed(fact.conn))
+
     @on(ConnClosed)
-    def closed(self, fact: ConnClosed, state: TraceState) -> None:
+    def closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
         conn = fact.conn
         for change in fact.indeterminate:
             if (call_id := _output_call(change)) is not None:
                 self.failed[(conn.n, call_id)] = (change, Witness.answer(change))
+        out = self._pipelined_ready(conn, fact.rec.line, closing=True) if conn.n in self.pipelined_on else None
         for call_id, why in self.unanswered.pop(conn.n, {}).items():
             if self.reported.pop((conn.n, call_id), False):
                 continue
             item_id = conn.conv.by_call.get(call_id)
             if item_id is not None and not unfinished_call(conn.conv.items[item_id]):
                 self.at_close.append((conn.n, conn.conv.items[item_id], why, Witness.closed(conn)))
+        return out
 
     @on(ResponseCreated)
     def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
         # A response the server starts on its own (server VAD) answers without the tool result too.
         resp = fact.response
-        if resp.request is not None or not resp.in_conversation:
+        if resp.request is not None:
+            pipelined = self.pipelined.get(resp.request.seq)
+            if pipelined is not None:
+                pipelined.response = resp
+            return None
+        if not resp.in_conversation:
             return None
         trigger = Witness.of(fact.rec)
         return self._judge(fact.conn, trigger, f"the server starts response {resp.id} on its own", None)
+
+    @on(ResponseDone)
+    def response_done(self, fact: ResponseDone, state: TraceState) -> list[Finding] | None:
+        request = fact.response.request
+        if request is None or request.seq not in self.pipelined:
+            return None
+        return self._pipelined_ready(fact.conn, fact.rec.line, closing=False)
 
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "response.create" or change.conversation == "none":
             return None
-        return self._judge(state.conns[change.conn], Witness.sent(change), "asks for a response", change.event_id)
+        conn = state.conns[change.conn]
+        out = self._judge(conn, Witness.sent(change), "asks for a response", change.event_id)
+        if conn.pending.count("conversation.item.create") > 0 and conn.ended_by is None:
+            self._pipeline(conn, change)
+        return out
+
+    def _pipeline(self, conn: Connection, change: Change) -> None:
+        """Keep a response.create sent while creates of function items are pending: the response may run without
+        the output they carry, whatever the few milliseconds between them."""
+        calls: dict[str, Change] = {}
+        for pending in conn.pending.values():
+            call_id = _call_of(pending)
+            if call_id is not None and call_id not in conn.conv.outputs_by_call:
+                if call_id not in calls or _output_call(pending) is not None:
+                    calls[call_id] = pending  # the output the response waits for, else the pending call
+        calls = {c: p for c, p in calls.items() if not self.reported.get((conn.n, c))}
+        if calls:
+            self.pipelined[change.seq] = _Pipelined(change, calls)
+            self.pipelined_on.setdefault(conn.n, []).append(change.seq)
+
+    def _pipelined_ready(self, conn: Connection, at: int, closing: bool) -> list[Finding] | None:
+        """Judge the pipelined response.creates of `conn` that can be: each whose response ran (`response.done`,
+        or created and cut by the close) and none of whose outputs is still pending. A call whose output the
+        server confirmed is fine; one with an output rejected, written into the closing socket or unconfirmed at
+        the close is named with the response that ran without it."""
+        out: list[Finding] = []
+        seqs = self.pipelined_on.get(conn.n, [])
+        for seq in list(seqs):
+            p = self.pipelined[seq]
+            resp = p.response
+            ran = resp is not None and (resp.done_line is not None or (closing and resp.orphaned is not None))
+            if not closing and not ran:
+                continue
+            missing: list[tuple[str, Change | None]] = []
+            for call_id, sent in p.calls.items():
+                if not self._without(conn, call_id):
+                    continue  # confirmed, or the call is not in this session: not this rule's
+                output = self._output_for(conn, call_id, sent)
+                if output is not None and output.status == "pending" and not closing:
+                    break
+                missing.append((call_id, output))
+            else:
+                seqs.remove(seq)
+                del self.pipelined[seq]
+                if ran and resp is not None:
+                    out.extend(self._ran_without(conn, p, resp, missing, at))
+        if not seqs:
+            self.pipelined_on.pop(conn.n, None)
+        return out or None
+
+    def _without(self, conn: Connection, call_id: str) -> bool:
+        """Whether the session holds the call of `call_id` (finished, not reported in this stretch) and no output
+        of it."""
+        if call_id in conn.conv.outputs_by_call:
+            return False
+        item_id = conn.conv.by_call.get(call_id)
+        if item_id is None or unfinished_call(conn.conv.items[item_id]):
+            return False
+        return not self.reported.get((conn.n, call_id))
+
+    def _output_for(self, conn: Connection, call_id: str, sent: Change) -> Change | None:
+        """The output create of `call_id` a pipelined response waited for: the one pending then, or one that failed
+        since (None: no output was sent)."""
+        failed = self.failed.get((conn.n, call_id))
+        if failed is not None and failed[0].seq >= sent.seq:
+            return failed[0]
+        return sent if _output_call(sent) is not None else None
+
+    def _ran_without(
+        self, conn: Connection, p: _Pipelined, resp: Response, missing: list[tuple[str, Change | None]], at: int
+    ) -> list[Finding]:
+        out = []
+        trigger = p.request
+        for call_id, output in missing:
+            call = conn.conv.items[conn.conv.by_call[call_id]]
+            self.reported[(conn.n, call_id)] = True
+            if output is None:
+                state = f"{call.label()} is still pending (a pipelined replay) and no output for it was sent"
+            elif output.status == "rejected":
+                state = (
+                    f"the function_call_output of {call.label()} (line {output.line}) is still pending, and the "
+                    f"server rejected it at line {output.answer_line} with {_code(output)}"
+                )
+            elif conn.closed_line is not None and output.line > conn.closed_line:
+                state = (
+                    f"the function_call_output of {call.label()} (line {output.line}) is written into the closing "
+                    f"connection after its close at line {conn.closed_line}"
+                )
+            else:
+                state = (
+                    f"the function_call_output of {call.label()} (line {output.line}) is still pending, and it was "
+                    "never confirmed"
+                )
+            lines = f"lines {resp.created_line}-{resp.done_line}" if resp.done_line else f"line {resp.created_line}"
+            created = Witness(
+                resp.created_line, resp.created_t, "server", conn.n, "response.created", f"response.created {resp.id}"
+            )
+            done = (
+                Witness(
+                    resp.done_line, resp.done_t or resp.created_t, "server", conn.n, "response.done",
+                    f"response.done {resp.id} ({resp.status})",
+                )
+                if resp.done_line
+                else None
+            )
+            out.append(
+                self.finding(
+                    conn.n,
+                    f"response {resp.id} ran without the output of {call.label()}",
+                    f"Line {trigger.line} asks for a response while {state}: response {resp.id} ({lines}) was "
+                    "generated without the tool result.",
+                    [Witness.added(call, conn), *(_failure_witness((output, Witness.answer(output))) if output else []),
+                     Witness.sent(trigger), created, done],
+                    max(at, resp.done_line or resp.created_line),
+                    items=[call.id],
+                    call_ids=[call_id],
+                    event_ids=[trigger.event_id],
+                )
+            )  # fmt: skip
+        return out
 
     def _judge(self, conn: Connection, trigger: Witness, what: str, event_id: str | None) -> list[Finding]:
         out = []
@@ -289,7 +443,12 @@ class UnansweredFunctionCall(Rule[Config]):
             end = closed.line if closed else state.last_line
             failed = self.failed.get((n, call.call_id))
             what = "no function_call_output"
-            if failed is not None:
+            if failed is not None and failed[0].line > end:
+                what = (
+                    f"no function_call_output before the close (the one at line {failed[0].line} was written into "
+                    "the closing connection, after the server's close: it never reached the session)"
+                )
+            elif failed is not None:
                 what = f"no confirmed function_call_output ({_failure(*failed, at_close=True)})"
             later = [
                 f"connection {m} sent one at line {change.line} and {_outcome(change, answer)}"
@@ -304,12 +463,35 @@ class UnansweredFunctionCall(Rule[Config]):
                     f"{call.label()} (line {call.added_line}) had {what} when connection {n} "
                     f"ended at line {end}, and no later connection answered call {call.call_id}{tail}.",
                     [*why, *_failure_witness(failed), closed],
-                    end,
+                    max(end, failed[0].line) if failed is not None else end,  # an output written after the close
                     items=[call.id],
                     call_ids=[call.call_id],
                 )
             )
         return out
+
+
+_FUNCTION_ITEMS = ("function_call", "function_call_output")
+
+
+class _Pipelined:
+    """A response.create sent while creates of function items were pending (`UnansweredFunctionCall`)."""
+
+    __slots__ = ("calls", "request", "response")
+
+    def __init__(self, request: Change, calls: dict[str, Change]) -> None:
+        self.request = request
+        #: call_id -> the pending create it waited for (the output, or the call of a pipelined replay).
+        self.calls = calls
+        self.response: Response | None = None
+
+
+def _call_of(change: Change) -> str | None:
+    """The call_id of a create of a `function_call` or a `function_call_output`."""
+    item = change.item
+    if change.kind == "conversation.item.create" and item is not None and item.type in _FUNCTION_ITEMS:
+        return item.call_id
+    return None
 
 
 def _output_call(change: Change) -> str | None:

@@ -22,10 +22,10 @@ from scenario_common import (
     ORDER_SCHEMA,
     TOOL_DESCRIPTION,
     Progress,
-    message_text,
+    on_response_done,
+    read_until_done,
     run_snippet,
     run_tool,
-    settle,
     start,
 )
 
@@ -117,21 +117,7 @@ async def _run(args: Any, progress: Progress) -> None:
                 err = ev.get("error") or {}
                 progress.server_error(err.get("code"))
             elif etype == "response.done":
-                response = ev.get("response") or {}
-                for item in response.get("output") or []:
-                    if item.get("type") == "function_call":
-                        name, call_id = str(item.get("name")), str(item.get("call_id"))
-                        arguments = str(item.get("arguments") or "")
-                        if progress.tool_call(name, call_id, arguments):
-                            if name == args.tool_name:
-                                task = asyncio.create_task(tool_then_reply(call_id, arguments))
-                                tasks.add(task)
-                                task.add_done_callback(tasks.discard)
-                            else:
-                                progress.error(f"the model called {name!r}, which the session does not declare")
-                                progress.finish("call of an undeclared tool")
-                    elif item.get("type") == "message":
-                        progress.answer(message_text(item))
+                on_response_done(progress, args, ev.get("response") or {}, tasks, tool_then_reply)
         # the iterator ended: a clean close the SDK does not retry (or retries exhausted)
         code = getattr(getattr(conn, "_connection", None), "close_code", None)
         progress.close_codes.append(code)
@@ -141,28 +127,11 @@ async def _run(args: Any, progress: Progress) -> None:
             await asyncio.wait(list(tasks), timeout=args.tool_seconds + 2.0)
         progress.finish(f"socket closed (code {code}) and not reconnected")
 
-    read_task = asyncio.create_task(reader())
-    settle_task = asyncio.create_task(settle(progress))
-    try:
-        done, _ = await asyncio.wait([read_task, settle_task], return_when=asyncio.FIRST_COMPLETED)
-        if read_task in done and read_task.exception() is not None:
-            exc = read_task.exception()
-            progress.error(f"connection: {type(exc).__name__}: {exc}")
-            if hasattr(exc, "rcvd"):
-                progress.close_codes.append(exc.rcvd.code if exc.rcvd is not None else 1006)
-            progress.finish("the connection raised")
-            await asyncio.sleep(0.2)
-        elif settle_task not in done:
-            await settle_task
-    finally:
-        settle_task.cancel()
-        read_task.cancel()
-        for task in list(tasks):
-            task.cancel()
-        try:
-            await asyncio.wait_for(conn.close(), timeout=2.0)
-        except Exception:
-            pass
+    def close_code(exc: BaseException) -> int | None:
+        rcvd = getattr(exc, "rcvd", False)
+        return None if rcvd is False else (rcvd.code if rcvd is not None else 1006)
+
+    await read_until_done(progress, reader(), tasks, conn.close, close_code)
 
 
 if __name__ == "__main__":

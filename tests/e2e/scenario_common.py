@@ -264,6 +264,69 @@ async def run_tool(args: argparse.Namespace, progress: Progress, arguments: str)
     return json.dumps({"order_id": order, "status": "shipped", "eta": "tomorrow"})
 
 
+def on_response_done(
+    progress: Progress,
+    args: argparse.Namespace,
+    response: dict[str, Any],
+    tasks: set[asyncio.Task[None]],
+    tool_then_reply: Callable[[str, str], Awaitable[None]],
+) -> None:
+    """A `response.done` of a thin-socket driver (the openai SDK, Voice Live): each new call of `--tool-name` runs
+    `tool_then_reply(call_id, arguments)` in a task kept in `tasks`; a call of another tool ends the run; each
+    message is an answer."""
+    for item in response.get("output") or []:
+        if item.get("type") == "function_call":
+            name, call_id = str(item.get("name")), str(item.get("call_id"))
+            arguments = str(item.get("arguments") or "")
+            if not progress.tool_call(name, call_id, arguments):
+                continue
+            if name == args.tool_name:
+                task = asyncio.create_task(tool_then_reply(call_id, arguments))  # type: ignore[arg-type]
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            else:
+                progress.error(f"the model called {name!r}, which the session does not declare")
+                progress.finish("call of an undeclared tool")
+        elif item.get("type") == "message":
+            progress.answer(message_text(item))
+
+
+async def read_until_done(
+    progress: Progress,
+    reader: Awaitable[None],
+    tasks: set[asyncio.Task[None]],
+    close: Callable[[], Awaitable[Any]],
+    close_codes: Callable[[BaseException], int | None] | None = None,
+) -> None:
+    """Run a thin-socket driver's `reader` until the end condition (`settle`) or until it ends or raises (a raise
+    is the run's error, with the close code `close_codes` reads off it); then cancel what runs and `close` the
+    connection (2 s at most)."""
+    read_task = asyncio.ensure_future(reader)
+    settle_task = asyncio.create_task(settle(progress))
+    try:
+        done, _ = await asyncio.wait([read_task, settle_task], return_when=asyncio.FIRST_COMPLETED)
+        if read_task in done and read_task.exception() is not None:
+            exc = read_task.exception()
+            assert exc is not None
+            progress.error(f"connection: {type(exc).__name__}: {exc}")
+            code = close_codes(exc) if close_codes is not None else None
+            if code is not None:
+                progress.close_codes.append(code)
+            progress.finish("the connection raised")
+            await asyncio.sleep(0.2)
+        elif settle_task not in done:
+            await settle_task
+    finally:
+        settle_task.cancel()
+        read_task.cancel()
+        for task in list(tasks):
+            task.cancel()
+        try:
+            await asyncio.wait_for(close(), timeout=2.0)
+        except Exception:
+            pass
+
+
 async def settle(progress: Progress, quiet: float = SETTLE_SECONDS, idle: float = IDLE_SECONDS) -> None:
     """Wait for the end condition (or, once a tool call was seen, for `idle` seconds of silence with no tool
     running), then `quiet` seconds more so trailing events are seen."""
