@@ -163,6 +163,7 @@ bench: $(STAMP) .venv-mitm/.installed browser
 	$(BIN)/python bench/bench_record.py --mitmdump .venv-mitm/bin/mitmdump
 	$(BIN)/python -m bench.bench_html
 	$(BIN)/python -m bench.bench_dask
+	$(MAKE) e2e-envs && $(BIN)/python bench/bench_hunt.py  # real clients, 5 minutes of search each
 	$(BIN)/python bench/bench_minimize.py
 	$(BIN)/python bench/bench_zstd.py
 

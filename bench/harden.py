@@ -731,8 +731,8 @@ def class_7(quick: bool, tmp: Path) -> None:
             and b"not a regular file" in proc.stdout + proc.stderr
         )
         TALLY.case(7, ok, f"{args[0]} {name}: {proc and proc.returncode}")
-    # /dev/zero is one line that never ends (the bound applies); /dev/urandom is an endless stream of short lines,
-    # which rtrace reads as it would `tail -f`: allowed by name, it is the user's to stop.
+    # /dev/zero is binary data: not a text trace, said at once (the bound on a line that never ends is held by
+    # tests/test_hardening.py with an endless line of text); /dev/urandom is binary data too.
     for name, limit in itertools.product(("/dev/zero",), ("1024", "65536", "1048576", None)):
         for command in ("analyze", "show", "redact") if not quick else ("analyze",):
             extra = ["--max-line-bytes", limit] if limit else []

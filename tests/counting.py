@@ -1,5 +1,6 @@
 """Counting the work of a fold, for the unit tests that pin a complexity fix without timing anything: the lines of
-rtrace's own code a call executes (`sys.settrace`), and traces of each shape of issue 15 at any size.
+rtrace's own code a call executes (`sys.settrace`), and traces of each session shape that once cost quadratic time
+(`bench/scale.py`) at any size.
 
 Linear work grows with the trace; a walk of every pending change per ack, of every connection per open, of every
 lost change per create grows with its square. A test folds a shape at n and at 4n and bounds the ratio.

@@ -60,11 +60,32 @@ def test_missing_file_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_empty_file_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_empty_file_says_so_and_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed "0 events · no findings" beside exit 3; a file with lines but no event still says that."""
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     assert main(["analyze", str(empty)]) == 3
+    captured = capsys.readouterr()
+    assert f"unreadable: {empty}: the file is empty" in captured.out and "no findings" not in captured.out
+    assert main(["analyze", str(empty), "-f", "concise"]) == 3
+    assert capsys.readouterr().out == f"{empty}: unreadable: {empty}: the file is empty\n"
+    empty.write_bytes(b"\n\n")
+    assert main(["analyze", str(empty)]) == 3
     assert "no usable event" in capsys.readouterr().err
+
+
+def test_a_binary_file_is_not_a_text_trace_said_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It was hundreds of invalid lines, one per newline byte of the binary."""
+    binary = tmp_path / "photo.jsonl"
+    binary.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF" + bytes(range(256)) * 400)
+    for argv in (["analyze", str(binary)], ["show", str(binary)], ["minimize", str(binary), "-r", "RT101", "-o",
+                 str(tmp_path / "m.jsonl")], ["replay", str(binary)], ["convert", str(binary), "-o",
+                 str(tmp_path / "c.jsonl")]):  # fmt: skip
+        assert main(argv) == 3, argv
+        captured = capsys.readouterr()
+        text = " ".join((captured.out + captured.err).split())  # a terminal report wraps long lines
+        assert text.count("not a text trace (binary data: a NUL byte at byte 5)") == 1, (argv, text)
+        assert "invalid UTF-8" not in text and "malformed" not in text, argv
 
 
 def test_strict_turns_problems_into_exit_3(tmp_path: Path) -> None:
@@ -231,3 +252,25 @@ def test_report_of_nothing_but_non_traces_writes_nothing(tmp_path: Path, capsys:
     for name in ("r.html", "r.md"):
         assert main(["report", str(junk), "-o", str(tmp_path / name)]) == 3
         assert "is not written" in capsys.readouterr().err and not (tmp_path / name).exists()
+
+
+def test_analyze_sizes_its_progress_by_bytes_for_one_trace_and_by_traces_for_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import rtrace.report.progress as progress
+
+    seen: list[tuple[str, float, list[float]]] = []
+
+    class Recorded(progress.Progress):
+        def measure(self, total: float, unit: str) -> None:
+            seen.append((unit, total, []))
+
+        def update(self, done: float) -> None:
+            super().update(done)
+            seen[-1][2].append(done)
+
+    monkeypatch.setattr(progress, "Progress", Recorded)
+    main(["analyze", str(RACE_189), "-q"])
+    main(["analyze", str(RACE_189), str(RACE_188), "-q", "-j", "1"])
+    size = RACE_189.stat().st_size
+    assert seen == [("bytes", size, [size]), ("traces", 2, [1, 2])]

@@ -131,6 +131,8 @@ BARE_DURATIONS = [
     (["serve", "--story-chunk-delay", "60"], "--story-chunk-delay 60: a duration needs a unit"),
     (["sweep", "--latency", "0,10,50", "--", "true"], "--latency 0,10,50: a list of durations needs a unit"),
     (["sweep", "--timeout", "300", "--", "true"], "--timeout 300: a duration needs a unit"),
+    (["hunt", "--budget", "10", "--", "true"], "--budget 10: a duration needs a unit"),
+    (["hunt", "--timeout", "300", "--", "true"], "--timeout 300: a duration needs a unit"),
     (["replay", str(RACE_189), "--latency", "50"], "--latency 50: a duration needs a unit"),
     (["replay", str(RACE_189), "--timeout", "5"], "--timeout 5: a duration needs a unit: 5ms or 5s"),
 ]

@@ -67,6 +67,7 @@ BASE: dict[str, list[str]] = {
     "minimize": [str(RACE_188), "--rule", "RT101", "-o", "{tmp}/min.jsonl"],
     "serve": [],
     "sweep": ["--runs", "1", "--", "true"],
+    "hunt": ["--runs", "1", "--", "true"],
     "record": ["--upstream", "ws://127.0.0.1:9/v1", "-o", "{tmp}/rec.jsonl"],
     "convert": [str(RACE_189), "-o", "{tmp}/conv.jsonl"],
     "replay": [str(RACE_189)],
@@ -102,6 +103,7 @@ def nothing_runs_forever(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("rtrace.net.server.serve_forever", no_server)
     monkeypatch.setattr("rtrace.net.proxy._record_forever", no_server)
     monkeypatch.setattr("rtrace.net.sweep.sweep_main", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.hunt.hunt", lambda *a, **k: pytest.skip("not reached"))
     monkeypatch.setattr("rtrace.net.replay.replay", lambda *a, **k: pytest.skip("not reached"))
 
 
@@ -127,6 +129,39 @@ def test_every_command_walked_with_bad_values_never_fails_inside(
         assert "\x1b[31m" not in err, (argv, err)  # the value is shown, never obeyed
         seen[code] = seen.get(code, 0) + 1
     assert seen.get(2, 0) > len(cases) // 3  # most bad values are usage errors
+
+
+def test_help_off_a_terminal_is_plain_wrapped_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was rich's panels squeezed to 80 columns, option names and words cut (`<terminal|json|co` / `ncise|...`);
+    off a terminal it is click's plain help, as ruff and pytest print it, every option whole."""
+    import typer.main
+
+    from rtrace.cli import app
+
+    for name in sorted(typer.main.get_command(app).commands):  # type: ignore[attr-defined]
+        assert main([name, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert not set(out) & set("╭╮╰╯│─"), name
+        assert out.startswith("Usage: ") and f" {name} [OPTIONS]" in out.splitlines()[0] and "\\[" not in out, name
+        assert all(len(line) <= 80 for line in out.splitlines() if not line.lstrip().startswith("rtrace ")), name
+    assert main(["analyze", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "-f, --format <terminal|json|concise|github|sarif|junit|markdown|html>" in out
+    assert main(["convert", "--help"]) == 0
+    assert "(pip install 'rtrace-cli[mitmproxy]')" in capsys.readouterr().out  # the example as it is typed
+    assert main(["--help"]) == 0
+    assert "analyze" in capsys.readouterr().out
+
+
+def test_help_on_a_terminal_stays_rich(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    import sys
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["convert", "--help"]) == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "╭─ Options" in out and "rtrace-cli[mitmproxy]" in out
 
 
 def test_the_help_lists_every_command_in_its_declared_order() -> None:

@@ -18,7 +18,8 @@ def test_minimize_writes_the_reproducer_and_prints_its_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "min.jsonl"
-    assert main(["minimize", str(RACE_188), "--rule", "deleted-function-call-output", "-o", str(out)]) == 0
+    # The report it prints has RT101 at error: exit 1, as analyze would (it was 0); --fail-on never: 0.
+    assert main(["minimize", str(RACE_188), "--rule", "deleted-function-call-output", "-o", str(out)]) == 1
     captured = capsys.readouterr()
     assert len(out.read_bytes().splitlines()) <= 12
     assert captured.err.startswith("rtrace minimize: 76 records -> 11 lines (RT101 deleted-function-call-output holds")
@@ -26,6 +27,8 @@ def test_minimize_writes_the_reproducer_and_prints_its_report(
     # never its own input; a rule with no finding; an unknown rule
     copy = tmp_path / "race.jsonl"
     copy.write_bytes(RACE_188.read_bytes())
+    assert main(["minimize", str(RACE_188), "-r", "RT101", "-o", str(out), "--fail-on", "never"]) == 0
+    capsys.readouterr()
     assert main(["minimize", str(copy), "--rule", "RT101", "-o", str(copy)]) == 2
     assert copy.read_bytes() == RACE_188.read_bytes()
     assert main(["minimize", str(RACE_189), "--rule", "RT101", "-o", str(tmp_path / "x.jsonl")]) == 2
@@ -43,9 +46,9 @@ def test_minimize_reads_a_compressed_trace_and_writes_one(tmp_path: Path) -> Non
 
     packed, out = tmp_path / "race.jsonl.gz", tmp_path / "repro.jsonl.bz2"
     packed.write_bytes(gzip.compress(RACE_188.read_bytes()))
-    assert main(["minimize", str(packed), "--rule", "RT101", "-o", str(out)]) == 0
+    assert main(["minimize", str(packed), "--rule", "RT101", "-o", str(out)]) == 1
     plain = tmp_path / "repro.jsonl"
-    assert main(["minimize", str(RACE_188), "--rule", "RT101", "-o", str(plain)]) == 0
+    assert main(["minimize", str(RACE_188), "--rule", "RT101", "-o", str(plain)]) == 1
     assert compression_of_file(out) == "bzip2"
     assert bz2.decompress(out.read_bytes()).splitlines()[1:] == plain.read_bytes().splitlines()[1:]
 

@@ -98,6 +98,51 @@ def test_json_array_log_of_the_realtime_console(tmp_path: Path) -> None:
         assert rules_of(native)["RT101"] == 1
 
 
+def console_log(trace: Path) -> list[dict[str, Any]]:
+    return [
+        {
+            "time": datetime.datetime.fromtimestamp(T0 + r.t, datetime.timezone.utc).isoformat(),
+            "source": r.dir,
+            "event": r.event,
+        }
+        for r in TraceReader.open(trace)
+        if r.dir in ("client", "server")
+    ]
+
+
+def test_a_json_array_is_analyzed_in_place_at_the_lines_of_the_users_file(tmp_path: Path) -> None:
+    """Findings and problems of a JSON-array log point into the file the user has (the line where each element
+    starts, a problem at its line and column), not into a converted trace they never saw."""
+    from rtrace.core.importers import reader as reader_of
+    from rtrace.core.loader import DEFAULT_MAX_LINE_BYTES
+    from rtrace.engine.parallel import analyze_local
+    from rtrace.rules import RULES, Config
+
+    log = console_log(RACE)
+    log.insert(3, {"time": log[3]["time"], "source": "client", "event": {"type": 5}})  # one element without a type
+    path = tmp_path / "realtime-console.json"
+    path.write_text(json.dumps(log, indent=2))
+    text = path.read_text().splitlines()
+    starts = [n for n, line in enumerate(text, 1) if line == "  {"]  # where each element of the array begins
+    assert len(starts) == len(log)
+    (report,) = analyze_local([str(path)], Config(), RULES, DEFAULT_MAX_LINE_BYTES)
+    assert report.path == str(path) and report.unreadable is None
+    (rt101,) = [f for f in report.findings if f.rule == "RT101"]
+    delete = next(k for k, e in enumerate(log) if e["event"].get("type") == "conversation.item.delete")
+    assert rt101.subject_line == starts[delete] and f"deleted at line {starts[delete]} " in rt101.message
+    assert set(rt101.lines) <= set(starts)
+    (problem,) = report.problems
+    assert (problem.path, problem.line, problem.col) == (str(path), starts[3], 3) and "no `type`" in problem.message
+    # All on one line, the elements are told apart by their column.
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps(log))
+    with reader_of(str(flat)) as one_line:  # type: ignore[union-attr]
+        rows = list(one_line)
+        (bad,) = one_line.problems
+    assert {r.line for r in rows} == {1} and bad.line == 1
+    assert bad.col == len(json.dumps(log[:3])[:-1]) + 3  # `[`, three elements and `, `: the fourth's `{`
+
+
 def test_binary_and_non_json_frames_become_notes() -> None:
     from rtrace.core.importers import har_records
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -220,6 +221,35 @@ def test_nul_bytes() -> None:
 def test_empty_file() -> None:
     recs, reader = read(b"")
     assert recs == [] and reader.problems == [] and reader.count == 0
+    assert reader.unusable == "the file is empty"
+    for data in (b"\xef\xbb\xbf", gzip.compress(b"")):
+        assert read(data)[1].unusable in ("the file is empty", "the gzip data is empty")
+    assert read(b"\n")[1].unusable is None  # a blank line is a file with nothing usable in it, not an empty one
+
+
+@pytest.mark.parametrize(
+    ("data", "what"),
+    [
+        (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40, "a NUL byte at byte 8"),
+        (bytes(range(128, 256)) * 40, "of its first"),  # no NUL, no line of text
+        (gzip.compress(b"PK\x03\x04\x14\x00" * 500), "a NUL byte at byte 6 of the gzip data"),
+    ],
+)
+def test_binary_data_is_not_a_text_trace_and_is_not_read_line_by_line(data: bytes, what: str) -> None:
+    recs, reader = read(data)
+    assert recs == [] and reader.problems == [] and reader.lines == 0
+    assert reader.unusable is not None and reader.unusable.startswith("not a text trace (binary data: ")
+    assert what in reader.unusable and "JSON lines" in reader.unusable
+
+
+def test_a_trace_with_bad_bytes_in_some_lines_is_still_text() -> None:
+    """NUL padding left by a crash, or a corrupt line, among lines of JSON: the lines are read, each bad one a
+    problem."""
+    padded = OK + b"\n" + b"\x00" * 4000 + b"\n" + OK + b"\n"
+    recs, reader = read(padded)
+    assert reader.unusable is None and lines_of(recs) == [1, 3] and len(reader.problems) == 1
+    noisy = b"\n".join([OK, bytes(range(128, 256)) * 4, OK]) + b"\n"
+    assert read(noisy)[1].unusable is None
 
 
 def test_blank_lines_are_ignored() -> None:

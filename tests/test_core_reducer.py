@@ -688,7 +688,7 @@ def test_random_traces_with_colliding_ids_keep_the_invariants(lines: list[dict[s
     assert all(not c.open for c in state.conns.values())
 
 
-# -- cost linear in the trace (issue 15): pinned by counting the lines executed, not by timing ---------------------
+# -- cost linear in the trace: pinned by counting the lines executed, not by timing ---------------------
 
 
 def _fold_without_rules(records: list[Record]) -> None:
@@ -737,9 +737,9 @@ def test_a_field_of_the_wrong_type_is_a_problem_and_read_as_absent() -> None:
 
 
 def test_the_fields_of_pairing_and_the_error_table_are_type_checked_too() -> None:
-    """What issue 13's handlers read (an error's `param` for `catalog.error_answers`, `replay_visible` of an
-    opened connection, `by` of a close) goes through `FIELDS` like the rest: a wrong type is a problem, read as
-    absent."""
+    """What the handlers of errors, overlapping connections and closes read (an error's `param` for
+    `catalog.error_answers`, `replay_visible` of an opened connection, `by` of a close) goes through `FIELDS` like
+    the rest: a wrong type is a problem, read as absent."""
     from rtrace.core.reducer import FIELDS, checked
     from rtrace.core.state import TraceState
     from rtrace.core.trace import Record

@@ -77,7 +77,7 @@ def test_redact_event_never_keeps_a_planted_key(event: dict[str, Any], where: in
     assert json.dumps(planted, sort_keys=True) == before
 
 
-# -- the model, class by class (issue 16, class 4) -----------------------------------------------------------------
+# -- the model, class by class (`make harden` class 4) -------------------------------------------------------------
 
 from rtrace.core.secrets import (  # noqa: E402
     MASK,

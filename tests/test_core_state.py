@@ -232,7 +232,7 @@ def test_a_pipeline_acknowledged_in_order_leaves_nothing_behind() -> None:
 
 
 def _naive_expected_ids(conn: Connection) -> list[str]:
-    """The client view as the reducer computed it before issue 15 (list walks): the reference."""
+    """The client view as the reducer computed it with list walks (quadratic on long pipelines): the reference."""
     order = conn.conv.ids()
     for change in conn.pending.values():
         if change.kind == "conversation.item.delete" and change.item_id in order:

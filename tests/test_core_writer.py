@@ -91,7 +91,7 @@ def test_open_writes_a_file_and_close_makes_it_durable(tmp_path: os.PathLike[str
         assert [r.type for r in reader] == ["connection.opened"]
 
 
-# -- nothing lost: no half-written output, no output replaced by nothing (issue 16, class 3) ------------------------
+# -- nothing lost: no half-written output, no output replaced by nothing (`make harden` class 3) --------------------
 
 
 def test_replacing_renames_a_complete_file_and_leaves_nothing_else(tmp_path: Path) -> None:

@@ -366,9 +366,9 @@ class _Explodes(RULES[0]):  # type: ignore[misc, valid-type]
 
 @pytest.mark.parametrize("engine", ["rows", "records", "digest", "observed"])
 def test_a_rule_that_raises_loses_only_its_own_findings(engine: str) -> None:
-    """Class 2 of issue 16: one rule raising on one event took the whole trace (unreadable, every finding lost).
-    `observed`: the fold the HTML report watches (issue 15) isolates the rule the same way, and its observer
-    still sees every record."""
+    """One bad field must never discard a trace: one rule raising on one event took the whole trace (unreadable,
+    every finding lost). `observed`: the fold the HTML report watches isolates the rule the same way, and its
+    observer still sees every record."""
     baseline = analyze_path(RACE_188)
     rules = (*RULES, _Explodes)
     if engine == "rows":

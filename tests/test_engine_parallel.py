@@ -79,6 +79,27 @@ def test_two_jobs_give_the_reports_of_one_in_input_order(fleet: list[str]) -> No
     assert any(f.rule == "RT103" for f in one[paths.index(fleet[1])].findings)
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_progress_is_told_how_far_one_trace_is_read_and_as_each_trace_of_a_fleet_is_done(
+    fleet: list[str], tmp_path: Path, jobs: int
+) -> None:
+    done: list[int] = []
+    parallel.analyze_local(fleet, Config(), RULES, MAX, jobs=jobs, on_trace=lambda: done.append(1))
+    assert len(done) == len(fleet)
+    big = write(tmp_path / "big.jsonl", "voice", 5, 120)
+    size = os.path.getsize(big)
+    read: list[int] = []
+    parallel.analyze_local([big], Config(), RULES, MAX, jobs=1, on_read=read.append)
+    assert size > 3 * (1 << 18) and len(read) >= 3 and read == sorted(read) and read[-1] == size
+    packed = tmp_path / "big.jsonl.gz"
+    import gzip
+
+    packed.write_bytes(gzip.compress(Path(big).read_bytes()))
+    read = []
+    parallel.analyze_local([str(packed)], Config(), RULES, MAX, jobs=1, on_read=read.append)
+    assert read and read[-1] == os.path.getsize(packed)  # the compressed file's bytes, as the bar's total is
+
+
 def test_a_failing_trace_does_not_stop_the_others(tmp_path: Path, fleet: list[str]) -> None:
     boom = tmp_path / "boom.jsonl"
     boom.write_text(
@@ -89,7 +110,8 @@ def test_a_failing_trace_does_not_stop_the_others(tmp_path: Path, fleet: list[st
     paths = [fleet[0], str(boom), missing, fleet[1]]
     reports = parallel.analyze_local(paths, Config(), (*RULES, Boom), MAX, jobs=2)
     assert [r.path for r in reports] == paths
-    # The rule that raised is reported with its line and drops out; the trace itself is read (issue 16, class 2).
+    # The rule that raised is reported with its line and drops out; the trace itself is read (one bad field never
+    # discards a trace).
     assert reports[1].unreadable is None and reports[1].failed_rules == ("RT900",) and reports[1].events == 2
     assert "RT900" in reports[1].problems[0].message and "RuntimeError: boom" in reports[1].problems[0].message
     assert reports[2].unreadable is not None and "missing.jsonl" in reports[2].unreadable

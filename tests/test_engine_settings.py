@@ -42,7 +42,9 @@ def test_every_key_is_read(tmp_path: Path) -> None:
     [("selekt = []\n", "did you mean 'select'"), ("zzz = 1\n", "known: select"),
      ("select = [1]\n", "list of rule ids"), ("strict = 'yes'\n", "true or false"),
      ("burst-window = '10'\n", "burst-window 10: a duration needs a unit"), ("baseline = ''\n", "a file name"),
-     ("[x\n", "not valid TOML")],
+     ("[x\n", "not valid TOML"), ("a = 1\nb = [1,\n", r"rtrace.toml:2:\d+: not valid TOML: "),
+     ("select = ['RT1O1']\n", r"select: unknown rule 'RT1O1' \(did you mean 'RT101'\?\)"),
+     ("ignore = ['stale-snapshot']\n", r"ignore: unknown rule 'stale-snapshot' \(did you mean 'stale-snapshot-")],
 )  # fmt: skip
 def test_a_wrong_value_names_the_file_and_the_key(tmp_path: Path, text: str, says: str) -> None:
     path = tmp_path / "rtrace.toml"
@@ -64,3 +66,20 @@ def test_pyproject_table_and_resolve(tmp_path: Path) -> None:
     path.write_text("[tool]\nrtrace = 1\n")
     with pytest.raises(SettingsError, match="must be a table"):
         load(path)
+
+
+def test_a_pyproject_that_is_not_valid_toml_is_reported_at_its_line_when_it_may_hold_our_settings(
+    tmp_path: Path,
+) -> None:
+    """Its settings were dropped without a word; a broken file that cannot hold them (no `rtrace` in it) is still
+    another tool's, looked past."""
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "x"\n[tool.rtrace]\nselect = [RT101]\n')
+    with pytest.raises(SettingsError) as e:
+        find(tmp_path)
+    assert str(e.value).startswith(f"{path}:4:11: not valid TOML: ") and "[tool.rtrace]" in str(e.value)
+    with pytest.raises(SettingsError, match=r"pyproject.toml: \[tool.rtrace\] select: unknown rule 'RT1O1'"):
+        path.write_text('[tool.rtrace]\nselect = ["RT1O1"]\n')
+        resolve(None, False, tmp_path)
+    path.write_text("[tool.black\nline-length = 1\n")
+    assert find(tmp_path) is None or not str(find(tmp_path)).startswith(str(tmp_path))

@@ -518,7 +518,7 @@ def test_html_report_has_no_injected_markup(tmp_path: Path) -> None:
     assert "<script" not in outside_code(md), "raw HTML in the Markdown report outside code"
 
 
-# -- one bad field never discards a trace (issue 16, class 2) ------------------------------------------------------
+# -- one bad field never discards a trace (`make harden` class 2) --------------------------------------------------
 
 
 def _catalog_report(lines: list[dict[str, Any]]) -> Any:
@@ -599,8 +599,8 @@ def _encodable(line: Any) -> bool:
 
 
 def test_cli_one_bad_field_is_a_problem_not_an_unreadable_trace(tmp_path: Path) -> None:
-    """The issue's case: `error.code` an array made RT120 raise, and `analyze`/`report` called the trace unreadable
-    (exit 3, every finding lost)."""
+    """The case hardening found: `error.code` an array made RT120 raise, and `analyze`/`report` called the trace
+    unreadable (exit 3, every finding lost)."""
     lines = [
         {"t": 0.0, "dir": "meta", "conn": 1, "event": {"type": "connection.opened", "path": "/v1/realtime"}},
         {"t": 0.01, "dir": "server", "conn": 1, "event": {"type": "session.created", "session": {}}},
@@ -631,7 +631,7 @@ def test_cli_one_bad_field_is_a_problem_not_an_unreadable_trace(tmp_path: Path) 
     assert md.returncode == 0 and b"RT112" in md.stdout and b"Unreadable" not in md.stdout, md.stderr
 
 
-# -- no command destroys its input (issue 16, class 3) -------------------------------------------------------------
+# -- no command destroys its input (`make harden` class 3) ---------------------------------------------------------
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "real" / "tool-output-race.livekit-1.8.8.jsonl"
 #: Every command with an output, that output given as the input (`X`), and through a symlink to it (`L`).
@@ -692,7 +692,7 @@ def test_a_recorder_that_records_nothing_keeps_an_existing_trace(command: str, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]
 
 
-# -- no hang on special files (issue 16, class 7) -------------------------------------------------------------------
+# -- no hang on special files (`make harden` class 7) ---------------------------------------------------------------
 
 #: Every command that reads a trace by name, given `F`.
 READERS = {
@@ -732,12 +732,24 @@ def test_special_files_are_refused_by_name(command: str, special: str, tmp_path:
 @pytest.mark.parametrize("how", ["allowed", "stdin"])
 @pytest.mark.parametrize("command", ["analyze", "show", "report", "redact"])
 def test_a_line_end_is_looked_for_only_so_far(command: str, how: str, tmp_path: Path) -> None:
-    """`/dev/zero` (one line that never ends), allowed by name or as stdin: `--max-line-bytes` bounds the search."""
-    args = [command, "/dev/zero", "--allow-special-files"] if how == "allowed" else [command, "-"]
-    if command != "report":
-        args += ["--max-line-bytes", "4096"]
-    with open("/dev/zero", "rb") as zero:
-        proc = _run_bounded(args, tmp_path, stdin=zero if how == "stdin" else subprocess.DEVNULL)
+    """A line that never ends (text with no newline, forever), from a FIFO allowed by name or as stdin:
+    `--max-line-bytes` bounds the search. `/dev/zero` is binary data: not a text trace, said at once."""
+    endless = subprocess.Popen(["sh", "-c", "yes a | tr -d '\\n'"], stdout=subprocess.PIPE)
+    try:
+        fifo = tmp_path / "endless.jsonl"
+        if how == "allowed":
+            os.mkfifo(fifo)
+            feeder = subprocess.Popen(["sh", "-c", f"cat > '{fifo}'"], stdin=endless.stdout)
+        args = [command, str(fifo), "--allow-special-files"] if how == "allowed" else [command, "-"]
+        if command != "report":
+            args += ["--max-line-bytes", "4096"]
+        proc = _run_bounded(args, tmp_path, stdin=endless.stdout if how == "stdin" else subprocess.DEVNULL, seconds=60)
+    finally:
+        endless.kill()
+        endless.wait(10)
+        if how == "allowed":
+            feeder.kill()
+            feeder.wait(10)
     assert proc.returncode in (0, 3), (proc.returncode, proc.stderr[-500:])
     said = b" ".join((proc.stdout + proc.stderr).split())  # as read, whatever the terminal width wrapped
     if command == "report":  # the Markdown report counts input problems, `analyze` lists them
@@ -745,6 +757,10 @@ def test_a_line_end_is_looked_for_only_so_far(command: str, how: str, tmp_path: 
     else:
         assert b"no line end" in said and b"the rest of the input is not read" in said, said[-300:]
     assert b"Traceback" not in proc.stderr
+    zero = _run_bounded([command, "/dev/zero", "--allow-special-files"], tmp_path, stdin=subprocess.DEVNULL)
+    assert zero.returncode == 3 and b"not a text trace (binary data: a NUL byte at byte 1)" in b" ".join(
+        (zero.stdout + zero.stderr).split()
+    )
 
 
 def test_a_fifo_is_read_when_allowed(tmp_path: Path) -> None:
@@ -759,7 +775,7 @@ def test_a_fifo_is_read_when_allowed(tmp_path: Path) -> None:
     assert proc.returncode == 1 and orjson.loads(out)["traces"][0]["events"] == 76
 
 
-# -- user input in messages is shown, never obeyed (issue 16, class 6) ---------------------------------------------
+# -- user input in messages is shown, never obeyed (`make harden` class 6) -----------------------------------------
 
 HOSTILE_NAME = "\x1b[31mred\x1b]0;title\x07\x9b2J\u202eevil\u2028x\x7f"
 #: Every command, with `H` a hostile path to a trace, `M` a hostile path that does not exist, `O` a hostile output.
@@ -832,7 +848,7 @@ def test_recorders_announce_a_hostile_output_escaped(command: str, tmp_path: Pat
     assert b"recording to" in done.stdout and b"\\x1b[31mred" in done.stdout, done.stdout
 
 
-# -- planted secrets survive no redact, report or message (issue 16, class 4) ---------------------------------------
+# -- planted secrets survive no redact, report or message (`make harden` class 4) -----------------------------------
 
 
 @pytest.mark.parametrize("flags", [[], ["--user-text", "--audio", "--tool-output"]])
@@ -974,3 +990,25 @@ def test_a_livekit_log_is_found_past_a_preamble_and_in_utf16(what: str, tmp_path
         return [(f.rule, re.sub(r"line \d+", "line N", f.message)) for f in report.findings]
 
     assert what(got) == what(plain)
+
+
+# -- messages that point the right way ---------------------------------------------------------------------------
+
+
+def test_every_install_hint_names_this_distribution_and_an_extra_it_declares() -> None:
+    """The `.zst` hints named `rtrace[zstd]`, the unrelated package of that name on PyPI: every `pip install` of
+    rtrace a message, a docstring, README or the docs suggest installs `rtrace-cli`, with extras pyproject declares."""
+    from rtrace.engine.settings import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    extras = set(tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    paths = [*sorted((root / "rtrace").rglob("*.py")), root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    hints = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        hints += [(path, m) for m in re.findall(r"pip install '?(rtrace[A-Za-z0-9_.-]*)(?:\[([^\]]*)\])?", text)]
+        assert "rtrace[" not in text, path
+    assert len(hints) >= 5 and (root / "rtrace" / "core" / "loader.py", ("rtrace-cli", "zstd")) in hints
+    for path, (name, wanted) in hints:
+        assert name == "rtrace-cli", f"{path}: `pip install {name}` is not this distribution (rtrace-cli)"
+        assert set(wanted.split(",")) - {""} <= extras, (path, wanted)

@@ -678,7 +678,7 @@ def test_bind_loopback_by_default_and_warn_otherwise(command: str) -> None:
             assert "warning" not in text, text
 
 
-# -- the proxy never prints the upstream key (issue 16, class 1) ----------------------------------------------------
+# -- the proxy never prints the upstream key (`make harden` class 1) ------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -748,7 +748,7 @@ def test_an_upstream_failure_of_any_kind_is_a_502_a_closed_connection_and_no_key
     assert KEY not in trace.read_text() and KEY[8:30] not in trace.read_text()
 
 
-# -- replay sends a key only when asked, never in clear across the network (issue 16, class 5) ----------------------
+# -- replay sends a key only when asked, never in clear across the network (`make harden` class 5) ------------------
 
 
 @contextlib.asynccontextmanager
@@ -809,7 +809,7 @@ def test_replay_refuses_to_send_a_key_where_it_must_not_go(
     assert time.monotonic() - started < 30  # refused before connecting anywhere
 
 
-# -- smaller: a stalled client at SIGTERM, an empty --host (issue 16, class 8) -------------------------------------
+# -- smaller: a stalled client at SIGTERM, an empty --host (`make harden` class 8) ---------------------------------
 
 
 @contextlib.asynccontextmanager
@@ -877,7 +877,7 @@ def test_a_host_name_binds_one_address_and_prints_it() -> None:
     assert re.search(r"listening on ws://(127\.0\.0\.1|\[::1\]):\d+/v1", first), first
 
 
-# -- planted secrets never reach a live trace (issue 16, class 4) ---------------------------------------------------
+# -- planted secrets never reach a live trace (`make harden` class 4) -----------------------------------------------
 
 
 async def _drain(ws: ServerConnection) -> None:

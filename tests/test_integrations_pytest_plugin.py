@@ -431,3 +431,30 @@ def test_the_tls_option_serves_wss_and_names_what_a_client_trusts(
     )
     users.runpytest("-v").assert_outcomes(passed=2)
     assert (tmp_path / "tls" / "ca.pem").is_file()
+
+
+def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate(users: pytest.Pytester) -> None:
+    """`@pytest.mark.rtrace(hunt=...)`: the test is the command of a hunt (a child pytest per run, against the
+    hunt's server); it fails with the bugs found. The client (tests/sweep_client.py) deletes its tool output when
+    the ack takes over 30 ms, and gives up on any close."""
+    client = Path(__file__).parent / "sweep_client.py"
+    users.makepyfile(
+        test_agent=f"""
+        import os, subprocess, sys
+        import pytest
+
+        @pytest.mark.rtrace(hunt="6s", hunt_runs=2)
+        def test_agent(rtrace_server):
+            done = subprocess.run([sys.executable, {str(client)!r}], env={{**os.environ, **rtrace_server.env}})
+            assert done.returncode == 0
+        """
+    )
+    result = users.runpytest("-p", "no:cacheprovider", "--rtrace-traces", "traces")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*rtrace hunt: * runs * seed 0; stopped: budget*", "*clean run: exit 0, no finding*"])
+    result.stdout.fnmatch_lines(["*bug *: RT101 deleted-function-call-output (error)*",
+                                 "*minimal schedule: ack latency *ms on every server event*",
+                                 "*reproduced 2/2 runs*"])  # fmt: skip
+    out = result.stdout.str()
+    command = next(line for line in out.splitlines() if "reproduce: rtrace hunt --schedule" in line)
+    assert "-m pytest" in command and "test_agent.py::test_agent" in command

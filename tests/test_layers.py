@@ -23,7 +23,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     # `report.sweep` and `report.replay` render the results of `net.sweep` and `net.replay`.
     "report": frozenset({"rtrace", "core", "rules", "engine", "net"}),
     "transform": frozenset({"rtrace", "core", "rules", "engine"}),
-    "net": frozenset({"rtrace", "core", "rules", "engine"}),
+    # `net.hunt` minimizes the trace of each bug it found (`transform.minimize`).
+    "net": frozenset({"rtrace", "core", "rules", "engine", "transform"}),
     "integrations": frozenset({"rtrace", "core", "rules", "engine", "net", "report"}),
     "cli": frozenset({"rtrace", "core", "rules", "engine", "report", "transform", "net", "integrations"}),
     "rtrace": frozenset(),

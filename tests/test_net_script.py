@@ -367,3 +367,27 @@ def test_a_fault_turn_written_by_hand_is_checked() -> None:
     ):
         with pytest.raises(ScriptError, match=message):
             parse_script(text, "s.toml")
+
+
+def test_nth_sets_a_turn_off_on_the_kth_matching_event_only() -> None:
+    from rtrace.net.script import ConnectionScript
+
+    schedule = parse_script('[[turn]]\nwhen = { event = "response.create", nth = 2 }\nclose = 1006\n'
+                            '[[turn]]\nwhen = { sent = "response.done", nth = 3 }\nclose = 1011\n')  # fmt: skip
+    assert parse_script(schedule.to_toml()).turns[0].nth == 2
+    fired: dict[str, int] = {}
+    first, second = ConnectionScript(schedule, 1, fired), ConnectionScript(schedule, 2, fired)
+    create = {"type": "response.create"}
+    assert first.on_event(create) is None
+    assert second.on_event(create) is not None  # the 2nd in the server's life, on another connection
+    assert second.on_event(create) is None
+    from rtrace.net.wire import Emission
+
+    done = Emission(event={"type": "response.done", "response": {"output": []}})
+    closes = [first.sent([done])[1] for _ in range(4)]
+    assert closes == [False, False, True, False]
+
+
+def test_nth_needs_an_event_or_sent_condition() -> None:
+    with pytest.raises(ScriptError, match="`nth` counts the events"):
+        parse_script("[[turn]]\nwhen = { nth = 2 }\nclose = 1006\n")

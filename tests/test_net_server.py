@@ -679,7 +679,7 @@ def test_options_from_cli() -> None:
 
 
 def test_a_killed_recording_server_leaves_every_frame_its_clients_saw_in_the_trace(tmp_path: Path) -> None:
-    """`--record` is buffered (issue 15), but each event reaches the kernel before its frame is sent: kill -9 the
+    """`--record` is buffered (for speed), but each event reaches the kernel before its frame is sent: kill -9 the
     server while three clients push creates, and every server event a client received is a line of the trace, with
     the client create it acknowledged before it."""
     import signal

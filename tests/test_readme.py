@@ -62,9 +62,8 @@ def test_the_minimize_command_gives_the_sizes_the_docs_state(tmp_path: Path) -> 
     (command,) = [line for line in blocks(minimizing)[0].splitlines() if line.startswith("rtrace minimize ")]
     argv = shlex.split(command.split("#")[0])
     argv[argv.index("-o") + 1] = str(tmp_path / "min.jsonl")
-    done = subprocess.run(
-        [sys.executable, "-m", "rtrace.cli", *argv[1:]], cwd=ROOT, capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-m", "rtrace.cli", *argv[1:]], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr  # the reproducer's report has RT101, an error: exit 1 (--fail-on)
     written = len((tmp_path / "min.jsonl").read_bytes().splitlines())
     assert written <= 12
     assert f"76 records -> {written} lines (RT101 deleted-function-call-output holds" in done.stderr
@@ -152,6 +151,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "scenario.toml").write_text(script)
     (work / "tests").mkdir()
     (work / "tests" / "test_my_agent.py").write_text(MY_AGENT_TEST)
+    shutil.copy(ROOT / "tests" / "sweep_client.py", work / "tests")  # docs/hunt.md's example client
     assert main(["analyze", str(work / "traces"), "--baseline", str(work / "known.json"), "--write-baseline"]) == 0
     return work
 

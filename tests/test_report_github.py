@@ -17,7 +17,7 @@ def test_a_command_per_finding_with_its_severity_line_and_rule() -> None:
     for line, finding in zip(lines, trace.findings, strict=True):
         command = {"error": "::error ", "warning": "::warning ", "info": "::notice "}[finding.severity]
         assert line.startswith(command)
-        assert f",line={finding.at_line}," in line and f"title={finding.rule} {finding.slug}::" in line
+        assert f",line={finding.subject_line}," in line and f"title={finding.rule} {finding.slug}::" in line
 
 
 def test_escaping_keeps_one_command_per_line() -> None:

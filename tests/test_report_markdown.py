@@ -128,7 +128,7 @@ def test_hostile_text_is_inert_and_secrets_never_appear(tmp_path: Path) -> None:
     # The long audio frame is never quoted in full.
     assert "QUJD" * 100 not in text
     # Bidi overrides, isolates, line separators and C1 controls are escapes, in prose and in quoted lines alike
-    # (issue 16, class 8: quoted lines kept them raw).
+    # (quoted lines kept them raw).
     assert re.search("[\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]", text) is None
     quoted = text.split("Witness lines", 1)[1]
     assert "\\u202eevil\\u2028next line" in quoted

@@ -52,6 +52,38 @@ def test_clean_trace_and_totals_for_several() -> None:
     assert "findings by rule" in text and "RT101 deleted-function-call-output" in text
 
 
+def test_off_a_terminal_the_totals_keep_trace_names_distinguishable(tmp_path: Path) -> None:
+    """Names that share a long start were cut until the columns read `reconnect-duri…kit-1.8.4…` and
+    `reconnect-duri…kit-1.8.5.…`; off a terminal a column per trace is numbered and each name given whole, and the
+    fleet table's names are whole too. A file name in two folders is told apart by its path."""
+    from rtrace.report.console import plain_console
+
+    long = "reconnect-during-tool-while-a-long-call-runs.livekit-"
+    paths = []
+    for version, source in (("1.8.4", RECONNECT_184), ("1.8.5", REAL / "reconnect-during-tool.livekit-1.8.5.jsonl"),
+                            ("1.8.8", RACE_188)):  # fmt: skip
+        paths.append(tmp_path / f"{long}{version}.jsonl")
+        paths[-1].write_bytes(source.read_bytes())
+    out = io.StringIO()
+    terminal.render(Report([analyze_path(p) for p in paths], Config()), plain_console(out))
+    text = out.getvalue()
+    for k, path in enumerate(paths, 1):
+        assert f"  {k}  {path.name}\n" in text
+    assert " rule " in text and " 1  2  3\n" in text and "…" not in text.split("findings by rule")[1]
+    assert "RT101 deleted-function-call-output     error     0  0  1" in text
+    # The same file name in two folders: the paths tell them apart.
+    assert terminal.trace_names(["a/t.jsonl", "b/t.jsonl"], None) == ["a/t.jsonl", "b/t.jsonl"]
+    # A fleet: the traces each rule was found in, named whole.
+    many = [analyze_path(paths[k % 3]) for k in range(terminal.MAX_TRACE_COLUMNS + 1)]
+    for k, trace in enumerate(many):
+        trace.path = str(tmp_path / f"run-{k}" / f"{long}{k}.jsonl")
+    out = io.StringIO()
+    terminal.render(Report(many, Config()), plain_console(out))
+    fleet = out.getvalue().split("findings by rule over")[1]
+    assert "…" not in fleet and f"run-0/{long}0.jsonl" not in fleet
+    assert f"  RT105 in {long}0.jsonl,\n{long}3.jsonl,\n{long}6.jsonl\n" in fleet  # wrapped between names only
+
+
 def _finding(message: str, explanation: str, summary: str) -> Finding:
     witness = (
         Witness(3, 0.1, "client", 1, "conversation.item.create", summary),

@@ -24,6 +24,32 @@ class Dummy(Rule[Config]):
     fix = "f"
 
 
+def test_a_finding_is_placed_at_the_line_its_message_is_about() -> None:
+    w = [Witness(2, 0.2, "client", 1, "conversation.item.delete", "d"), Witness(5, 0.5, "server", 1, "x", "b")]
+    rule = Dummy(Config())
+    assert rule.finding(1, "item deleted at line 2 while its call stays", "e", w, 5).subject_line == 2
+    # A line the message quotes from the trace (an error's text) but no witness holds is not where it is.
+    assert rule.finding(1, "server error: bad JSON at line 9; create at line 2", "e", w, 5).subject_line == 2
+    assert rule.finding(1, "nothing cited", "e", w, 5).subject_line == 5
+    assert rule.finding(1, "nothing cited", "e", w, 0).subject_line == 2
+
+
+def test_every_sample_finding_is_placed_on_one_of_its_lines() -> None:
+    """RT101 at the delete its message names, not at the ack that made it certain; every finding of every sample
+    on a line of its witness or where it became certain."""
+    from pathlib import Path
+
+    from rtrace.engine.fold import analyze_path
+
+    root = Path(__file__).resolve().parent.parent / "sample_traces"
+    for path in sorted(root.rglob("*.jsonl")):
+        for f in analyze_path(path).findings:
+            assert f.subject_line in {*f.lines, f.at_line}, (path, f.rule)
+    (rt101,) = [f for f in analyze_path(root / "real" / "tool-output-race.livekit-1.8.8.jsonl").findings
+                if f.rule == "RT101"]  # fmt: skip
+    assert (rt101.at_line, rt101.subject_line) == (47, 45) and "deleted at line 45 " in rt101.message
+
+
 def test_finding_witness_sorted_and_unique() -> None:
     w = [
         Witness(5, 0.5, "server", 1, "x", "b"),
@@ -130,7 +156,7 @@ def test_dispatch_is_by_class_and_hands_a_rule_only_what_it_subscribed_to() -> N
 
 def test_a_burst_keeps_a_few_changes_whatever_its_length() -> None:
     """A pipeline of 10,000 creates is one burst: it keeps its size, its last time, its item ids (when asked) and
-    the first creates the rules quote, not every change (memory bounded by live state, issue 15)."""
+    the first creates the rules quote, not every change (memory bounded by live state)."""
     bursts = Bursts(0.01, ids=True)
     for k in range(10_000):
         burst = bursts.add(Change("conversation.item.create", 1, k, k + 1, k * 1e-6, item_id=f"i{k % 7}"))

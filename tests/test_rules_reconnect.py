@@ -116,7 +116,7 @@ def test_a_response_create_unanswered_at_a_final_close_is_lost_with_the_session(
 def test_changes_lost_on_many_reconnects_are_tracked_in_linear_time() -> None:
     """RT106 kept every change lost at a close forever and walked the list at every create (RT124 rebuilt its list
     at every response.create, RT122 looked at every connection per close): from 60 reconnects that each lose a
-    create, re-sent by the next, to 240, the lines executed grew 10.8 times (not time: issue 15); now 4."""
+    create, re-sent by the next, to 240, the lines executed grew 10.8 times (counted, not timed); now 4."""
     from typing import Any
 
     from rtrace.engine.fold import analyze_records

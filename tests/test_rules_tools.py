@@ -147,7 +147,7 @@ def test_a_response_asked_for_after_the_timeout_is_late(tmp_path: Path) -> None:
 
 def test_a_pipeline_of_calls_and_outputs_is_judged_in_linear_time() -> None:
     """Each output's call was looked for by walking every pending change (`Connection.expected_call`): from 100
-    pipelined call + output pairs to 400, the lines executed grew 9.4 times (not time: issue 15); now 4."""
+    pipelined call + output pairs to 400, the lines executed grew 9.4 times (counted, not timed); now 4."""
     from rtrace.engine.fold import analyze_records
 
     from .counting import LINEAR, growth, pipelined_creates

@@ -3,7 +3,7 @@
 import os
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,6 +14,10 @@ from ..report.console import stderr_console, stdout_console
 from ..report.outputs import ReportFormat
 from ..rules import RULES, find_rule, select_rules
 from ..rules.base import SEVERITY_RANK, Config
+
+if TYPE_CHECKING:
+    from ..report.progress import Progress
+
 from .common import (
     AllowSpecial,
     FailOn,
@@ -50,7 +54,9 @@ def analyze_many(
     engine: Engine,
     scheduler: str | None,
     storage_options: dict[str, Any],
+    progress: "Progress | None" = None,
 ) -> list[TraceReport]:
+    """`progress` shows the fraction of one trace read, or the traces of several done of their total."""
     from ..engine import parallel
 
     if jobs < 0:
@@ -60,7 +66,16 @@ def analyze_many(
     found = inputs(paths, storage_options)
     try:
         if engine is Engine.local:
-            return parallel.analyze_local([p for p, _ in found], config, rules, max_line_bytes, jobs, storage_options)
+            on_read = on_trace = None
+            if progress is not None and len(found) == 1 and found[0][1]:
+                progress.measure(found[0][1], "bytes")
+                on_read = progress.update
+            elif progress is not None and len(found) > 1:
+                progress.measure(len(found), "traces")
+                on_trace = progress.advance
+            local = [p for p, _ in found]
+            so = storage_options
+            return parallel.analyze_local(local, config, rules, max_line_bytes, jobs, so, on_read, on_trace)
         if any(p == "-" for p, _ in found):
             raise UsageError("stdin (-) cannot be sent to a Dask cluster")
         urls = [p if "://" in p else os.path.abspath(p) for p, _ in found]
@@ -192,8 +207,8 @@ def analyze(
         traces = [follow_trace(paths, config, rules, max_line_bytes, follow_timeout)]
     else:
         more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
-        with working(f"analyzing {paths[0]}{more}"):
-            traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options)
+        with working(f"analyzing {paths[0]}{more}") as progress:
+            traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options, progress)
     report = Report(traces, config, rules)
     if write_baseline:
         assert baseline is not None
@@ -380,7 +395,7 @@ def show(
     for problem in reader.problems[:20]:
         say(str(problem), style="yellow")
     if count == 0:
-        say(f"{path}: no usable event", style="red")
+        say(f"{path}: {reader.unusable or 'no usable event'}", style="red")
         raise typer.Exit(ExitCode.UNREADABLE)
     if conn is not None and conn not in conns:
         has = f"connections 1 to {max(conns)}" if len(conns) > 1 else "one connection (1)"

@@ -39,7 +39,9 @@ app = typer.Typer(
 )
 
 #: The commands in the order `rtrace --help` lists them (each family module registers its own on `app`).
-COMMANDS = ("analyze", "report", "show", "rules", "redact", "minimize", "serve", "sweep", "record", "convert", "replay")
+COMMANDS = (
+    "analyze", "report", "show", "rules", "redact", "minimize", "serve", "sweep", "hunt", "record", "convert", "replay"
+)  # fmt: skip
 
 #: Longest message shown (a path or a value quoted in it is user input of any length).
 MESSAGE_LIMIT = 2000
@@ -79,14 +81,29 @@ def order_commands() -> None:
     app.registered_commands.sort(key=lambda c: COMMANDS.index(c.name or c.callback.__name__))  # type: ignore[union-attr]
 
 
+def help_for(terminal: bool) -> None:
+    """Rich help (panels, colour) on a terminal; anywhere else click's plain text, wrapped, every option and word
+    whole, as ruff and pytest print it for grep and pagers (rich's panels cut both at 80 columns off a terminal).
+    The examples are written for rich (brackets escaped, `common.verbatim`): plain text shows them as they are."""
+    app.rich_markup_mode = "rich" if terminal else None
+    for info in app.registered_commands:
+        rich_epilog = _RICH_EPILOGS.setdefault(id(info), info.epilog)
+        info.epilog = rich_epilog if terminal or rich_epilog is None else rich_epilog.replace("\\[", "[")
+
+
+#: Each command's examples as written (for rich help), by its registration.
+_RICH_EPILOGS: dict[int, str | None] = {}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; the one place where errors become exit codes."""
     try:
+        help_for(sys.stdout.isatty())
         code = app(args=argv, standalone_mode=False)
     except typer.Exit as e:
         return int(e.exit_code)
     except UnknownRule as e:
-        say(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)")
+        say(f"rtrace: {e}")
         return ExitCode.USAGE
     except UsageError as e:
         say(f"rtrace: {e}")

@@ -11,7 +11,8 @@ from ..report.console import stderr_console
 from ..report.outputs import ReportFormat
 from ..rules import find_rule
 from ..rules.base import Config
-from .common import AllowSpecial, allow_special, refuse_overwrite, verbatim, working
+from .analysis import exit_code_for
+from .common import AllowSpecial, FailOn, allow_special, refuse_overwrite, verbatim, working
 from .outputs import write_report
 from .root import UsageError, app, say
 
@@ -65,9 +66,12 @@ def minimize_command(
     rule: Annotated[str, typer.Option("--rule", "-r", help="The rule (id or slug) whose finding must still hold.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write the reproducer here.")],
     max_line_bytes: Annotated[int, typer.Option(help="Longer lines are skipped.")] = DEFAULT_MAX_LINE_BYTES,
+    fail_on: Annotated[
+        FailOn, typer.Option(help="Exit 1 when the reproducer's report has a finding at or above this severity.")
+    ] = FailOn.error,
 ) -> None:
     """The fewest records of a trace in which a rule's finding still holds (delta debugging over connections, turns
-    and records, the protocol kept valid); writes them and prints their report."""
+    and records, the protocol kept valid); writes them and prints their report (exit 1 by --fail-on, as analyze)."""
     import time
 
     from ..engine.fold import analyze_path
@@ -93,7 +97,9 @@ def minimize_command(
         f"rtrace minimize: {result.records} records -> {written} lines ({found.id} {found.slug} holds; "
         f"{result.tests} candidates folded in {seconds:.2f} s) -> {output}"
     )
-    write_report(Report([analyze_path(output, max_line_bytes=max_line_bytes)], Config()), ReportFormat.terminal, None)
+    report = Report([analyze_path(output, max_line_bytes=max_line_bytes)], Config())
+    write_report(report, ReportFormat.terminal, None)
+    raise typer.Exit(exit_code_for(report, fail_on, strict=False))
 
 
 CONVERT_EXAMPLES = """Examples:
@@ -117,7 +123,10 @@ def convert(
     kind = detect(str(path))
     try:
         with replacing_trace(output) as out, working(f"converting {path}"):
-            count = convert_file(str(path), out, kind)
+            try:
+                count = convert_file(str(path), out, kind)
+            except UnreadableInput as e:  # empty, binary, not the format it looked like
+                raise UnreadableInput(f"{e}; {output} is not written") from None
             if count == 0:
                 raise UnreadableInput(f"{path}: no event to convert; {output} is not written")
     except OSError as e:

@@ -11,6 +11,7 @@ reads (native, bare events, `{time, source, event}`) are passed through it. It n
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import io
@@ -21,8 +22,9 @@ from typing import IO, Any
 import orjson
 
 from . import livekit_log
-from .loader import TraceReader, UnreadableInput, open_input, open_trace
+from .loader import Region, TraceReader, UnreadableInput, open_input, open_trace, skip_space, skip_value
 from .secrets import redact_event, safe_path
+from .trace import Header
 from .writer import TraceWriter
 
 #: Largest HAR / JSON-array file read whole (these formats cannot be streamed line by line).
@@ -64,13 +66,18 @@ def detect(path: str) -> str:
 
 def reader(path: str, **kw: Any) -> TraceReader | None:
     """A reader of `path` in place (its own line numbers) when it is a format read that way (a livekit-agents
-    log); None for the others (`native_path` converts them)."""
-    if path == "-" or detect(path) != "livekit-log":
+    log, a JSON array); None for the others (`native_path` converts them)."""
+    if path == "-":
         return None
-    return livekit_log.LogReader.open(path, **kw)
+    kind = detect(path)
+    if kind == "livekit-log":
+        return livekit_log.LogReader.open(path, **kw)
+    if kind == "json-array":
+        return ArrayReader(path, **kw)
+    return None
 
 
-def _read_document(path: str) -> Any:
+def _document_bytes(path: str) -> bytes:
     try:
         with open_trace(path) as f:
             data = f.read(MAX_DOCUMENT_BYTES + 1)
@@ -78,10 +85,18 @@ def _read_document(path: str) -> Any:
         raise UnreadableInput(f"{path}: {e.strerror or e}") from None
     if len(data) > MAX_DOCUMENT_BYTES:
         raise ImportFailed(f"{path}: over the {MAX_DOCUMENT_BYTES:,}-byte limit for a JSON document")
+    return data.removeprefix(b"\xef\xbb\xbf")
+
+
+def _parsed(data: bytes, path: str) -> Any:
     try:
-        return orjson.loads(data.removeprefix(b"\xef\xbb\xbf"))
+        return orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise ImportFailed(f"{path}: not valid JSON ({str(e).split(':')[0]})") from None
+
+
+def _read_document(path: str) -> Any:
+    return _parsed(_document_bytes(path), path)
 
 
 def _event_of(data: Any) -> dict[str, Any] | str:
@@ -164,6 +179,50 @@ def array_records(doc: Any, source: str = "<json>") -> Iterator[dict[str, Any]]:
     yield from _via_loader(io.BytesIO(lines), source)
 
 
+class ArrayReader(TraceReader):
+    """A JSON array of log entries (`{time, source, event}`, native lines or bare events) read in place: each element
+    is read as the loader reads a line, and numbered by the line of the file where it starts, so findings and
+    problems point into the user's file (a problem of an element at its line and column there), not into a
+    conversion. The document is read whole (`MAX_DOCUMENT_BYTES` at most): the format cannot be streamed."""
+
+    def __init__(self, path: str, **kw: Any) -> None:
+        data = _document_bytes(path)
+        if not isinstance(_parsed(data, path), list):
+            raise ImportFailed(f"{path}: expected a JSON array")
+        super().__init__(io.BytesIO(b""), path, **kw)
+        self.header = Header(1, {"source_format": "json-array"})
+        self._text = data.decode("utf-8", "replace")
+        self._newlines: list[int] = [i for i, c in enumerate(self._text) if c == "\n"]
+        self._start = 0  # where the element being read starts in `_text`
+        self._line = 1  # and its line
+
+    def position(self, at: int) -> tuple[int, int]:
+        """The 1-based line and column of the character at offset `at` of the document."""
+        line = bisect.bisect_left(self._newlines, at)
+        return line + 1, at - (self._newlines[line - 1] if line else -1)
+
+    def _blocks(self, regions: bool = False) -> Iterator[tuple[int, list[bytes | int] | Region, bool]]:
+        text = self._text
+        i = skip_space(text, 0) + 1  # past the `[` (the document is a JSON array)
+        while True:
+            i = skip_space(text, i)
+            if text[i] == ",":
+                i = skip_space(text, i + 1)
+            if text[i] == "]":
+                return
+            end = skip_value(text, i)
+            self._start = i
+            self._line = self.lines = self.position(i)[0]
+            raw = text[i:end].encode()
+            yield self._line, [raw if len(raw) <= self._max else len(raw)], True
+            i = end
+
+    def _problem(self, line: int, col: int, message: str, excerpt: str = "") -> None:
+        if line == self._line:  # a problem of the element being read, at a column of its text: where in the file
+            line, col = self.position(self._start + max(col, 1) - 1)
+        super()._problem(line, col, message, excerpt)
+
+
 def mitmproxy_records(path: str) -> Iterator[dict[str, Any]]:
     """Websocket flows of a mitmproxy dump (`mitmdump -w`). Needs mitmproxy installed."""
     try:
@@ -225,6 +284,8 @@ def records(path: str, kind: str | None = None) -> Iterator[dict[str, Any]]:
         with TraceReader.open(path) as reader:
             for rec in reader:
                 yield {"t": rec.t, "dir": rec.dir, "conn": rec.conn, "event": rec.event}
+        if reader.unusable is not None:
+            raise UnreadableInput(f"{path}: {reader.unusable}")
 
 
 def _write_failed(reason: str, lines: int) -> None:
@@ -266,4 +327,14 @@ def native_path(path: str) -> Iterator[str]:
             os.unlink(tmp)
 
 
-__all__ = ["FORMATS", "ImportFailed", "convert", "detect", "har_records", "native_path", "reader", "records"]
+__all__ = [
+    "FORMATS",
+    "ArrayReader",
+    "ImportFailed",
+    "convert",
+    "detect",
+    "har_records",
+    "native_path",
+    "reader",
+    "records",
+]

@@ -122,7 +122,7 @@ def compression_of_file(path: str | os.PathLike[str]) -> str | None:
 
 
 #: What a reader says of a zstd input when `zstandard` is not installed.
-NO_ZSTD = "the input is zstd-compressed: reading it needs the zstandard package (pip install 'rtrace[zstd]')"
+NO_ZSTD = "the input is zstd-compressed: reading it needs the zstandard package (pip install 'rtrace-cli[zstd]')"
 
 
 #: How many bytes the header piece after each state takes (`_ZstdFrames`).

@@ -1,6 +1,6 @@
 """Reading traces: native JSONL, bare events, and openai-realtime-api-beta `{time, source, event}` logs.
 
-A trace compressed with gzip, bzip2, xz or zstd (zstd needs the `zstandard` package: `rtrace[zstd]`) is read as it
+A trace compressed with gzip, bzip2, xz or zstd (zstd needs the `zstandard` package: `rtrace-cli[zstd]`) is read as it
 is decompressed, found by its magic bytes whatever its name (`compression_of`), a block at a time: the line limits
 below bound the decompressed data, so a decompression bomb costs time, never memory. A stream that breaks (a
 truncated or corrupt file) is a problem at the line where it broke; the lines before it are read.
@@ -14,11 +14,12 @@ count without parsing them; the pure path gives the same records.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import datetime
 import io
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 import orjson
@@ -42,7 +43,7 @@ from .inputs import (
     open_trace,
     special_allowed,
 )
-from .jsonpos import column_of
+from .jsonpos import _skip_space, _skip_value, column_of
 from .trace import DIRECTIONS, Direction, Header, Problem, Record, dumps_header, dumps_record
 
 #: Lines longer than this are skipped without being held in memory (a 50 MB line is a recording bug).
@@ -138,10 +139,12 @@ class TraceReader:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         limit: int | None = None,
         at_start: bool = True,
+        on_read: Callable[[int], None] | None = None,
     ) -> None:
         """`limit`: read at most this many bytes of `stream`. `at_start`: the stream starts at the beginning of the
         trace; a reader of a later part (see `parallel.analyze_split`) looks for no BOM, UTF-16 or header, and
-        numbers its lines from 1 at the stream's position."""
+        numbers its lines from 1 at the stream's position. `on_read`: told, after each block, how far into
+        `stream` reading has gone (bytes of the file, compressed or not): a progress bar's fraction."""
         self.path = path
         self.header: Header | None = None
         #: The first MAX_KEPT_PROBLEMS problems, in order.
@@ -171,7 +174,11 @@ class TraceReader:
         self.compression: str | None = None
         #: The line at which a compressed stream broke (truncated, corrupt), if it did: the rest is lost.
         self.broken: int | None = None
+        #: Why the input holds no trace at all, when it does not: "the file is empty", or "not a text trace ..."
+        #: (binary data: nothing of it is read, rather than a problem for each of its lines). Known once read.
+        self.unusable: str | None = None
         self._decompressed: _Decompressed | None = None
+        self._on_read = on_read
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
@@ -249,10 +256,18 @@ class TraceReader:
         held = 0  # its length so far
         skipped = -1  # >= 0: inside an oversized line, this many bytes of it seen
         left = -1 if self._limit is None else self._limit
+        sniff = self._at_start  # the first block of the trace is yet to come: is it text at all?
         while left:
             block = stream.read(_CHUNK if left < 0 else min(_CHUNK, left))
             if not block:
                 break
+            if self._on_read is not None:
+                self._tell_position()
+            if sniff:
+                sniff = False
+                self.unusable = not_text(block, self.compression)
+                if self.unusable is not None:
+                    return
             if left > 0:
                 left -= len(block)
             if skipped >= 0:
@@ -333,6 +348,9 @@ class TraceReader:
             last = b"".join(pieces)
             self.lines = lineno
             yield lineno, [last if len(last) <= limit else len(last)], False
+        broke = self._decompressed is not None and self._decompressed.error is not None
+        if sniff and not broke:
+            self.unusable = "the file is empty" if self.compression is None else f"the {self.compression} data is empty"
         if self._decompressed is not None and self._decompressed.error is not None:
             self.broken = lineno  # the first line not read whole
             self._problem(
@@ -342,6 +360,13 @@ class TraceReader:
                 or f"the {self._decompressed.codec} stream breaks here ({self._decompressed.error}): the file is "
                 "truncated or corrupt; the lines before are read, the rest is lost",
             )
+
+    def _tell_position(self) -> None:
+        assert self._on_read is not None
+        try:
+            self._on_read(self._stream.tell())
+        except (OSError, ValueError, AttributeError):  # a pipe or a stream without a position: nothing to tell
+            self._on_read = None
 
     def _stop_looking(self, lineno: int, seen: int) -> None:
         self.lines = lineno
@@ -653,6 +678,46 @@ def lines_at(
     except OSError:
         return found
     return found
+
+
+#: Bytes of a trace's start looked at to tell text from binary data (as git and grep do).
+TEXT_SNIFF_BYTES = 8192
+
+
+def not_text(block: bytes, compression: str | None = None) -> str | None:
+    """Why `block`, the first bytes of a trace (decompressed, UTF-8), is binary data rather than text, or None.
+
+    Binary: its first `TEXT_SNIFF_BYTES` hold a NUL byte, or more than one character in twenty that is not UTF-8
+    text (an invalid byte, a control character), and not one whole line of them is a JSON object. A trace with
+    bad bytes in some lines (NUL padding left by a crash, a corrupt line) is still read line by line."""
+    head = block[:TEXT_SNIFF_BYTES]
+    text = head.decode("utf-8", "replace")
+    if len(head) == TEXT_SNIFF_BYTES:
+        text = text[:-3]  # a character cut at the end of the look is not a bad one
+    nul = head.find(b"\0")
+    bad = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in "\t\n\r\f"))
+    if nul < 0 and bad <= max(1, len(text) // 20):
+        return None
+    lines = head.split(b"\n")
+    if len(head) == TEXT_SNIFF_BYTES:
+        lines.pop()  # cut by the look
+    for line in lines:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            if isinstance(orjson.loads(line), dict):
+                return None
+    of = f" of the {compression} data" if compression else ""
+    what = (
+        f"a NUL byte at byte {nul + 1}{of}"
+        if nul >= 0
+        else f"{bad} of its first {len(text)} characters{of} are not text"
+    )
+    reads = "rtrace reads JSON lines (.jsonl), plain or compressed with gzip, bzip2, xz or zstd"
+    return f"not a text trace (binary data: {what}); {reads}"
+
+
+#: Where the JSON value at an offset of a text ends, and where the next non-space is (for readers of JSON documents).
+skip_value = _skip_value
+skip_space = _skip_space
 
 
 def _parse_time(value: Any) -> float | None:

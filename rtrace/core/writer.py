@@ -152,7 +152,7 @@ def _compressor(out: IO[bytes], codec: str) -> Any:
     try:
         import zstandard
     except ImportError:
-        why = "writing a .zst trace needs the zstandard package (pip install 'rtrace[zstd]')"
+        why = "writing a .zst trace needs the zstandard package (pip install 'rtrace-cli[zstd]')"
         raise OSError(f"{out.name}: {why}") from None
     return zstandard.ZstdCompressor().stream_writer(out, closefd=False)
 

@@ -555,7 +555,10 @@ def analyze_reader(
     comes from the analysis itself, not from a second reading)."""
     fold = Fold(config or Config(), rules, observer)
     fold.rows(reader.rows())
-    return fold.report(reader.path, reader.count, reader.problems, reader.problem_count, reader.header)
+    report = fold.report(reader.path, reader.count, reader.problems, reader.problem_count, reader.header)
+    if reader.unusable is not None:  # empty, or not text: said once, rather than "no findings" or a bad line each
+        report.unreadable = f"{reader.path}: {reader.unusable}"
+    return report
 
 
 def without_secrets(finding: Finding) -> Finding:

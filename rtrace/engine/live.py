@@ -62,6 +62,8 @@ def fold_live(
         told.add(id(finding))
         on_finding(without_secrets(finding), False)
     report = fold.report(reader.path, reader.count, reader.problems, reader.problem_count, reader.header)
+    if reader.unusable is not None:
+        report.unreadable = f"{reader.path}: {reader.unusable}"
     # `report.findings` is `fold.dispatch.findings` sorted and scrubbed, one for one.
     for raw, finding in zip(found, report.findings, strict=True):
         if id(raw) not in told:

@@ -18,7 +18,7 @@ import pickle
 import re
 import signal
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.loader import MAX_KEPT_PROBLEMS, TraceReader, UnreadableInput, compression_of, is_trace_name
@@ -61,23 +61,27 @@ def analyze_file(
     max_line_bytes: int,
     jobs: int = 1,
     observer: Observer | None = None,
+    on_read: Callable[[int], None] | None = None,
 ) -> TraceReport:
     """One local trace (or `-`, stdin), other tools' captures converted as `rtrace analyze` does; never raises.
     With `jobs` > 1 a large trace is read by two processes (`analyze_split`); with an `observer` (which watches the
-    fold, see `fold.Observer`), by this one."""
+    fold, see `fold.Observer`), by this one. `on_read`: how far into the file this process has read
+    (`TraceReader`), for a progress bar."""
     from ..core.importers import native_path, reader
 
     try:
-        log = reader(os.fspath(path), max_line_bytes=max_line_bytes)
+        log = reader(os.fspath(path), max_line_bytes=max_line_bytes, on_read=on_read)
         if log is not None:  # a livekit-agents log: read in place, one process, its own line numbers
             with log:
                 return analyze_reader(log, config, rules, observer)
         with native_path(path) as readable:
             report = None
             if jobs_for(jobs) > 1 and observer is None and split_pays(os.fspath(readable)):
-                report = analyze_split(os.fspath(readable), config, rules, max_line_bytes)
+                report = analyze_split(os.fspath(readable), config, rules, max_line_bytes, on_read=on_read)
             if report is None:
-                report = analyze_path(readable, config, rules, observer, max_line_bytes=max_line_bytes)
+                report = analyze_path(
+                    readable, config, rules, observer, max_line_bytes=max_line_bytes, on_read=on_read
+                )
         report.path = path
         return report
     except UnreadableInput as e:
@@ -125,6 +129,7 @@ def analyze_split(
     *,
     share: float | None = None,
     min_bytes: int | None = None,
+    on_read: Callable[[int], None] | None = None,
 ) -> TraceReport | None:
     """Analyze the regular file at `path` with a forked child reading its second part; None when it is not worth
     it or not possible (small, not a regular file, UTF-16, no fork), and the caller reads it alone.
@@ -164,7 +169,10 @@ def analyze_split(
     os.close(notify_w)
     os.close(spool_fd)
     try:
-        with open(path, "rb") as f, TraceReader(f, path, max_line_bytes=max_line_bytes, limit=cut) as reader:
+        with (
+            open(path, "rb") as f,
+            TraceReader(f, path, max_line_bytes=max_line_bytes, limit=cut, on_read=on_read) as reader,
+        ):
             fold = Fold(config, rules)
             fold.rows(reader.rows())
         part = _fold_digest(fold, feed, notify_r, reader.count, reader.lines) if reader.count else None
@@ -310,11 +318,12 @@ def analyze_url(
     max_line_bytes: int,
     storage_options: StorageOptions | None = None,
     jobs: int = 1,
+    on_read: Callable[[int], None] | None = None,
 ) -> TraceReport:
     """One trace at a local path (`analyze_file`) or an fsspec URL (`s3://bucket/a.jsonl`, opened with
     `storage_options`); never raises. Runs in this process, a pool worker or a Dask worker."""
     if "://" not in url:
-        return analyze_file(url, config, rules, max_line_bytes, jobs)
+        return analyze_file(url, config, rules, max_line_bytes, jobs, on_read=on_read)
     try:
         import fsspec
 
@@ -379,13 +388,21 @@ def analyze_local(
     max_line_bytes: int,
     jobs: int = 1,
     storage_options: StorageOptions | None = None,
+    on_read: Callable[[int], None] | None = None,
+    on_trace: Callable[[], None] | None = None,
 ) -> list[TraceReport]:
     """Analyze `paths` (local paths or fsspec URLs) with `jobs` processes (1: in this process; one path: split when
-    large). Reports are in the order of `paths`."""
+    large). Reports are in the order of `paths`. For a progress bar: `on_read`, how far into its file the one trace
+    of `paths` has been read by this process (`TraceReader`); `on_trace`, told as each trace is done."""
     workers = min(jobs_for(jobs), len(paths))
     so = storage_options
+    told = on_trace or (lambda: None)
     if workers <= 1:
-        return [analyze_url(p, config, rules, max_line_bytes, so, jobs) for p in paths]
+        done = []
+        for p in paths:
+            done.append(analyze_url(p, config, rules, max_line_bytes, so, jobs, on_read if len(paths) == 1 else None))
+            told()
+        return done
     reports: list[TraceReport | None] = [None] * len(paths)
     lost: list[int] = []
     # Largest first, so that a big trace picked last does not leave one worker running alone at the end.
@@ -397,11 +414,15 @@ def analyze_local(
         for k, p in enumerate(paths):  # stdin can only be read by this process
             if p == "-":
                 reports[k] = analyze_file(p, config, rules, max_line_bytes)
-        for future, k in futures.items():
+                told()
+        for future in concurrent.futures.as_completed(futures):
+            k = futures[future]
             try:
                 reports[k] = future.result()
             except concurrent.futures.process.BrokenProcessPool:
                 lost.append(k)
+                continue
+            told()
     # A worker that died (killed, out of memory) breaks the whole pool: every trace it took down is retried
     # alone, so only the one that kills its worker is reported as failed.
     for k in lost:
@@ -410,6 +431,7 @@ def analyze_local(
                 reports[k] = pool.submit(analyze_url, paths[k], config, rules, max_line_bytes, so).result()
             except concurrent.futures.process.BrokenProcessPool as e:
                 reports[k] = failed(paths[k], f"analysis failed: the worker process died ({e})")
+        told()
     return [r for r in reports if r is not None]
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..core.durations import DurationError, parse_duration
 from ..core.inputs import MAX_NESTING, TooDeep, UnreadableInput, check_nesting, read_side_input, value_nesting_over
+from ..rules import UnknownRule, find_rule
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,30 +90,55 @@ def find(start: Path) -> Path | None:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                table = _toml(pyproject).get("tool", {})
+                text = _text(pyproject)
+            except (OSError, UnicodeDecodeError, UnreadableInput):
+                continue  # not a file rtrace's settings can be in
+            try:
+                table = _parse(text, pyproject).get("tool", {})
             except TooDeep:  # too deep to read: ours to refuse (`load` says where) if it names our table
-                if re.search(r"^\s*\[\s*tool\s*\.\s*rtrace\s*[.\]]", _text(pyproject), re.MULTILINE):
+                if re.search(r"^\s*\[\s*tool\s*\.\s*rtrace\s*[.\]]", text, re.MULTILINE):
                     return pyproject
                 continue
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, UnreadableInput):
-                continue  # another tool's broken file is not ours to refuse; it is skipped
+            except tomllib.TOMLDecodeError as e:
+                if "rtrace" not in text:
+                    continue  # another tool's broken file, which cannot hold rtrace's settings: not ours to refuse
+                why = _toml_error(pyproject, e, text)
+                raise SettingsError(f"{why}; its [tool.rtrace] settings cannot be read") from None
             if isinstance(table, dict) and "rtrace" in table:
                 return pyproject
     return None
 
 
+def _toml_error(path: Path, error: Exception, source: str) -> str:
+    """`path:line:col: not valid TOML: why`, the place taken from the parser's message (`source` is the file's
+    text: "at end of document" is its last line)."""
+    text = str(error)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)", text)
+    if m is not None:
+        return f"{path}:{m[1]}:{m[2]}: not valid TOML: {text[: m.start()] + text[m.end() :]}"
+    m = re.search(r"\s*\(at end of document\)", text)
+    if m is not None:
+        lines = source.rstrip("\n").split("\n")
+        return f"{path}:{len(lines)}:{len(lines[-1]) + 1}: not valid TOML: {text[: m.start()]} (at the end of the file)"
+    return f"{path}: not valid TOML: {text}"
+
+
 def load(path: Path) -> Settings:
     """The settings in `path` (`rtrace.toml`: top level; `pyproject.toml`: `[tool.rtrace]`)."""
     try:
-        data = _toml(path)
-    except (UnreadableInput, TooDeep) as e:
+        source = _text(path)
+    except UnreadableInput as e:
         raise SettingsError(str(e)) from None
     except OSError as e:
         raise SettingsError(f"{path}: cannot read it: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise SettingsError(f"{path}: not UTF-8 text") from None
+    try:
+        data = _parse(source, path)
+    except TooDeep as e:
+        raise SettingsError(str(e)) from None
     except tomllib.TOMLDecodeError as e:
-        raise SettingsError(f"{path}: not valid TOML: {e}") from None
+        raise SettingsError(_toml_error(path, e, source)) from None
     where = f"{path}:"
     if path.name == "pyproject.toml":
         data = data.get("tool", {}).get("rtrace", {})
@@ -134,10 +160,9 @@ def _text(path: Path) -> str:
     return read_side_input(path, "the settings file", SETTINGS_BYTES).decode("utf-8")
 
 
-def _toml(path: Path) -> dict[str, Any]:
-    """A TOML file read as every side input is (`core.inputs`: special files refused, size and nesting bounded)."""
-    text = _text(path)
-    check_nesting(text, str(path), "toml")  # before tomllib, which recurses
+def _parse(text: str, path: Path) -> dict[str, Any]:
+    """TOML text of a side input, its nesting bounded (`core.inputs`) before tomllib, which recurses."""
+    check_nesting(text, str(path), "toml")
     data = tomllib.loads(text)
     if value_nesting_over(data):
         raise TooDeep(f"{path}:1: tables nested deeper than {MAX_NESTING} levels (dotted keys); refused")
@@ -150,7 +175,13 @@ def _value(where: str, key: str, kind: str, value: object, folder: Path) -> obje
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise SettingsError(f"{where} {key} must be a list of rule ids or slugs")
-        return tuple(v.strip() for item in value for v in item.split(",") if v.strip())
+        names = tuple(v.strip() for item in value for v in item.split(",") if v.strip())
+        for name in names:
+            try:
+                find_rule(name)
+            except UnknownRule as e:
+                raise SettingsError(f"{where} {key}: {e}") from None
+        return names
     if kind == "fail-on":
         if value not in FAIL_ON:
             raise SettingsError(f"{where} {key} must be one of {', '.join(FAIL_ON)}, not {value!r}")

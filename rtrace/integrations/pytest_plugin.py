@@ -6,12 +6,21 @@ Importing it costs a test session nothing: only definitions run at start-up; the
 are imported when a test asks for the fixture. The server runs on a thread with its own event loop, so a test may
 be sync, pytest-asyncio or anyio, and its loop may run or not; the thread, the loop and the port are gone when the
 test's call ends, and the session is analyzed then.
+
+**Hunting** (`pytest --rtrace-hunt=5m tests/test_agent.py`, or `@pytest.mark.rtrace(hunt="5m")`): instead of
+running once, each test that uses the fixture is the command of an `rtrace hunt` (`rtrace.net.hunt`): the test
+runs again and again in a child pytest, each time against a server of the hunt with another fault schedule, and
+fails when the hunt found a bug at or above `fail_on` (the bugs' report is its failure text; their scripts,
+traces and minimized traces are kept in the test's trace folder). In a child of a hunt (`RTRACE_HUNT` in the
+environment, as `rtrace hunt -- pytest ...` also sets it) the fixture starts no server of its own: it hands out the
+hunt's, and the hunt judges the session.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +39,9 @@ if TYPE_CHECKING:
 LEVELS = ("info", "warning", "error", "never")
 #: What the marker (and an indirect parametrization of the fixture) may say besides the `rtrace serve` options of
 #: `rtrace.net.server.options_from_cli`, which it takes by the same names.
-PLUGIN_OPTIONS = ("fail_on",)
+PLUGIN_OPTIONS = ("fail_on", "hunt", "hunt_runs")
+#: Runs of each bug's minimal schedule a test's hunt takes its rate over (`hunt_runs` in the marker).
+HUNT_RUNS = 5
 #: `options_from_cli` options a test may not set: the plugin binds a free loopback port and records the trace.
 _FIXED = ("host", "port", "record")
 #: Seconds the server may take to start, or to stop once the test is done.
@@ -38,6 +49,9 @@ _WAIT = 30.0
 
 _SERVER_KEY = pytest.StashKey["RtraceServer"]()
 _LATENCIES_KEY = pytest.StashKey[list[float]]()
+_HUNT_KEY = pytest.StashKey["tuple[ServerOptions, float, str, Path, int]"]()
+#: Set in the environment of the commands a hunt runs (`rtrace.net.hunt.CommandTarget`).
+HUNT_ENV = "RTRACE_HUNT"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,6 +67,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="a test fails when its session has a finding at or above this severity (default: error)",
     )
     group.addoption("--rtrace-traces", metavar="DIR", help="keep each test's trace in DIR (default: its tmp_path)")
+    group.addoption(
+        "--rtrace-hunt",
+        metavar="BUDGET",
+        help="hunt for bugs in every test that uses rtrace_server, for this long each (e.g. 5m): rtrace hunt",
+    )
     parser.addini("rtrace_fail_on", "rtrace: the severity of a finding that fails a test (default: error)")
     parser.addini("rtrace_traces", "rtrace: keep each test's trace in this directory (default: its tmp_path)")
 
@@ -62,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "rtrace(**options): options of the rtrace_server fixture: latency='50ms', script='scenario.toml', "
         "tool='NAME', drop_on=[...], tls=True (wss://), ... (the options of `rtrace serve`), "
-        "fail_on='error'|'warning'|'info'|'never'",
+        "fail_on='error'|'warning'|'info'|'never', hunt='5m' (hunt for bugs in this test instead of running it once)",
     )
     text = config.getoption("rtrace_latency", None)
     if text:
@@ -97,19 +116,89 @@ def rtrace_server(request: pytest.FixtureRequest, rtrace_latency: float | None) 
     Options come from `@pytest.mark.rtrace(...)` (the closest marker wins), then from an indirect parametrization
     (`request.param`, a dict), then `--rtrace-latency`. When the test function returns the server stops, the trace
     is analyzed, and the test fails if a finding is at or above `fail_on`."""
+    if os.environ.get(HUNT_ENV):
+        yield HuntedServer()  # type: ignore[misc]  # a run of a hunt: the hunt's server, judged by the hunt
+        return
     options = _options(request)
     if rtrace_latency is not None:
         options["latency"] = [f"{rtrace_latency!r}s"]
     fail_on = str(options.pop("fail_on", None) or _configured_fail_on(request.config))
     if fail_on not in LEVELS:
         pytest.fail(f"rtrace: fail_on={fail_on!r}: give one of {', '.join(LEVELS)}", pytrace=False)
-    server = RtraceServer(_server_options(request, options), _trace_path(request), fail_on)
+    budget = options.pop("hunt", None) or request.config.getoption("rtrace_hunt", None)
+    runs = options.pop("hunt_runs", HUNT_RUNS)
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        pytest.fail(f"rtrace: hunt_runs={runs!r}: give a whole number of at least 1", pytrace=False)
+    server_options = _server_options(request, options)
+    trace = _trace_path(request)
+    if budget:
+        hunting = (server_options, _hunt_budget(budget), fail_on, trace.with_suffix(""), runs)
+        request.node.stash[_HUNT_KEY] = hunting
+    server = RtraceServer(server_options, trace, fail_on)
     server.start()
-    request.node.stash[_SERVER_KEY] = server
+    if not budget:  # a hunted test's own server is only there for its other fixtures: the hunt judges
+        request.node.stash[_SERVER_KEY] = server
     try:
         yield server
     finally:
         server.close()
+
+
+def _hunt_budget(value: Any) -> float:
+    from ..core.durations import parse_duration
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        seconds = parse_duration(str(value), "--rtrace-hunt")
+    except ValueError as e:
+        pytest.fail(f"rtrace: {e}", pytrace=False)
+    if seconds <= 0:
+        pytest.fail(f"rtrace: hunt={value!r}: give a time above 0, e.g. 5m", pytrace=False)
+    return seconds
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test the plugin hunts in: the hunt instead of one call (see the module docstring)."""
+    hunting = pyfuncitem.stash.get(_HUNT_KEY, None)
+    if hunting is None:
+        return None
+    template, budget, fail_on, folder, runs = hunting
+    import concurrent.futures
+
+    from ..net.hunt import HuntOptions, hunt
+    from ..rules.base import SEVERITY_RANK
+
+    root = pyfuncitem.config.rootpath
+    path, _, rest = pyfuncitem.nodeid.partition("::")
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(root),
+               f"{root / path}::{rest}" if rest else str(root / path)]  # fmt: skip
+    options = HuntOptions(budget=budget, timeout=max(60.0, budget), out_dir=folder, template=template,
+                          shrink_runs=min(2, runs), repro_runs=runs, max_bugs=5)  # fmt: skip
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the test's own loop, if any, stays untouched
+        result = pool.submit(hunt, command, options).result()
+    if result.clean_failed:
+        tail = "\n".join(result.clean.stderr_tail if result.clean else [])
+        pytest.fail(f"rtrace hunt: the test failed its clean run (no fault): nothing to hunt\n{tail}", pytrace=False)
+    floor = SEVERITY_RANK.get(fail_on, 99)
+    failing = [b for b in result.bugs if fail_on != "never" and SEVERITY_RANK.get(b.severity, 0) >= floor]
+    text = _hunt_text(result)
+    if failing:
+        pytest.fail(text, pytrace=False)
+    pyfuncitem.add_report_section("call", "rtrace hunt", text)
+    return True
+
+
+def _hunt_text(result: Any) -> str:
+    import io
+
+    from ..report.console import plain_console
+    from ..report.hunt import render_terminal
+
+    out = io.StringIO()
+    render_terminal(result, plain_console(out, width=120))
+    return out.getvalue()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -130,6 +219,47 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if server.failing:
         pytest.fail(server.failure_text(), pytrace=False)
     return result
+
+
+class HuntedServer:
+    """The fixture in a run of a hunt: where the hunt's server is (from the environment the hunt gave the test);
+    the hunt records and judges the session, so this test reports no finding itself."""
+
+    trace: Path | None = None
+    closed = False
+    fail_on = "never"
+    @property
+    def findings(self) -> list[Finding]:
+        return []
+
+    @property
+    def failing(self) -> list[Finding]:
+        return []
+
+    @property
+    def base_url(self) -> str:
+        return os.environ["OPENAI_BASE_URL"]
+
+    @property
+    def url(self) -> str:
+        return os.environ["RTRACE_URL"]
+
+    @property
+    def realtime_url(self) -> str:
+        return os.environ["RTRACE_REALTIME_URL"]
+
+    @property
+    def port(self) -> int:
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.url).port or 0
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"OPENAI_BASE_URL": self.base_url, "RTRACE_URL": self.url, "RTRACE_REALTIME_URL": self.realtime_url}
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class RtraceServer:
@@ -438,4 +568,4 @@ def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
     return value
 
 
-__all__ = ["LEVELS", "RtraceServer", "rtrace_latency", "rtrace_server"]
+__all__ = ["LEVELS", "HuntedServer", "RtraceServer", "rtrace_latency", "rtrace_server"]

@@ -2,16 +2,15 @@
 
 It re-sends the client's recorded decisions: it shows how an endpoint answers them (acks, errors, what the fake or
 another endpoint does differently), never what the client would have decided at another latency (that is `serve` or
-`sweep` with the real client). Every pace keeps the recording's causality: a client event is sent only once the
-server event it followed in the recording has come (or `timeout` passed, a divergence); `reactive` then waits the
-recorded think time, `recorded` sends at the recorded offset from the connection's start when that is later, and
-`asap` at once. `speed` scales every pause, and, against the in-process fake, its latency and recorded pacing too
-(its clock runs `speed` times as fast), so the conversation keeps its shape at any speed.
+`sweep` with the real client). What to send when, the ids learned and the divergences are the sans-I/O
+`rtrace.net.replay_session.ReplaySession` (pacing and its causality are described there); this layer only moves its
+frames and its time: it connects, writes every frame to the replayed trace, sleeps until the session's next moment,
+and runs the in-process fake, whose clock runs `speed` times as fast (its latency and recorded pacing scale with the
+replay's pauses, so the conversation keeps its shape at any speed).
 
-Owns pacing (reactive, recorded, asap), the mapping of server-assigned ids from the recording to the replay, the
-divergences between the recorded and the replayed answers, and the side-by-side findings. It does not judge the
-conversation itself (that is `rtrace.engine.fold`, run on both traces), and a key for a real endpoint comes from the
-environment only when asked (`api_key_env`), never over ws:// to another machine, and is never written.
+Owns the connections, the replayed trace, the in-process fake, `--compare` and the side-by-side findings. It does not
+judge the conversation itself (that is `rtrace.engine.fold`, run on both traces), and a key for a real endpoint comes
+from the environment only when asked (`api_key_env`), never over ws:// to another machine, and is never written.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import os
 import tempfile
 import time
 import urllib.parse
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
@@ -34,7 +32,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from .. import __version__
 from ..core.durations import parse_latencies
 from ..core.escape import shown
-from ..core.loader import TraceReader
+from ..core.loader import TraceReader, UnreadableInput
 from ..core.secrets import redact_event, safe_path
 from ..core.trace import Record
 from ..core.writer import TraceWriter
@@ -42,36 +40,16 @@ from ..engine.fold import TraceReport, analyze_path
 from ..rules.base import Config
 from .common import check_ws_url, is_loopback, safe_url, trace_write_failed, upstream_url, websocket_url
 from .faults import check_specs
-
-PACES = ("reactive", "recorded", "asap")
-#: Server event types a reactive replay waits for: acknowledgements, errors and the response lifecycle. Streaming
-#: deltas are not waited for (another endpoint may chunk differently).
-ANCHOR_TYPES = frozenset(
-    {
-        "session.created",
-        "session.updated",
-        "conversation.item.added",
-        "conversation.item.done",
-        "conversation.item.deleted",
-        "conversation.item.truncated",
-        "conversation.item.retrieved",
-        "input_audio_buffer.committed",
-        "input_audio_buffer.cleared",
-        "input_audio_buffer.speech_started",
-        "input_audio_buffer.speech_stopped",
-        "response.created",
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.done",
-        "error",
-    }
+from .replay_session import (
+    PACES,
+    ConnResult,
+    Divergence,
+    Done,
+    ReplaySession,
+    Send,
+    client_ids,
+    server_event,
 )
-#: Keys whose string values are ids a server may assign.
-ID_KEYS = frozenset({"id", "item_id", "response_id", "call_id", "previous_item_id"})
-#: A recorded pause longer than this is shortened to it (a replay is not meant to take as long as the call).
-MAX_THINK = 5.0
-#: Seconds without any server event after which a connection whose answers are all in is considered settled.
-SETTLE = 0.3
 
 
 class ReplayFailed(Exception):
@@ -153,29 +131,6 @@ class ReplayOptions:
 
 
 @dataclasses.dataclass
-class Divergence:
-    """A place where the endpoint answered differently from the recording."""
-
-    conn: int
-    kind: str  # missing, extra, error
-    message: str
-    #: Line in the original trace, line in the replayed trace (either may be unknown).
-    original_line: int | None
-    replay_line: int | None
-    original_text: str = ""
-    replay_text: str = ""
-
-
-@dataclasses.dataclass
-class ConnResult:
-    conn: int
-    sent: int = 0
-    received: int = 0
-    timeouts: int = 0
-    close_code: int | None = None
-
-
-@dataclasses.dataclass
 class ReplayResult:
     original: str
     replayed: str
@@ -188,271 +143,50 @@ class ReplayResult:
     answers: dict[int, list[str]] = dataclasses.field(default_factory=dict)
 
 
-# -- ids ------------------------------------------------------------------------------------------------------------
-
-
-def client_ids(records: list[Record]) -> set[str]:
-    """Ids the client chose: those of items it created and of its events."""
-    out: set[str] = set()
-    for rec in records:
-        if rec.dir != "client":
-            continue
-        item = rec.event.get("item")
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            out.add(item["id"])
-    return out
-
-
-def learn_ids(recorded: Any, replayed: Any, keep: set[str], ids: dict[str, str], key: str = "") -> None:
-    """Walk a recorded server event and its replayed counterpart side by side; each server-assigned id that
-    differs is mapped (recorded -> replayed)."""
-    if isinstance(recorded, dict) and isinstance(replayed, dict):
-        for k, v in recorded.items():
-            if k in replayed:
-                learn_ids(v, replayed[k], keep, ids, k)
-    elif isinstance(recorded, list) and isinstance(replayed, list):
-        for a, b in zip(recorded, replayed, strict=False):
-            learn_ids(a, b, keep, ids, key)
-    elif (
-        key in ID_KEYS
-        and isinstance(recorded, str)
-        and isinstance(replayed, str)
-        and recorded
-        and recorded != replayed
-        and recorded not in keep
-    ):
-        ids.setdefault(recorded, replayed)
-
-
-def rewrite_ids(obj: Any, ids: dict[str, str], key: str = "") -> Any:
-    """`obj` with every mapped id replaced (any value under an id key)."""
-    if not ids:
-        return obj
-    if isinstance(obj, dict):
-        return {k: rewrite_ids(v, ids, k) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [rewrite_ids(v, ids, key) for v in obj]
-    if isinstance(obj, str) and key in ID_KEYS:
-        return ids.get(obj, obj)
-    return obj
-
-
 # -- one connection -------------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class _Step:
-    """A client event to send: after the `anchor_k`-th server event of `anchor_type` (reactive), `delay` later."""
+async def _run(ws: ClientConnection, session: ReplaySession, writer: TraceWriter) -> None:
+    """Move the frames and the time of one connection's `session`: each server frame to the trace and the session,
+    each `Send` to the socket and the trace, each `Wait` until a frame comes or its time."""
+    arrived = asyncio.Event()
 
-    rec: Record
-    anchor_type: str | None
-    anchor_k: int
-    anchor_line: int | None
-    think: float
-    offset: float
-
-
-def plan(records: list[Record]) -> tuple[list[_Step], list[Record]]:
-    """The client events of one connection with what each followed; and the recorded server events."""
-    steps: list[_Step] = []
-    server: list[Record] = []
-    counts: Counter[str] = Counter()
-    anchor: Record | None = None
-    start = records[0].t if records else 0.0
-    for rec in records:
-        if rec.dir == "server":
-            server.append(rec)
-            counts[rec.type] += 1
-            if rec.type in ANCHOR_TYPES:
-                anchor = rec
-        elif rec.dir == "client":
-            base = anchor.t if anchor is not None else start
-            steps.append(
-                _Step(
-                    rec,
-                    anchor.type if anchor is not None else None,
-                    counts[anchor.type] if anchor is not None else 0,
-                    anchor.line if anchor is not None else None,
-                    min(MAX_THINK, max(0.0, rec.t - base)),
-                    max(0.0, rec.t - start),
-                )
-            )
-    return steps, server
-
-
-def _short(event: dict[str, Any]) -> str:
-    text = orjson.dumps(event).decode()
-    return shown(text, 100)
-
-
-class _Session:
-    """The replay of one recorded connection."""
-
-    def __init__(
-        self,
-        ws: ClientConnection,
-        conn: int,
-        records: list[Record],
-        options: ReplayOptions,
-        writer: TraceWriter,
-        ids: dict[str, str],
-        keep: set[str],
-    ) -> None:
-        self.ws = ws
-        self.conn = conn
-        self.options = options
-        self.writer = writer
-        self.ids = ids
-        self.keep = keep
-        self.steps, self.recorded_server = plan(records)
-        self.recorded_by_type: dict[str, list[Record]] = {}
-        for rec in self.recorded_server:
-            self.recorded_by_type.setdefault(rec.type, []).append(rec)
-        self.counts: Counter[str] = Counter()
-        self.arrived = asyncio.Condition()
-        self.last_arrival = time.monotonic()
-        self.result = ConnResult(conn)
-        self.divergences: list[Divergence] = []
-        self.answers: list[str] = []
-        #: Replay line of each client event sent, by its event_id; and the recording's line.
-        self.sent_lines: dict[str, tuple[int, int]] = {}
-        self.last_sent: tuple[int, int] | None = None
-
-    async def receive(self) -> None:
+    async def receive() -> None:
         try:
-            async for message in self.ws:
-                try:
-                    event = orjson.loads(message)
-                except orjson.JSONDecodeError:
+            async for message in ws:
+                event = server_event(message)
+                if event is None:
                     continue
-                if not isinstance(event, dict):
-                    continue
-                self.on_server(event)
-                async with self.arrived:
-                    self.arrived.notify_all()
+                writer.write("server", session.conn, event)  # redacted by the writer
+                session.receive(event, writer.lines)
+                arrived.set()
         except ConnectionClosed:
             pass
         finally:
-            async with self.arrived:
-                self.arrived.notify_all()
+            session.closed()
+            arrived.set()
 
-    def on_server(self, event: dict[str, Any]) -> None:
-        etype = str(event.get("type"))
-        self.writer.write("server", self.conn, event)  # redacted by the writer
-        line = self.writer.lines
-        self.result.received += 1
-        self.answers.append(etype)
-        self.last_arrival = time.monotonic()
-        k = self.counts[etype]
-        self.counts[etype] += 1
-        recorded = self.recorded_by_type.get(etype, [])
-        if k < len(recorded):
-            learn_ids(recorded[k].event, event, self.keep, self.ids)
-        elif etype == "error":
-            raw_err = event.get("error")
-            err: dict[str, Any] = raw_err if isinstance(raw_err, dict) else {}
-            cause = self.sent_lines.get(str(err.get("event_id"))) or self.last_sent
-            self.divergences.append(
-                Divergence(
-                    self.conn,
-                    "error",
-                    f"an error the recording does not have: {shown(str(err.get('code') or err.get('message')))}",
-                    cause[1] if cause else None,
-                    line,
-                    "",
-                    _short(event),
-                )
-            )
-
-    async def wait_for(self, etype: str, k: int, timeout: float) -> bool:
-        async with self.arrived:
-            try:
-                await asyncio.wait_for(
-                    self.arrived.wait_for(lambda: self.counts[etype] >= k or self.ws.close_code is not None), timeout
-                )
-            except asyncio.TimeoutError:
-                return False
-        return self.counts[etype] >= k
-
-    async def send(self, step: _Step) -> bool:
-        event = rewrite_ids(step.rec.event, self.ids)
-        try:
-            await self.ws.send(orjson.dumps(event).decode())
-        except ConnectionClosed:
-            return False
-        self.writer.write("client", self.conn, event)
-        self.result.sent += 1
-        self.last_sent = (self.writer.lines, step.rec.line)
-        if isinstance(event.get("event_id"), str):
-            self.sent_lines[event["event_id"]] = self.last_sent
-        return True
-
-    async def run(self) -> None:
-        o = self.options
-        started = time.monotonic()
-        receiver = asyncio.create_task(self.receive())
-        try:
-            for step in self.steps:
-                # Every pace waits for what the event followed: sent earlier, it would refer to items and
-                # responses the endpoint has not made yet, and the replay would diverge by construction.
-                if step.anchor_type is not None:
-                    if not await self.wait_for(step.anchor_type, step.anchor_k, o.timeout):
-                        self.result.timeouts += 1
-                        self.missing(
-                            step.anchor_type, step.anchor_k, "before sending recording line " + str(step.rec.line)
-                        )
-                if o.pace == "reactive":
-                    await asyncio.sleep(step.think / max(o.speed, 1e-6))
-                elif o.pace == "recorded":
-                    delay = started + step.offset / max(o.speed, 1e-6) - time.monotonic()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                if self.ws.close_code is not None or not await self.send(step):
-                    rest = len(self.steps) - self.result.sent
-                    self.divergences.append(
-                        Divergence(
-                            self.conn,
-                            "closed",
-                            f"the endpoint closed the connection; {rest} client event(s) not sent",
-                            step.rec.line,
-                            self.writer.lines,
-                        )
-                    )
-                    break
-            await self.settle()
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.ws.close(), 2.0)
-            receiver.cancel()
-            await asyncio.gather(receiver, return_exceptions=True)
-            self.result.close_code = self.ws.close_code
-
-    async def settle(self) -> None:
-        """Until every recorded acknowledgement has a counterpart (or the timeout), then a short quiet time."""
-        deadline = time.monotonic() + self.options.timeout
-        for etype, recs in self.recorded_by_type.items():
-            if etype not in ANCHOR_TYPES or etype == "error":
+    receiver = asyncio.create_task(receive())
+    try:
+        while not isinstance(action := session.next(), Done):
+            if isinstance(action, Send):
+                try:
+                    await ws.send(orjson.dumps(action.event).decode())
+                except ConnectionClosed:
+                    session.closed()
+                    continue
+                writer.write("client", session.conn, action.event)
+                session.sent(writer.lines)
                 continue
-            left = max(0.0, deadline - time.monotonic())
-            if not await self.wait_for(etype, len(recs), left):
-                self.missing(etype, len(recs), "by the end of the connection")
-        while time.monotonic() - self.last_arrival < SETTLE and self.ws.close_code is None:
-            await asyncio.sleep(SETTLE / 3)
-
-    def missing(self, etype: str, k: int, when: str) -> None:
-        got = self.counts[etype]
-        rec = self.recorded_by_type[etype][got] if got < len(self.recorded_by_type.get(etype, [])) else None
-        self.divergences.append(
-            Divergence(
-                self.conn,
-                "missing",
-                f"{etype} #{got + 1} of the recording did not come {when} (got {got} of {k})",
-                rec.line if rec else None,
-                self.last_sent[0] if self.last_sent else None,
-                _short(rec.event) if rec else "",
-                "",
-            )
-        )
+            arrived.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(arrived.wait(), max(0.0, action.until - time.monotonic()))
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ws.close(), 2.0)
+        receiver.cancel()
+        await asyncio.gather(receiver, return_exceptions=True)
+        session.result.close_code = ws.close_code
 
 
 # -- the whole trace ------------------------------------------------------------------------------------------------
@@ -468,6 +202,8 @@ def read_trace(path: str | os.PathLike[str]) -> tuple[dict[int, list[Record]], d
             if rec.dir == "meta" and rec.type == "connection.opened" and isinstance(rec.event.get("path"), str):
                 paths.setdefault(rec.conn, rec.event["path"])
         header = dict(reader.header.fields) if reader.header is not None else {}
+    if reader.unusable is not None:
+        raise UnreadableInput(f"{os.fspath(path)}: {reader.unusable}")
     return by_conn, paths, header
 
 
@@ -559,8 +295,11 @@ async def _replay_conns(
         except WebSocketException as e:  # an invalid URL (InvalidURI quotes it whole): scrubbed, never raised on
             raise ReplayFailed(f"{safe_url(url)}: cannot connect: {shown(str(e))}") from None
         writer.write("meta", n, {"type": "connection.opened", "path": safe_path(path)})
-        session = _Session(ws, n, records, options, writer, ids, keep)
-        await session.run()
+        session = ReplaySession(
+            n, records, clock=time.monotonic, pace=options.pace, speed=options.speed, timeout=options.timeout,
+            ids=ids, keep=keep, line=writer.lines,
+        )  # fmt: skip
+        await _run(ws, session, writer)
         closed: dict[str, Any] = {"type": "connection.closed", "by": "client"}
         if session.result.close_code is not None:
             closed["code"] = session.result.close_code
@@ -654,16 +393,11 @@ def compare(path: str, options: ReplayOptions, url: str) -> tuple[ReplayResult, 
 
 
 __all__ = [
-    "PACES",
-    "Divergence",
     "ReplayFailed",
     "ReplayOptions",
     "ReplayResult",
     "compare",
     "divergence",
-    "learn_ids",
     "options_from_cli",
-    "plan",
     "replay",
-    "rewrite_ids",
 ]

@@ -37,6 +37,9 @@ response no turn answers gets the default script's answer (`rtrace.net.responses
 - a connection **opened**: `opened = true`. Action: `expire = "10s"` (`session_expired` and close 1001 that
   long after, as `--expire-after`).
 
+`nth = K` with `event` or `sent`: only the K-th event it matches, counted in the server's life, sets the turn off
+(`rtrace hunt`'s faults at the k-th event of a type).
+
 `event` and `sent` are checked against the event catalog (a client event for `event`, a server one for `sent`;
 what follows the colon an item type or a role), with the closest name on a typo. `connection = N` in any `when`
 limits the turn to the server's Nth connection. Close codes are those of `--close-code` (1006: no close frame;
@@ -64,8 +67,8 @@ Moment = Literal["response", "event", "sent", "opened"]
 
 _WHEN = {
     "response": {"user", "user_regex", "tool_output", "response"},
-    "event": {"event"},
-    "sent": {"sent", "sent_count"},
+    "event": {"event", "nth"},
+    "sent": {"sent", "sent_count", "nth"},
     "opened": {"opened"},
 }
 _ACTIONS: dict[Moment, set[str]] = {
@@ -109,6 +112,8 @@ class Turn:
     event: str | None = None
     sent: str | None = None
     sent_count: int | None = None
+    #: Only the Nth event `event` / `sent` matches (counted in the server's life) sets the turn off.
+    nth: int | None = None
     text: str | None = None
     calls: tuple[Call, ...] = ()
     fail: str | None = None
@@ -379,10 +384,12 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
     for key in when:
         if key not in known_when:
             raise fail(f"unknown condition `when.{key}` (known: {', '.join(sorted(known_when))})", f"when.{key}")
-    moments = [m for m, keys in _WHEN.items() if keys & set(when)]
+    moments = [m for m, keys in _WHEN.items() if (keys - {"nth"}) & set(when)]  # nth counts an event or a sent
     if len(moments) > 1:
         raise fail("`when` mixes moments: use response conditions, `event`, `sent` or `opened`, not several", "when")
     moment: Moment = moments[0] if moments else "response"  # type: ignore[assignment]
+    if "nth" in when and moment not in ("event", "sent"):
+        raise fail("`nth` counts the events an `event` or `sent` condition matches: give one", "when.nth")
     ordered = [k for k in raw if k not in ("when", "times", "fault")]  # in file order
     actions = set(ordered)
     allowed = _ACTIONS[moment]
@@ -445,6 +452,7 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
     fields["response"] = int_of("response", when, "when.response")
     fields["connection"] = int_of("connection", when, "when.connection")
     fields["sent_count"] = int_of("sent_count", when, "when.sent_count")
+    fields["nth"] = int_of("nth", when, "when.nth")
     if "opened" in when and when["opened"] is not True:
         raise fail("`opened` must be true", "when.opened")
     fault = raw.get("fault", SCRIPT)
@@ -549,6 +557,7 @@ def render(schedule: Schedule) -> str:
             "event": turn.event,
             "sent": turn.sent,
             "sent_count": turn.sent_count,
+            "nth": turn.nth,
             "opened": True if turn.moment == "opened" else None,
             "connection": turn.connection,
         }
@@ -628,7 +637,15 @@ class ConnectionScript:
     def on_event(self, event: dict[str, Any]) -> Turn | None:
         """The turn a client event sets off (before it is answered), if one does."""
         turns = self._by_moment["event"]
-        return next((t for t in turns if t.event and matches(t.event, event) and self.fires(t)), None)
+        return next((t for t in turns if t.event and matches(t.event, event) and self._nth(t) and self.fires(t)), None)
+
+    def _nth(self, turn: Turn) -> bool:
+        """For a turn with `nth`: counts the match, and holds on the Nth (in the server's life)."""
+        if turn.nth is None:
+            return True
+        key = f"seen:{turn.counter}"
+        self.fired[key] = seen = self.fired.get(key, 0) + 1
+        return seen == turn.nth
 
     def on_response(self, context: Callable[[], ResponseContext]) -> Turn | None:
         """The turn that answers a response (`context` is asked only when a response turn may hold)."""
@@ -664,4 +681,4 @@ class ConnectionScript:
     def _follows(self, turn: Turn, event: dict[str, Any]) -> bool:
         if turn.sent is not None and not matches(turn.sent, event):
             return False
-        return turn.sent_count is None or self.events_sent >= turn.sent_count
+        return (turn.sent_count is None or self.events_sent >= turn.sent_count) and self._nth(turn)

@@ -131,6 +131,8 @@ class ServerOptions:
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
+    #: More fields of the recorded trace's header (`rtrace hunt` writes its seed and schedule there).
+    header: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: What the endpoint answers and breaks when: the fault flags' turns and a script's (`rtrace.net.script`).
     schedule: Schedule = dataclasses.field(default_factory=Schedule)
     max_frame_bytes: int = MAX_FRAME_BYTES
@@ -484,6 +486,7 @@ class RealtimeServer:
                 "latency": o.latency,
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
+                **o.header,
             }
             if o.schedule:
                 header["schedule"] = scrub_text(o.schedule.to_toml())  # the script that runs it again

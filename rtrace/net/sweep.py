@@ -22,7 +22,7 @@ from typing import IO
 from ..core.durations import format_duration, parse_duration, parse_duration_list
 from ..engine.fold import analyze_path
 from ..rules.base import Finding
-from .server import ServerOptions, run_server
+from .server import RealtimeServer, ServerOptions, run_server
 
 #: Lines of the command's stderr kept per run (shown when the command failed in every run).
 STDERR_TAIL = 8
@@ -52,15 +52,19 @@ class RunResult:
         return self.exit_code != 0
 
     def how(self) -> str:
-        """How the run ended, in words: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout` (killed)."""
-        if self.exit_code is None:
-            return "timeout"
-        if self.exit_code < 0:
-            try:
-                return f"killed by {signal.Signals(-self.exit_code).name}"
-            except ValueError:
-                return f"killed by signal {-self.exit_code}"
-        return f"exit {self.exit_code}"
+        return how_ended(self.exit_code)
+
+
+def how_ended(exit_code: int | None) -> str:
+    """How a command ended, in words: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout` (None: killed)."""
+    if exit_code is None:
+        return "timeout"
+    if exit_code < 0:
+        try:
+            return f"killed by {signal.Signals(-exit_code).name}"
+        except ValueError:
+            return f"killed by signal {-exit_code}"
+    return f"exit {exit_code}"
 
 
 @dataclasses.dataclass
@@ -92,34 +96,33 @@ def label(latency: float) -> str:
     return f"{ms:g}ms"
 
 
-def check_command(command: list[str]) -> None:
+def check_command(command: list[str], what: str = "sweep") -> None:
     """Raise `CommandNotFound` unless `command[0]` names a program this process can run (on PATH, or a path)."""
     if not command:
-        raise CommandNotFound(
-            "give the command to run after --, e.g. rtrace sweep --latency 0,50ms -- pytest tests/x.py"
-        )
+        raise CommandNotFound(f"give the command to run after --, e.g. rtrace {what} -- pytest tests/x.py")
     program = command[0]
     if os.sep in program or (os.altsep and os.altsep in program):
         if not os.path.isfile(program):
-            raise CommandNotFound(f"sweep: {program}: no such file (the command to run after --)")
+            raise CommandNotFound(f"{what}: {program}: no such file (the command to run after --)")
         if not os.access(program, os.X_OK):
-            raise CommandNotFound(f"sweep: {program}: not executable (chmod +x it, or name its interpreter first)")
+            raise CommandNotFound(f"{what}: {program}: not executable (chmod +x it, or name its interpreter first)")
     elif shutil.which(program) is None:
-        raise CommandNotFound(f"sweep: {program}: command not found (not on PATH)")
+        raise CommandNotFound(f"{what}: {program}: command not found (not on PATH)")
 
 
 #: The longest stderr line kept whole in the tail (the rest of a longer one is cut).
 TAIL_LINE_BYTES = 2000
 
 
-async def _tee(stream: asyncio.StreamReader, tail: collections.deque[str], err: IO[bytes]) -> None:
+async def _tee(stream: asyncio.StreamReader, tail: collections.deque[str], err: IO[bytes] | None) -> None:
     """Pass the command's stderr on as it comes (in chunks: a line of any length, or none, never stops it),
     keeping its last lines."""
     partial = b""
     while chunk := await stream.read(1 << 16):
-        with contextlib.suppress(OSError, ValueError):
-            err.write(chunk)
-            err.flush()
+        if err is not None:
+            with contextlib.suppress(OSError, ValueError):
+                err.write(chunk)
+                err.flush()
         *lines, partial = (partial + chunk).split(b"\n")
         tail.extend(line[:TAIL_LINE_BYTES].decode("utf-8", "replace").rstrip("\r") for line in lines)
         partial = partial[:TAIL_LINE_BYTES]
@@ -127,48 +130,65 @@ async def _tee(stream: asyncio.StreamReader, tail: collections.deque[str], err: 
         tail.append(partial.decode("utf-8", "replace").rstrip("\r"))
 
 
+async def run_command(
+    command: list[str], env: dict[str, str], timeout: float | None, what: str = "sweep", echo: bool = True
+) -> tuple[int | None, list[str]]:
+    """Run `command` in its own session with `env` to its end, its stderr passed on as it comes (unless not
+    `echo`; then its stdout is not shown either): (its exit status, None when killed after `timeout`; the last
+    lines of its stderr). Raises `CommandNotFound`."""
+    code: int | None = None
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *command, env=env, start_new_session=True, stderr=asyncio.subprocess.PIPE,
+            stdout=None if echo else asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+    except OSError as e:  # found by check_command, but gone or not runnable after all
+        raise CommandNotFound(f"{what}: {command[0]}: cannot run it ({e.strerror or e})") from None
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+    assert proc.stderr is not None
+    tee = asyncio.create_task(_tee(proc.stderr, tail, _stderr_bytes() if echo else None))
+    try:
+        code = await asyncio.wait_for(proc.wait(), timeout)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        code = None
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        raise
+    finally:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(tee), 2.0)  # a grandchild may hold the pipe open
+        tee.cancel()
+    return code, list(tail)
+
+
+def command_env(srv: RealtimeServer, latency: float) -> dict[str, str]:
+    """This environment, with the server's URLs as the command is told them (`OPENAI_BASE_URL`, `RTRACE_URL`,
+    `RTRACE_REALTIME_URL`) and `RTRACE_LATENCY`."""
+    env = dict(os.environ)
+    env["OPENAI_BASE_URL"] = srv.http_url
+    env["RTRACE_URL"] = srv.url
+    env["RTRACE_REALTIME_URL"] = srv.realtime_url
+    env["RTRACE_LATENCY"] = str(latency)
+    return env
+
+
 async def _run_once(
     command: list[str], latency: float, run: int, out_dir: Path, template: ServerOptions, timeout: float | None
 ) -> RunResult:
     trace = out_dir / f"latency-{label(latency)}-run{run}.jsonl"
     options = dataclasses.replace(template, latency=latency, record=trace, port=0, host="127.0.0.1")
-    code: int | None = None
     async with run_server(options) as srv:
-        env = dict(os.environ)
-        env["OPENAI_BASE_URL"] = srv.http_url
-        env["RTRACE_URL"] = srv.url
-        env["RTRACE_REALTIME_URL"] = srv.realtime_url
-        env["RTRACE_LATENCY"] = str(latency)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *command, env=env, start_new_session=True, stderr=asyncio.subprocess.PIPE
-            )
-        except OSError as e:  # found by check_command, but gone or not runnable after all
-            raise CommandNotFound(f"sweep: {command[0]}: cannot run it ({e.strerror or e})") from None
-        tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
-        assert proc.stderr is not None
-        tee = asyncio.create_task(_tee(proc.stderr, tail, _stderr_bytes()))
-        try:
-            code = await asyncio.wait_for(proc.wait(), timeout)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            code = None
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-            raise
-        finally:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(tee), 2.0)  # a grandchild may hold the pipe open
-            tee.cancel()
+        code, tail = await run_command(command, command_env(srv, latency), timeout)
     try:
         report = analyze_path(trace)
     except Exception as e:  # an unreadable trace is a result of the run, not a crash of the sweep
-        return RunResult(latency, run, trace, code, [], problem=str(e), stderr_tail=list(tail))
-    return RunResult(latency, run, trace, code, report.findings, stderr_tail=list(tail))
+        return RunResult(latency, run, trace, code, [], problem=str(e), stderr_tail=tail)
+    return RunResult(latency, run, trace, code, report.findings, stderr_tail=tail)
 
 
 def _stderr_bytes() -> IO[bytes]:

@@ -1,8 +1,9 @@
 """One line per finding, as compilers and linters print them: `path:line:col: RT101 [error] message`.
 
-For editors and grep. The line is where the finding became certain (`at_line`); the column is always 1 (a trace
-line is one event). Input problems follow as `path:line:col: input [warning] message`; an unreadable trace is one
-`path: unreadable: why` line. All trace text is scrubbed of secrets and made printable (`core.escape.shown`).
+For editors and grep. The line is the one the finding's message is about (`Finding.subject_line`: "deleted at
+line 45" is at line 45); the column is always 1 (a trace line is one event). Input problems follow as
+`path:line:col: input [warning] message`; an unreadable trace is one `path: unreadable: why` line. All trace text
+is scrubbed of secrets and made printable (`core.escape.shown`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def trace_lines(trace: TraceReport) -> Iterator[str]:
         yield f"{path}: unreadable: {_text(trace.unreadable, MESSAGE_CHARS)}"
         return
     for f in trace.findings:
-        line = f.at_line or (f.witness[0].line if f.witness else 1)
+        line = f.subject_line
         yield f"{path}:{line}:1: {f.rule} [{f.severity}] {_text(f.message, MESSAGE_CHARS)}"
     for p in trace.problems:
         yield f"{path}:{p.line}:{p.col}: input [{p.severity}] {_text(p.message, MESSAGE_CHARS)}"

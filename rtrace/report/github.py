@@ -36,7 +36,7 @@ def trace_lines(trace: TraceReport) -> Iterator[str]:
         yield f"::error file={path},title={title}::{escape_data(_clean(trace.unreadable, 300))}"
         return
     for f in trace.findings:
-        line = f.at_line or (f.witness[0].line if f.witness else 1)
+        line = f.subject_line
         title = escape_property(f"{f.rule} {f.slug}")
         message = escape_data(_clean(f"{f.message}. {f.explanation} Fix: {f.fix}", MESSAGE_CHARS))
         yield f"::{COMMAND[f.severity]} file={path},line={line},title={title}::{message}"

@@ -27,15 +27,22 @@ def wanted(stream: IO[str] | None = None) -> bool:
 
 
 class Progress:
-    """`with Progress("analyzing", total=n) as p: ... p.advance(k)` — a bar of `total` units (bytes, lines or
-    traces), or a spinner with the time spent when `total` is None. A timer draws it after `delay` seconds if the
-    work is still going; until then, and when no bar is wanted, `advance` only adds."""
+    """`with Progress("analyzing", total=n) as p: ... p.advance(k)` — a bar of `total` units (`unit`: `bytes`, shown
+    as the fraction read and its size; or things counted, e.g. `traces`, shown as done of total), or a spinner with
+    the time spent when `total` is None. A timer draws it after `delay` seconds if the work is still going; until
+    then, and when no bar is wanted, `advance` and `update` only count."""
 
     def __init__(
-        self, what: str, total: float | None = None, stream: IO[str] | None = None, delay: float = DELAY
+        self,
+        what: str,
+        total: float | None = None,
+        stream: IO[str] | None = None,
+        delay: float = DELAY,
+        unit: str = "bytes",
     ) -> None:
         self.what = what
         self.total = total
+        self.unit = unit
         self.done = 0.0
         self._stream = stream or sys.stderr
         self._bar: object | None = None
@@ -62,9 +69,19 @@ class Progress:
         return self._bar is not None
 
     def advance(self, amount: float = 1) -> None:
-        self.done += amount
+        self.update(self.done + amount)
+
+    def update(self, done: float) -> None:
+        """`done` units of `total` so far (a reader's position in its file)."""
+        self.done = done
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done)  # type: ignore[attr-defined]
+
+    def measure(self, total: float, unit: str) -> None:
+        """Count in `unit`s, `total` of them (known once the work is sized): before the bar is drawn."""
+        with self._lock:
+            if self._bar is None:
+                self.total, self.unit = total, unit
 
     def _start(self) -> None:
         with self._lock:
@@ -73,7 +90,7 @@ class Progress:
 
     def _draw(self) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         from ..core.escape import shown
 
@@ -81,6 +98,10 @@ class Progress:
         columns = [SpinnerColumn(), TextColumn("{task.description}")]
         if self.total:
             columns += [BarColumn(), TextColumn("{task.percentage:>3.0f}%")]
+            if self.unit == "bytes":
+                columns.append(DownloadColumn())  # 1.2/3.4 GB read
+            else:
+                columns.append(TextColumn(f"{{task.completed:.0f}}/{{task.total:.0f}} {self.unit}"))
         columns.append(TimeElapsedColumn())
         bar = Progress(*columns, console=console, transient=True)
         self._task = bar.add_task(shown(self.what, 120), total=self.total or None, completed=int(self.done))

@@ -85,7 +85,7 @@ def result_json(finding: Finding, rule_index: int, artifact_index: int, uri: str
             loc["message"] = {"text": scrub_text(text)}
         return loc
 
-    start = finding.at_line or (finding.witness[0].line if finding.witness else 1)
+    start = finding.subject_line
     return {
         "ruleId": finding.rule,
         "ruleIndex": rule_index,

@@ -51,17 +51,27 @@ def trace_name(path: str, limit: int = NAME_CHARS) -> str:
     return printable(name, limit * 4)  # scrubbed before it was cut
 
 
+def trace_names(paths: list[str], limit: int | None) -> list[str]:
+    """A name for each trace that tells it from the others: its file name (cut in the middle to `limit`, when
+    given), or the path as given where file names (or their cuts) would be the same."""
+    names = [trace_name(p, limit) if limit else trace_name(p, 10**6) for p in paths]
+    if len(set(names)) == len(names):
+        return names
+    return [printable(scrub_text(p), 400) for p in paths]
+
+
 def render(report: Report, console: Console) -> None:
     """Print the report: built whole, then printed at once (one `print` per line costs rich ~0.5 ms each, which
     was most of the time to show a fleet of 200 traces)."""
-    console.print(Group(*renderables(report)))
+    console.print(Group(*renderables(report, console.is_terminal, console.width)))
 
 
-def renderables(report: Report) -> Iterator[RenderableType]:
+def renderables(report: Report, terminal: bool = True, width: int = 120) -> Iterator[RenderableType]:
+    """Off a `terminal`, trace names are never cut (output read by tools and diffed must tell traces apart)."""
     for trace in report.traces:
         yield from render_trace(trace)
     if len(report.traces) > 1:
-        yield from render_totals(report)
+        yield from render_totals(report, terminal, width)
 
 
 def render_trace(trace: TraceReport) -> Iterator[RenderableType]:
@@ -160,48 +170,65 @@ def timeline(witness: tuple[Witness, ...]) -> Table:
 MAX_TRACE_COLUMNS = 6
 
 
-def render_totals(report: Report) -> Iterator[RenderableType]:
+def render_totals(report: Report, terminal: bool = True, width: int = 120) -> Iterator[RenderableType]:
+    """Findings per rule and trace, a column per trace headed by its name; when the names do not fit beside the
+    rules in `width` (or, on a terminal, once cut), the columns are numbered and a legend names each trace whole."""
     if len(report.traces) > MAX_TRACE_COLUMNS:
-        yield from render_fleet_totals(report)
+        yield from render_fleet_totals(report, terminal)
         return
-    table = Table(title="findings by rule", box=None, header_style="bold")
-    table.add_column("rule")
-    table.add_column("severity")
-    names = [trace_name(t.path) for t in report.traces]
-    for name in names:
-        table.add_column(name, justify="right")
     rows: dict[tuple[str, str, str], list[int]] = {}
     for k, trace in enumerate(report.traces):
         for f in trace.findings:
             rows.setdefault((f.rule, f.slug, f.severity), [0] * len(report.traces))[k] += 1
+    if not rows:
+        yield Text("no findings in any trace")
+        return
+    names = trace_names([t.path for t in report.traces], NAME_CHARS if terminal else None)
+    rule_width = max(len(f"{rule} {slug}") for rule, slug, _ in rows) + len("warning") + 4
+    legend = rule_width + sum(len(n) + 2 for n in names) > width
+    table = Table(title="findings by rule", box=None, header_style="bold")
+    table.add_column("rule", no_wrap=True)
+    table.add_column("severity")
+    for k, name in enumerate(names, 1):
+        table.add_column(str(k) if legend else name, justify="right")
     for (rule, slug, severity), counts in sorted(rows.items()):
         table.add_row(f"{rule} {slug}", Text(severity, style=SEVERITY_STYLE[severity]), *map(str, counts))
-    yield Group(table) if rows else Text("no findings in any trace")
+    yield Group(table)
+    if legend:
+        whole = trace_names([t.path for t in report.traces], None)
+        for k, name in enumerate(whole, 1):
+            yield Text(f"  {k}  {name}")
 
 
-def render_fleet_totals(report: Report) -> Iterator[RenderableType]:
-    """Many traces: per rule, how many findings, in how many traces, and the first of those traces."""
+def render_fleet_totals(report: Report, terminal: bool = True) -> Iterator[RenderableType]:
+    """Many traces: per rule, how many findings, in how many traces, and the first of those traces: on a
+    `terminal` in a column, names cut; elsewhere on a line per rule after the table, names whole (wrapped only
+    between names, so grep finds each)."""
     total = len(report.traces)
     table = Table(title=f"findings by rule over {total} traces", box=None, header_style="bold")
     for name, justify in (("rule", "left"), ("severity", "left"), ("findings", "right"), ("traces", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    table.add_column("in")
+    if terminal:
+        table.add_column("in")
     rows: dict[tuple[str, str, str], dict[str, int]] = {}
     for trace in report.traces:
         for f in trace.findings:
             per_trace = rows.setdefault((f.rule, f.slug, f.severity), {})
             per_trace[trace.path] = per_trace.get(trace.path, 0) + 1
+    every = trace_names([t.path for t in report.traces], NAME_CHARS if terminal else None)
+    name_of = {t.path: name for t, name in zip(report.traces, every, strict=True)}
+    found_in: list[Text] = []
     for (rule, slug, severity), per_trace in sorted(rows.items()):
-        names = [trace_name(p) for p in list(per_trace)[:3]]
+        names = [name_of[p] for p in list(per_trace)[:3]]
         more = f" +{len(per_trace) - 3}" if len(per_trace) > 3 else ""
-        table.add_row(
-            f"{rule} {slug}",
-            Text(severity, style=SEVERITY_STYLE[severity]),
-            str(sum(per_trace.values())),
-            f"{len(per_trace)}/{total}",
-            ", ".join(names) + more,
-        )
+        cells: list[str | Text] = [f"{rule} {slug}", Text(severity, style=SEVERITY_STYLE[severity])]
+        cells += [str(sum(per_trace.values())), f"{len(per_trace)}/{total}"]
+        if terminal:
+            cells.append(", ".join(names) + more)
+        else:
+            found_in.append(Text(f"  {rule} in {', '.join(names)}{more}"))
+        table.add_row(*cells)
     failed = sum(1 for t in report.traces if t.unreadable)
-    yield Group(table) if rows else Text(f"no findings in any of {total} traces")
+    yield Group(table, *found_in) if rows else Text(f"no findings in any of {total} traces")
     if failed:
         yield Text(f"{failed} of {total} traces could not be analyzed (see above)", style="red")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -18,6 +19,8 @@ from ..core.state import Change, Connection, Response, TraceState
 from ..core.trace import Record
 
 Severity = Literal["error", "warning", "info"]
+#: A line a finding's message cites.
+_CITED_LINE = re.compile(r"\bline (\d+)\b")
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 
 
@@ -120,6 +123,17 @@ class Finding:
     @property
     def lines(self) -> tuple[int, ...]:
         return tuple(sorted({w.line for w in self.witness}))
+
+    @property
+    def subject_line(self) -> int:
+        """Where a report places the finding: the line its message is about, which a message names as `line N`
+        (the first it cites that is a witness line: "deleted at line 45"), else the line at which it became
+        certain."""
+        witnessed = {w.line for w in self.witness}
+        for m in _CITED_LINE.finditer(self.message):
+            if int(m.group(1)) in witnessed:
+                return int(m.group(1))
+        return self.at_line or (self.witness[0].line if self.witness else 1)
 
     def sort_key(self) -> tuple[int, int, str]:
         return (self.at_line, -SEVERITY_RANK[self.severity], self.rule)

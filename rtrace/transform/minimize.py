@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
 from ..core.facts import ChangeAnswered, Fact, ServerError
-from ..core.loader import Row, TraceReader
+from ..core.loader import Row, TraceReader, UnreadableInput
 from ..core.state import TraceState
 from ..core.trace import dumps_header, dumps_record
 from ..engine.fold import Fold, without_audio
@@ -267,6 +267,8 @@ def minimize(
     config = config or Config()
     with TraceReader.open(path, **reader_kw) as reader:
         trace = _Trace(reader)
+    if reader.unusable is not None:
+        raise UnreadableInput(f"{os.fspath(path)}: {reader.unusable}")
     search = _Search(trace, rule, config)
     everything = list(range(len(trace.units)))
     # The finding as the original has it, lines as the original numbers them.

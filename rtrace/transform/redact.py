@@ -54,6 +54,8 @@ class RedactStats:
     tool: int = 0
     #: `(line, reason)` for each dropped line.
     notes: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    #: Why the input holds no trace at all (empty, binary data), as the loader says it (`TraceReader.unusable`).
+    unusable: str | None = None
 
 
 #: Event types whose `delta` / `text` / `transcript` is conversation text.
@@ -222,6 +224,7 @@ def redact_stream(
                 again = orjson.dumps(line.line) + b"\n"
                 if len(again) == line.length:
                     rewrite_at(dst, line.offset, again)
+    stats.unusable = reader.unusable
     if reader.gave_up is not None:
         stats.lines = reader.gave_up
         placeholder(reader.gave_up, reader.problems[-1].message if reader.problems else "no line end")
@@ -323,6 +326,8 @@ def _redact_line(raw: bytes | int, rewriter: _Rewriter, stats: RedactStats) -> t
 def _check_read(src: str, stats: RedactStats, dst: str) -> None:
     """`UnreadableInput` when `src` held no trace record at all (nothing, another kind of file, random bytes): then
     nothing is written to `dst`."""
+    if stats.unusable is not None:
+        raise UnreadableInput(f"{src}: {stats.unusable}; {dst} is not written")
     if stats.lines == 0:
         raise UnreadableInput(f"{src}: no line to redact; {dst} is not written")
     if stats.records == 0:

@@ -1,0 +1,90 @@
+"""The hunt: `rtrace hunt`, a thin shell over `net.hunt` (the search, shrinking, rates) and `report.hunt`."""
+
+import io
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..report.console import plain_console, stderr_console, stdout_console
+from ..report.outputs import ReportFormat
+from ..rules.base import SEVERITY_RANK
+from .common import FailOn, verbatim
+from .outputs import output_format, write_bytes
+from .root import ExitCode, UsageError, app
+
+HUNT_EXAMPLES = """Examples:
+  rtrace hunt --budget 10m -- python my_agent_test.py     # the agent reads OPENAI_BASE_URL
+  rtrace hunt --runs 40 -j 2 -o hunt.sarif -- npm test
+  rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
+
+
+@app.command(epilog=verbatim(HUNT_EXAMPLES))
+def hunt(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after --.")],
+    budget: Annotated[
+        str | None, typer.Option(metavar="DURATION", help="Time the search may take (0: no limit, give --runs).")
+    ] = "10m",
+    runs: Annotated[int | None, typer.Option(help="Runs the search may take (with --schedule: runs of each).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Runs at once, each against its own server.")] = 1,
+    format: Annotated[
+        ReportFormat | None, typer.Option("--format", "-f", help="Report format (not concise or github).")
+    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
+    fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a bug is at or above this severity.")] = FailOn.error,
+    timeout: Annotated[str, typer.Option(metavar="DURATION", help="A run is killed after this long.")] = "5m",
+    seed: Annotated[int, typer.Option(help="Seed of the schedules drawn.")] = 0,
+    out: Annotated[Path, typer.Option(help="Directory for traces, bug scripts and minimized traces.")] = Path(
+        "rtrace-hunt"
+    ),
+    shrink_runs: Annotated[int, typer.Option(help="Tries of each shrinking candidate.")] = 3,
+    repro_runs: Annotated[int, typer.Option(help="Runs of each bug's minimal schedule for its rate.")] = 10,
+    max_bugs: Annotated[int, typer.Option(help="Candidate bugs shrunk at most.")] = 10,
+    schedule: Annotated[
+        list[Path] | None, typer.Option(help="Only re-run this bug script (a bug-N.toml a hunt wrote).")
+    ] = None,
+) -> None:
+    """Look for bugs by itself: a clean run, then each single fault at each point of what the client did, then
+    random combinations; each bug shrunk, re-run and minimized. Exit 1 on a bug at or above --fail-on, 4 when
+    the command fails its clean run."""
+    from ..core.durations import parse_duration
+    from ..net.hunt import HuntOptions, load_schedule
+    from ..net.hunt import hunt as run_hunt
+    from ..report.hunt import progress_line, render, render_terminal
+
+    try:
+        seconds = parse_duration(budget, "--budget") if budget else None
+        limit = parse_duration(timeout, "--timeout")
+        if limit <= 0:
+            raise ValueError("--timeout: give a time above 0, e.g. 5m")
+        if runs is not None and runs < 1:
+            raise ValueError("--runs must be at least 1")
+        if jobs < 1 or shrink_runs < 1 or repro_runs < 1 or max_bugs < 0:
+            raise ValueError("--jobs, --shrink-runs and --repro-runs must be at least 1")
+        schedules = [load_schedule(p) for p in schedule] if schedule else None
+        fmt = output_format(format, output)
+        if fmt in (ReportFormat.concise, ReportFormat.github):
+            raise UsageError(f"hunt reports bugs, not findings: --format {fmt.value} is analyze's (see --help)")
+        options = HuntOptions(
+            budget=seconds or None, runs=runs, jobs=jobs, timeout=limit, seed=seed, shrink_runs=shrink_runs,
+            repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules,
+        )  # fmt: skip
+        err = stderr_console()
+        result = run_hunt(command, options, lambda p: err.print(progress_line(p), markup=False, soft_wrap=True))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if fmt is ReportFormat.terminal and (output is None or str(output) == "-"):
+        render_terminal(result, stdout_console())
+    elif fmt is ReportFormat.terminal:
+        buffer = io.StringIO()
+        render_terminal(result, plain_console(buffer))
+        write_bytes(buffer.getvalue().encode("utf-8"), output)
+    else:
+        write_bytes(render(result, fmt.value).encode("utf-8"), output)
+    if result.clean_failed:
+        raise typer.Exit(ExitCode.REPLAY_FAILED)
+    if fail_on is not FailOn.never:
+        floor = SEVERITY_RANK[fail_on.value]
+        if any(SEVERITY_RANK.get(b.severity, 0) >= floor for b in result.bugs):
+            raise typer.Exit(ExitCode.FINDINGS)
+    raise typer.Exit(ExitCode.OK)

@@ -1,0 +1,280 @@
+"""The output of `rtrace hunt`: a progress line per run on a terminal, then the report of one `HuntResult` in each
+format `analyze` writes (terminal, JSON, Markdown, HTML, SARIF, JUnit).
+
+Each bug: its rule id and slug, what it means and the likely fix, the minimal schedule (as the script and the flags
+that run it by hand), the reproduction rate, the minimized trace, the one command that reproduces it; then the
+clean run's baseline and the findings no re-run reproduced. Renders only; every text that came from a trace, a
+path or the user's command is escaped for where it lands.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from rich.console import Console
+
+from .. import __version__
+from ..core.durations import format_duration
+from ..core.escape import json_visible, shown
+from ..net.hunt import Bug, HuntResult, Progress
+from ..net.schedule import SURVIVAL
+from ..rules import RULES
+from .markdown import md_text
+
+FORMATS = ("terminal", "json", "markdown", "html", "sarif", "junit")
+
+
+def progress_line(p: Progress) -> str:
+    """One line after a run: runs done, distinct bugs so far, budget left, the run's schedule and outcome."""
+    left = ""
+    if p.budget is not None:
+        left = f", {format_duration(max(0.0, round(p.budget - p.elapsed)))} of budget left"
+    run = p.last
+    what = ""
+    if run is not None:
+        rules = ", ".join(sorted({k.rule for k in run.keys})) or "nothing"
+        what = f"  [{run.phase}] {run.schedule.describe()}: {run.how()}, {rules}"
+    bugs = f"{p.bugs} distinct bug{'s' if p.bugs != 1 else ''}"
+    return shown(f"hunt: {p.runs} run{'s' if p.runs != 1 else ''}, {bugs}{left}{what}", 4096)
+
+
+def rate(bug: Bug) -> str:
+    return f"{bug.hits}/{bug.tries}"
+
+
+def _rule_title(bug: Bug) -> str:
+    return f"{bug.rule} {bug.slug}" if bug.rule != SURVIVAL else SURVIVAL
+
+
+def render_terminal(result: HuntResult, console: Console) -> None:
+    say = lambda text: console.print(shown(text, 8192), markup=False, soft_wrap=True, highlight=False)  # noqa: E731
+    o = result.options
+    searched = sum(1 for r in result.runs if r.phase in ("systematic", "random"))
+    many = "s" if len(result.runs) != 1 else ""
+    took = format_duration(round(result.elapsed))
+    say(f"rtrace hunt: {len(result.runs)} run{many} ({searched} searching) in {took}, "
+        f"seed {o.seed}; stopped: {result.stopped}")  # fmt: skip
+    if result.clean is not None:
+        clean = result.clean
+        found = ", ".join(f"{f.rule} {f.slug}" for f in clean.findings) or "no finding"
+        say(f"clean run: {clean.how()}, {found}  {clean.trace}")
+        say(f"surface: {_surface_text(result)}")
+    if result.clean_failed:
+        say("the command failed its clean run: nothing to hunt (fix the run without faults first)")
+        for line in result.clean.stderr_tail if result.clean else []:
+            say(f"  {line}")
+        return
+    if not result.bugs:
+        say("no bug found" + (" (the budget may be too short)" if result.stopped == "budget" else ""))
+    for n, bug in enumerate(result.bugs, 1):
+        console.print()
+        say(f"bug {n}: {_rule_title(bug)} ({bug.severity}) - {bug.message}")
+        say(f"  about: {bug.key.text()}")
+        if bug.also:
+            say(f"  with it: {', '.join(bug.also)}")
+        say(f"  minimal schedule: {bug.schedule.describe()} (found with: {bug.found.describe()})")
+        say(f"  reproduced {rate(bug)} runs; shrinking took {bug.shrink_runs} runs")
+        say(f"  why: {bug.explanation}")
+        say(f"  fix: {bug.fix}")
+        if bug.script is not None:
+            say(f"  script: {bug.script}")
+        if bug.minimized is not None:
+            say(f"  minimized trace: {bug.minimized}")
+        elif bug.trace is not None:
+            say(f"  trace: {bug.trace}")
+        say(f"  reproduce: {bug.command}")
+    for bug in result.unconfirmed:
+        say(f"not reproduced (0/{bug.tries} re-runs, not a bug): {_rule_title(bug)} under {bug.found.describe()}")
+
+
+def _surface_text(result: HuntResult) -> str:
+    s = result.surface
+    return (f"{len(s.client)} client event kinds, {len(s.server)} server event kinds, {s.connections} "
+            f"connection{'s' if s.connections != 1 else ''}, {s.responses} responses"
+            + (", reconnects" if s.reconnects else ""))  # fmt: skip
+
+
+def bug_json(bug: Bug) -> dict[str, Any]:
+    return {
+        "rule": bug.rule,
+        "slug": bug.slug,
+        "severity": bug.severity,
+        "message": bug.message,
+        "explanation": bug.explanation,
+        "fix": bug.fix,
+        "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction},
+        "with_it": bug.also,
+        "schedule": bug.schedule.to_json(),
+        "schedule_text": bug.schedule.describe(),
+        "script": bug.schedule.script_toml(),
+        "serve_args": bug.schedule.serve_args(),
+        "found_with": bug.found.to_json(),
+        "reproduced": bug.hits,
+        "runs": bug.tries,
+        "rate": round(bug.rate, 3),
+        "shrink_runs": bug.shrink_runs,
+        "script_path": str(bug.script) if bug.script else None,
+        "trace": str(bug.trace) if bug.trace else None,
+        "minimized_trace": str(bug.minimized) if bug.minimized else None,
+        "command": bug.command,
+    }
+
+
+def result_json(result: HuntResult) -> dict[str, Any]:
+    o = result.options
+    clean = result.clean
+    return {
+        "tool": "rtrace",
+        "version": __version__,
+        "command": result.command,
+        "seed": o.seed,
+        "budget": o.budget,
+        "runs_limit": o.runs,
+        "jobs": o.jobs,
+        "elapsed": round(result.elapsed, 3),
+        "stopped": result.stopped,
+        "runs": len(result.runs),
+        "search_runs": sum(1 for r in result.runs if r.phase in ("systematic", "random")),
+        "baseline": None if clean is None else {
+            "exit": clean.how(),
+            "trace": str(clean.trace),
+            "findings": [{"rule": f.rule, "slug": f.slug, "severity": f.severity, "message": f.message}
+                         for f in clean.findings],
+        },
+        "surface": result.surface.to_json(),
+        "bugs": [bug_json(b) for b in result.bugs],
+        "not_reproduced": [bug_json(b) for b in result.unconfirmed],
+    }
+
+
+def render_json(result: HuntResult) -> str:
+    return _json(result_json(result))
+
+
+def _json(doc: Any) -> str:
+    """JSON text whose invisible characters (bidi controls, separators) are written as escapes."""
+    return json_visible(json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8")).decode("utf-8") + "\n"
+
+
+def render_markdown(result: HuntResult) -> str:
+    out = [f"# rtrace hunt: {len(result.bugs)} bug{'s' if len(result.bugs) != 1 else ''}", ""]
+    out.append(f"`{md_text(' '.join(result.command))}` · seed {result.options.seed} · {len(result.runs)} runs · "
+               f"stopped: {result.stopped}")  # fmt: skip
+    out.append("")
+    for n, bug in enumerate(result.bugs, 1):
+        out += [f"## Bug {n}: {md_text(_rule_title(bug))} ({bug.severity})", "", md_text(bug.message), ""]
+        out += [f"- **about**: {md_text(bug.key.text())}",
+                f"- **minimal schedule**: {md_text(bug.schedule.describe())}",
+                f"- **reproduced**: {rate(bug)} runs",
+                f"- **minimized trace**: `{md_text(str(bug.minimized or bug.trace or '-'))}`", ""]  # fmt: skip
+        out += [md_text(bug.explanation, 8000), "", f"**Fix**: {md_text(bug.fix, 4000)}", ""]
+        out += ["```toml", bug.schedule.script_toml().replace("```", "` ` `").rstrip(), "```", ""]
+        out += ["Reproduce:", "", "```sh", bug.command.replace("```", "` ` `"), "```", ""]
+    if result.clean is not None:
+        found = ", ".join(f"{f.rule} {f.slug}" for f in result.clean.findings) or "no finding"
+        out += ["## Clean run (baseline)", "", f"{md_text(result.clean.how())}: {md_text(found)}", ""]
+    if result.unconfirmed:
+        out += ["## Not reproduced (not bugs)", ""]
+        out += [f"- {md_text(_rule_title(b))} under {md_text(b.found.describe())}: 0/{b.tries}"
+                for b in result.unconfirmed]  # fmt: skip
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_html(result: HuntResult) -> str:
+    e = html.escape
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>rtrace hunt</title>",
+             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f4f4f4;"
+             "padding:.5em;overflow:auto}.error{color:#b00}.warning{color:#a60}</style></head><body>",
+             f"<h1>rtrace hunt: {len(result.bugs)} bug{'s' if len(result.bugs) != 1 else ''}</h1>",
+             f"<p><code>{e(shown(' '.join(result.command), 4096))}</code> · seed {result.options.seed} · "
+             f"{len(result.runs)} runs · stopped: {e(result.stopped)}</p>"]  # fmt: skip
+    for n, bug in enumerate(result.bugs, 1):
+        parts.append(f"<h2 class='{e(bug.severity)}'>Bug {n}: {e(shown(_rule_title(bug)))} ({e(bug.severity)})</h2>")
+        parts.append(f"<p>{e(shown(bug.message))}</p><ul>")
+        parts.append(f"<li>about: {e(shown(bug.key.text()))}</li>")
+        parts.append(f"<li>minimal schedule: {e(shown(bug.schedule.describe()))}</li>")
+        parts.append(f"<li>reproduced: {rate(bug)} runs</li>")
+        where = shown(str(bug.minimized or bug.trace or "-"))
+        parts.append(f"<li>minimized trace: <code>{e(where)}</code></li></ul>")
+        parts.append(f"<p>{e(shown(bug.explanation, 8000))}</p><p><b>Fix</b>: {e(shown(bug.fix, 4000))}</p>")
+        parts.append(f"<pre>{e(shown(bug.schedule.script_toml(), 8000))}</pre>")
+        parts.append(f"<p>Reproduce:</p><pre>{e(shown(bug.command, 8000))}</pre>")
+    if result.clean is not None:
+        found = ", ".join(f"{f.rule} {f.slug}" for f in result.clean.findings) or "no finding"
+        parts.append(f"<h2>Clean run (baseline)</h2><p>{e(result.clean.how())}: {e(found)}</p>")
+    if result.unconfirmed:
+        parts.append("<h2>Not reproduced (not bugs)</h2><ul>")
+        parts += [f"<li>{e(shown(_rule_title(b)))} under {e(shown(b.found.describe()))}: 0/{b.tries}</li>"
+                  for b in result.unconfirmed]  # fmt: skip
+        parts.append("</ul>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def render_sarif(result: HuntResult) -> str:
+    rules: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    results = []
+    for bug in result.bugs:
+        if bug.rule not in index:
+            index[bug.rule] = len(rules)
+            rule = next((r for r in RULES if r.id == bug.rule), None)
+            name = rule.slug if rule is not None else SURVIVAL
+            rules.append({"id": bug.rule, "name": name, "shortDescription": {"text": bug.message if rule is None
+                          else (rule.__doc__ or name).strip().splitlines()[0]}})  # fmt: skip
+        where = bug.minimized or bug.trace or bug.script
+        location = {"physicalLocation": {"artifactLocation": {"uri": str(where).replace("\\", "/")}}} if where else None
+        entry: dict[str, Any] = {
+            "ruleId": bug.rule,
+            "ruleIndex": index[bug.rule],
+            "level": _LEVEL.get(bug.severity, "warning"),
+            "message": {"text": shown(f"{bug.message} (reproduced {rate(bug)}; schedule: {bug.schedule.describe()}; "
+                                      f"reproduce: {bug.command})", 8192)},
+            "partialFingerprints": {"rtraceBug/v1": bug.key.text()},
+            "properties": {"schedule": bug.schedule.to_json(), "rate": round(bug.rate, 3)},
+        }
+        if location is not None:
+            entry["locations"] = [location]
+        results.append(entry)
+    doc = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "rtrace", "version": __version__, "rules": rules}},
+                  "results": results}],
+    }  # fmt: skip
+    return _json(doc)
+
+
+def _xml(text: str) -> str:
+    return "".join(c for c in shown(text, 8192) if c in "\t\n" or ord(c) >= 0x20)
+
+
+def render_junit(result: HuntResult) -> str:
+    suite = ET.Element("testsuite", name="rtrace hunt", tests=str(max(1, len(result.bugs))),
+                       failures=str(len(result.bugs)), time=f"{result.elapsed:.3f}")  # fmt: skip
+    if not result.bugs:
+        ET.SubElement(suite, "testcase", classname="rtrace.hunt", name="no bug found")
+    for n, bug in enumerate(result.bugs, 1):
+        case = ET.SubElement(suite, "testcase", classname="rtrace.hunt", name=_xml(f"bug {n}: {_rule_title(bug)}"))
+        failure = ET.SubElement(case, "failure", message=_xml(bug.message), type=bug.rule)
+        failure.text = _xml(f"{bug.explanation}\nschedule: {bug.schedule.describe()}\nreproduced {rate(bug)}\n"
+                            f"reproduce: {bug.command}")  # fmt: skip
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render(result: HuntResult, fmt: str) -> str:
+    """The report in `fmt` (one of `FORMATS` but terminal)."""
+    renderers = {"json": render_json, "markdown": render_markdown, "html": render_html, "sarif": render_sarif,
+                 "junit": render_junit}  # fmt: skip
+    return renderers[fmt](result)
+
+
+__all__ = ["FORMATS", "progress_line", "render", "render_terminal", "result_json"]

@@ -1,0 +1,92 @@
+"""End to end: `rtrace hunt` given only a real client's driver command (tests/e2e/, each client in its own
+environment) and a short budget, no hint of the fault: it finds #7880 (RT101) on livekit-agents 1.8.8 and not on
+1.8.9, and the function call lost on reconnect (RT105) on livekit-agents 1.8.4 and on @livekit/agents 1.9.0;
+each bug's minimal schedule reproduces it at the rate the hunt states.
+
+The budgets are sized for a loaded 2-core machine (`make test`); the long budgets are `bench/bench_hunt.py`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rtrace.engine.fold import analyze_path
+from rtrace.net.hunt import Bug, HuntOptions, HuntResult, hunt
+from rtrace.net.schedule import SURVIVAL
+
+from .conftest import ROOT, client_node, client_python
+
+pytestmark = pytest.mark.e2e
+
+E2E = ROOT / "tests" / "e2e"
+#: The drivers give up by themselves after this (a run the fault left hanging costs this much).
+DRIVER_TIMEOUT = "10"
+
+
+def livekit(version: str, scenario: str) -> list[str]:
+    python = client_python(version)
+    driver = E2E / "livekit_scenario.py"
+    return ["sh", "-c", f'exec "{python}" "{driver}" --url "$RTRACE_URL" --scenario {scenario} '
+            f"--timeout {DRIVER_TIMEOUT}"]  # fmt: skip
+
+
+def agents_js() -> list[str]:
+    node = client_node()
+    driver = E2E / "node" / "agentsjs_scenario.mjs"
+    return ["sh", "-c", f'exec "{node}" "{driver}" --url "$RTRACE_URL" --tool-name lookup_order '
+            f"--timeout {DRIVER_TIMEOUT}"]  # fmt: skip
+
+
+def run_hunt(command: list[str], out: Path, budget: float, max_bugs: int = 3) -> HuntResult:
+    options = HuntOptions(budget=budget, jobs=2, timeout=40, seed=1, shrink_runs=1, repro_runs=3,
+                          max_bugs=max_bugs, out_dir=out)  # fmt: skip
+    return hunt(command, options)
+
+
+def explain(result: HuntResult) -> str:
+    runs = [f"{r.index} [{r.phase}] {r.schedule.describe()}: {r.how()} {[k.text() for k in r.keys]}"
+            for r in result.runs]  # fmt: skip
+    bugs = [f"{b.key.text()} {b.hits}/{b.tries} {b.schedule.describe()}" for b in result.bugs]
+    return "\n".join(["runs:", *runs, "bugs:", *bugs, f"stopped: {result.stopped}"])
+
+
+def the_bug(result: HuntResult, rule: str) -> Bug:
+    found = [b for b in result.bugs if b.rule == rule]
+    assert found, explain(result)
+    bug = found[0]
+    assert bug.reproduced and bug.tries == 3, explain(result)
+    assert bug.script is not None and bug.script.exists(), explain(result)
+    if bug.minimized is not None:
+        assert rule in {f.rule for f in analyze_path(bug.minimized).findings}, explain(result)
+    return bug
+
+
+def test_hunt_finds_7880_on_livekit_1_8_8(tmp_path: Path) -> None:
+    result = run_hunt(livekit("1.8.8", "race"), tmp_path, budget=30)
+    bug = the_bug(result, "RT101")
+    assert bug.slug == "deleted-function-call-output" and "function_call_output" in bug.key.items
+    assert bug.minimized is not None, explain(result)
+
+
+def test_hunt_does_not_find_7880_on_livekit_1_8_9(tmp_path: Path) -> None:
+    result = run_hunt(livekit("1.8.9", "race"), tmp_path, budget=30)
+    assert not result.clean_failed, explain(result)
+    searched = [r for r in result.runs if r.phase in ("systematic", "random")]
+    assert any(r.schedule.latency()[0] for r in searched), explain(result)  # it tried what 1.8.8 fails under
+    assert not any(f.rule == "RT101" for r in result.runs for f in r.findings), explain(result)
+    assert "RT101" not in {b.rule for b in result.bugs}, explain(result)
+
+
+def test_hunt_finds_the_call_lost_on_reconnect_on_livekit_1_8_4(tmp_path: Path) -> None:
+    result = run_hunt(livekit("1.8.4", "reconnect"), tmp_path, budget=75)
+    bug = the_bug(result, "RT105")
+    assert bug.key.reaction == "reconnected" and bug.rule != SURVIVAL, explain(result)
+    assert [f.kind for f in bug.schedule.faults] in (["drop"], ["close"]), explain(result)
+
+
+def test_hunt_finds_the_call_lost_on_reconnect_on_livekit_agents_js_1_9_0(tmp_path: Path) -> None:
+    result = run_hunt(agents_js(), tmp_path, budget=75)
+    bug = the_bug(result, "RT105")
+    assert bug.key.reaction == "reconnected", explain(result)
