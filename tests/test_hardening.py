@@ -1008,7 +1008,7 @@ def test_every_install_hint_names_this_distribution_and_an_extra_it_declares() -
         text = path.read_text(encoding="utf-8")
         hints += [(path, m) for m in re.findall(r"pip install '?(rtrace[A-Za-z0-9_.-]*)(?:\[([^\]]*)\])?", text)]
         assert "rtrace[" not in text, path
-    assert len(hints) >= 5 and (root / "rtrace" / "core" / "loader.py", ("rtrace-cli", "zstd")) in hints
+    assert len(hints) >= 5 and (root / "rtrace" / "core" / "inputs.py", ("rtrace-cli", "zstd")) in hints  # the opener
     for path, (name, wanted) in hints:
         assert name == "rtrace-cli", f"{path}: `pip install {name}` is not this distribution (rtrace-cli)"
         assert set(wanted.split(",")) - {""} <= extras, (path, wanted)
