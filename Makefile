@@ -175,6 +175,7 @@ bench: $(STAMP) .venv-mitm/.installed browser
 	$(BIN)/python -m bench.bench_dask
 	$(MAKE) e2e-envs && $(BIN)/python bench/bench_hunt.py  # real clients, 5 minutes of search each
 	$(BIN)/python bench/bench_minimize.py
+	$(BIN)/python bench/bench_zstd.py
 
 # Scaling suite of issue 15 (minutes; not part of `make test`): every session shape at 1x, 4x and 16x (traces cached
 # under bench/data/scale/), time against the orjson floor, peak RSS and growth exponent; exit 1 unless every shape

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from rtrace.core.loader import TraceReader
+from tests import side_inputs
 from tests.catalog_trace import CATALOG_LINES, WRONG, dumps_lines, field_paths, get_path, kind_of, mutated
 from tests.hostile_trace import outside_code
 from tests.secret_corpus import (
@@ -65,6 +66,11 @@ CLASSES = {
     6: "terminal and HTML injection in paths and trace text",
     7: "special files and endless lines: no hang",
     8: "signals, floods, parallel clients, --host, bidi",
+    9: "side inputs nested too deep: file:line:col, exit 2",
+    10: "a script's regular expressions: checked, time-bounded",
+    11: "special and endless files as side inputs",
+    12: "LiveKit logs past a preamble, UTF-16, BOM",
+    13: "compressed streams: cut anywhere, read in linear time",
 }
 
 
@@ -868,10 +874,159 @@ async def _flood(tmp: Path, n: int) -> bool:
     return appends == n
 
 
+# -- 9-11. side inputs (issue 28) ------------------------------------------------------------------------------------
+
+
+def _side_cases(cls: int, cases: Iterator[Any], tmp: Path, every: int = 1) -> None:
+    for k, case in enumerate(cases):
+        if k % every:
+            continue
+        where = tmp / f"case{cls}-{k}"
+        where.mkdir()
+        args = case.write(where)
+        proc = run(args, where, timeout=60, stdin=subprocess.DEVNULL)
+        said = (proc.stdout + proc.stderr).decode("utf-8", "replace") if proc is not None else "(hung)"
+        ok = clean(proc) and proc is not None and case.held(proc.returncode, said)
+        TALLY.case(cls, ok, f"{case.name}: exit {proc and proc.returncode}: {' '.join(said.split())[-200:]}")
+
+
+def class_9(quick: bool, tmp: Path) -> None:
+    _side_cases(9, side_inputs.depth_cases(side_inputs.DEPTHS[:2] if quick else side_inputs.DEPTHS), tmp,
+                every=5 if quick else 1)  # fmt: skip
+
+
+def class_10(quick: bool, tmp: Path) -> None:
+    _side_cases(10, side_inputs.regex_cases(), tmp, every=4 if quick else 1)
+    from rtrace.core.inputs import PATTERN_SECONDS, pattern_search, user_pattern
+    from rtrace.net.script import ResponseContext, _holds, parse_script
+
+    rng = random.Random(10)
+    for pattern, text in side_inputs.CATASTROPHIC * (1 if quick else 5):
+        # through the script's own matcher, with the text grown at random: a search is abandoned in time
+        text = text * rng.randint(1, 4)
+        quoted = pattern.replace("\\", "\\\\").replace('"', '\\"')
+        script = parse_script(f'[[turn]]\nwhen = {{ user_regex = "{quoted}" }}\ntext = "x"\n')
+        ctx = ResponseContext(connection=1, response=1, user_text=text, answered=False, tool_output=None)
+        started = time.perf_counter()
+        for turn in script.turns:  # the script's own matcher
+            _holds(turn, ctx)
+        pattern_search(user_pattern(pattern), text)
+        took = time.perf_counter() - started
+        TALLY.case(10, took < 40 * PATTERN_SECONDS + 1, f"{pattern!r} on {len(text)} characters took {took:.2f} s")
+
+
+def class_11(quick: bool, tmp: Path) -> None:
+    _side_cases(11, side_inputs.special_cases(), tmp, every=4 if quick else 1)
+
+
+# -- 12. LiveKit logs --------------------------------------------------------------------------------------------------
+
+
+def class_12(quick: bool, tmp: Path) -> None:
+    from rtrace.engine.parallel import analyze_file
+    from rtrace.rules import RULES
+    from rtrace.rules.base import Config
+
+    def what(report: Any) -> tuple[int, list[tuple[str, str]]]:  # a preamble moves line numbers, nothing else
+        return report.events, [(f.rule, re.sub(r"line \d+", "line N", f.message)) for f in report.findings]
+
+    plain: dict[str, Any] = {}
+    for k, (log, variant, data) in enumerate(side_inputs.log_variants()):
+        if quick and k % 6:
+            continue
+        if log not in plain:
+            plain[log] = what(analyze_file(str(side_inputs.LOGS / log), Config(), RULES, 1 << 24))
+        path = tmp / f"{k}.log"
+        path.write_bytes(data)
+        got = analyze_file(str(path), Config(), RULES, 1 << 24)
+        TALLY.case(12, got.unreadable is None and what(got) == plain[log] and plain[log][0] > 0,
+                   f"{log}, {variant}: {got.unreadable or len(got.findings)} findings")  # fmt: skip
+        if k % 10 == 0:  # and through the command line, in its own process
+            proc = run(["analyze", str(path), "--isolated", "-f", "json"], tmp, timeout=60)
+            ok = clean(proc) and proc is not None and proc.returncode == (1 if plain[log][1] else 0)
+            if ok and proc is not None:
+                report = orjson.loads(proc.stdout)
+                rules = [f["rule"] for t in report["traces"] for f in t["findings"]]
+                ok = rules == [r for r, _ in plain[log][1]]
+            TALLY.case(12, ok, f"rtrace analyze {log}, {variant}: exit {proc and proc.returncode}")
+
+
+# -- 13. compressed streams --------------------------------------------------------------------------------------------
+
+
+def class_13(quick: bool, tmp: Path) -> None:
+    import shutil
+
+    import zstandard
+
+    from bench.bench_zstd import make_trace, scan
+    from rtrace.core.inputs import _ZstdFrames
+
+    plain = tmp / "call.jsonl"
+    make_trace(plain, 4 if quick else 16)
+    data = plain.read_bytes()
+    packers = {
+        "zstd": zstandard.ZstdCompressor(level=3).compress,
+        "zstd, checksum, 3 frames": lambda b: b"".join(
+            zstandard.ZstdCompressor(write_checksum=True).compress(b[k : k + len(b) // 3 + 1])
+            for k in range(0, len(b), len(b) // 3 + 1)
+        ),
+    }
+    import bz2
+    import gzip
+    import lzma
+
+    packers.update({"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress})
+    rng = random.Random(13)
+    for name, pack in packers.items():
+        packed = pack(data)
+        frames = _ZstdFrames() if name.startswith("zstd") else None
+        ends = set()
+        if frames is not None:  # where frames end, to know which cuts are clean
+            at = 0
+            for piece in (packed[k : k + 4096] for k in range(0, len(packed), 4096)):
+                for j in range(len(piece)):
+                    frames.feed(piece[j : j + 1])
+                    if frames.between:
+                        ends.add(at + j + 1)
+                at += len(piece)
+        cuts = sorted({rng.randrange(1, len(packed)) for _ in range(8 if quick else 60)} | {len(packed)})
+        for cut in cuts:
+            try:
+                with TraceReader(io.BytesIO(packed[:cut]), "t.jsonl") as reader:
+                    records = sum(1 for _ in reader.rows())
+                ok = records > 0 or cut < (1_000_000 if name == "bzip2" else 100_000)  # bzip2: 900 kB blocks
+                if name.startswith("zstd"):
+                    ok = ok and (reader.broken is None) == (cut in ends or cut == len(packed))
+                else:
+                    ok = ok and (reader.broken is None) == (cut == len(packed))
+            except Exception as e:  # a case that raises is a failed case
+                ok = False
+                TALLY.tracebacks += 1
+                records = f"{type(e).__name__}: {e}"  # type: ignore[assignment]
+            TALLY.case(13, ok, f"{name} cut at {cut:,} of {len(packed):,}: {records}")
+    # linear: the line scan of a realistically compressed trace within 1.5x `zstd -dc | wc -l`
+    if shutil.which("zstd") is not None:
+        packed_path = tmp / "call.jsonl.zst"
+        subprocess.run(["zstd", "-q", "-3", str(plain), "-o", str(packed_path)], check=True)
+        for _ in range(1 if quick else 3):
+            pipe = min(_timed(lambda: subprocess.run(f"zstd -dc {packed_path} | wc -l", shell=True,
+                                                     capture_output=True, check=True)) for _ in range(3))  # fmt: skip
+            read = min(_timed(lambda: scan(packed_path)) for _ in range(3))
+            TALLY.case(13, read <= 1.5 * pipe, f"line scan {read:.3f} s against zstd -dc | wc -l {pipe:.3f} s")
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
 # -- the table ---------------------------------------------------------------------------------------------------------
 
 RUNNERS: dict[int, Callable[[bool, Path], None]] = {
     1: class_1, 2: class_2, 3: class_3, 4: class_4, 5: class_5, 6: class_6, 7: class_7, 8: class_8,
+    9: class_9, 10: class_10, 11: class_11, 12: class_12, 13: class_13,
 }  # fmt: skip
 
 

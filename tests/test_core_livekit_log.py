@@ -174,3 +174,13 @@ def test_a_log_of_several_jobs_reads_the_first_and_says_so() -> None:
     assert read_ == [(1, "connection.opened"), (1, "session.created"), (3, "response.create")]
     assert reader.job == "AJ_1" and [p.line for p in reader.problems] == [2]
     assert "another job (AJ_2; job AJ_1 is read)" in reader.problems[0].message
+
+
+def test_another_loggers_lines_before_a_json_log_decide_no_formatter() -> None:
+    """Issue 28: dev-rendered lines of another program before a JSON log made the reader take the log as `dev`, and
+    its records were lost."""
+    log = (LOGS / "1.8.8-race-json.log").read_bytes()
+    other = b"".join(b"2025-01-01 10:00:%02d,000 - INFO myapp - hello\n" % k for k in range(30))
+    with LogReader(io.BytesIO(log), "a.log") as plain, LogReader(io.BytesIO(other + log), "b.log") as after:
+        want, got = [r[5] for r in plain.rows()], [r[5] for r in after.rows()]
+    assert got == want and len(want) > 10 and after.log_format == "json"

@@ -753,21 +753,6 @@ def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> N
         assert [e for e in got if type(e) is not list] == [r for r in rows if r[1] <= until and r in got]
 
 
-def test_column_of_finds_the_value_at_a_path() -> None:
-    from rtrace.core.loader import column_of
-
-    line = '{"t": 1, "event": {"type": "error", "x": [1, {"a": "}\\"]"}], "error": {"code": ["x"], "m": "m"}}}'
-    col = column_of(line, ("event", "error", "code"))
-    assert col is not None and line[col - 1 :].startswith('["x"]')
-    col = column_of(line, ("event", "x", 1, "a"))
-    assert col is not None and line[col - 1 :].startswith('"}')
-    assert column_of(line, ("event", "nope")) is None
-    assert column_of(line, ("event", "x", 7)) is None
-    assert column_of("{bad", ("a",)) is None and column_of("", ("a",)) is None
-    dup = '{"a": 1, "a": [2]}'  # the reader keeps the last of a duplicated key
-    assert column_of(dup, ("a",)) == dup.index("[") + 1
-
-
 def test_a_line_end_is_looked_for_at_most_max_skip_factor_times_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     from rtrace.core import loader
 
@@ -791,21 +776,6 @@ def test_utf16_is_converted_a_chunk_at_a_time() -> None:
     records = list(reader)
     assert len(records) == 5000 and records[-1].event["x"] == "é"
     assert reader.problems[0].message.startswith("file is UTF-16")
-
-
-def test_open_input_refuses_special_files_without_blocking(tmp_path: Path) -> None:
-    from rtrace.core.loader import open_input
-
-    fifo = tmp_path / "f"
-    os.mkfifo(fifo)
-    with pytest.raises(UnreadableInput, match="is a FIFO, not a regular file"):
-        open_input(fifo)
-    with pytest.raises(UnreadableInput, match="is a character device"):
-        open_input("/dev/zero")
-    with open_input("/dev/zero", allow_special=True) as f:
-        assert f.read(4) == b"\0\0\0\0"
-    with pytest.raises(UnreadableInput, match="is a directory"):
-        open_input(tmp_path)
 
 
 @pytest.mark.parametrize("fast", [False, True])

@@ -281,10 +281,42 @@ def test_the_cli_splits_a_large_trace_by_default_and_reports_the_same(
         return json.loads(capsys.readouterr().out)
 
     monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)  # this trace is small: split it anyway
+    monkeypatch.setattr(parallel, "SPLIT_MIN_LINE_BYTES", 0)  # and its lines are short
+    monkeypatch.setattr(parallel, "free_cores", lambda: 2.0)  # on a machine with a core free
     monkeypatch.setattr(parallel, "analyze_split", recorded)
     default = run()
     assert len(split_reports) == 1 and split_reports[0] is not None  # read by two processes
     assert run("-j", "1") == default and len(split_reports) == 1  # -j 1: one process
+
+
+def test_the_split_is_chosen_only_with_a_free_core_and_long_lines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 28: the two-process read lost to one process whenever no core was free, and on traces of small events
+    at any load; it is now chosen only where it can win (decided by counting, not by timing)."""
+    audio = b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"response.output_audio.delta","delta":"%s"}}\n' % (
+        b"A" * 2000
+    )
+    small = b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"response.output_text.delta","delta":"x"}}\n'
+    long_lines, short_lines = tmp_path / "audio.jsonl", tmp_path / "text.jsonl"
+    long_lines.write_bytes(audio * 200)
+    short_lines.write_bytes(small * 4000)
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 0)
+    for free, path, pays in (
+        (2.0, long_lines, True),
+        (1.0, long_lines, True),
+        (0.6, long_lines, False),  # load 1.4 on 2 cores: the second process would share a core
+        (-3.0, long_lines, False),
+        (2.0, short_lines, False),  # a fold of small events is serial: the split cannot win
+    ):
+        monkeypatch.setattr(parallel, "free_cores", lambda free=free: free)
+        assert parallel.split_pays(str(path)) is pays, (free, path.name)
+    monkeypatch.setattr(parallel, "free_cores", lambda: 2.0)
+    assert not parallel.split_pays("-") and not parallel.split_pays(str(tmp_path / "missing.jsonl"))
+    monkeypatch.setattr(parallel, "SPLIT_MIN_BYTES", 1 << 30)
+    assert not parallel.split_pays(str(long_lines))  # small: one process
+    free = parallel.free_cores()
+    assert free <= len(os.sched_getaffinity(0))
 
 
 def test_url_of_undoes_path_normalisation() -> None:

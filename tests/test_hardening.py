@@ -31,8 +31,10 @@ from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import Report, analyze_path, analyze_records
 from rtrace.report import json_report, terminal
 from rtrace.report.outputs import ReportFormat, render_bytes
+from rtrace.rules import RULES as RULES_ALL
 from rtrace.rules.base import Config
 
+from . import side_inputs
 from .catalog_trace import CATALOG_LINES, dumps_lines, field_paths, mutated, mutations
 from .hostile_trace import outside_code
 from .strategies import envelopes
@@ -893,6 +895,103 @@ def test_no_planted_secret_reaches_a_report_or_a_message(tmp_path: Path) -> None
             assert survivors(f.read_bytes()) == [], f.name
 
 
+# -- issue 28: side inputs (the sample the suite runs; `make harden` runs every case of tests/side_inputs.py) --------
+
+
+def _side_case_holds(case: Any, tmp_path: Path) -> None:
+    args = case.write(tmp_path)
+    proc = _run_bounded(args, tmp_path, stdin=subprocess.DEVNULL)
+    said = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    assert case.held(proc.returncode, said), (case.name, proc.returncode, said[-600:])
+
+
+def _sample(cases: Any, names: tuple[str, ...]) -> list[Any]:
+    picked = [c for c in cases if c.name in names]
+    assert len(picked) == len(names), [c.name for c in picked]
+    return picked
+
+
+@pytest.mark.parametrize(
+    "case",
+    _sample(
+        side_inputs.depth_cases((1000,)),
+        (
+            "rtrace.toml select, arrays 1000 deep",
+            "pyproject, another tool's table, inline tables 1000 deep",
+            "--script, mixed 1000 deep",
+            "--baseline, objects 1000 deep",
+            "--tool arguments, objects 1000 deep",
+            "--script dotted key 1000 deep",
+        ),
+    ),
+    ids=lambda c: c.name,
+)
+def test_a_side_input_nested_too_deep_is_a_usage_error_at_its_line(case: Any, tmp_path: Path) -> None:
+    """Issue 28: these ended in `internal error: RecursionError` (exit 70); now exit 2 with `file:line:col`."""
+    _side_case_holds(case, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "case",
+    _sample(
+        side_inputs.regex_cases(), ("user_regex 'a{1000000000}' (13 chars)", f"user_regex {'(' * 40!r} (101 chars)")
+    ),
+    ids=lambda c: c.name,
+)
+def test_a_scripts_regular_expression_is_checked_when_read(case: Any, tmp_path: Path) -> None:
+    """Issue 28: a huge repetition count (OverflowError, or a compile that never ends) and deep nesting
+    (RecursionError) were internal errors; they are refused with the reason when the script is read."""
+    _side_case_holds(case, tmp_path)
+
+
+def test_a_catastrophic_pattern_is_searched_in_bounded_time() -> None:
+    import time
+
+    from rtrace.core.inputs import PATTERN_SECONDS, pattern_search, user_pattern
+
+    for pattern, text in side_inputs.CATASTROPHIC:
+        compiled = user_pattern(pattern)
+        with bounded(5):
+            started = time.perf_counter()
+            found = pattern_search(compiled, text)
+            took = time.perf_counter() - started
+        assert found in (True, False, None) and took < PATTERN_SECONDS * 40 + 1, (pattern, took)
+
+
+@pytest.mark.parametrize(
+    "case",
+    _sample(
+        side_inputs.special_cases(),
+        ("--baseline a FIFO", "settings' baseline /dev/zero", "--config a symlink to a FIFO", "--script /dev/zero"),
+    ),
+    ids=lambda c: c.name,
+)
+def test_a_special_side_input_is_refused_by_name(case: Any, tmp_path: Path) -> None:
+    """Issue 28: a FIFO baseline hung, /dev/zero ended in MemoryError (exit 70)."""
+    _side_case_holds(case, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "what", ["an 80 KB banner line, utf-8", "none, utf-16", "a 1,500-frame stack trace, utf-8-sig"]
+)
+def test_a_livekit_log_is_found_past_a_preamble_and_in_utf16(what: str, tmp_path: Path) -> None:
+    """Issue 28: a log with an 80 KB preamble, or written as UTF-16, was `no usable event` (exit 3)."""
+    from rtrace.engine.parallel import analyze_file
+
+    variants = [(log, v, data) for log, v, data in side_inputs.log_variants() if v == what and "race-json" in log]
+    assert len(variants) == 1
+    log, _, data = variants[0]
+    path = tmp_path / "agent.log"
+    path.write_bytes(data)
+    plain = analyze_file(str(side_inputs.LOGS / log), Config(), RULES_ALL, 1 << 24)
+    got = analyze_file(str(path), Config(), RULES_ALL, 1 << 24)
+    assert got.unreadable is None and plain.findings
+    def what(report: Any) -> list[tuple[str, str]]:  # the preamble moves line numbers, nothing else
+        return [(f.rule, re.sub(r"line \d+", "line N", f.message)) for f in report.findings]
+
+    assert what(got) == what(plain)
+
+
 # -- messages that point the right way ---------------------------------------------------------------------------
 
 
@@ -909,7 +1008,7 @@ def test_every_install_hint_names_this_distribution_and_an_extra_it_declares() -
         text = path.read_text(encoding="utf-8")
         hints += [(path, m) for m in re.findall(r"pip install '?(rtrace[A-Za-z0-9_.-]*)(?:\[([^\]]*)\])?", text)]
         assert "rtrace[" not in text, path
-    assert len(hints) >= 5 and (root / "rtrace" / "core" / "loader.py", ("rtrace-cli", "zstd")) in hints
+    assert len(hints) >= 5 and (root / "rtrace" / "core" / "inputs.py", ("rtrace-cli", "zstd")) in hints  # the opener
     for path, (name, wanted) in hints:
         assert name == "rtrace-cli", f"{path}: `pip install {name}` is not this distribution (rtrace-cli)"
         assert set(wanted.split(",")) - {""} <= extras, (path, wanted)

@@ -128,6 +128,33 @@ def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
     run(main)
 
 
+def test_an_event_sent_after_its_due_time_is_counted_late_and_warned_of() -> None:
+    """Issue 28: serve's own lateness drifted silently under load; a sleep that oversleeps (a busy machine) now
+    makes each late event counted, and a warning says the latency is not kept."""
+    now = [0.0]
+    warnings: list[str] = []
+
+    async def oversleep(d: float) -> None:
+        now[0] += d + 0.030  # every wait ends 30 ms late
+        await asyncio.sleep(0)
+
+    async def main() -> None:
+        no_limit = EndpointOptions(max_session_seconds=None)
+        opts = ServerOptions(latency=0.05, clock=lambda: now[0], sleep=oversleep, endpoint=no_limit,
+                             log=warnings.append)  # fmt: skip
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(user("hi", "A"))
+            await recv(ws)
+            await recv(ws)
+            lateness = srv.lateness
+        assert lateness.count >= 3 and lateness.late >= 2 and lateness.worst == pytest.approx(0.030)
+        assert len(warnings) == 1 and "30 ms after it was due" in warnings[0]
+        assert "events sent over 10 ms" in lateness.summary()
+
+    run(main)
+
+
 def test_a_scripted_ack_delay_holds_what_follows_in_order(tmp_path: Path) -> None:
     clock, sleep = virtual_clock()
     script = parse_script('[[turn]]\nwhen = { event = "conversation.item.create:user", connection = 1 }\ndelay = "2s"\n'

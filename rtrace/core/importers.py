@@ -32,7 +32,7 @@ from .writer import TraceWriter
 MAX_DOCUMENT_BYTES = 1 << 30
 FORMATS = ("native", "har", "json-array", "mitmproxy", "cassette", "livekit-log")
 #: How much of the start of an input `detect` looks at (decompressed).
-SNIFF_BYTES = 1 << 16
+SNIFF_BYTES = 1 << 20  # a log may start with a long banner or a stack trace before its first session
 
 
 class ImportFailed(UnreadableInput):
@@ -54,6 +54,8 @@ def detect(path: str) -> str:
     try:
         with open_trace(path) as f:
             head = f.read(SNIFF_BYTES)
+            if livekit_log.utf16_codec(head) is not None:  # two bytes a character: as much text as UTF-8 gives
+                head += f.read(SNIFF_BYTES)
     except (OSError, UnreadableInput):
         return "native"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")

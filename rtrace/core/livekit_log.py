@@ -28,6 +28,7 @@ output audio delta's payload is logged as `"..."` (dropped here; the header's `u
 from __future__ import annotations
 
 import calendar
+import codecs
 import datetime
 import re
 from collections.abc import Iterator
@@ -56,8 +57,9 @@ _CONNECTING = "connecting to Realtime API: "
 _ENDS = ("Error in _recv_task", "OpenAI Realtime API connection failed", "session closed")
 #: Output audio deltas (GA and beta names): their logged payload is a placeholder.
 _AUDIO_DELTAS = ("response.output_audio.delta", "response.audio.delta")
-#: How many of the first lines `sniff` looks at (an application may log much before its first session).
-SNIFF_LINES = 2000
+#: How many of the first lines `sniff` looks at (an application may log much before its first session: a start-up
+#: banner, a stack trace); the caller bounds the bytes (`importers.SNIFF_BYTES`).
+SNIFF_LINES = 50_000
 
 
 def _json_record(raw: bytes) -> dict[str, Any] | None:
@@ -88,16 +90,51 @@ def _dev_record(raw: bytes) -> tuple[float, str, str, bytes] | None:
 
 def sniff(head: bytes) -> str | None:
     """`json` or `dev` when the first lines of `head` are livekit-agents log records of that formatter (a record
-    of a `livekit` logger among them); None otherwise."""
+    of a `livekit` logger among them, past any preamble); None otherwise, and at once when the first record is a
+    trace's (a header or an event). UTF-16 and a UTF-8 BOM are read as the loader reads them."""
+    head = _utf8(head)
     for raw in head.split(b"\n")[:SNIFF_LINES]:
         raw = raw.strip(b"\r")
         obj = _json_record(raw)
         if obj is not None and str(obj.get("name", "")).startswith("livekit"):
             return "json"
+        if obj is None and raw.startswith(b"{") and _is_trace_line(raw):
+            return None
         dev = _dev_record(raw)
         if dev is not None and dev[2].startswith("livekit"):
             return "dev"
     return None
+
+
+def _is_trace_line(raw: bytes) -> bool:
+    """Whether a line is a trace's own: an rtrace header or an event record (then the input is no log)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and ("rtrace" in obj or "event" in obj or "type" in obj)
+
+
+def utf16_codec(head: bytes) -> str | None:
+    """The UTF-16 codec the first bytes of an input announce (a BOM, or ASCII text with every other byte NUL), as
+    the loader reads them; None for anything else."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    if len(head) >= 4 and head[0] and not head[1] and head[2] and not head[3]:
+        return "utf-16-le"
+    if len(head) >= 4 and not head[0] and head[1] and not head[2] and head[3]:
+        return "utf-16-be"
+    return None
+
+
+def _utf8(head: bytes) -> bytes:
+    """The first bytes of an input as UTF-8: past a UTF-8 BOM, converted from UTF-16."""
+    if head.startswith(codecs.BOM_UTF8):
+        return head[3:]
+    codec = utf16_codec(head)
+    if codec is None:
+        return head
+    return codecs.getincrementaldecoder(codec)(errors="replace").decode(head).encode("utf-8")
 
 
 def _iso_seconds(value: Any) -> float | None:
@@ -192,15 +229,19 @@ class LogReader(TraceReader):
         return False
 
     def _parse(self, raw: bytes) -> tuple[float | None, str, Any] | None:
+        # The first record of a `livekit` logger decides the formatter (another program's lines before it, in
+        # either rendering, decide nothing).
         if self.log_format != "dev":
             obj = _json_record(raw)
             if obj is not None:
-                self._found("json")
+                if str(obj.get("name", "")).startswith("livekit"):
+                    self._found("json")
                 return _iso_seconds(obj.get("timestamp")), obj["message"], obj
         if self.log_format != "json":
             dev = _dev_record(raw)
             if dev is not None:
-                self._found("dev")
+                if dev[2].startswith("livekit"):
+                    self._found("dev")
                 message, extra = _split_dev(dev[3])
                 return dev[0], message, extra
         return None
@@ -265,4 +306,4 @@ class LogReader(TraceReader):
         yield row
 
 
-__all__ = ["RECORDER", "UNSEEN", "LogReader", "sniff"]
+__all__ = ["RECORDER", "UNSEEN", "LogReader", "sniff", "utf16_codec"]

@@ -31,6 +31,15 @@ SPLIT_MIN_BYTES = 32 * 1024 * 1024
 #: The share of the file this process reads when it splits one; it also folds the whole trace, so it takes less.
 SPLIT_SHARE = 0.45
 
+#: The split read pays only where reading is most of the work: lines this long on average (a call's audio), not
+#: a trace of small events, whose fold (serial, in this process) is the cost whatever reads the lines.
+SPLIT_MIN_LINE_BYTES = 1024
+#: ... and only with a core free for the second process (cores this process may use, less the load average):
+#: on a busy machine the two processes share one core and lose to one.
+SPLIT_FREE_CORES = 1.0
+#: How much of the trace `split_pays` looks at for its line length.
+_SAMPLE_BYTES = 4 << 20
+
 #: Seconds to wait for the Dask scheduler to answer.
 CONNECT_TIMEOUT = 10
 
@@ -67,7 +76,7 @@ def analyze_file(
                 return analyze_reader(log, config, rules, observer)
         with native_path(path) as readable:
             report = None
-            if jobs_for(jobs) > 1 and observer is None:
+            if jobs_for(jobs) > 1 and observer is None and split_pays(os.fspath(readable)):
                 report = analyze_split(os.fspath(readable), config, rules, max_line_bytes, on_read=on_read)
             if report is None:
                 report = analyze_path(
@@ -79,6 +88,37 @@ def analyze_file(
         return failed(path, str(e))
     except Exception as e:  # a bug in one trace's analysis must not end the others
         return failed(path, f"analysis failed: {type(e).__name__}: {e}")
+
+
+def free_cores() -> float:
+    """Cores this process may run on (its affinity) less the 1-minute load average: what a second process would
+    find free (0 or less on a busy machine)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average: assume a busy machine, read alone
+        return 0.0
+    return cores - load
+
+
+def split_pays(path: str) -> bool:
+    """Whether a second process can shorten reading the trace at `path` (see `analyze_split`): a core is free for
+    it (`SPLIT_FREE_CORES`) and its lines are long (`SPLIT_MIN_LINE_BYTES`, measured on the trace's start). False
+    for anything not a regular file of at least `SPLIT_MIN_BYTES`."""
+    try:
+        if path == "-" or not os.path.isfile(path) or os.path.getsize(path) < SPLIT_MIN_BYTES:
+            return False
+        if free_cores() < SPLIT_FREE_CORES:
+            return False
+        with open(path, "rb") as f:
+            sample = f.read(_SAMPLE_BYTES)
+    except OSError:
+        return False
+    lines = sample.count(b"\n")
+    return lines == 0 or len(sample) / lines >= SPLIT_MIN_LINE_BYTES
 
 
 def analyze_split(

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.durations import DurationError, parse_duration
+from ..core.inputs import MAX_NESTING, TooDeep, UnreadableInput, check_nesting, read_side_input, value_nesting_over
 from ..core.severity import FAIL_ON_LEVELS
 from ..rules import UnknownRule, find_rule
 from ..rules.base import THRESHOLDS
@@ -40,6 +41,8 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 FILES = ("rtrace.toml", ".rtrace.toml")
+#: The most bytes a settings file (or a pyproject.toml looked into) is read to.
+SETTINGS_BYTES = 4 << 20
 FAIL_ON = FAIL_ON_LEVELS
 #: key -> (Settings field, kind); the rules' thresholds are `rules.base.THRESHOLDS` (`ack-timeout`, ...).
 KEYS: dict[str, tuple[str, str]] = {
@@ -87,11 +90,15 @@ def find(start: Path) -> Path | None:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                text = pyproject.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+                text = _text(pyproject)
+            except (OSError, UnicodeDecodeError, UnreadableInput):
                 continue  # not a file rtrace's settings can be in
             try:
-                table = tomllib.loads(text).get("tool", {})
+                table = _parse(text, pyproject).get("tool", {})
+            except TooDeep:  # too deep to read: ours to refuse (`load` says where) if it names our table
+                if re.search(r"^\s*\[\s*tool\s*\.\s*rtrace\s*[.\]]", text, re.MULTILINE):
+                    return pyproject
+                continue
             except tomllib.TOMLDecodeError as e:
                 if "rtrace" not in text:
                     continue  # another tool's broken file, which cannot hold rtrace's settings: not ours to refuse
@@ -119,13 +126,17 @@ def _toml_error(path: Path, error: Exception, source: str) -> str:
 def load(path: Path) -> Settings:
     """The settings in `path` (`rtrace.toml`: top level; `pyproject.toml`: `[tool.rtrace]`)."""
     try:
-        source = path.read_text(encoding="utf-8")
+        source = _text(path)
+    except UnreadableInput as e:
+        raise SettingsError(str(e)) from None
     except OSError as e:
         raise SettingsError(f"{path}: cannot read it: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise SettingsError(f"{path}: not UTF-8 text") from None
     try:
-        data = tomllib.loads(source)
+        data = _parse(source, path)
+    except TooDeep as e:
+        raise SettingsError(str(e)) from None
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(_toml_error(path, e, source)) from None
     where = f"{path}:"
@@ -143,6 +154,19 @@ def load(path: Path) -> Settings:
         field, kind = KEYS[key]
         values[field] = _value(where, key, kind, value, path.parent)
     return Settings(**values)
+
+
+def _text(path: Path) -> str:
+    return read_side_input(path, "the settings file", SETTINGS_BYTES).decode("utf-8")
+
+
+def _parse(text: str, path: Path) -> dict[str, Any]:
+    """TOML text of a side input, its nesting bounded (`core.inputs`) before tomllib, which recurses."""
+    check_nesting(text, str(path), "toml")
+    data = tomllib.loads(text)
+    if value_nesting_over(data):
+        raise TooDeep(f"{path}:1: tables nested deeper than {MAX_NESTING} levels (dotted keys); refused")
+    return data
 
 
 def _value(where: str, key: str, kind: str, value: object, folder: Path) -> object:
@@ -185,7 +209,7 @@ def resolve(config: Path | None, isolated: bool, cwd: Path | None = None) -> Set
     if isolated:
         return Settings()
     if config is not None:
-        if not config.is_file():
+        if not config.exists():
             raise SettingsError(f"{config}: no such settings file")
         return load(config)
     found = find(cwd or Path.cwd())

@@ -16,7 +16,9 @@ response no turn answers gets the default script's answer (`rtrace.net.responses
 `when` picks one of four moments:
 
 - a **response** (a `response.create`, or the automatic one after speech): `user = "TEXT"` (the last user text
-  contains it, any case), `user_regex = "REGEX"` (Python syntax, searched), `tool_output = true` or
+  contains it, any case), `user_regex = "REGEX"` (Python syntax, searched;
+  checked when the script is read: at most 1,000 characters, 20 nested groups, repetition counts to 1,000; a search
+  over 50 ms is abandoned and does not match), `tool_output = true` or
   `= "TOOL"` (the response comes right after a `function_call_output`, of that tool's call; `user` conditions
   do not hold then, nor once a call answers the user's text), `response = N`
   (the connection's Nth response). Its actions: `text = "..."` (the answer; `{user}` is the user's text,
@@ -57,6 +59,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ..core.durations import parse_duration
+from ..core.inputs import MAX_NESTING, TooDeep, check_nesting, pattern_search, user_pattern, value_nesting_over
 from .faults import FAULT_BY_NAME, Faults, Table, check_spec, closing_words, matches, seconds_text, valid_close_code
 from .wire import Emission
 
@@ -76,6 +79,10 @@ _ACTIONS: dict[Moment, set[str]] = {
 }
 #: The `fault` of a turn a script file wrote (the fault flags' turns are named after their flag).
 SCRIPT = "script"
+
+
+#: The most bytes a script is read to.
+SCRIPT_BYTES = 1 << 20
 
 
 class ScriptError(ValueError):
@@ -98,7 +105,7 @@ class Turn:
     line: int
     moment: Moment
     user: str | None = None
-    user_regex: re.Pattern[str] | None = None
+    user_regex: Any = None  # a `regex` pattern (`core.inputs.user_pattern`: checked, searched in bounded time)
     tool_output: bool | str | None = None
     response: int | None = None
     connection: int | None = None
@@ -248,8 +255,8 @@ def _holds(turn: Turn, ctx: ResponseContext) -> bool:
             return False
         if turn.user is not None and turn.user.lower() not in ctx.user_text.lower():
             return False
-        if turn.user_regex is not None and turn.user_regex.search(ctx.user_text) is None:
-            return False
+        if turn.user_regex is not None and not pattern_search(turn.user_regex, ctx.user_text):
+            return False  # not found, or not within the time bound
     return True
 
 
@@ -258,12 +265,11 @@ def _holds(turn: Turn, ctx: ResponseContext) -> bool:
 
 def load_script(path: str | os.PathLike[str]) -> Schedule:
     """Read and check a script file. Raises ScriptError (`file:line: ...`)."""
-    from ..core.loader import UnreadableInput, open_input
+    from ..core.inputs import UnreadableInput, read_side_input
 
     shown = os.fspath(path)
-    try:
-        with open_input(path) as fh:  # a FIFO or a device is refused by name, as every input of rtrace
-            data = fh.read()
+    try:  # a FIFO or a device is refused by name, as every input of rtrace; a file over the size limit too
+        data = read_side_input(path, "the script", SCRIPT_BYTES)
     except UnreadableInput as e:
         raise ScriptError(f"cannot read the script: {e}") from None
     except OSError as e:
@@ -279,7 +285,12 @@ def parse_script(text: str, path: str = "<script>") -> Schedule:
     """A script from its TOML text (see the module docstring). Raises ScriptError (`file:line: ...`)."""
     toml = _toml()
     try:
+        check_nesting(text, path, "toml")  # before tomllib, which recurses
         doc = toml.loads(text)
+        if value_nesting_over(doc):
+            raise TooDeep(f"{path}:1: tables nested deeper than {MAX_NESTING} levels (dotted keys); refused")
+    except TooDeep as e:
+        raise ScriptError(str(e)) from None
     except toml.TOMLDecodeError as e:
         message = str(e)
         where = re.search(r"\(at line (\d+), column (\d+)\)", message)
@@ -431,8 +442,8 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
     regex = text_of("user_regex", when, "when.user_regex")
     if regex is not None:
         try:
-            fields["user_regex"] = re.compile(regex)
-        except re.error as e:
+            fields["user_regex"] = user_pattern(regex)
+        except ValueError as e:
             raise fail(f"`user_regex` is not a regular expression: {e}", "when.user_regex") from None
     output = when.get("tool_output")
     if output is not None and not (output is True or (isinstance(output, str) and output)):
@@ -511,6 +522,7 @@ def _call(raw: Any, fail: Any) -> Call:
         return Call(name)
     if isinstance(arguments, str):
         try:
+            check_nesting(arguments, "`arguments`")
             value = json.loads(arguments)
         except ValueError as e:
             raise fail(f"`arguments` of {name} is not JSON: {e}", "call") from None
@@ -518,6 +530,8 @@ def _call(raw: Any, fail: Any) -> Call:
         value = arguments
     if not isinstance(value, dict):
         raise fail(f"`arguments` of {name} must be a table (a JSON object)", "call")
+    if value_nesting_over(value):
+        raise fail(f"`arguments` of {name} nest deeper than {MAX_NESTING} levels", "call")
     return Call(name, json.dumps(value, ensure_ascii=False, default=str))
 
 

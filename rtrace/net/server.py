@@ -31,6 +31,7 @@ from websockets.protocol import State
 
 from .. import __version__
 from ..core.durations import format_duration, parse_duration, parse_latencies
+from ..core.inputs import TooDeep, check_nesting
 from ..core.secrets import may_hold_secret, safe_path, scrub_secrets, scrub_text
 from ..core.trace import encode
 from ..core.writer import Clock, Tap, TraceWriter
@@ -43,6 +44,7 @@ from .common import (
 )
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
+from .lateness import Lateness
 from .options import ENDPOINT_OPTIONS, OPTION_BY_FIELD
 from .playback import ResponseSource, recorded_responses
 from .script import Schedule, load_script
@@ -196,6 +198,7 @@ class _Outbox:
         self.filled = asyncio.Event()
         self.last_due = 0.0
         self.count = 0
+        self.lateness: Lateness | None = None
 
     def put(self, em: Emission) -> None:
         now = self.opts.clock()
@@ -229,6 +232,8 @@ class _Outbox:
             if em.meta is not None:
                 self.on_meta(em.meta)
             if em.event is not None:
+                if self.lateness is not None:
+                    self.lateness.sent(clock() - due)
                 raw = orjson.dumps(em.event)
                 self.on_sent(em.event, raw)  # in the trace (and the kernel) before the frame leaves
                 await self.ws.send(raw, text=True)
@@ -256,6 +261,7 @@ class _Session:
             lambda note: server.record("meta", conn, note),
             self.close,
         )
+        self.outbox.lateness = server.lateness
         self.tasks: set[asyncio.Task[None]] = set()
         self.sender: asyncio.Task[None] | None = None
         self.closer: asyncio.Task[None] | None = None
@@ -388,6 +394,8 @@ class RealtimeServer:
             with TraceReader.open(options.from_trace) as reader:
                 self.source = ResponseSource(recorded_responses(reader))
         self.recorder: Recorder | None = None
+        #: How late the events sent left (`net.lateness`): warned of past its bound, summed up when serve stops.
+        self.lateness = Lateness(options.clock, options.log or _stderr)
         self._flusher: asyncio.Task[None] | None = None
         self._conns = itertools.count(1)
         self.sessions: set[_Session] = set()
@@ -647,7 +655,10 @@ def parse_tool(text: str) -> tuple[str, str | None]:
     if not sep:
         return name, None
     try:
+        check_nesting(arguments, f"--tool {name}=...")  # before the json module, which recurses
         value = json.loads(arguments)
+    except TooDeep:
+        raise
     except ValueError as e:
         raise ValueError(f"--tool {name}=...: the arguments are not JSON ({e})") from None
     if not isinstance(value, dict):
@@ -662,7 +673,10 @@ def serve_main(
     SIGTERM. `temporary`: `options.record` is a trace of rtrace's own, not the user's (not announced)."""
     warn_unless_loopback(options.host, "connect (no authentication)", err)
 
+    started: list[RealtimeServer] = []
+
     def announce(server: RealtimeServer) -> None:
+        started.append(server)
         print(f"rtrace serve: listening on {server.url}", file=out)
         print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
         print(f"  websocket URL: {server.realtime_url}", file=out)
@@ -677,6 +691,9 @@ def serve_main(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_forever(options, announce))
+    lateness = getattr(started[0], "lateness", None) if started else None
+    if isinstance(lateness, Lateness):
+        print(lateness.summary(), file=err, flush=True)
 
 
 __all__ = [

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from ..core.inputs import TooDeep, UnreadableInput, check_nesting, read_side_input
 from ..engine.fold import Report
 from .sarif import trace_fingerprints
 
@@ -44,7 +45,11 @@ def render(report: Report) -> bytes:
 def load(path: Path) -> frozenset[str]:
     """The fingerprints a baseline file accepts."""
     try:
-        data = orjson.loads(path.read_bytes())
+        text = read_side_input(path, "the baseline")
+        check_nesting(text.decode("utf-8", "replace"), str(path))
+        data = orjson.loads(text)
+    except (UnreadableInput, TooDeep) as e:
+        raise BaselineError(str(e)) from None
     except OSError as e:
         raise BaselineError(f"{path}: {e.strerror or e}") from None
     except orjson.JSONDecodeError as e:
