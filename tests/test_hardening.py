@@ -528,7 +528,7 @@ def _catalog_report(lines: list[dict[str, Any]]) -> Any:
 def _expected(event_type: str, path: tuple[Any, ...]) -> frozenset[type] | None:
     """The JSON types `reducer.step` reads the field at `path` of `event_type` with (`reducer.FIELDS`), or None when
     it does not read that field."""
-    from rtrace.core.reducer import FIELDS
+    from rtrace.core.fields import FIELDS
 
     spec: Any = FIELDS.get(event_type)
     types = None
