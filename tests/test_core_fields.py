@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from rtrace.core.fields import FIELDS, checked
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtrace.core.fields import CHECKS, FIELDS, Spec, _wrong, checked
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 
@@ -45,3 +50,60 @@ def test_the_fields_of_pairing_and_the_error_table_are_type_checked_too() -> Non
             inner = inner[key]
         assert path[-1] not in inner
     assert state.field_problem_count == len(cases)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+_RIGHT: dict[frozenset[type], st.SearchStrategy[Any]] = {
+    frozenset({str}): st.text(max_size=3),
+    frozenset({int}): st.integers(),
+    frozenset({int, float}): st.integers() | st.floats(allow_nan=False),
+    frozenset({bool}): st.booleans(),
+    frozenset({dict}): st.just({}),
+    frozenset({list}): st.just([]),
+    frozenset({dict, str}): st.text(max_size=3) | st.just({}),
+}
+
+
+def _value(draw: st.DrawFn, types: frozenset[type], inner: Spec | None) -> Any:
+    """A value for a field: of one of its types (with fields below it drawn the same way), or any JSON value."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(_JSON)
+    value = draw(_RIGHT[types])
+    if inner is not None and type(value) is dict:
+        value = _fields(draw, inner)
+    elif inner is not None and type(value) is list:
+        _, each, below = inner[0]
+        value = [_value(draw, each, below) for _ in range(draw(st.integers(0, 3)))]
+    return value
+
+
+def _fields(draw: st.DrawFn, spec: Spec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, types, inner in spec:
+        if draw(st.booleans()):
+            out[key] = _value(draw, types, inner)
+    return out
+
+
+@st.composite
+def events(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    kind = draw(st.sampled_from(sorted(FIELDS)))
+    return kind, {"type": kind, **_fields(draw, FIELDS[kind])}
+
+
+@given(events())
+@settings(max_examples=400)
+def test_the_compiled_check_agrees_with_the_walk_of_the_spec(drawn: tuple[str, dict[str, Any]]) -> None:
+    """`CHECKS` (what `step` runs) says an event is clean exactly when the reference walk finds no wrong field."""
+    kind, event = drawn
+    bad: list[Any] = []
+    _wrong(event, FIELDS[kind], (), bad)
+    assert CHECKS[kind](event) is (not bad)
+    rec = Record(0, 1, 0.0, "server", 1, event, kind, kind)
+    state = TraceState()
+    assert (checked(state, rec, FIELDS[kind], CHECKS[kind]) is rec) is (not bad)
+    assert state.field_problem_count == len(bad)

@@ -50,7 +50,7 @@ from .facts import (
     ServerError,
     SessionUpdated,
 )
-from .fields import FIELDS, checked
+from .fields import CHECKS, FIELDS, checked
 from .state import Change, Connection, Response, TraceState
 from .trace import Record
 
@@ -77,9 +77,9 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
     tick(state, conn, rec.t, rec.line)
     if handler is None:
         return state, facts if facts else NO_FACTS
-    spec = FIELDS.get(rec.type)
-    if spec is not None:
-        rec = checked(state, rec, spec)
+    check = CHECKS.get(rec.type)
+    if check is not None and not check(rec.event):
+        rec = checked(state, rec, FIELDS[rec.type])
     handler(state, conn, rec, facts)
     if conn.ended_by is not None:
         _after_close(conn, rec)
