@@ -6,9 +6,12 @@ stay. This module prints nothing; `rtrace.report` renders what it returns.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import itertools
 import os
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
@@ -203,6 +206,36 @@ Entry = Row | QuietRun | AudioRun
 _AUDIO_TYPES = {direction: etype for direction, etype in AUDIO_DELTAS}
 
 
+#: The collector's thresholds during a fold (see `steady_gc`).
+FOLD_GC_THRESHOLDS = (20_000, 50, 1_000)
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_saved: tuple[int, int, int] = (700, 10, 10)
+
+
+@contextlib.contextmanager
+def steady_gc() -> Iterator[None]:
+    """The cyclic collector tuned for a fold while it runs (the outermost one, when folds nest or run in threads).
+
+    A fold allocates and frees in a steady state (records, facts, events: freed by reference counting, never
+    cyclic) and keeps what the live state keeps for long. With the default thresholds the collector walks that
+    state over and over (10-12% of the analysis of 200,000 pipelined creates): during a fold the youngest
+    generation is collected every 20,000 allocations and the oldest almost never. Restored after."""
+    global _gc_depth, _gc_saved
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_saved = gc.get_threshold()
+            gc.set_threshold(*FOLD_GC_THRESHOLDS)
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0:
+                gc.set_threshold(*_gc_saved)
+
+
 class Fold:
     """One analysis under way: the state, the rules and the counts, fed the records of a trace in file order.
 
@@ -243,6 +276,10 @@ class Fold:
     def _entries(self, entries: Iterable[Entry], seq0: int = 0, line0: int = 0) -> None:
         """The fold's one loop: rows and runs, their `seq` and lines counting from `seq0` and `line0`. Quiet records
         in a row on one connection tick once (each one, when an observer watches)."""
+        with steady_gc():
+            self._loop(entries, seq0, line0)
+
+    def _loop(self, entries: Iterable[Entry], seq0: int, line0: int) -> None:
         state, by_dir, observer, transitions = self.state, self.by_dir, self.observer, TRANSITIONS
         conns = state.conns
         quiet: Connection | None = None  # the connection of the current run of quiet records, its count, last clock
@@ -287,7 +324,9 @@ class Fold:
             if quiet is not None:
                 tick(state, quiet, last_t, last_line, count)
                 quiet = None
-            facts = self._step(Record(seq + seq0, line + line0, t, direction, n, event, etype, raw_type))
+            if seq0 or line0:  # a digest's rows count from the part's start (new ints only then)
+                seq, line = seq + seq0, line + line0
+            facts = self._step(Record(seq, line, t, direction, n, event, etype, raw_type))
             if observer is not None:
                 observer(entry, facts, state)  # type: ignore[arg-type]
         if quiet is not None:
