@@ -345,7 +345,8 @@ def test_batches_keep_the_order_and_cover_every_trace_once() -> None:
 
 
 def test_storage_options_from_json_and_pairs() -> None:
-    from rtrace.cli import UsageError, storage_options_of
+    from rtrace.cli import UsageError
+    from rtrace.cli.common import storage_options_of
 
     got = storage_options_of('{"key": "a", "client_kwargs": {"region_name": "x"}}', ["key=b", "anon=false", "x=1=2"])
     assert got == {"key": "b", "client_kwargs": {"region_name": "x"}, "anon": False, "x": "1=2"}

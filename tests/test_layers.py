@@ -177,12 +177,13 @@ def test_the_checks_catch_a_cycle_and_a_floor_violation() -> None:
 
 #: Source modules whose tests live under another name (with the reason).
 TESTED_ELSEWHERE: dict[str, str] = {
-    "rtrace.__main__": "tests/test_cli.py",
+    "rtrace.__main__": "tests/test_cli_root.py",
+    "rtrace.cli.__main__": "tests/test_cli_root.py",
 }
 
 
 def test_every_source_module_has_its_test_module() -> None:
-    """`rtrace/a/b.py` is tested in `tests/test_a_b.py` (`rtrace/cli.py` in `tests/test_cli.py`)."""
+    """`rtrace/a/b.py` is tested in `tests/test_a_b.py` (`rtrace/cli/root.py` in `tests/test_cli_root.py`)."""
     tests = PACKAGE.parent / "tests"
     missing = []
     for name, path in modules().items():

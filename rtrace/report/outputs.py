@@ -18,11 +18,20 @@ if TYPE_CHECKING:  # the HTML renderer is imported only when one is written
 
 
 class ReportFormat(str, Enum):
-    markdown = "markdown"
-    html = "html"
+    """Every format a report renders to (`analyze --format` offers them all, `report --format` the files)."""
+
+    terminal = "terminal"
     json = "json"
+    concise = "concise"
+    github = "github"
     sarif = "sarif"
     junit = "junit"
+    markdown = "markdown"
+    html = "html"
+
+
+#: The formats `rtrace report` writes: files to attach to a bug.
+FILE_FORMATS = (ReportFormat.markdown, ReportFormat.html, ReportFormat.json, ReportFormat.sarif, ReportFormat.junit)
 
 
 SUFFIXES: dict[str, ReportFormat] = {
@@ -52,6 +61,23 @@ def render_bytes(
 ) -> bytes:
     """`report` in `fmt`. `html_data`: the HTML page data of each trace, when its analysis made it (`html.analyze`);
     without it the HTML report reads each trace again."""
+    if fmt is ReportFormat.terminal:
+        import io
+
+        from . import terminal
+        from .console import plain_console
+
+        text = io.StringIO()
+        terminal.render(report, plain_console(text))
+        return text.getvalue().encode("utf-8")
+    if fmt is ReportFormat.concise:
+        from . import concise
+
+        return concise.render(report).encode("utf-8")
+    if fmt is ReportFormat.github:
+        from . import github
+
+        return github.render(report).encode("utf-8")
     if fmt is ReportFormat.markdown:
         from . import markdown
 

@@ -1,0 +1,7 @@
+"""`python -m rtrace.cli`: the same command line as `rtrace`."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,118 @@
+"""The root of the command line: the typer `app`, the exit codes, and `main`, the one place errors become them.
+
+Every message goes through `say` (user input shown escaped); the commands live in the family modules."""
+
+import os
+import sys
+from enum import IntEnum
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from .. import __version__
+from ..core.loader import UnreadableInput
+from ..report.console import stderr_console
+from ..rules import UnknownRule
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FINDINGS = 1
+    USAGE = 2
+    UNREADABLE = 3
+    REPLAY_FAILED = 4
+    INTERNAL = 70  # a bug of rtrace (sysexits' EX_SOFTWARE); RTRACE_DEBUG=1 shows the traceback
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+class UsageError(Exception):
+    """Bad arguments that typer itself cannot see (an unknown rule name, a path that is not a trace)."""
+
+
+app = typer.Typer(
+    add_completion=True,
+    no_args_is_help=True,
+    help="Trace analyzer and race detector for realtime LLM websocket sessions.",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+#: The commands in the order `rtrace --help` lists them (each family module registers its own on `app`).
+COMMANDS = ("analyze", "report", "show", "rules", "redact", "minimize", "serve", "sweep", "record", "convert", "replay")
+
+#: Longest message shown (a path or a value quoted in it is user input of any length).
+MESSAGE_LIMIT = 2000
+
+
+def shown(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Text that may quote user input (a path, a URL, an option value, trace text), fit for a terminal
+    (`core.escape.shown`: secrets scrubbed, control characters, ESC and bidi overrides as escapes, cut). Every
+    message of the CLI goes through here, by `say` or `EscapedLines`."""
+    from ..core.escape import shown as escaped
+
+    return escaped(text, limit)
+
+
+def say(text: str, style: str | None = None, console: Console | None = None) -> None:
+    """One message on stderr (or `console`), through `shown`."""
+    (console or stderr_console()).print(shown(text), style=style, markup=False, highlight=False)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        print(f"rtrace {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=version_callback, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    pass
+
+
+def order_commands() -> None:
+    """Put the registered commands in `COMMANDS` order (the order `--help` shows)."""
+    app.registered_commands.sort(key=lambda c: COMMANDS.index(c.name or c.callback.__name__))  # type: ignore[union-attr]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; the one place where errors become exit codes."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except typer.Exit as e:
+        return int(e.exit_code)
+    except UnknownRule as e:
+        say(f"rtrace: unknown rule {e.args[0]!r} (see `rtrace rules`)")
+        return ExitCode.USAGE
+    except UsageError as e:
+        say(f"rtrace: {e}")
+        return ExitCode.USAGE
+    except UnreadableInput as e:
+        say(f"rtrace: {e}")
+        return ExitCode.UNREADABLE
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
+    except typer.Abort:
+        return ExitCode.INTERRUPTED
+    except Exception as e:  # typer's usage errors (its own click) and anything else: never a traceback
+        show, code = getattr(e, "show", None), getattr(e, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            import io
+
+            text = io.StringIO()
+            show(file=text)  # click's usage error quotes the value given: shown like every other message
+            for line in text.getvalue().splitlines():
+                sys.stderr.write(shown(line) + "\n")
+            return code
+        say(f"rtrace: internal error: {type(e).__name__}: {e}")
+        if os.environ.get("RTRACE_DEBUG"):
+            raise
+        return ExitCode.INTERNAL
+    return int(code) if isinstance(code, int) else ExitCode.OK

@@ -1,0 +1,158 @@
+"""The root of the command line, in-process: exit codes, help, completion, and every option of every command
+given bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rtrace.cli import ExitCode, main
+
+from .conftest import REAL
+
+RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+RACE_189 = REAL / "tool-output-race.livekit-1.8.9.jsonl"
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "--no-such-flag", str(RACE_188)]) == 2
+    assert main(["frobnicate"]) == 2
+
+
+def test_version_short_flag_and_python_dash_m() -> None:
+    import subprocess
+    import sys
+
+    from rtrace import __version__
+
+    for args in (["-m", "rtrace", "-V"], ["-m", "rtrace", "--version"]):
+        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (0, f"rtrace {__version__}\n")
+    done = subprocess.run([sys.executable, "-m", "rtrace", "analyze", str(RACE_188), "-q"], capture_output=True)
+    assert done.returncode == 1 and done.stdout.count(b"\n") == 4
+
+
+def test_shell_completion_is_on() -> None:
+    import subprocess
+    import sys
+
+    rtrace = Path(sys.executable).parent / "rtrace"
+    done = subprocess.run([str(rtrace), "--show-completion", "bash"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "complete -o default -F _rtrace_completion rtrace" in done.stdout
+
+
+def test_every_command_help_has_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer.main
+
+    from rtrace.cli import app
+
+    names = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert {"analyze", "report", "show", "serve", "sweep", "record", "replay", "redact", "convert"} <= set(names)
+    for name in names:
+        assert main([name, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "Example" in out and f"rtrace {name.replace('_', '-')}" in out, name
+
+
+# -- every command, every option, bad values: a usage error or a clean answer, never an internal error --------------
+
+#: What each command needs to run at all (a bad option is added to it); `{tmp}` is the test's folder.
+BASE: dict[str, list[str]] = {
+    "analyze": [str(RACE_189)],
+    "report": [str(RACE_189), "-o", "{tmp}/r.md"],
+    "show": [str(RACE_189)],
+    "rules": [],
+    "redact": [str(RACE_189), "-o", "{tmp}/clean.jsonl"],
+    "minimize": [str(RACE_188), "--rule", "RT101", "-o", "{tmp}/min.jsonl"],
+    "serve": [],
+    "sweep": ["--runs", "1", "--", "true"],
+    "record": ["--upstream", "ws://127.0.0.1:9/v1", "-o", "{tmp}/rec.jsonl"],
+    "convert": [str(RACE_189), "-o", "{tmp}/conv.jsonl"],
+    "replay": [str(RACE_189)],
+}
+#: Values no option takes as meant; the ones that happen to be valid for an option just run it.
+BAD = ["", "bogus", "-1", "99999999999999999999999", "nan", "\x1b[31mred"]
+
+
+def _walk() -> list[tuple[str, str, str]]:
+    import typer.main
+
+    from rtrace.cli import app
+
+    group = typer.main.get_command(app)
+    cases = []
+    for name, command in sorted(group.commands.items()):  # type: ignore[attr-defined]
+        assert name in BASE, f"the walk does not know how to run `rtrace {name}`: add it to BASE"
+        for param in command.params:
+            if param.param_type_name != "option" or param.is_flag or param.name in ("help",):
+                continue
+            cases.extend((name, param.opts[0], value) for value in BAD)
+    return cases
+
+
+@pytest.fixture
+def nothing_runs_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers, proxies, sweeps and replays stop where they would start serving: the walk checks what the command
+    line is given, not the network."""
+
+    async def no_server(*args: object, **kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr("rtrace.net.server.serve_forever", no_server)
+    monkeypatch.setattr("rtrace.net.proxy._record_forever", no_server)
+    monkeypatch.setattr("rtrace.net.sweep.sweep_main", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.replay.replay", lambda *a, **k: pytest.skip("not reached"))
+
+
+def test_every_command_walked_with_bad_values_never_fails_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], nothing_runs_forever: None
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a value taken as a file name lands here
+    monkeypatch.setenv("RTRACE_NO_PROGRESS", "1")
+    cases = _walk()
+    assert len(cases) > 300
+    seen: dict[int, int] = {}
+    for command, option, value in cases:
+        argv = [command, *(a.format(tmp=tmp_path) for a in BASE[command])]
+        where = argv.index("--") if "--" in argv else len(argv)
+        argv[where:where] = [option, value]
+        try:
+            code = main(argv)
+        except pytest.skip.Exception:
+            code = 0  # got past every check to the network: the value was valid
+        err = capsys.readouterr().err
+        assert code in (0, 1, 2, 3, 4), (argv, code, err)
+        assert "Traceback" not in err and "internal error" not in err, (argv, err)
+        assert "\x1b[31m" not in err, (argv, err)  # the value is shown, never obeyed
+        seen[code] = seen.get(code, 0) + 1
+    assert seen.get(2, 0) > len(cases) // 3  # most bad values are usage errors
+
+
+def test_the_help_lists_every_command_in_its_declared_order() -> None:
+    import typer.main
+
+    from rtrace.cli import app
+    from rtrace.cli.root import COMMANDS
+
+    assert list(typer.main.get_command(app).commands) == list(COMMANDS)  # type: ignore[attr-defined]
+
+
+def test_an_interrupt_is_130_and_a_bug_70_never_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import rtrace.cli.analysis as analysis
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    def bug(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.delenv("RTRACE_DEBUG", raising=False)
+    monkeypatch.setattr(analysis, "analyze_many", interrupted)
+    assert main(["analyze", str(RACE_189)]) == ExitCode.INTERRUPTED == 130
+    monkeypatch.setattr(analysis, "analyze_many", bug)
+    assert main(["analyze", str(RACE_189)]) == ExitCode.INTERNAL == 70
+    err = capsys.readouterr().err
+    assert "rtrace: internal error: RuntimeError: boom" in err and "Traceback" not in err
