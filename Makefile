@@ -4,12 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit dist e2e-envs e2e-locks browser bench bench-scale clean fuzz harden
+.PHONY: demo test preflight docs lint unit dist e2e-envs e2e-locks browser bench bench-scale clean fuzz harden
 
 RUNTIME := $(VENV)/.runtime
 
 # The tool alone (what `make demo` needs): rtrace editable with its four runtime dependencies.
 $(RUNTIME): pyproject.toml setup.py rtrace/core/_scan.c
+	@$(NEED_PYTHON) || exit 1
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e .
@@ -58,7 +59,7 @@ NODE_E2E := tests/e2e/node
 NODE_STAMP := $(NODE_E2E)/node_modules/.installed
 
 $(NODE_STAMP): $(NODE_E2E)/package.json $(NODE_E2E)/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node 20 or later) is needed for the Node client tests" >&2; exit 1; }
+	@$(NEED_NODE) || exit 1
 	cd $(NODE_E2E) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -70,8 +71,14 @@ demo: $(RUNTIME)
 	@echo "(exit 1 above means: findings at error severity, as expected for livekit-agents 1.8.8)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check rtrace tests bench
+	$(BIN)/ruff check rtrace tests bench docs/hooks.py
 	$(BIN)/mypy
+
+# The documentation site (mkdocs.yml): docs/ with the command reference and the rule pages generated from the code
+# (docs/hooks.py), into build/site; --strict fails on a broken link or anchor and on a page left out of the nav.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/site
+	@echo "docs: build/site/index.html"
 
 # Two workers: most of the suite's time is real clients and servers waiting on each other, not CPU.
 unit: $(STAMP) e2e-envs
@@ -79,7 +86,9 @@ unit: $(STAMP) e2e-envs
 
 # Headless Chromium for the HTML report tests (tests/test_report_html.py, marker `browser`), from Debian.
 browser:
-	command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	@$(NEED_CHROMIUM) || exit 1
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 # The package as users get it (issue 17): build the sdist and the wheel, check their metadata, install the wheel into a
 # clean venv and run the command from there (version, `python -m rtrace`, an analysis of a bundled sample).
@@ -96,7 +105,35 @@ dist: $(STAMP)
 	cd build && venv-wheel/bin/rtrace analyze -f json ../sample_traces/real/tool-output-race.livekit-1.8.8.jsonl >/dev/null; \
 		test $$? -eq 1 || { echo "dist: the installed wheel did not find the 1.8.8 race (exit 1)" >&2; exit 1; }
 
-test: $(STAMP) lint dist browser unit
+# What `make test` needs from the machine, checked before anything is installed: each check prints what is missing
+# and how to get it, and fails; `preflight` runs them all, so one run names every missing piece. (CI runs as root
+# with npm and Node 20: every check passes there and the run is complete.)
+NEED_PYTHON = $(PYTHON) -c 'import sys, venv; sys.exit(sys.version_info < (3, 10))' 2>/dev/null || { \
+	echo "make: Python 3.10 or later with its venv module is needed ($(PYTHON) is not; PYTHON=python3.X make ...," \
+		"or apt-get install python3-venv)" >&2; false; }
+NEED_NODE = if ! { command -v npm && command -v node; } >/dev/null 2>&1; then \
+	echo "make: npm and Node 20 or later are needed for the Node client tests (tests/e2e/node: npm ci);" \
+		"none found on PATH: apt-get install nodejs npm, or Node 20+ from nodejs.org's packages" >&2; false; \
+	elif ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
+	echo "make: Node 20 or later is needed for the Node client tests; this node is $$(node --version)" >&2; false; fi
+NEED_CHROMIUM = command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ test "$$(id -u)" = 0 && command -v apt-get >/dev/null 2>&1; } || { \
+	echo "make: Chromium is needed for the HTML report tests (tests/test_report_html.py). As root, make installs" \
+		"Debian's package itself; here (not root, or no apt-get) install it first: sudo apt-get install chromium" >&2; \
+	false; }
+
+preflight:
+	@echo "make test installs, the first time (later runs reuse it all): .venv with the test tools (560 MB), eight real-client"
+	@echo "environments .venv-e2e-* (1.25 GB, hardlinked from uv's cache, 0.5 GB in ~/.cache/uv), 230 npm packages in"
+	@echo "tests/e2e/node/node_modules (400 MB) and, if missing, Debian's chromium (360 MB, as root): 2.2 GB in this folder."
+	@echo "It then runs lint, types, the package check, the docs site and the suite: about 12 minutes on 2 cores."
+	@ok=0; \
+	$(NEED_PYTHON) || ok=1; \
+	$(NEED_NODE) || ok=1; \
+	$(NEED_CHROMIUM) || ok=1; \
+	exit $$ok
+
+test: preflight $(STAMP) lint docs dist browser unit
 
 # Long local fuzz run of the hardening properties (minutes; not part of `make test`); prints the example counts.
 fuzz: $(STAMP)

@@ -56,8 +56,8 @@ def types(events: list[dict[str, Any]]) -> list[str]:
 
 
 def make(**kw: Any) -> Driver:
-    faults = kw.pop("faults", None)
-    d = Driver(EndpointConnection(1, EndpointOptions(**kw), faults))
+    schedule = kw.pop("schedule", None)
+    d = Driver(EndpointConnection(1, EndpointOptions(**kw), schedule))
     d.open()
     d.send({"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"]}})
     return d

@@ -23,6 +23,8 @@ import pytest
 
 from rtrace.engine.fold import TraceReport, analyze_path
 from rtrace.net.endpoint import EndpointOptions
+from rtrace.net.faults import Faults
+from rtrace.net.script import Schedule
 from rtrace.net.server import RealtimeServer, ServerOptions, run_server
 
 from .conftest import ROOT, client_node, client_python
@@ -212,15 +214,14 @@ def run(
     env: dict[str, str] | None = None,
     **faults: Any,
 ) -> Run:
-    """Run `client`'s driver once against a fresh server with `faults` (`ServerOptions` fields, each firing once),
-    recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by the
-    user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the driver's
+    """Run `client`'s driver once against a fresh server with `faults` (`rtrace.net.faults.Faults` fields, each firing
+    once), recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by
+    the user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the driver's
     environment."""
     trace = out / "serve.jsonl"
     endpoint = EndpointOptions(tool=TOOL, tool_arguments=json.dumps(TOOL_ARGUMENTS)) if own_tool else None
-    options = ServerOptions(
-        latency=LATENCY, record=trace, endpoint=endpoint or EndpointOptions(), close_code=close_code, **faults
-    )
+    schedule = Schedule.of(Faults(close_code=close_code, **faults))
+    options = ServerOptions(latency=LATENCY, record=trace, endpoint=endpoint or EndpointOptions(), schedule=schedule)
     summary, stderr = asyncio.run(_drive(client, options, timeout, driver_args, url or client.url, env))
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     (out / "driver.stderr").write_text(stderr, encoding="utf-8")
@@ -463,7 +464,8 @@ def proxied_run(
     from rtrace.net.proxy import RecordOptions, run_proxy
 
     trace, proxied = out / "serve.jsonl", out / "record.jsonl"
-    options = ServerOptions(latency=LATENCY, record=trace, close_code=close_code, **faults)
+    schedule = Schedule.of(Faults(close_code=close_code, **faults))
+    options = ServerOptions(latency=LATENCY, record=trace, schedule=schedule)
 
     async def main() -> tuple[dict[str, Any], str]:
         async with (

@@ -90,11 +90,11 @@ def test_the_guide_has_every_snippet_and_only_known_ones_are_untested() -> None:
             assert len(s.code.strip().splitlines()) == 2, s  # the two lines
 
 
-def test_readme_links_the_guide_from_the_quick_start() -> None:
+def test_readme_links_the_guide_from_analyze_your_own_agent() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("## Quick start")
+    start = readme.index("## Analyze your own agent")
     section = readme[start : readme.index("\n## ", start + 1)]
-    assert "docs/capture.md" in section and "Analyze your own agent" in section
+    assert "(docs/capture.md)" in section
 
 
 # -- running them ----------------------------------------------------------------------------------------------------

@@ -65,9 +65,11 @@ class Run:
 def server_options(trace: Path, **faults: Any) -> Any:
     """The fake endpoint at 50 ms, recording to `trace`. Each fault fires once in the server's life
     (`fault_times=1`): the reconnected client that replays the matched event gets through."""
+    from rtrace.net.faults import Faults
+    from rtrace.net.script import Schedule
     from rtrace.net.server import ServerOptions
 
-    return ServerOptions(latency=LATENCY, record=trace, fault_times=1, **faults)
+    return ServerOptions(latency=LATENCY, record=trace, schedule=Schedule.of(Faults(times=1, **faults)))
 
 
 async def _drive(

@@ -30,7 +30,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from rtrace.core.loader import TraceReader
 from rtrace.core.writer import TraceWriter
 from rtrace.net.common import trace_write_failed
+from rtrace.net.faults import Faults
 from rtrace.net.proxy import RecordingProxy, RecordOptions, run_proxy
+from rtrace.net.script import Schedule
 from rtrace.net.server import ServerOptions, run_server
 
 RTRACE = [sys.executable, "-m", "rtrace.cli"]
@@ -569,7 +571,8 @@ def test_replay_endpoint_answering_differently(tmp_path: Path) -> None:
     result: dict[str, Any] = {}
 
     async def body() -> None:
-        async with run_server(ServerOptions(error_on=["conversation.item.create"], fault_times=None)) as srv:
+        schedule = Schedule.of(Faults(error_on=["conversation.item.create"], times=None))
+        async with run_server(ServerOptions(schedule=schedule)) as srv:
             result["proc"] = await _replay_async([str(SAMPLE), "--target", srv.url, "--timeout", "1s", "-o", str(out)])
 
     run(body, timeout=120)

@@ -191,14 +191,17 @@ def shim_path(tmp_path: Path) -> Path:
 
 
 def run_client(version: str, scenario: str, tmp_path: Path, **faults: Any) -> tuple[Path, dict[str, Any]]:
+    from rtrace.net.faults import Faults
+    from rtrace.net.script import Schedule
     from rtrace.net.server import ServerOptions, run_server
 
     python = client_python(version)
+    options = ServerOptions(latency=0.05, schedule=Schedule.of(Faults(times=1, **faults)))
     out = tmp_path / f"{scenario}.{version}.local.jsonl"
     env = {**os.environ, "PYTHONPATH": str(shim_path(tmp_path)), "OPENAI_API_KEY": "x", "PYTHONUNBUFFERED": "1"}
 
     async def main() -> tuple[int | None, bytes, bytes]:
-        async with run_server(ServerOptions(latency=0.05, fault_times=1, **faults)) as srv:
+        async with run_server(options) as srv:
             proc = await asyncio.create_subprocess_exec(
                 str(python), str(DRIVER), str(out), "--url", srv.url, "--scenario", scenario, "--timeout", "20",
                 env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

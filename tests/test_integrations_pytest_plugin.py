@@ -345,3 +345,60 @@ def test_python_numbers_are_seconds_and_text_takes_the_duration_grammar() -> Non
     assert options_from_cli(latency=_cli_value("latency", 0.05, None)).latency == 0.05  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="--latency 50: a duration needs a unit"):
         options_from_cli(latency=_cli_value("latency", "50", None))  # type: ignore[arg-type]
+
+
+def test_a_test_failing_for_its_own_reason_gets_every_finding_the_faults_and_the_trace(users: pytest.Pytester) -> None:
+    """The client raises (an injected drop: websockets' ConnectionClosedError): the failure shows rtrace's section,
+    with the warning that explains it, the fault that fired and the kept trace, below the test's own traceback."""
+    users.makepyfile(
+        test_dropped="""
+        import json
+
+        import pytest
+        from websockets.sync.client import connect
+
+        from clients import CALL, OUTPUT, _until
+
+        @pytest.mark.rtrace(drop_on=["conversation.item.create:function_call_output"])
+        def test_the_client_raises(rtrace_server):
+            with connect(rtrace_server.realtime_url) as ws:
+                _until(ws, "session.created")
+                for item in (CALL, OUTPUT):
+                    ws.send(json.dumps({"type": "conversation.item.create", "item": item}))
+                _until(ws, "conversation.item.done")
+                _until(ws, "conversation.item.done")  # never comes: the socket is dropped
+        """
+    )
+    result = users.runpytest()
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "ConnectionClosedError" in out  # the test's own error stays the test's
+    result.stdout.fnmatch_lines(
+        [
+            "*Captured rtrace call*",
+            "rtrace: * finding* in this test's session so far; trace kept at *rtrace.jsonl",
+            "*warning *RT1* conn 1  lines *",
+            "faults that fired: 1",
+            "  line *, conn 1: drop-on conversation.item.create:function_call_output (on the client's "
+            "conversation.item.create)",
+        ]
+    )
+    assert "UnreadableInput" not in out and "INTERNALERROR" not in out
+
+
+def test_a_fixture_that_saw_no_connection_says_so_and_fails_nothing_of_its_own(users: pytest.Pytester) -> None:
+    users.makepyfile(
+        test_unconnected="""
+        def test_fails_before_connecting(rtrace_server):
+            assert False, "the test's own failure"
+
+        def test_never_connects(rtrace_server):
+            assert rtrace_server.findings == [] and not rtrace_server.connected
+        """
+    )
+    result = users.runpytest("-rA")
+    result.assert_outcomes(passed=1, failed=1)  # no error at teardown, no failure of the plugin's own
+    out = result.stdout.str()
+    assert "the test's own failure" in out
+    result.stdout.fnmatch_lines(["rtrace: no client connected to the fake endpoint (ws://127.0.0.1:*) in this test*"])
+    assert "UnreadableInput" not in out and "No such file" not in out

@@ -20,6 +20,8 @@ from websockets.sync.client import connect as sync_connect
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
 from rtrace.integrations.websocket import WireRecorder, record_websocket
+from rtrace.net.faults import Faults
+from rtrace.net.script import Schedule
 from rtrace.net.server import ServerOptions, run_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +84,7 @@ def test_a_sync_client_and_a_server_close_with_its_code(tmp_path: Path) -> None:
     mine = tmp_path / "sync.jsonl"
 
     async def main() -> None:
-        async with run_server(ServerOptions(close_after=2, close_code=1011)) as srv:
+        async with run_server(ServerOptions(schedule=Schedule.of(Faults(close_after=2, close_code=1011)))) as srv:
             url = f"{srv.url}/realtime"
 
             def client() -> None:

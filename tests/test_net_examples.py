@@ -1,4 +1,4 @@
-"""The examples of `rtrace serve --help` and README, run as a user would: the real command in a subprocess, a
+"""The examples of `rtrace serve --help` and docs/serve.md, run as a user would: the real command in a subprocess, a
 websocket client against the URL it prints."""
 
 from __future__ import annotations
@@ -125,14 +125,14 @@ def test_the_tool_example_calls_the_tool_with_its_arguments_on_each_user_turn() 
     run(main())
 
 
-def test_the_examples_are_in_the_help_and_the_readme() -> None:
+def test_the_examples_are_in_the_help_and_the_docs() -> None:
     help_text = subprocess.run(
         [sys.executable, "-m", "rtrace.cli", "serve", "--help"],
         capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "200"},
     ).stdout  # fmt: skip
     shown = [line.strip() for line in help_text.splitlines()]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")  # the fake endpoint's page of the docs
     for line in [*EXAMPLE_SCRIPT.splitlines(), EXAMPLE_TOOL]:
         if line.strip():
             assert line.strip() in shown, line
-    assert EXAMPLE_SCRIPT in readme and EXAMPLE_TOOL in readme
+    assert EXAMPLE_SCRIPT in page and EXAMPLE_TOOL in page

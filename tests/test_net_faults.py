@@ -1,10 +1,12 @@
 """Injected faults: which fires when (once per server by default), the note each leaves, and what the client sees.
-Unit tests of the spec matching and close-after cutting, then faults pushed through an endpoint."""
+Unit tests of the spec matching, the declarations and the turns they compile to, then faults pushed through an
+endpoint."""
 
 from __future__ import annotations
 
 from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from rtrace.net.faults import ConnectionFaults, Faults, matches, valid_close_code
+from rtrace.net.faults import Faults, matches, valid_close_code
+from rtrace.net.script import ConnectionScript, Schedule
 from rtrace.net.wire import Emission
 
 from .netdriver import Driver, make, types, user, weather_call
@@ -22,12 +24,11 @@ def test_a_spec_matches_a_type_and_an_item_type_or_role() -> None:
 
 
 def test_close_codes_default_to_no_close_frame_for_drops_and_1000_for_close_after() -> None:
-    plain = ConnectionFaults(Faults(), {})
-    assert (plain.close_code("drop-on"), plain.close_code("drop-after"), plain.close_code("close-after")) == (
-        1006, 1006, 1000,
-    )  # fmt: skip
-    forced = ConnectionFaults(Faults(close_code=1011), {})
-    assert {forced.close_code(f) for f in ("drop-on", "drop-after", "close-after")} == {1011}
+    closing = {"drop_on": ["response.create"], "drop_after": ["response.done"], "close_after": 3}
+    plain = Schedule.of(Faults(**closing))  # type: ignore[arg-type]
+    assert [(t.fault, t.close) for t in plain.turns] == [("drop-on", 1006), ("drop-after", 1006), ("close-after", 1000)]
+    forced = Schedule.of(Faults(close_code=1011, **closing))  # type: ignore[arg-type]
+    assert {t.close for t in forced.turns} == {1011}
     codes = (999, 1000, 1004, 1005, 1006, 1011, 1014, 1015, 2999, 3000, 4999, 5000)
     assert [c for c in codes if valid_close_code(c)] == [
         1000, 1005, 1006, 1011, 1014, 3000, 4999,
@@ -36,35 +37,36 @@ def test_close_codes_default_to_no_close_frame_for_drops_and_1000_for_close_afte
 
 def test_drop_after_cuts_right_after_the_matching_server_event_once() -> None:
     fired: dict[str, int] = {}
-    faults = ConnectionFaults(Faults(drop_after=["response.output_item.done:function_call"]), fired)
+    schedule = Schedule.of(Faults(drop_after=["response.output_item.done:function_call"]))
+    faults = ConnectionScript(schedule, 1, fired)
     events = [
         Emission({"type": "response.output_item.added", "item": {"type": "function_call"}}),
         Emission({"type": "response.output_item.done", "item": {"type": "function_call"}}),
         Emission({"type": "response.done"}),
     ]
-    kept, closed = faults.cut(events)
+    kept, closed = faults.sent(events)
     assert closed and kept[:2] == events[:2]
     assert kept[2].meta == {
         "type": "fault.injected", "fault": "drop-after", "spec": "response.output_item.done:function_call",
         "server_event_type": "response.output_item.done",
     }  # fmt: skip
     assert kept[3].close == (1006, "fault: drop-after") and kept[3].flush and len(kept) == 4
-    again = ConnectionFaults(Faults(drop_after=["response.output_item.done:function_call"]), fired)
-    assert again.cut(events) == (events, False)  # once per server by default
+    again = ConnectionScript(schedule, 2, fired)
+    assert again.sent(events) == (events, False)  # once per server by default
 
 
 def test_close_after_cuts_after_the_nth_event_and_closes() -> None:
-    faults = ConnectionFaults(Faults(close_after=3), {})
+    faults = ConnectionScript(Schedule.of(Faults(close_after=3)), 1, {})
     events = [Emission({"type": f"e{k}"}) for k in range(2)]
-    assert faults.cut(events) == (events, False)
-    kept, closed = faults.cut([Emission(meta={"type": "note"}), *events])
+    assert faults.sent(events) == (events, False)
+    kept, closed = faults.sent([Emission(meta={"type": "note"}), *events])
     assert closed and [em.event["type"] for em in kept if em.event] == ["e0"]
     assert kept[-2].meta == {"type": "fault.injected", "fault": "close-after", "spec": "3"}
     assert kept[-1].close == (1000, "fault: close-after")
 
 
 def test_fault_drop_on_closes_before_answering() -> None:
-    d = make(faults=Faults(drop_on=["conversation.item.create:function_call_output"]))
+    d = make(schedule=Schedule.of(Faults(drop_on=["conversation.item.create:function_call_output"])))
     weather_call(d)
     n = len(d.sent)
     out = d.send({"type": "conversation.item.create", "event_id": "f",
@@ -76,7 +78,7 @@ def test_fault_drop_on_closes_before_answering() -> None:
 
 
 def test_fault_close_after_n_events() -> None:
-    d = Driver(EndpointConnection(1, faults=Faults(close_after=3)))
+    d = Driver(EndpointConnection(1, schedule=Schedule.of(Faults(close_after=3))))
     d.open()
     d.send(user("a", "A"))
     assert len(d.sent) == 3
@@ -85,7 +87,7 @@ def test_fault_close_after_n_events() -> None:
 
 
 def test_fault_fail_response() -> None:
-    d = make(faults=Faults(fail_response={2}))
+    d = make(schedule=Schedule.of(Faults(fail_response={2})))
     d.send(user("hi", "A"))
     assert d.send({"type": "response.create"})[-1]["response"]["status"] == "completed"
     out = d.send({"type": "response.create"})
@@ -96,7 +98,7 @@ def test_fault_fail_response() -> None:
 
 
 def test_fault_error_on() -> None:
-    d = make(faults=Faults(error_on=["conversation.item.delete"]))
+    d = make(schedule=Schedule.of(Faults(error_on=["conversation.item.delete"])))
     d.send(user("hi", "A"))
     [err] = d.send({"type": "conversation.item.delete", "item_id": "A", "event_id": "d"})
     assert err["error"]["code"] == "fault_injected" and err["error"]["event_id"] == "d"
@@ -105,7 +107,7 @@ def test_fault_error_on() -> None:
 
 
 def test_fault_expiry() -> None:
-    d = Driver(EndpointConnection(1, faults=Faults(expire_after=60.0)))
+    d = Driver(EndpointConnection(1, schedule=Schedule.of(Faults(expire_after=60.0))))
     d.run(d.conn.open(), follow=False)
     out = d.run(d.conn.wake(("expire",)))
     assert out[0]["error"]["code"] == "session_expired"
@@ -115,7 +117,7 @@ def test_fault_expiry() -> None:
 
 
 def test_expiry_is_scheduled_on_open() -> None:
-    conn = EndpointConnection(1, faults=Faults(expire_after=5.0))
+    conn = EndpointConnection(1, schedule=Schedule.of(Faults(expire_after=5.0)))
     ems = conn.open()
     assert ems[-1].wake == ("expire",) and ems[-1].delay == 5.0
     # The API's own limit: 60 minutes, not a fault.
@@ -131,27 +133,27 @@ def test_expiry_is_scheduled_on_open() -> None:
 def test_each_fault_fires_once_per_server_by_default() -> None:
     shared = SharedCounters()
     faults = Faults(drop_on=["conversation.item.create"], close_after=None)
-    first = Driver(EndpointConnection(1, faults=faults, shared=shared))
+    first = Driver(EndpointConnection(1, schedule=Schedule.of(faults), shared=shared))
     first.open()
     assert first.send(user("a", "A")) == [] and first.closes
-    second = Driver(EndpointConnection(2, faults=faults, shared=shared))
+    second = Driver(EndpointConnection(2, schedule=Schedule.of(faults), shared=shared))
     second.open()
     assert types(second.send(user("a", "A"))) == ["conversation.item.added", "conversation.item.done"]
     # times=None: every time.
     every = Faults(drop_on=["conversation.item.create"], times=None)
     for n in (3, 4):
-        d = Driver(EndpointConnection(n, faults=every, shared=shared))
+        d = Driver(EndpointConnection(n, schedule=Schedule.of(every), shared=shared))
         d.open()
         assert d.send(user("a", "A")) == [] and d.closes
 
 
 def test_close_after_and_expiry_arm_only_the_first_connection_by_default() -> None:
     shared = SharedCounters()
-    a = EndpointConnection(1, faults=Faults(close_after=1), shared=shared)
+    a = EndpointConnection(1, schedule=Schedule.of(Faults(close_after=1)), shared=shared)
     assert a.open()[-1].close is not None and a.closed
-    b = EndpointConnection(2, faults=Faults(close_after=1), shared=shared)
+    b = EndpointConnection(2, schedule=Schedule.of(Faults(close_after=1)), shared=shared)
     assert b.open()[-1].close is None and not b.closed
-    c = EndpointConnection(3, faults=Faults(expire_after=1.0), shared=shared)
+    c = EndpointConnection(3, schedule=Schedule.of(Faults(expire_after=1.0)), shared=shared)
     assert c.open()[-1].delay == 1.0
-    d = EndpointConnection(4, faults=Faults(expire_after=1.0), shared=shared)
+    d = EndpointConnection(4, schedule=Schedule.of(Faults(expire_after=1.0)), shared=shared)
     assert d.open()[-1].delay == 3600.0

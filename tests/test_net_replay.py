@@ -19,7 +19,9 @@ import pytest
 from rtrace.cli import ExitCode, main
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
+from rtrace.net.faults import Faults
 from rtrace.net.replay import ReplayOptions, learn_ids, plan, replay, rewrite_ids
+from rtrace.net.script import Schedule
 from rtrace.net.server import ServerOptions, run_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +131,7 @@ def server_thread(**kw: object) -> Iterator[str]:
 
 def test_divergences_name_both_lines(tmp_path: Path) -> None:
     trace = REAL / "tool-output-race.livekit-1.8.8.jsonl"
-    with server_thread(latency=0.01, error_on=["conversation.item.delete"]) as url:
+    with server_thread(latency=0.01, schedule=Schedule.of(Faults(error_on=["conversation.item.delete"]))) as url:
         result = replay(str(trace), ReplayOptions(target=url, timeout=1, output=tmp_path / "r.jsonl"))
     errors = [d for d in result.divergences if d.kind == "error"]
     assert errors
@@ -227,7 +229,7 @@ def test_speed_scales_the_fake_too() -> None:
 def test_a_diverged_replay_is_exit_1_and_an_unreachable_one_exit_4(capsys: pytest.CaptureFixture[str]) -> None:
     """Exit 4 meant both "cannot be reached" and "answered differently"; a divergence is now a finding (1)."""
     trace = str(REAL / "tool-output-race.livekit-1.8.9.jsonl")
-    with server_thread(latency=0.0, error_on=["conversation.item.create"]) as url:
+    with server_thread(latency=0.0, schedule=Schedule.of(Faults(error_on=["conversation.item.create"]))) as url:
         code = main(["replay", trace, "--target", url, "--timeout", "1s"])
     captured = capsys.readouterr()
     assert code == ExitCode.FINDINGS

@@ -4,6 +4,7 @@ by an endpoint (answers, calls, failures, closes, delays, errors, transcripts), 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,16 @@ import pytest
 
 from rtrace.core.audio import encode, tone
 from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
-from rtrace.net.script import Call, ResponseContext, ScriptError, load_script, parse_script
+from rtrace.net.script import (
+    Call,
+    ConnectionScript,
+    ResponseContext,
+    Schedule,
+    ScriptError,
+    Turn,
+    load_script,
+    parse_script,
+)
 
 from .netdriver import Driver, types, user
 
@@ -28,10 +38,6 @@ def ctx(
     user_text: str | None = "hi", response: int = 1, tool_output: str | None = None, conn: int = 1
 ) -> ResponseContext:
     return ResponseContext(conn, response, user_text, False, tool_output)
-
-
-def always(_turn: Any) -> bool:
-    return True
 
 
 def test_a_script_reads_into_turns_by_moment() -> None:
@@ -68,7 +74,7 @@ times = 2
     assert (order.moment, order.line, order.calls) == (
         "response", 4, (Call("lookup_order", '{"order_id": "42"}'), Call("ping")),
     )  # fmt: skip
-    assert order.times is None and not order.is_fault
+    assert order.times is None and order.fault == "script" and order.spec == "turn 1"
     assert (output.tool_output, output.connection, output.text) == (True, 2, "got {output}")
     assert (third.response, third.fail, third.close, third.times) == (3, "rate_limit_exceeded", 1001, 1)
     assert (slow.moment, slow.delay, slow.times) == ("event", 1.5, None)
@@ -93,8 +99,11 @@ text = "four"
 """
     )
 
+    def answer(c: ResponseContext, fired: dict[str, int] | None = None, schedule: Schedule = script) -> Turn | None:
+        return ConnectionScript(schedule, c.connection, fired or {}).on_response(lambda: c)
+
     def text(c: ResponseContext) -> str | None:
-        turn = script.response_turn(c, always)
+        turn = answer(c)
         return turn.text if turn is not None else None
 
     assert text(ctx("my ORDER please")) == "one"
@@ -103,9 +112,10 @@ text = "four"
     assert text(ctx("order 7", tool_output="lookup_order")) == "three"  # after an output, the tool's turn
     assert text(ctx("order 7", tool_output="other")) is None
     assert text(ctx(None, response=2)) == "four"
-    assert script.response_turn(ResponseContext(1, 1, "order", True, None), always) is None  # a call answered it
+    assert answer(ResponseContext(1, 1, "order", True, None)) is None  # a call answered it
     assert text(ctx("order", response=2)) == "one"  # file order
-    spent = script.response_turn(ctx("order 7"), lambda t: t.text != "one")  # turn 1 fired its times: the next
+    once = dataclasses.replace(script, turns=(dataclasses.replace(script.turns[0], times=1), *script.turns[1:]))
+    spent = answer(ctx("order 7"), {"script:turn 1": 1}, once)  # turn 1 acted its times: the next
     assert spent is not None and spent.text == "two"
 
 
@@ -179,7 +189,7 @@ def test_load_script_refuses_a_fifo_or_a_device_without_blocking(tmp_path: Path)
 
 
 def scripted(text: str, conn: int = 1, shared: SharedCounters | None = None, **kw: Any) -> Driver:
-    d = Driver(EndpointConnection(conn, EndpointOptions(script=parse_script(text), **kw), shared=shared))
+    d = Driver(EndpointConnection(conn, EndpointOptions(**kw), parse_script(text), shared=shared))
     d.open()
     session = {"type": "realtime", "output_modalities": ["text"], "tools": [LOOKUP]}
     d.send({"type": "session.update", "session": session})
@@ -259,7 +269,7 @@ def test_sent_turns_close_right_after_or_hold_a_server_event() -> None:
 
 
 def test_script_transcripts_feed_the_server_vad() -> None:
-    d = Driver(EndpointConnection(1, EndpointOptions(script=parse_script('transcripts = ["order 5 please"]\n'))))
+    d = Driver(EndpointConnection(1, schedule=parse_script('transcripts = ["order 5 please"]\n')))
     d.open()
     loud = base64.b64encode(encode(tone(7200, 24000, 440), "pcm16")).decode()
     quiet = base64.b64encode(bytes(14400)).decode()
@@ -268,3 +278,92 @@ def test_script_transcripts_feed_the_server_vad() -> None:
     answer = out[-1]["response"]["output"][0]
     assert answer["content"][0]["transcript"] == "You said: order 5 please"
     json.dumps(out)
+
+
+# -- the schedule as one value: flags and a script, written out and read back ---------------------------------------
+
+MIXED = """
+transcripts = ["hi \\"there\\"\\u0007"]
+
+[[turn]]
+when = { user_regex = "order \\\\d+", connection = 2 }
+text = "one {user}"
+call = [{ name = "lookup_order", arguments = { order_id = "42" } }, { name = "ping" }]
+
+[[turn]]
+when = { tool_output = "lookup_order" }
+fail = "rate_limit_exceeded"
+close = 1005
+
+[[turn]]
+when = { sent = "response.done:function_call", sent_count = 3 }
+delay = "0.25s"
+
+[[turn]]
+when = { opened = true, connection = 3 }
+expire = "1.5m"
+"""
+
+
+def _shape(schedule: Schedule) -> list[dict[str, Any]]:
+    """What a turn does, not where it was written."""
+    out = []
+    for turn in schedule.turns:
+        fields = dataclasses.asdict(turn)
+        fields.pop("index"), fields.pop("line")
+        fields["user_regex"] = turn.user_regex.pattern if turn.user_regex is not None else None
+        out.append(fields)
+    return out
+
+
+def test_every_fault_flag_and_a_script_write_out_as_a_script_that_reads_back_the_same() -> None:
+    from rtrace.net.faults import FAULTS, Faults
+
+    flags = Faults(
+        drop_on=["conversation.item.create:function_call_output"], drop_after=["response.done"], close_after=7,
+        error_on=["conversation.item.delete", "response.cancel"], fail_response={3, 1}, expire_after=1e-05,
+        close_code=4000, times=2,
+    )  # fmt: skip
+    schedule = Schedule.of(flags) + parse_script(MIXED, "mixed.toml")
+    assert {t.fault for t in schedule.turns} == {f.name for f in FAULTS} | {"script"}  # every flag compiled
+    assert [t.spec for t in schedule.turns if t.fault == "fail-response"] == ["1", "3"]
+    assert schedule.path == "mixed.toml" and schedule.transcripts == ('hi "there"\x07',)
+    text = schedule.to_toml()
+    again = parse_script(text, "again.toml")
+    assert _shape(again) == _shape(schedule) and again.transcripts == schedule.transcripts
+    assert again.to_toml() == text
+    every = Schedule.of(Faults(drop_on=["response.create"], times=None))
+    assert parse_script(every.to_toml()).turns[0].times is None
+
+
+def test_flags_and_a_script_mix_in_one_schedule_flags_first(tmp_path: Path) -> None:
+    from rtrace.net.server import describe, options_from_cli
+
+    path = tmp_path / "s.toml"
+    path.write_text('[[turn]]\nwhen = { event = "conversation.item.create" }\nerror = "nope"\ntimes = 0\n')
+    options = options_from_cli(drop_on=["conversation.item.create:function_call_output"], script=str(path))
+    assert [t.fault for t in options.schedule.turns] == ["drop-on", "script"]
+    assert describe(options)[1:] == [
+        "faults (once each): drop the socket (no close frame, 1006) when the client sends "
+        "conversation.item.create:function_call_output",
+        f"script {path} (1 turns)",
+    ]
+    d = Driver(EndpointConnection(1, schedule=options.schedule))
+    d.open()
+    [err] = d.send(user("x", "A"))  # the script's turn
+    assert err["error"]["code"] == "nope" and d.meta[-1]["spec"] == "turn 1"
+    out = d.send({"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "c",
+                                                                 "output": "x"}})  # fmt: skip
+    assert out == [] and d.meta[-1]["fault"] == "drop-on" and d.closes == [(1006, "fault: drop-on", False)]
+
+
+def test_a_fault_turn_written_by_hand_is_checked() -> None:
+    for text, message in (
+        ('[[turn]]\nfault = "bogus"\nwhen = { event = "response.create" }\nclose = 1000\n', "`fault` must name"),
+        ('[[turn]]\nfault = "drop-on"\nwhen = { user = "x" }\ntext = "a"\n', "names an event, a count"),
+        ('[[turn]]\nwhen = { opened = 1 }\nexpire = "1s"\n', "`opened` must be true"),
+        ('[[turn]]\nwhen = { opened = true }\nclose = 1000\n', "not an action on an opened connection"),
+        ('[[turn]]\nwhen = { sent_count = 0 }\nclose = 1000\n', "`sent_count` must be a whole number of at least 1"),
+    ):
+        with pytest.raises(ScriptError, match=message):
+            parse_script(text, "s.toml")

@@ -16,7 +16,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
 from rtrace.net.endpoint import EndpointOptions
-from rtrace.net.script import parse_script
+from rtrace.net.faults import Faults
+from rtrace.net.script import Schedule, parse_script
 from rtrace.net.server import RealtimeServer, ServerOptions, run_server
 
 REAL = Path(__file__).resolve().parent.parent / "sample_traces" / "real"
@@ -134,8 +135,8 @@ def test_a_scripted_ack_delay_holds_what_follows_in_order(tmp_path: Path) -> Non
     path = tmp_path / "delay.jsonl"
 
     async def main() -> None:
-        ep = EndpointOptions(max_session_seconds=None, script=script)
-        opts = ServerOptions(latency=0.05, record=path, clock=clock, sleep=sleep, endpoint=ep)
+        ep = EndpointOptions(max_session_seconds=None)
+        opts = ServerOptions(latency=0.05, record=path, clock=clock, sleep=sleep, endpoint=ep, schedule=script)
         async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             await ws.send(user("slow", "A"))
@@ -302,9 +303,8 @@ def test_fault_drop_on_closes_before_answering(tmp_path: Path, close_code: int |
     path = tmp_path / "drop.jsonl"
 
     async def main() -> None:
-        opts = ServerOptions(
-            record=path, drop_on=["conversation.item.create:function_call_output"], latency=0.02, close_code=close_code
-        )
+        faults = Faults(drop_on=["conversation.item.create:function_call_output"], close_code=close_code)
+        opts = ServerOptions(record=path, latency=0.02, schedule=Schedule.of(faults))
         async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             await ws.send(user("weather please", "A"))
@@ -333,7 +333,8 @@ def test_a_drop_is_in_the_trace_before_the_next_handshake_and_the_client_reconne
     path = tmp_path / "reconnect.jsonl"
 
     async def main() -> None:
-        opts = ServerOptions(record=path, drop_after=["response.done:function_call"], latency=0.01)
+        faults = Faults(drop_after=["response.done:function_call"])
+        opts = ServerOptions(record=path, latency=0.01, schedule=Schedule.of(faults))
         async with run_server(opts) as srv:
             async with connect(endpoint(srv)) as ws:
                 await recv(ws)
@@ -370,7 +371,7 @@ def test_fault_notes_are_written_where_the_faults_act_not_when_decided(tmp_path:
     path = tmp_path / "notes.jsonl"
 
     async def main() -> None:
-        opts = ServerOptions(record=path, latency=0.05, close_after=3, fail_response={1})
+        opts = ServerOptions(record=path, latency=0.05, schedule=Schedule.of(Faults(close_after=3, fail_response={1})))
         async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             await ws.send(json.dumps({"type": "response.create"}))
@@ -392,20 +393,23 @@ def test_fault_notes_are_written_where_the_faults_act_not_when_decided(tmp_path:
 
 def test_fault_close_after_expire_and_failed_response() -> None:
     async def main() -> None:
-        async with run_server(ServerOptions(close_after=2)) as srv, connect(endpoint(srv)) as ws:
+        options = ServerOptions(schedule=Schedule.of(Faults(close_after=2)))
+        async with run_server(options) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             await ws.send(user("a", "A"))
             assert (await recv(ws))["type"] == "conversation.item.added"
             with pytest.raises(ConnectionClosed):
                 await recv(ws)
-        async with run_server(ServerOptions(expire_after=0.1)) as srv, connect(endpoint(srv)) as ws:
+        options = ServerOptions(schedule=Schedule.of(Faults(expire_after=0.1)))
+        async with run_server(options) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             err = await recv(ws)
             assert err["error"]["code"] == "session_expired"
             with pytest.raises(ConnectionClosed):
                 await recv(ws)
             assert ws.close_code == 1001
-        async with run_server(ServerOptions(fail_response={1})) as srv, connect(endpoint(srv)) as ws:
+        options = ServerOptions(schedule=Schedule.of(Faults(fail_response={1})))
+        async with run_server(options) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)
             await ws.send(json.dumps({"type": "response.create"}))
             out = await until(ws, "response.done")
@@ -532,7 +536,8 @@ def test_serve_says_the_latency_jitter_and_faults_in_force_in_its_start_lines() 
         "1001 10s after a connection opens",
     ]
     assert describe(options_from_cli()) == ["no latency, no jitter", "no fault"]
-    assert options_from_cli(fault_times=0).fault_times is None  # 0 is every time (it was never, from Python)
+    every = options_from_cli(fault_times=0, drop_on=["response.create"])  # 0 is every time (it was never, from Python)
+    assert every.schedule.turns[0].times is None
     assert describe(options_from_cli(drop_after=["response.done"], fault_times=None))[1] == (
         "faults (every time each): drop the socket (no close frame, 1006) right after sending response.done"
     )
@@ -568,13 +573,16 @@ def test_options_from_cli() -> None:
         fault_times=None,
     )
     assert o.latency == pytest.approx(0.05) and o.latency_of("conversation.item.added") == pytest.approx(0.12)
-    assert o.jitter == pytest.approx(0.005) and o.expire_after == 60.0
-    f = o.faults()
-    assert f.drop_on == ["conversation.item.create:function_call_output"] and f.fail_response == {1, 3}
-    assert f.error_on == ["response.create", "conversation.item.delete"] and f.times is None
+    assert o.jitter == pytest.approx(0.005)
+    assert [(t.fault, t.spec, t.times) for t in o.schedule.turns] == [
+        ("drop-on", "conversation.item.create:function_call_output", None), ("error-on", "response.create", None),
+        ("error-on", "conversation.item.delete", None), ("fail-response", "1", None), ("fail-response", "3", None),
+        ("expire-after", "60.0", None),
+    ]  # fmt: skip
     assert o.endpoint.duplicate_id == "reject"
     o = options_from_cli(drop_after=["response.done:function_call"], close_code=1011, tool='lookup={"id": 4}', seed=3)
-    assert o.faults().drop_after == ["response.done:function_call"] and o.faults().close_code == 1011
+    [drop] = o.schedule.turns
+    assert (drop.fault, drop.sent, drop.close) == ("drop-after", "response.done:function_call", 1011)
     assert (o.endpoint.tool, o.endpoint.tool_arguments, o.endpoint.seed) == ("lookup", '{"id": 4}', 3)
     assert (options_from_cli(tool="ping").endpoint.tool_arguments, options_from_cli().endpoint.tool) == (None, None)
     o = options_from_cli(audio_tone=440, audio_pace=1, transcript=["hi", "bye"], vad_threshold=0.1)
@@ -653,3 +661,21 @@ def test_from_trace_reads_a_compressed_trace(tmp_path: Path) -> None:
             assert done["response"]["output"][0]["name"] == "get_weather"
 
     run(main)
+
+
+def test_the_trace_header_holds_the_schedule_as_the_script_that_runs_it_again(tmp_path: Path) -> None:
+    schedule = Schedule.of(Faults(drop_after=["response.done"], close_code=1011)) + parse_script(
+        '[[turn]]\nwhen = { user = "x" }\ntext = "y"\n', "s.toml"
+    )
+    plain, scheduled = tmp_path / "plain.jsonl", tmp_path / "scheduled.jsonl"
+
+    async def main() -> None:
+        for path, given in ((plain, Schedule()), (scheduled, schedule)):
+            async with run_server(ServerOptions(record=path, schedule=given)) as srv, connect(endpoint(srv)) as ws:
+                await recv(ws)
+
+    asyncio.run(main())
+    assert "schedule" not in json.loads(plain.read_text().splitlines()[0])
+    header = json.loads(scheduled.read_text().splitlines()[0])
+    assert header["schedule"] == schedule.to_toml()
+    assert parse_script(header["schedule"]).to_toml() == schedule.to_toml()

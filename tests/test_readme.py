@@ -1,5 +1,6 @@
-"""README's "Use rtrace in your tests", run: its pytest example under pytester, its `minimize` command on the
-bundled trace (with the sizes it states), its live line, and docs/testing.md quoting the Vitest files CI runs."""
+"""README and the documentation pages of docs/, run: README's pytest example under pytester, docs/testing.md's
+`minimize` command on the bundled trace (with the sizes it states), its live line and the Vitest files CI runs it
+quotes, every `rtrace` command README and the pages show, and their links (nothing outside the repository)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from rtrace.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SECTION = README.split("## Use rtrace in your tests")[1].split("\n## ")[0]
+#: The documentation site's pages (mkdocs.yml: docs_dir), every Markdown file under docs/.
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+TESTING = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
 pytest_plugins = ("pytester",)
 
 
@@ -48,8 +52,14 @@ def test_the_pytest_example_passes_and_fails_as_the_readme_says(pytester: pytest
     )
 
 
-def test_the_minimize_command_gives_the_sizes_the_readme_states(tmp_path: Path) -> None:
-    (command,) = [line for line in blocks(SECTION)[-1].splitlines() if line.startswith("rtrace minimize ")]
+def test_docs_testing_quotes_the_readme_example() -> None:
+    """One example, shown in both places (the page is the site's, README the onboarding); it cannot drift."""
+    assert blocks(TESTING, "python") == blocks(SECTION, "python")
+
+
+def test_the_minimize_command_gives_the_sizes_the_docs_state(tmp_path: Path) -> None:
+    minimizing = TESTING.split("## Minimal reproducers")[1]
+    (command,) = [line for line in blocks(minimizing)[0].splitlines() if line.startswith("rtrace minimize ")]
     argv = shlex.split(command.split("#")[0])
     argv[argv.index("-o") + 1] = str(tmp_path / "min.jsonl")
     done = subprocess.run(
@@ -58,28 +68,27 @@ def test_the_minimize_command_gives_the_sizes_the_readme_states(tmp_path: Path) 
     written = len((tmp_path / "min.jsonl").read_bytes().splitlines())
     assert written <= 12
     assert f"76 records -> {written} lines (RT101 deleted-function-call-output holds" in done.stderr
-    assert f"the 76-line 1.8.8 race becomes {written} lines that still give RT101" in " ".join(SECTION.split())
+    assert f"the 76-line 1.8.8 race becomes {written} lines that still give RT101" in " ".join(minimizing.split())
 
 
 def test_the_live_line_shown_is_the_one_analyze_follow_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    (shown,) = [line for line in SECTION.splitlines() if line.startswith("error RT101 deleted-function-call-output")]
+    (shown,) = [line for line in TESTING.splitlines() if line.startswith("error RT101 deleted-function-call-output")]
     race = ROOT / "sample_traces" / "real" / "tool-output-race.livekit-1.8.8.jsonl"
     assert main(["analyze", "--follow", "--follow-timeout", "100ms", str(race)]) == 1
     assert shown in capsys.readouterr().err.splitlines()
 
 
 def test_docs_testing_quotes_the_vitest_files_ci_runs() -> None:
-    doc = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
-    setup, config = blocks(doc, "js")[:2]
+    setup, config = blocks(TESTING, "js")[:2]
     folder = ROOT / "tests" / "e2e" / "node" / "vitest"
     assert setup == (folder / "rtrace.globalSetup.mjs").read_text(encoding="utf-8")
     assert config == "// vitest.config.mjs\n" + (folder / "vitest.config.mjs").read_text(encoding="utf-8")
     assert "(docs/testing.md)" in SECTION
 
 
-# -- every command README shows is run (docs cannot rot) -------------------------------------------------------------
+# -- every command README and the docs show is run (docs cannot rot) --------------------------------------------------
 
-#: A client for README's sweep line (`-- pytest tests/test_my_agent.py`): one plain turn against the fake endpoint.
+#: A client for the sweep line (`-- pytest tests/test_my_agent.py`): one plain turn against the fake endpoint.
 MY_AGENT_TEST = '''
 import asyncio, json, os
 import websockets
@@ -99,16 +108,20 @@ def test_one_turn():
 SERVING = ("serve", "record")
 
 
-def readme_commands() -> list[tuple[int, list[str]]]:
-    """(README line, argv) of every `rtrace ...` line in README's fenced blocks (comments dropped)."""
-    found, opened = [], None
-    for number, line in enumerate(README.splitlines(), 1):
-        if line.startswith("```"):
-            opened = line[3:].strip() if opened is None else None
-            continue
-        if opened in ("", "sh", "bash", "console") and line.lstrip().startswith("rtrace "):
-            found.append((number, shlex.split(line, comments=True)))
-    return found
+def readme_commands() -> list[tuple[str, list[str]]]:
+    """("file:line", argv) of every `rtrace ...` line in the plain fenced blocks of README and of the docs pages
+    (comments dropped; a command shown twice is run once, at its first place). docs/capture.md's tagged snippets
+    (`sh capture=NAME`) are run with the real clients by tests/test_docs_capture.py."""
+    found: dict[tuple[str, ...], str] = {}
+    for doc in [ROOT / "README.md", *PAGES]:
+        opened = None
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                opened = line[3:].strip() if opened is None else None
+                continue
+            if opened in ("", "sh", "bash", "console") and line.lstrip().startswith("rtrace "):
+                found.setdefault(tuple(shlex.split(line, comments=True)), f"{doc.relative_to(ROOT)}:{number}")
+    return [(place, list(argv)) for argv, place in found.items()]
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +147,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for trace in real.glob("*.jsonl"):
         shutil.copy(trace, work / "traces" / trace.name)
     (work / "capture.har").write_text(json.dumps(har_of(race)))
-    (script,) = [b for b in blocks(README, "toml") if b.startswith("# scenario.toml")]
+    docs = "".join(page.read_text(encoding="utf-8") for page in PAGES)
+    (script,) = [b for b in blocks(docs, "toml") if b.startswith("# scenario.toml")]
     (work / "scenario.toml").write_text(script)
     (work / "tests").mkdir()
     (work / "tests" / "test_my_agent.py").write_text(MY_AGENT_TEST)
@@ -146,12 +160,12 @@ def _env(work: Path) -> dict[str, str]:
     import os
 
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", RTRACE_NO_PROGRESS="1")
-    env["OPENAI_API_KEY"] = "sk-readme-test-not-a-key"  # README's --api-key-env line; nothing listens for it here
+    env["OPENAI_API_KEY"] = "sk-readme-test-not-a-key"  # the --api-key-env line; nothing listens for it here
     return env
 
 
-@pytest.mark.parametrize(("line", "argv"), readme_commands(), ids=[f"README:{n}" for n, _ in readme_commands()])
-def test_every_readme_command_runs_as_written(line: int, argv: list[str], workdir: Path) -> None:
+@pytest.mark.parametrize(("line", "argv"), readme_commands(), ids=[place for place, _ in readme_commands()])
+def test_every_readme_command_runs_as_written(line: str, argv: list[str], workdir: Path) -> None:
     import signal
 
     command = [sys.executable, "-m", "rtrace", *argv[1:]]
@@ -165,13 +179,13 @@ def test_every_readme_command_runs_as_written(line: int, argv: list[str], workdi
         _, err = proc.communicate(timeout=30)
         assert b"Ctrl-C" in announced[-1] and proc.returncode == 0, (line, announced, err)
         return
-    if "--follow" in argv:  # "Ctrl-C or 30 s idle ends": Ctrl-C after a second
+    if "--follow" in argv:  # "Ctrl-C or 30 s idle ends": Ctrl-C once the first finding was told
         proc = subprocess.Popen(command, cwd=workdir, env=_env(workdir), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            proc.communicate(timeout=1.5)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        assert proc.stderr is not None
+        told = proc.stderr.readline()  # findings are told live on stderr, a line each; a loaded machine is slow
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=30)
+        err = told + rest
         assert proc.returncode == 1 and b"error RT1" in err, (line, err)  # findings told live, on stderr
         return
     done = subprocess.run(command, cwd=workdir, env=_env(workdir), capture_output=True, text=True, timeout=300)
@@ -185,14 +199,17 @@ def test_every_readme_command_runs_as_written(line: int, argv: list[str], workdi
 def test_the_docs_name_no_file_outside_the_repository() -> None:
     import re
 
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    from .test_docs_site import hooks
+
+    generated = {(ROOT / "docs" / page).resolve() for page in hooks().generated_pages()}  # made by `make docs`
+
+    for doc in [ROOT / "README.md", *PAGES]:
         text = doc.read_text(encoding="utf-8")
         assert "../" not in text, doc
         for target in re.findall(r"\]\(([^)#\s]+)", text):  # every relative link resolves inside the repository
             if "://" not in target and not target.startswith("mailto:"):
-                assert (doc.parent / target).resolve().is_relative_to(ROOT) and (doc.parent / target).exists(), (
-                    doc, target
-                )
+                place = (doc.parent / target).resolve()
+                assert place.is_relative_to(ROOT) and (place.exists() or place in generated), (doc, target)
         paths = r"`((?:docs|rtrace|tests|bench|sample_traces)/[\w./-]+\.(?:md|py|toml|jsonl|c))`"
         for named in re.findall(paths, text) if doc.name != "protocol.md" else ():  # it cites other repositories
             assert (ROOT / named).exists() or named in ("rtrace/a/b.py", "tests/test_a_b.py"), (doc, named)  # patterns

@@ -97,7 +97,7 @@ SERVE_EXAMPLES = """Examples:
 
 @app.command(
     epilog=verbatim(SERVE_EXAMPLES)
-    + "\n\nA script (the schema: README, or the docstring of rtrace.net.script):\n\n"
+    + "\n\nA script (the schema: docs/serve.md, or the docstring of rtrace.net.script):\n\n"
     + verbatim(EXAMPLE_SCRIPT)
     + "\n\nA custom tool, called on each user turn:\n\n"
     + verbatim(EXAMPLE_TOOL)

@@ -98,7 +98,7 @@ ROLES: Final = frozenset({"user", "assistant", "system"})
 #: Notes written by a recorder, not events of the protocol.
 META_EVENTS: Final = frozenset({"connection.opened", "connection.closed", "fault.injected", "note"})
 
-#: Client-side annotations: what the client itself believed (see README, "local annotations").
+#: Client-side annotations: what the client itself believed (see docs/trace-format.md, "local annotations").
 #: `local.conversation` carries `items` (the client's own conversation, in order);
 #: `local.generation.opened` / `local.generation.closed` carry `response_id` when known.
 LOCAL_EVENTS: Final = frozenset({"local.conversation", "local.generation.opened", "local.generation.closed"})

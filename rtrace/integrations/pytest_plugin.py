@@ -114,16 +114,16 @@ def rtrace_server(request: pytest.FixtureRequest, rtrace_latency: float | None) 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """After the test function: stop its server, analyze the session, fail a passing test on a finding at or above
-    `fail_on` (a failing test gets the findings as a report section)."""
+    `fail_on`. A test that fails for any reason of its own (an assertion, a client that raised) gets rtrace's
+    section: every finding so far, the faults that fired and where the trace is kept; the test's error stays the
+    test's (nothing rtrace does while writing the section can replace it)."""
     server = item.stash.get(_SERVER_KEY, None)
     if server is None:
         return (yield)
     try:
         result = yield
     except BaseException:
-        server.close()
-        if server.failing:
-            item.add_report_section("call", "rtrace", server.failure_text())
+        item.add_report_section("call", "rtrace", server.section_text())
         raise
     server.close()
     if server.failing:
@@ -225,12 +225,21 @@ class RtraceServer:
 
     # -- what was recorded -----------------------------------------------------------------------------------------
 
+    @property
+    def connected(self) -> bool:
+        """Whether a client reached the server: the trace exists once its first connection opened."""
+        return self.trace.exists()
+
     def report(self) -> TraceReport:
-        from ..engine.fold import analyze_path
+        """The analysis of the session (an empty report when no client connected: nothing to judge)."""
+        from ..engine.fold import TraceReport, analyze_path
 
         if self._report is not None:
             return self._report
-        report = analyze_path(self.trace)
+        if not self.connected:
+            report = TraceReport(str(self.trace), 0, 0, 0.0, [], [], 0)
+        else:
+            report = analyze_path(self.trace)
         if self.closed:
             self._report = report
         return report
@@ -247,26 +256,88 @@ class RtraceServer:
         floor = LEVELS.index(self.fail_on)
         return [f for f in self.findings if LEVELS.index(f.severity) >= floor]
 
+    def faults(self) -> list[str]:
+        """The faults that fired, one line each (`line 12, conn 1: drop_on conversation.item.create:...`), from
+        the trace's `fault.injected` notes."""
+        from ..core.loader import TraceReader
+
+        if not self.connected:
+            return []
+        fired = []
+        with TraceReader.open(self.trace) as reader:
+            for record in reader:
+                if record.dir == "meta" and record.type == "fault.injected":
+                    event = record.event
+                    cause = event.get("client_event_type")
+                    on = f" (on the client's {cause})" if cause else ""
+                    fired.append(
+                        f"line {record.line}, conn {record.conn}: {event.get('fault')} {event.get('spec')}{on}"
+                    )
+        return fired
+
     def failure_text(self) -> str:
-        """The failing findings as the terminal report shows them, and where the trace is kept."""
+        """Why the session fails the test: the failing findings as the terminal report shows them, then the rest
+        of the section (the other findings, the faults, where the trace is kept)."""
+        failing = self.failing
+        many = "s" if len(failing) != 1 else ""
+        head = (
+            f"rtrace: {len(failing)} finding{many} at or above {self.fail_on} in this test's session; "
+            f"trace kept at {self.trace}"
+        )
+        return self._render(head, failing, [f for f in self.findings if f not in failing])
+
+    def section_text(self) -> str:
+        """rtrace's section of a test that failed for its own reason: every finding so far (whatever its
+        severity), the faults that fired and the kept trace; or that no client connected. Never raises: a
+        trace that cannot be read is said so."""
+        try:
+            self.close()
+        except Exception as e:  # the server could not stop cleanly: say so, keep what was recorded
+            stopped = f" (the server did not stop cleanly: {type(e).__name__}: {e})"
+        else:
+            stopped = ""
+        if not self.connected:
+            return (
+                f"rtrace: no client connected to the fake endpoint ({self.realtime_url}) in this test, so there is "
+                f"no trace and nothing to judge{stopped}\n"
+            )
+        try:
+            findings = self.findings
+            faults = self.faults()
+        except Exception as e:
+            return f"rtrace: the trace {self.trace} could not be analyzed: {type(e).__name__}: {e}{stopped}\n"
+        many = "s" if len(findings) != 1 else ""
+        head = (
+            f"rtrace: {len(findings)} finding{many} in this test's session so far{stopped}; trace kept at {self.trace}"
+        )
+        return self._render(head, findings, [], faults)
+
+    def _render(self, head: str, shown: list[Finding], others: list[Finding], faults: list[str] | None = None) -> str:
+        """`head`, the `shown` findings in full, one line per finding of `others`, the faults that fired."""
         import io
 
         from rich.console import Console, Group
 
         from ..report.terminal import render_finding
 
-        failing = self.failing
         out = io.StringIO()
         console = Console(file=out, width=120, color_system=None, highlight=False, emoji=False, soft_wrap=False)
-        many = "s" if len(failing) != 1 else ""
-        console.print(
-            f"rtrace: {len(failing)} finding{many} at or above {self.fail_on} in this test's session; "
-            f"trace kept at {self.trace}",
-            markup=False,
-            soft_wrap=True,
-        )
-        for finding in failing:
+        console.print(head, markup=False, soft_wrap=True)
+        for finding in shown:
             console.print(Group(*render_finding(finding)))
+        if others:
+            console.print("below that severity:", markup=False)
+            for finding in others:
+                console.print(
+                    f"  {finding.severity:<7} {finding.rule} {finding.slug}  conn {finding.conn}  line "
+                    f"{finding.at_line}: {finding.message}",
+                    markup=False,
+                    soft_wrap=True,
+                )
+        fired = self.faults() if faults is None else faults
+        console.print(f"faults that fired: {len(fired) or 'none'}", markup=False)
+        for fault in fired:
+            console.print(f"  {fault}", markup=False, soft_wrap=True)
         return "\n".join(line.rstrip() for line in out.getvalue().rstrip().splitlines()) + "\n"
 
 

@@ -3,8 +3,9 @@ API does (docs/protocol.md sections 2 and 3) and turns client frames into server
 
 No sockets, no asyncio, no clocks here: `rtrace.net.server` moves the frames and the time. The conversation is the
 analyzer's own model (`rtrace.core.conversation.Conversation`, each item's payload in `Item.wire`); responses are
-`rtrace.net.responses`, recorded ones `rtrace.net.playback`, faults (protocol answers too) `rtrace.net.faults`, the
-wire's shapes `rtrace.net.wire`. The server only executes the `Emission`s.
+`rtrace.net.responses`, recorded ones `rtrace.net.playback`, the schedule's turns (a script's and the fault flags',
+protocol answers too) `rtrace.net.script.ConnectionScript`, the wire's shapes `rtrace.net.wire`. The server only
+executes the `Emission`s.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from typing import Any, Literal
 from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, decode, session_codec, session_format
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
-from .faults import ConnectionFaults, Faults, fault_note, matches
 from .playback import ResponseSource, play
 from .responses import Responses, Run, last_user_text
-from .script import ResponseContext, Script, Turn
+from .script import ConnectionScript, ResponseContext, Schedule
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -92,10 +92,8 @@ class EndpointOptions:
     vad_rms: float = 0.02
     #: What the user said in each committed audio turn of a connection, in order (the last repeats; none: "").
     #: Sent as its transcription when the session enables `audio.input.transcription`, and what the answer reads.
+    #: (The schedule's transcripts serve when this is empty.)
     transcripts: list[str] = dataclasses.field(default_factory=list)
-    #: A scenario script (`rtrace serve --script`, `rtrace.net.script.load_script`): its turns answer responses
-    #: and events before the default script does; its `transcripts` serve when `transcripts` is empty.
-    script: Script | None = None
     model: str = "gpt-realtime"
     #: The API's session limit (60 minutes since GA, docs/protocol.md section 3): `session_expired`, then close 1001.
     #: None: no limit. The `expire_after` fault sets a shorter one and is recorded as a fault.
@@ -107,7 +105,7 @@ class SharedCounters:
 
     def __init__(self) -> None:
         self.responses = 0
-        #: How many times each fault fired, by `kind:spec` (see `rtrace.net.faults.ConnectionFaults`).
+        #: How many times each turn of the schedule acted, by `Turn.counter` (`rtrace.net.script.ConnectionScript`).
         self.fired: dict[str, int] = {}
 
     def next_response(self) -> str:
@@ -132,14 +130,16 @@ class EndpointConnection:
         self,
         conn: int,
         options: EndpointOptions | None = None,
-        faults: Faults | None = None,
+        schedule: Schedule | None = None,
         shared: SharedCounters | None = None,
         source: ResponseSource | None = None,
     ) -> None:
         self.conn = conn
         self.options = options or EndpointOptions()
         self.shared = shared or SharedCounters()
-        self.faults = ConnectionFaults(faults or Faults(), self.shared.fired)
+        #: The schedule's turns (`rtrace serve --script` and the fault flags): they answer responses and events
+        #: before the default script does.
+        self.script = ConnectionScript(schedule, conn, self.shared.fired)
         self.source = source
         #: The conversation, each item's full payload in `Item.wire` (retrieve answers from it).
         self.conv = Conversation()
@@ -153,8 +153,6 @@ class EndpointConnection:
         self.vad = VoiceDetector()
         self.speech_item: str | None = None
         self.audio_turns = 0
-        #: Script turns that close the socket once a response is done, by response id.
-        self.close_after: dict[str, Turn] = {}
         self.closed = False
         self.response_requests = 0
         self._event_n = 0
@@ -186,7 +184,7 @@ class EndpointConnection:
     def open(self) -> list[Emission]:
         """What the server sends when the websocket opens."""
         out = [self._event({"type": "session.created", "session": copy_json(self.session)})]
-        self.faults.arm_expiry()
+        self.script.opened()
         if self.options.conversation_created:
             conversation = {"id": self.conversation_id, "object": "realtime.conversation"}
             out.append(self._event({"type": "conversation.created", "conversation": conversation}))
@@ -205,24 +203,13 @@ class EndpointConnection:
         """Answer one client event (already decoded)."""
         if self.closed:
             return []
-        note = self.faults.drop_on(event)
-        if note is not None:
-            self.closed = True
-            return self.faults.closing(note, flush=False)
-        note = self.faults.error_on(event)
-        if note is not None:
-            message = f"Injected fault: error on {note['spec']}."
-            return self._limit(
-                [Emission(meta=note), self._error("fault_injected", message, None, event, "server_error")]
-            )
-        turn = self._event_turn(event)
+        turn = self.script.on_event(event)
         if turn is not None and turn.close is not None:
             self.closed = True
-            return self._script_close(turn, event, flush=False)
+            return turn.closing(event, flush=False)
         if turn is not None and turn.error is not None:
-            message = f"Injected by the script ({turn.key})."
-            noted = self._script_note(turn, "error", event)
-            return self._limit([noted, self._error(turn.error, message, None, event, "server_error")])
+            noted = turn.note("error", event)
+            return self._limit([noted, self._error(turn.error, turn.error_message(), None, event, "server_error")])
         etype = event.get("type")
         handler = _HANDLERS.get(etype) if isinstance(etype, str) else None
         if handler is None:
@@ -232,62 +219,9 @@ class EndpointConnection:
         out = handler(self, event)
         if turn is not None and turn.delay is not None and out:
             # the answer goes out that much later than it would, and whatever follows waits behind it
-            held = [self._script_note(turn, "delay", event), *out]
+            held = [turn.note("delay", event), *out]
             out = [dataclasses.replace(em, hold=turn.delay) if em.event or em.meta else em for em in held]
         return self._limit(out)
-
-    # -- the scenario script ------------------------------------------------------------------------------
-
-    def _fires(self, turn: Turn) -> bool:
-        """Whether a script turn whose `when` holds acts now (its `times` in the server's life); counts it."""
-        key = f"script:{turn.key}"
-        fired = self.shared.fired.get(key, 0)
-        if turn.times is not None and fired >= turn.times:
-            return False
-        self.shared.fired[key] = fired + 1
-        return True
-
-    def _event_turn(self, event: dict[str, Any]) -> Turn | None:
-        script = self.options.script
-        if script is None:
-            return None
-        turn = script.event_turn(self.conn, event)
-        return turn if turn is not None and self._fires(turn) else None
-
-    def _script_note(self, turn: Turn, action: str, event: dict[str, Any] | None) -> Emission:
-        note = turn.note(action)
-        if event is not None:
-            note["client_event_type"] = event.get("type")
-            if isinstance(event.get("event_id"), str):
-                note["client_event_id"] = event["event_id"]
-        return Emission(meta=note)
-
-    def _script_close(self, turn: Turn, event: dict[str, Any] | None, flush: bool) -> list[Emission]:
-        assert turn.close is not None
-        note = dataclasses.replace(self._script_note(turn, "close", event), flush=flush)
-        return [note, Emission(close=(turn.close, f"script: {turn.key}"), flush=flush)]
-
-    def _script_sent(self, out: list[Emission]) -> list[Emission]:
-        """The script's `sent` turns on emissions about to go out: a close right after a matching event, or a
-        hold on it (and so on everything after it)."""
-        script = self.options.script
-        turns = script.sent_turns(self.conn) if script is not None else []
-        if not turns:
-            return out
-        kept: list[Emission] = []
-        for em in out:
-            turn = None
-            if em.event is not None:
-                turn = next((t for t in turns if t.sent and matches(t.sent, em.event) and self._fires(t)), None)
-            if turn is not None and turn.delay is not None:
-                kept.append(dataclasses.replace(self._script_note(turn, "delay", None), hold=turn.delay))
-                em = dataclasses.replace(em, hold=turn.delay)
-            kept.append(em)
-            if turn is not None and turn.close is not None:
-                self.closed = True
-                kept.extend(self._script_close(turn, None, flush=True))
-                break
-        return kept
 
     def wake(self, token: Hashable) -> list[Emission]:
         """Carry on after a pause the endpoint asked for (`Emission.wake`)."""
@@ -305,7 +239,8 @@ class EndpointConnection:
     # -- session ------------------------------------------------------------------------------------------
 
     def _session_limit(self) -> float | None:
-        limits = [x for x in (self.faults.expiry(), self.options.max_session_seconds) if x is not None]
+        expiry = self.script.expiry.expire if self.script.expiry is not None else None
+        limits = [x for x in (expiry, self.options.max_session_seconds) if x is not None]
         return min(limits) if limits else None
 
     def _expire(self) -> list[Emission]:
@@ -313,20 +248,19 @@ class EndpointConnection:
         self.closed = True
         limit = self._session_limit()
         notes = []
-        expiry = self.faults.expiry()
-        if expiry is not None and expiry == limit:
-            notes.append(Emission(meta=fault_note("expire-after", str(expiry), None)))
+        expiry = self.script.expiry
+        if expiry is not None and expiry.expire == limit:
+            notes.append(expiry.note("expire"))
         minutes = (limit or 0) / 60
         message = f"Your session hit the maximum duration of {minutes:g} minutes."
         return [*notes, self._error("session_expired", message), Emission(close=(1001, "session expired"))]
 
     def _limit(self, out: list[Emission]) -> list[Emission]:
-        """Apply `close_after` and `drop_after` (see `ConnectionFaults.cut`), then the script's `sent` turns."""
-        kept, closed = self.faults.cut(out)
+        """The schedule's `sent` turns (`ConnectionScript.sent`: `--drop-after`, `--close-after`, a script's)."""
+        kept, closed = self.script.sent(out)
         if closed:
             self.closed = True
-            return kept
-        return self._script_sent(kept)
+        return kept
 
     def _session_update(self, event: dict[str, Any]) -> list[Emission]:
         update = event.get("session")
@@ -518,8 +452,7 @@ class EndpointConnection:
         self.vad.reset()
         n = self.audio_turns
         self.audio_turns += 1
-        script = self.options.script
-        lines = self.options.transcripts or (list(script.transcripts) if script is not None else [])
+        lines = self.options.transcripts or list(self.script.transcripts)
         said = lines[min(n, len(lines) - 1)] if lines else ""
         wire = committed_audio_message(item_id)
         previous = self.conv.tail
@@ -597,15 +530,12 @@ class EndpointConnection:
         out = [self._event({"type": "response.created", "response": self.responses.response_object(run)})]
         if self.options.rate_limits:
             out.append(self._event({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS}))
-        note = self.faults.fail_response(self.response_requests, event)
-        if note is not None:
-            return [*out, Emission(meta=note), self._event(self.responses.failed(run, _failure("server_error")))]
-        turn = self._response_turn(params)
+        turn = self.script.on_response(lambda: self._response_context(params))
         if turn is not None and turn.close is not None:
-            self.close_after[run.response.id] = turn
+            self.script.after_response[run.response.id] = turn
         if turn is not None and turn.fail is not None:
             done = self._event(self.responses.failed(run, _failure(turn.fail)))
-            return [*out, self._script_note(turn, "fail", event), done, *self._closing_after(run)]
+            return [*out, turn.note("fail", event), done, *self._closing_after(run)]
         recorded = self.source.take() if self.source is not None else None
         if turn is not None and (turn.text is not None or turn.calls):
             gen = self.responses.answer(run, params, turn.text, turn.calls)
@@ -617,11 +547,8 @@ class EndpointConnection:
         out.extend(self._pump(run))
         return out
 
-    def _response_turn(self, params: dict[str, Any]) -> Turn | None:
-        """The script's turn that answers this response, if one does."""
-        script = self.options.script
-        if script is None:
-            return None
+    def _response_context(self, params: dict[str, Any]) -> ResponseContext:
+        """What a response turn's `when` looks at."""
         context = self.responses.context(params)
         user_text, answered = last_user_text(context)
         tool_output: str | None = None
@@ -629,16 +556,15 @@ class EndpointConnection:
             call_id = context[-1].get("call_id")
             calls = [w for w in context if w.get("type") == "function_call" and w.get("call_id") == call_id]
             tool_output = str(calls[-1].get("name") or "") if calls else ""
-        ctx = ResponseContext(self.conn, self.response_requests, user_text, answered, tool_output)
-        return script.response_turn(ctx, self._fires)
+        return ResponseContext(self.conn, self.response_requests, user_text, answered, tool_output)
 
     def _closing_after(self, run: Run) -> list[Emission]:
         """A script turn that closes after this response: its note and close, once the response is done."""
-        turn = self.close_after.pop(run.response.id, None) if run.finished else None
+        turn = self.script.after_response.pop(run.response.id, None) if run.finished else None
         if turn is None:
             return []
         self.closed = True
-        return self._script_close(turn, None, flush=True)
+        return turn.closing(None, flush=True)
 
     def _pump(self, run: Run) -> list[Emission]:
         """The response's events up to its next pause (then a wake) or its end."""

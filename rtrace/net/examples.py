@@ -1,4 +1,4 @@
-"""The examples `rtrace serve --help` and README show: a scenario script and a custom tool. Text only (the CLI
+"""The examples `rtrace serve --help` and docs/serve.md show: a scenario script and a custom tool. Text only (the CLI
 imports it at start-up); `tests/test_net_examples.py` runs both against a client."""
 
 #: A scenario script (`rtrace.net.script` has the schema).

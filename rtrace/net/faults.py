@@ -1,12 +1,15 @@
-"""Injected faults: what `rtrace serve` can be told to break (`Faults`), and per connection which fault fires when
-(`ConnectionFaults`): spec matching, the fire-once accounting shared by a server's connections, the
-`fault.injected` note of each, the close code of each, and `close_after` / `drop_after` cutting a list of
-emissions.
+"""Injected faults, declared once: each fault flag of `rtrace serve` (`FAULTS`) is a name, an option kind, its help,
+the scenario-script turns it compiles to, and how `describe` says it. `Faults` holds the flags' values; its turns
+(`rtrace.net.script.Schedule.of`) run in the one engine with a script's own (`rtrace.net.script.ConnectionScript`):
+one matcher, one fire counter, one note format. Also here: the `TYPE[:ITEM_TYPE]` spec grammar and close codes.
 
-A fault is a protocol answer like any other, decided here without I/O; `rtrace.net.server` only executes it. Its
-note is an emission in line with the events around it, so the trace shows it where it acts: a drop's note at
-the drop (the events still queued never leave), a cut's after the last event sent, a failed response's just
-before its `response.done`, an injected error's just before the error.
+Adding a fault: a `Fault` in `FAULTS` (its turn tables and its words) and a field of `Faults` named after it. The
+command line, the pytest plugin, `describe` and the docs' option tables read the declaration.
+
+A fault is a protocol answer like any other, decided without I/O; `rtrace.net.server` only executes it. Its note is
+an emission in line with the events around it, so the trace shows it where it acts: a drop's note at the drop (the
+events still queued never leave), a cut's after the last event sent, a failed response's just before its
+`response.done`, an injected error's just before the error.
 
 Close codes: a drop (`drop_on`, `drop_after`) ends the TCP connection without a close frame by default
 (`ABNORMAL`, 1006: what a client sees when the network fails); `close_after` sends a close frame 1000. `close_code`
@@ -17,16 +20,98 @@ carry (1000-1003, 1007-1014, 3000-4999; 1001 going away, 1011 server error, 1012
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import difflib
+from collections.abc import Callable
 from typing import Any, Literal
 
 from ..core.catalog import CLIENT_EVENTS, ITEM_TYPES, ROLES, SERVER_EVENTS, normalize_type, side_of
-from .wire import Emission
+from ..core.durations import format_duration
+
+Side = Literal["client", "server"]
+#: What a fault flag takes: `specs` (repeated or comma-separated `TYPE[:ITEM_TYPE]` of one side), `count` (a whole
+#: number), `numbers` (repeated whole numbers), `duration` (in the grammar of `rtrace.core.durations`).
+Kind = Literal["specs", "count", "numbers", "duration"]
+#: One scenario-script turn as its TOML table (`rtrace.net.script` reads it with the file's schema).
+Table = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """One fault flag: `name` is the option (`--drop-on`), the `fault` of its notes and its field in `Faults`."""
+
+    name: str
+    kind: Kind
+    #: The option's help (`rtrace serve --help`, the docs' option table).
+    help: str
+    #: The turns a value of the flag compiles to, given the `--close-code` (None: the fault's own default).
+    tables: Callable[[Any, int | None], list[Table]]
+    #: What a turn of it does, in words: given its spec (what the flag was given) and how it closes.
+    says: Callable[[str, str], str]
+    #: For `specs`: whose events they name.
+    side: Side | None = None
+
+    @property
+    def field(self) -> str:
+        return self.name.replace("-", "_")
+
+
+#: The close code of a drop: no close frame at all (the TCP connection ends; the client's websocket says 1006).
+ABNORMAL = 1006
+#: A close frame without a status code (the receiver reports 1005).
+NO_STATUS = 1005
+_SPEC = "TYPE[:ITEM_TYPE]"
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds as a duration that reads back exactly (`10.0s`, `0.00001s`; `rtrace.core.durations`)."""
+    return f"{decimal.Decimal(repr(seconds)):f}s"
+
+
+def _or(code: int | None, default: int) -> int:
+    return default if code is None else code
+
+
+#: The fault flags, in the order `describe` lists them (and, within a moment, the order they are tried in).
+FAULTS: tuple[Fault, ...] = (
+    Fault(
+        "drop-on", "specs", f"Fault: drop the socket when a client event is {_SPEC}.",
+        lambda specs, code: [{"when": {"event": s}, "close": _or(code, ABNORMAL)} for s in specs],
+        lambda spec, how: f"drop the socket ({how}) when the client sends {spec}", side="client",
+    ),
+    Fault(
+        "drop-after", "specs", f"Fault: drop the socket after a server event {_SPEC}, e.g. response.done.",
+        lambda specs, code: [{"when": {"sent": s}, "close": _or(code, ABNORMAL)} for s in specs],
+        lambda spec, how: f"drop the socket ({how}) right after sending {spec}", side="server",
+    ),
+    Fault(
+        "close-after", "count", "Fault: close after N server events.",
+        lambda n, code: [] if n is None else [{"when": {"sent_count": n}, "close": _or(code, 1000)}],
+        lambda spec, how: f"close ({how}) after {spec} server events",
+    ),
+    Fault(
+        "error-on", "specs", f"Fault: answer {_SPEC} with an error.",
+        lambda specs, code: [{"when": {"event": s}, "error": "fault_injected"} for s in specs],
+        lambda spec, how: f"answer {spec} with an error", side="client",
+    ),
+    Fault(
+        "fail-response", "numbers", "Fault: the connection's Nth response fails.",
+        lambda numbers, code: [{"when": {"response": n}, "fail": "server_error"} for n in sorted(numbers)],
+        lambda spec, how: f"fail response {spec} of a connection",
+    ),
+    Fault(
+        "expire-after", "duration", "Fault: session_expired, close 1001 after this long (10s).",
+        lambda seconds, code: [] if seconds is None else [{"when": {"opened": True}, "expire": seconds_text(seconds)}],
+        lambda spec, how: f"session_expired and close 1001 {format_duration(float(spec))} after a connection opens",
+    ),
+)  # fmt: skip
+FAULT_BY_NAME: dict[str, Fault] = {f.name: f for f in FAULTS}
 
 
 @dataclasses.dataclass
 class Faults:
-    """Injected faults. Each one that fires is also noted as a `fault.injected` meta emission."""
+    """The fault flags' values (each field a `Fault` of `FAULTS`, by its `field` name), with `--close-code` and
+    `--fault-times`. `rtrace.net.script.Schedule.of(faults)` compiles them to turns."""
 
     #: Close the connection once this many server events have been sent on it.
     close_after: int | None = None
@@ -52,11 +137,21 @@ class Faults:
     #: `expire_after` counts when a connection is armed with it.
     times: int | None = 1
 
+    def tables(self) -> list[Table]:
+        """The turns of every fault given, as script tables (`fault` names each; `times` as `--fault-times`)."""
+        out: list[Table] = []
+        for fault in FAULTS:
+            for table in fault.tables(getattr(self, fault.field), self.close_code):
+                out.append({"fault": fault.name, **table, "times": self.times or 0})
+        return out
 
-#: The close code of a drop: no close frame at all (the TCP connection ends; the client's websocket says 1006).
-ABNORMAL = 1006
-#: A close frame without a status code (the receiver reports 1005).
-NO_STATUS = 1005
+
+def closing_words(code: int) -> str:
+    """How a closing fault ends the connection, in words (`describe`)."""
+    words = {ABNORMAL: "no close frame, 1006", NO_STATUS: "a close frame without a code (1005)"}
+    return words.get(code, f"close {code}")
+
+
 #: Codes a fault may close with: a close frame may carry 1000-1003, 1007-1014 and 3000-4999; 1005 and 1006 are
 #: how a close frame without a code and a connection without a close frame are reported. 1015 (TLS failure)
 #: cannot be produced by a server.
@@ -118,97 +213,3 @@ def check_specs(
     return specs
 
 
-def fault_note(fault: str, spec: str, event: dict[str, Any] | None) -> dict[str, Any]:
-    """The `fault.injected` meta record of a fault that fired (on `event`, when a client event set it off)."""
-    note: dict[str, Any] = {"type": "fault.injected", "fault": fault, "spec": spec}
-    if event is not None:
-        note["client_event_type"] = event.get("type")
-        if isinstance(event.get("event_id"), str):
-            note["client_event_id"] = event["event_id"]
-    return note
-
-
-class ConnectionFaults:
-    """The faults of one connection. Each `kind:spec` fires at most `Faults.times` times in the life of a server:
-    `fired` counts them and is shared by the server's connections."""
-
-    def __init__(self, faults: Faults, fired: dict[str, int]) -> None:
-        self.faults = faults
-        self.fired = fired
-        #: Server events sent on this connection so far (what `close_after` counts).
-        self.events_sent = 0
-        #: Whether this connection got the `expire_after` fault (decided when it opens).
-        self.expiry_armed = False
-
-    def close_code(self, fault: str) -> int:
-        """The close code of a closing fault (`drop-on`, `drop-after`, `close-after`; see the module docstring)."""
-        if self.faults.close_code is not None:
-            return self.faults.close_code
-        return 1000 if fault == "close-after" else ABNORMAL
-
-    def closing(self, note: dict[str, Any], flush: bool) -> list[Emission]:
-        """A closing fault acting: its note, then the close (`flush=False`: at once, and what is still queued is
-        lost; `flush=True`: after what is queued)."""
-        fault = str(note["fault"])
-        close = (self.close_code(fault), f"fault: {fault}")
-        return [Emission(meta=note, flush=flush), Emission(close=close, flush=flush)]
-
-    def may_fire(self, key: str) -> bool:
-        """Whether a fault whose condition holds fires now (see `Faults.times`); counts it when it does."""
-        times = self.faults.times
-        fired = self.fired.get(key, 0)
-        if times is not None and fired >= times:
-            return False
-        self.fired[key] = fired + 1
-        return True
-
-    def drop_on(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        """The note of a `drop_on` fault `event` sets off, or None."""
-        return self._first("drop-on", self.faults.drop_on, event)
-
-    def error_on(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        """The note of an `error_on` fault `event` sets off, or None."""
-        return self._first("error-on", self.faults.error_on, event)
-
-    def _first(self, fault: str, specs: list[str], event: dict[str, Any]) -> dict[str, Any] | None:
-        for spec in specs:
-            if matches(spec, event) and self.may_fire(f"{fault}:{spec}"):
-                return fault_note(fault, spec, event)
-        return None
-
-    def fail_response(self, ordinal: int, event: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The note of a `fail_response` fault for the connection's `ordinal`-th response (a `response.create`, or
-        None: one server VAD began), or None."""
-        if ordinal in self.faults.fail_response and self.may_fire(f"fail-response:{ordinal}"):
-            return fault_note("fail-response", str(ordinal), event)
-        return None
-
-    def arm_expiry(self) -> None:
-        """On open: whether this connection gets the `expire_after` fault (it counts as fired when it does)."""
-        self.expiry_armed = self.faults.expire_after is not None and self.may_fire("expire-after")
-
-    def expiry(self) -> float | None:
-        """The `expire_after` of this connection, when it was armed with it."""
-        return self.faults.expire_after if self.expiry_armed else None
-
-    def cut(self, out: list[Emission]) -> tuple[list[Emission], bool]:
-        """Apply `close_after` and `drop_after` to emissions about to be carried out: (what is kept, whether the
-        connection closes). The list is cut after the connection's Nth server event, or after the first event a
-        `drop_after` spec matches, and ends with the fault's note and its close."""
-        limit = self.faults.close_after
-        count = sum(1 for em in out if em.event is not None)
-        if limit is not None and self.events_sent + count >= limit and not self.may_fire("close-after"):
-            self.faults.close_after = limit = None  # spent on earlier connections
-        kept: list[Emission] = []
-        for em in out:
-            kept.append(em)
-            if em.event is None:
-                continue
-            self.events_sent += 1
-            if limit is not None and self.events_sent >= limit:
-                return [*kept, *self.closing(fault_note("close-after", str(limit), None), True)], True
-            for spec in self.faults.drop_after:
-                if matches(spec, em.event) and self.may_fire(f"drop-after:{spec}"):
-                    note = {**fault_note("drop-after", spec, None), "server_event_type": em.event.get("type")}
-                    return [*kept, *self.closing(note, True)], True
-        return kept, False

@@ -1,13 +1,19 @@
-"""Scenario scripts for `rtrace serve --script scenario.toml`: the file's one schema, checked when it is read (a
-`ScriptError` names `file:line`), and which turn acts when. Pure: `rtrace.net.endpoint` carries the turns out.
+"""Schedules: what the fake endpoint answers and breaks when, as scenario-script turns. One value (`Schedule`) that
+`rtrace serve --script`, the fault flags (`rtrace.net.faults`: each compiles to turns), `sweep`, the pytest plugin
+and programs (`rtrace hunt`) build, print (`describe`), write (the trace header's `schedule`) and run
+(`ConnectionScript`, the one engine: one matcher, one fire counter, one note format). Pure: no I/O but reading a file.
+
+A schedule in code: `Schedule.of(Faults(drop_after=["response.done"]))` (flags), `load_script(path)` or
+`parse_script(text)` (TOML), `a + b` (a's turns first: the flags before a script), `schedule.to_toml()` (the
+file that runs it again: `parse_script(s.to_toml())` acts as `s`), `Schedule(turns, transcripts)` from `Turn`s.
 
 A script is a TOML file: an optional `transcripts` list (what the user says in each audio turn of a connection,
-as `--transcript`), then `[[turn]]` tables, tried in file order. A turn has a `when` table (every condition in it
+as `--transcript`), then `[[turn]]` tables, tried in order. A turn has a `when` table (every condition in it
 must hold) and actions; the first turn that matches acts, at most `times` times in the server's life (default:
-every time, but once for a turn that closes, fails or errors: a fault). A response no turn answers gets the
-default script's answer (`rtrace.net.responses.choose_reply`).
+every time, but once for a turn that closes, fails, errors or expires: a fault; `times = 0`: every time). A
+response no turn answers gets the default script's answer (`rtrace.net.responses.choose_reply`).
 
-`when` picks one of three moments:
+`when` picks one of four moments:
 
 - a **response** (a `response.create`, or the automatic one after speech): `user = "TEXT"` (the last user text
   contains it, any case), `user_regex = "REGEX"` (Python syntax, searched), `tool_output = true` or
@@ -23,14 +29,19 @@ default script's answer (`rtrace.net.responses.choose_reply`).
   it goes out that much later; what follows waits behind it), `close = CODE` (drop the
   connection instead of answering it), `error = "CODE"` (answer it with an error instead).
 - a **server event** sent: `sent = "TYPE[:ITEM_TYPE]"` (as `--drop-after`; `response.done:function_call` is
-  the `response.done` of a call). Actions, one of: `close = CODE` (close the socket right after it is sent), or
+  the `response.done` of a call) and/or `sent_count = N` (once the connection has sent N server events, as
+  `--close-after`). Actions, one of: `close = CODE` (close the socket right after it is sent), or
   `delay = "500ms"` (it, and everything after it, go out that much later).
+- a connection **opened**: `opened = true`. Action: `expire = "10s"` (`session_expired` and close 1001 that
+  long after, as `--expire-after`).
 
 `event` and `sent` are checked against the event catalog (a client event for `event`, a server one for `sent`;
 what follows the colon an item type or a role), with the closest name on a typo. `connection = N` in any `when`
 limits the turn to the server's Nth connection. Close codes are those of `--close-code` (1006: no close frame;
-1005: a close frame without a code). A turn that closes, fails, errors or delays writes a `fault.injected` note
-(`fault = "script"`, `spec = "turn N"`) where it acts. An example is `rtrace.net.examples.EXAMPLE_SCRIPT`.
+1005: a close frame without a code). A turn that closes, fails, errors, delays or expires writes a
+`fault.injected` note where it acts: `fault = "script"`, `spec = "turn N"`, its `line` and `action`; a turn with
+`fault = "NAME"` (what the flag `--NAME` compiles to, e.g. `fault = "drop-on"`) is noted as that fault, its spec
+what the flag was given. An example is `rtrace.net.examples.EXAMPLE_SCRIPT`.
 """
 
 from __future__ import annotations
@@ -43,20 +54,25 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ..core.durations import parse_duration
-from .faults import check_spec, matches, valid_close_code
+from .faults import FAULT_BY_NAME, Faults, Table, check_spec, closing_words, matches, seconds_text, valid_close_code
+from .wire import Emission
 
-Moment = Literal["response", "event", "sent"]
+Moment = Literal["response", "event", "sent", "opened"]
 
 _WHEN = {
     "response": {"user", "user_regex", "tool_output", "response"},
     "event": {"event"},
-    "sent": {"sent"},
+    "sent": {"sent", "sent_count"},
+    "opened": {"opened"},
 }
 _ACTIONS: dict[Moment, set[str]] = {
     "response": {"text", "call", "fail", "close"},
     "event": {"delay", "close", "error"},
     "sent": {"delay", "close"},
+    "opened": {"expire"},
 }
+#: The `fault` of a turn a script file wrote (the fault flags' turns are named after their flag).
+SCRIPT = "script"
 
 
 class ScriptError(ValueError):
@@ -85,27 +101,60 @@ class Turn:
     connection: int | None = None
     event: str | None = None
     sent: str | None = None
+    sent_count: int | None = None
     text: str | None = None
     calls: tuple[Call, ...] = ()
     fail: str | None = None
     close: int | None = None
     delay: float | None = None
     error: str | None = None
+    expire: float | None = None
     #: How many times the turn may act in the server's life; None: every time.
     times: int | None = None
+    #: What its notes call it: `script` (a turn of a file), or the fault flag it was compiled from (`drop-on`).
+    fault: str = SCRIPT
 
     @property
-    def key(self) -> str:
-        """How the turn is counted and named in notes: `turn N` (1-based, file order)."""
-        return f"turn {self.index}"
+    def spec(self) -> str:
+        """How notes name the turn: `turn N` (1-based, in order) for a script's, what the flag was given for a
+        fault flag's (its event spec, count, response number or expiry)."""
+        if self.fault == SCRIPT:
+            return f"turn {self.index}"
+        given = (self.event, self.sent, self.sent_count, self.response, self.expire)
+        return next(str(v) for v in given if v is not None)
 
     @property
-    def is_fault(self) -> bool:
-        return self.fail is not None or self.close is not None or self.error is not None or self.delay is not None
+    def counter(self) -> str:
+        """The key its fires are counted by (shared by a server's connections)."""
+        return f"{self.fault}:{self.spec}"
 
-    def note(self, action: str) -> dict[str, Any]:
-        """The `fault.injected` note of this turn acting."""
-        return {"type": "fault.injected", "fault": "script", "spec": self.key, "line": self.line, "action": action}
+    def note(self, action: str, client: dict[str, Any] | None = None, server: dict[str, Any] | None = None) -> Emission:
+        """The `fault.injected` note of this turn acting: on the `client` event that set it off, or after the
+        `server` event it followed (named when a flag's spec matched it)."""
+        note: dict[str, Any] = {"type": "fault.injected", "fault": self.fault, "spec": self.spec}
+        if self.fault == SCRIPT:
+            note.update(line=self.line, action=action)
+        if client is not None:
+            note["client_event_type"] = client.get("type")
+            if isinstance(client.get("event_id"), str):
+                note["client_event_id"] = client["event_id"]
+        if server is not None and self.fault != SCRIPT and self.sent is not None:
+            note["server_event_type"] = server.get("type")
+        return Emission(meta=note)
+
+    def closing(
+        self, client: dict[str, Any] | None, flush: bool, server: dict[str, Any] | None = None
+    ) -> list[Emission]:
+        """Its note and its close (`flush=False`: at once, what is still queued is lost; `True`: after it)."""
+        assert self.close is not None
+        reason = f"script: {self.spec}" if self.fault == SCRIPT else f"fault: {self.fault}"
+        note = dataclasses.replace(self.note("close", client, server), flush=flush)
+        return [note, Emission(close=(self.close, reason), flush=flush)]
+
+    def error_message(self) -> str:
+        if self.fault == SCRIPT:
+            return f"Injected by the script ({self.spec})."
+        return f"Injected fault: error on {self.spec}."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,29 +173,54 @@ class ResponseContext:
 
 
 @dataclasses.dataclass(frozen=True)
-class Script:
-    """A loaded script: its turns by moment, in file order, and its transcripts."""
+class Schedule:
+    """Turns in the order they are tried, the transcripts, and the file they came from (see the module docstring)."""
 
-    path: str
-    turns: tuple[Turn, ...]
+    turns: tuple[Turn, ...] = ()
     transcripts: tuple[str, ...] = ()
+    #: The script file, when one was read (`describe` names it).
+    path: str | None = None
 
-    def response_turn(self, ctx: ResponseContext, fires: Callable[[Turn], bool]) -> Turn | None:
-        """The first response turn whose `when` holds for `ctx` and that `fires` (counts it, see `times`)."""
-        for turn in self.turns:
-            if turn.moment == "response" and _holds(turn, ctx) and fires(turn):
-                return turn
-        return None
+    @classmethod
+    def of(cls, faults: Faults) -> Schedule:
+        """The turns the fault flags compile to (`rtrace.net.faults.FAULTS`), read with a script's schema."""
+        return _schedule(faults.tables(), [], "<faults>", None)
 
-    def event_turn(self, connection: int, event: dict[str, Any]) -> Turn | None:
-        """The first client-event turn `event` sets off on this connection (not counted yet: see `times`)."""
-        for turn in self.turns:
-            if turn.moment == "event" and turn.event and _on(turn, connection) and matches(turn.event, event):
-                return turn
-        return None
+    def __add__(self, other: Schedule) -> Schedule:
+        """`self`'s turns, then `other`'s (each keeps its numbers and lines); transcripts: `self`'s, else `other`'s."""
+        return Schedule(self.turns + other.turns, self.transcripts or other.transcripts, self.path or other.path)
 
-    def sent_turns(self, connection: int) -> list[Turn]:
-        return [t for t in self.turns if t.moment == "sent" and _on(t, connection)]
+    def __bool__(self) -> bool:
+        return bool(self.turns or self.transcripts)
+
+    def describe(self) -> list[str]:
+        """What the schedule does, in words (`rtrace serve`'s start lines, each latency of `sweep`): the fault
+        flags' turns one by one, then the script's turns counted."""
+        flagged = [t for t in self.turns if t.fault != SCRIPT]
+        words = []
+        for turn in flagged:
+            how = closing_words(turn.close) if turn.close is not None else ""
+            words.append(FAULT_BY_NAME[turn.fault].says(turn.spec, how))
+        counts = {t.times for t in flagged}
+        if len(counts) == 1:
+            lines = [f"faults ({_times(next(iter(counts)))} each): " + "; ".join(words)]
+        elif flagged:
+            lines = ["faults: " + "; ".join(f"{w} ({_times(t.times)})" for w, t in zip(words, flagged, strict=True))]
+        else:
+            lines = ["no fault"]
+        scripted = sum(1 for t in self.turns if t.fault == SCRIPT)
+        if self.path is not None or scripted:
+            lines.append(f"script {self.path or '(built)'} ({scripted} turns)")
+        return lines
+
+    def to_toml(self) -> str:
+        """The script that runs this schedule again (`parse_script(s.to_toml())` acts as `s`; a script's turns
+        are numbered by their place in it)."""
+        return render(self)
+
+
+def _times(times: int | None) -> str:
+    return "every time" if times is None else ("once" if times == 1 else f"{times} times")
 
 
 def _on(turn: Turn, connection: int) -> bool:
@@ -177,7 +251,7 @@ def _holds(turn: Turn, ctx: ResponseContext) -> bool:
 # -- reading ----------------------------------------------------------------------------------------------
 
 
-def load_script(path: str | os.PathLike[str]) -> Script:
+def load_script(path: str | os.PathLike[str]) -> Schedule:
     """Read and check a script file. Raises ScriptError (`file:line: ...`)."""
     from ..core.loader import UnreadableInput, open_input
 
@@ -196,7 +270,7 @@ def load_script(path: str | os.PathLike[str]) -> Script:
     return parse_script(text, shown)
 
 
-def parse_script(text: str, path: str = "<script>") -> Script:
+def parse_script(text: str, path: str = "<script>") -> Schedule:
     """A script from its TOML text (see the module docstring). Raises ScriptError (`file:line: ...`)."""
     toml = _toml()
     try:
@@ -219,8 +293,13 @@ def parse_script(text: str, path: str = "<script>") -> Script:
     raw_turns = doc.get("turn", [])
     if not isinstance(raw_turns, list) or not all(isinstance(t, dict) for t in raw_turns):
         raise ScriptError(f"{path}:{lines.top('turn')}: turns are [[turn]] tables")
-    turns = tuple(_turn(raw, k + 1, lines, path) for k, raw in enumerate(raw_turns))
-    return Script(path, turns, tuple(transcripts))
+    return _schedule(raw_turns, transcripts, path, lines)
+
+
+def _schedule(tables: list[Table], transcripts: list[str], path: str, lines: _Lines | None) -> Schedule:
+    where = lines or _Lines("")
+    turns = tuple(_turn(raw, k + 1, where, path) for k, raw in enumerate(tables))
+    return Schedule(turns, tuple(transcripts), path if lines is not None else None)
 
 
 def _toml() -> Any:
@@ -291,14 +370,15 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
             raise fail(f"unknown condition `when.{key}` (known: {', '.join(sorted(known_when))})", f"when.{key}")
     moments = [m for m, keys in _WHEN.items() if keys & set(when)]
     if len(moments) > 1:
-        raise fail("`when` mixes moments: use response conditions, `event` or `sent`, not several", "when")
+        raise fail("`when` mixes moments: use response conditions, `event`, `sent` or `opened`, not several", "when")
     moment: Moment = moments[0] if moments else "response"  # type: ignore[assignment]
-    ordered = [k for k in raw if k not in ("when", "times")]  # in file order
+    ordered = [k for k in raw if k not in ("when", "times", "fault")]  # in file order
     actions = set(ordered)
     allowed = _ACTIONS[moment]
     for key in sorted(actions):
         if key not in allowed:
-            what = {"response": "a response", "event": "a client event", "sent": "a server event"}[moment]
+            what = {"response": "a response", "event": "a client event", "sent": "a server event",
+                    "opened": "an opened connection"}[moment]  # fmt: skip
             raise fail(f"`{key}` is not an action on {what} (there: {', '.join(sorted(allowed))})", key)
     if not actions:
         raise fail(f"does nothing: give one of {', '.join(sorted(allowed))}")
@@ -325,6 +405,21 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
             raise fail(f"`{key}` must be a whole number of at least {low}", where)
         return value
 
+    def duration_of(key: str, source: dict[str, Any]) -> float | None:
+        value = source.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise fail(f'`{key}` must be a duration: "2s", "250ms"', key)
+        try:  # one grammar with the command line: a number needs a unit (0 excepted)
+            seconds = parse_duration(value if isinstance(value, str) else repr(value))
+        except ValueError as e:
+            raise fail(f"`{key}`: {getattr(e, 'why', e)}" + (" (in quotes)" if not isinstance(value, str) else ""),
+                       key) from None  # fmt: skip
+        if key == "delay" and not seconds < 86400:
+            raise fail(f'`{key}` must be under a day: "2s", "250ms"', key)
+        return seconds
+
     fields["user"] = text_of("user", when, "when.user")
     regex = text_of("user_regex", when, "when.user_regex")
     if regex is not None:
@@ -338,6 +433,13 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
     fields["tool_output"] = output
     fields["response"] = int_of("response", when, "when.response")
     fields["connection"] = int_of("connection", when, "when.connection")
+    fields["sent_count"] = int_of("sent_count", when, "when.sent_count")
+    if "opened" in when and when["opened"] is not True:
+        raise fail("`opened` must be true", "when.opened")
+    fault = raw.get("fault", SCRIPT)
+    if fault != SCRIPT and fault not in FAULT_BY_NAME:
+        raise fail(f"`fault` must name a fault flag ({', '.join(FAULT_BY_NAME)}) or be {SCRIPT!r}", "fault")
+    fields["fault"] = fault
     for key in ("event", "sent"):
         spec = text_of(key, when, f"when.{key}")
         if spec is not None and not re.fullmatch(r"[a-z_.]+(:[a-z_]+)?", spec):
@@ -371,25 +473,19 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
             codes = "1000-1003, 1007-1014, 3000-4999, 1005 (no code) or 1006 (no close frame)"
             raise fail(f"`close` must be a close code: {codes}", "close")
         fields["close"] = close
-    delay = raw.get("delay")
-    if delay is not None:
-        if isinstance(delay, bool) or not isinstance(delay, (str, int, float)):
-            raise fail('`delay` must be a duration: "2s", "250ms"', "delay")
-        try:  # one grammar with the command line: a number needs a unit (0 excepted)
-            seconds = parse_duration(delay if isinstance(delay, str) else repr(delay))
-        except ValueError as e:
-            raise fail(f"`delay`: {getattr(e, 'why', e)}" + (" (in quotes)" if not isinstance(delay, str) else ""),
-                       "delay") from None  # fmt: skip
-        if not seconds < 86400:
-            raise fail('`delay` must be under a day: "2s", "250ms"', "delay")
-        fields["delay"] = seconds
+    for key in ("delay", "expire"):
+        fields[key] = duration_of(key, raw)
     fields["error"] = text_of("error", raw, "error")
     times = raw.get("times")
     if times is not None and (not isinstance(times, int) or isinstance(times, bool) or times < 0):
         raise fail("`times` must be a whole number (0: every time)", "times")
     turn = Turn(index, lines.turn(index), moment, **fields)
+    if fault != SCRIPT and not any(v is not None for v in (turn.event, turn.sent, turn.sent_count, turn.response,
+                                                         turn.expire)):  # fmt: skip
+        raise fail(f"a `fault = {fault!r}` turn names an event, a count, a response or an expiry", "fault")
     if times is None:  # a fault fires once by default, an answer every time
-        times = 1 if turn.fail is not None or turn.close is not None or turn.error is not None else 0
+        faulty = (turn.fail, turn.close, turn.error, turn.expire)
+        times = 1 if any(v is not None for v in faulty) else 0
     return dataclasses.replace(turn, times=times or None)
 
 
@@ -415,3 +511,143 @@ def _call(raw: Any, fail: Any) -> Call:
     if not isinstance(value, dict):
         raise fail(f"`arguments` of {name} must be a table (a JSON object)", "call")
     return Call(name, json.dumps(value, ensure_ascii=False, default=str))
+
+
+# -- writing --------------------------------------------------------------------------------------------------
+
+
+def render(schedule: Schedule) -> str:
+    """`schedule` as a script's TOML text (see `Schedule.to_toml`)."""
+    out: list[str] = []
+    if schedule.transcripts:
+        out.append(f"transcripts = [{', '.join(_value(t) for t in schedule.transcripts)}]")
+    for turn in schedule.turns:
+        if out:
+            out.append("")
+        out.append("[[turn]]")
+        if turn.fault != SCRIPT:
+            out.append(f"fault = {_value(turn.fault)}")
+        when: dict[str, Any] = {
+            "user": turn.user,
+            "user_regex": turn.user_regex.pattern if turn.user_regex is not None else None,
+            "tool_output": turn.tool_output,
+            "response": turn.response,
+            "event": turn.event,
+            "sent": turn.sent,
+            "sent_count": turn.sent_count,
+            "opened": True if turn.moment == "opened" else None,
+            "connection": turn.connection,
+        }
+        out.append("when = { " + ", ".join(f"{k} = {_value(v)}" for k, v in when.items() if v is not None) + " }")
+        if turn.text is not None:
+            out.append(f"text = {_value(turn.text)}")
+        if turn.calls:
+            calls = []
+            for call in turn.calls:
+                arguments = f", arguments = {_value(call.arguments)}" if call.arguments is not None else ""
+                calls.append(f"{{ name = {_value(call.name)}{arguments} }}")
+            out.append(f"call = [{', '.join(calls)}]")
+        actions = {"fail": turn.fail, "close": turn.close, "error": turn.error}
+        out.extend(f"{k} = {_value(v)}" for k, v in actions.items() if v is not None)
+        for key, seconds in (("delay", turn.delay), ("expire", turn.expire)):
+            if seconds is not None:
+                out.append(f"{key} = {_value(seconds_text(seconds))}")
+        out.append(f"times = {turn.times or 0}")
+    return "\n".join(out) + "\n"
+
+
+def _value(value: Any) -> str:
+    """A TOML value: a string (basic, control characters escaped), a boolean, a whole number."""
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    escaped = []
+    for ch in str(value):
+        if ch in ('"', "\\"):
+            escaped.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            escaped.append(f"\\u{ord(ch):04x}")
+        else:
+            escaped.append(ch)
+    return '"' + "".join(escaped) + '"'
+
+
+# -- running ----------------------------------------------------------------------------------------------------
+
+
+class ConnectionScript:
+    """The schedule's turns on one connection: which acts when, and what it leaves (its note, its close). A turn
+    acts when its `when` holds and it still fires: `fired` counts each turn's acts (by `Turn.counter`) and is
+    shared by the server's connections, so a turn acts at most `times` times in the server's life. In each moment
+    the first turn that holds and fires acts, in the schedule's order."""
+
+    def __init__(self, schedule: Schedule | None, connection: int, fired: dict[str, int]) -> None:
+        self.schedule = schedule or Schedule()
+        self.connection = connection
+        self.fired = fired
+        mine = [t for t in self.schedule.turns if _on(t, connection)]
+        self._by_moment: dict[str, list[Turn]] = {m: [t for t in mine if t.moment == m] for m in _WHEN}
+        #: Server events sent on this connection so far (what `sent_count` counts).
+        self.events_sent = 0
+        #: The expiry an `opened` turn armed this connection with (seconds after it opened), and that turn.
+        self.expiry: Turn | None = None
+        #: Response turns that close the socket once their response is done, by response id.
+        self.after_response: dict[str, Turn] = {}
+
+    @property
+    def transcripts(self) -> tuple[str, ...]:
+        return self.schedule.transcripts
+
+    def fires(self, turn: Turn) -> bool:
+        """Whether a turn whose `when` holds acts now (its `times`); counts it when it does."""
+        fired = self.fired.get(turn.counter, 0)
+        if turn.times is not None and fired >= turn.times:
+            return False
+        self.fired[turn.counter] = fired + 1
+        return True
+
+    def opened(self) -> None:
+        """On open: the first `opened` turn that fires arms the connection's expiry."""
+        self.expiry = next((t for t in self._by_moment["opened"] if self.fires(t)), None)
+
+    def on_event(self, event: dict[str, Any]) -> Turn | None:
+        """The turn a client event sets off (before it is answered), if one does."""
+        turns = self._by_moment["event"]
+        return next((t for t in turns if t.event and matches(t.event, event) and self.fires(t)), None)
+
+    def on_response(self, context: Callable[[], ResponseContext]) -> Turn | None:
+        """The turn that answers a response (`context` is asked only when a response turn may hold)."""
+        turns = self._by_moment["response"]
+        if not turns:
+            return None
+        ctx = context()
+        return next((t for t in turns if _holds(t, ctx) and self.fires(t)), None)
+
+    def sent(self, out: list[Emission]) -> tuple[list[Emission], bool]:
+        """The `sent` turns on emissions about to go out: (what goes out, whether the connection closes). A
+        close comes right after the event it followed (what came after is not sent); a delay holds the event,
+        and so everything after it."""
+        turns = self._by_moment["sent"]
+        if not turns:
+            self.events_sent += sum(1 for em in out if em.event is not None)
+            return out, False
+        kept: list[Emission] = []
+        for em in out:
+            if em.event is None:
+                kept.append(em)
+                continue
+            self.events_sent += 1
+            turn = next((t for t in turns if self._follows(t, em.event) and self.fires(t)), None)
+            if turn is not None and turn.delay is not None:
+                kept.append(dataclasses.replace(turn.note("delay", None, em.event), hold=turn.delay))
+                em = dataclasses.replace(em, hold=turn.delay)
+            kept.append(em)
+            if turn is not None and turn.close is not None:
+                return [*kept, *turn.closing(None, True, em.event)], True
+        return kept, False
+
+    def _follows(self, turn: Turn, event: dict[str, Any]) -> bool:
+        if turn.sent is not None and not matches(turn.sent, event):
+            return False
+        return turn.sent_count is None or self.events_sent >= turn.sent_count

@@ -30,7 +30,7 @@ from websockets.protocol import State
 
 from .. import __version__
 from ..core.durations import format_duration, parse_duration, parse_latencies
-from ..core.secrets import may_hold_secret, safe_path, scrub_secrets
+from ..core.secrets import may_hold_secret, safe_path, scrub_secrets, scrub_text
 from ..core.trace import encode
 from ..core.writer import Clock, Tap, TraceWriter
 from .common import (
@@ -43,7 +43,7 @@ from .common import (
 from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .playback import ResponseSource, recorded_responses
-from .script import load_script
+from .script import Schedule, load_script
 from .wire import Emission, decode_frame
 
 #: Paths that accept the realtime handshake, with or without a trailing slash (the query string, e.g.
@@ -72,19 +72,8 @@ class ServerOptions:
     #: Take the server's responses from this recorded trace, in order, with their recorded pacing.
     from_trace: str | os.PathLike[str] | None = None
     endpoint: EndpointOptions = dataclasses.field(default_factory=EndpointOptions)
-    # Faults (see `rtrace.net.faults.Faults`).
-    close_after: int | None = None
-    drop_on: list[str] = dataclasses.field(default_factory=list)
-    fail_response: set[int] = dataclasses.field(default_factory=set)
-    error_on: list[str] = dataclasses.field(default_factory=list)
-    expire_after: float | None = None
-    #: Drop the connection right after the server sends a matching event (`TYPE[:ITEM_TYPE]`).
-    drop_after: list[str] = dataclasses.field(default_factory=list)
-    #: Close code of every closing fault; None: 1006 (no close frame) for drops, 1000 for `close_after`. See
-    #: `rtrace.net.faults`.
-    close_code: int | None = None
-    #: How many times each fault fires in the server's life (None: every time); see `Faults.times`.
-    fault_times: int | None = 1
+    #: What the endpoint answers and breaks when: the fault flags' turns and a script's (`rtrace.net.script`).
+    schedule: Schedule = dataclasses.field(default_factory=Schedule)
     max_frame_bytes: int = MAX_FRAME_BYTES
     #: Seconds `stop` waits for each open connection's closing handshake before it drops the connection.
     close_timeout: float = 10.0
@@ -94,18 +83,6 @@ class ServerOptions:
     #: Injected for tests: a monotonic clock (seconds) and the matching sleep.
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
-
-    def faults(self) -> Faults:
-        return Faults(
-            close_after=self.close_after,
-            drop_on=list(self.drop_on),
-            fail_response=set(self.fail_response),
-            error_on=list(self.error_on),
-            expire_after=self.expire_after,
-            drop_after=list(self.drop_after),
-            close_code=self.close_code,
-            times=self.fault_times,
-        )
 
     def latency_of(self, event_type: str) -> float:
         return self.latency_by_type.get(event_type, self.latency)
@@ -191,7 +168,7 @@ class _Session:
         self.ws = ws
         self.conn = conn
         opts = server.options
-        self.endpoint = EndpointConnection(conn, opts.endpoint, opts.faults(), server.shared, server.source)
+        self.endpoint = EndpointConnection(conn, opts.endpoint, opts.schedule, server.shared, server.source)
         rng = random.Random(f"{opts.seed}:{conn}") if opts.seed is not None else random.Random()
         self.outbox = _Outbox(
             ws,
@@ -426,6 +403,8 @@ class RealtimeServer:
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
             }
+            if o.schedule:
+                header["schedule"] = scrub_text(o.schedule.to_toml())  # the script that runs it again
             self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True, tap=o.tap)
             self._flusher = asyncio.get_running_loop().create_task(self._flush_every())
         self._server = await serve(
@@ -525,8 +504,6 @@ def options_from_cli(
             raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
         endpoint.audio_pace = audio_pace
     endpoint.transcripts = list(transcript or [])
-    if script is not None:
-        endpoint.script = load_script(script)  # a ScriptError is a ValueError: file:line: message
     if vad_threshold is not None:
         if not 0 < vad_threshold <= 1:
             raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")
@@ -541,6 +518,26 @@ def options_from_cli(
             f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
             "1005 sends a close frame without a code, 1006 ends the connection without one"
         )
+    if close_after is not None and close_after < 1:
+        raise ValueError(f"--close-after {close_after}: give a number of server events, at least 1")
+    for n in fail_response or []:
+        if n < 1:
+            raise ValueError(f"--fail-response {n}: a connection's responses count from 1")
+    if fault_times is not None and fault_times < 0:
+        raise ValueError(f"--fault-times {fault_times}: 0 (every time) or more")
+    faults = Faults(
+        close_after=close_after,
+        drop_on=check_specs(_specs(drop_on), "client", "--drop-on"),
+        fail_response=set(fail_response or []),
+        error_on=check_specs(_specs(error_on), "client", "--error-on"),
+        expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
+        drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
+        close_code=close_code,
+        times=fault_times or None,  # 0: every time, as --fault-times says
+    )
+    schedule = Schedule.of(faults)
+    if script is not None:
+        schedule = schedule + load_script(script)  # a ScriptError is a ValueError: file:line: message
     if from_trace is not None and not os.path.isfile(from_trace):
         raise ValueError(f"{from_trace}: no such trace file")
     return ServerOptions(
@@ -553,14 +550,7 @@ def options_from_cli(
         record=record,
         from_trace=from_trace,
         endpoint=endpoint,
-        close_after=close_after,
-        drop_on=check_specs(_specs(drop_on), "client", "--drop-on"),
-        fail_response=set(fail_response or []),
-        error_on=check_specs(_specs(error_on), "client", "--error-on"),
-        expire_after=parse_duration(expire_after, "--expire-after") if expire_after is not None else None,
-        drop_after=check_specs(_specs(drop_after), "server", "--drop-after"),
-        close_code=close_code,
-        fault_times=fault_times or None,  # 0: every time, as --fault-times says
+        schedule=schedule,
     )
 
 
@@ -573,34 +563,7 @@ def describe(options: ServerOptions) -> list[str]:
         latency += " (" + ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(o.latency_by_type.items())) + ")"
     jitter = f"jitter +/-{format_duration(o.jitter)} (order kept)" if o.jitter else "no jitter"
     lines = [f"{latency}, {jitter}"]
-    times = "every time" if o.fault_times is None else ("once" if o.fault_times == 1 else f"{o.fault_times} times")
-
-    def closing(default: str) -> str:
-        if o.close_code is None:
-            return default
-        return {ABNORMAL: "no close frame (1006)", NO_STATUS: "a close frame without a code (1005)"}.get(
-            o.close_code, f"close {o.close_code}"
-        )
-
-    faults: list[str] = []
-    for spec in o.drop_on:
-        faults.append(f"drop the socket ({closing('no close frame, 1006')}) when the client sends {spec}")
-    for spec in o.drop_after:
-        faults.append(f"drop the socket ({closing('no close frame, 1006')}) right after sending {spec}")
-    if o.close_after is not None:
-        faults.append(f"close ({closing('close 1000')}) after {o.close_after} server events")
-    for spec in o.error_on:
-        faults.append(f"answer {spec} with an error")
-    for n in sorted(o.fail_response):
-        faults.append(f"fail response {n} of a connection")
-    if o.expire_after is not None:
-        faults.append(f"session_expired and close 1001 {format_duration(o.expire_after)} after a connection opens")
-    if faults:
-        lines.append(f"faults ({times} each): " + "; ".join(faults))
-    else:
-        lines.append("no fault")
-    if o.endpoint.script is not None:
-        lines.append(f"script {o.endpoint.script.path} ({len(o.endpoint.script.turns)} turns)")
+    lines.extend(o.schedule.describe())
     if o.from_trace is not None:
         lines.append(f"responses recorded in {o.from_trace}")
     return lines
