@@ -1,4 +1,4 @@
-"""Hostile side inputs (issue 28): every reader of user input that is not a trace (scenario scripts, settings files,
+"""Hostile side inputs: every reader of user input that is not a trace (scenario scripts, settings files,
 baselines, `--tool` arguments, LiveKit logs) attacked class by class. The cases are shared by the suite
 (tests/test_hardening.py, a sample) and `make harden` (bench/harden.py, all of them).
 

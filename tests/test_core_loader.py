@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rtrace.core.loader import TraceReader, UnreadableInput, load, write
-from rtrace.core.trace import Problem, Record
+from rtrace.core.trace import AudioRun, Problem, QuietRun, Record
 
 from .conftest import REAL
 from .strategies import BOUNDED, envelopes
@@ -748,9 +748,10 @@ def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> N
     for until in (1, 2, 17, 45, len(rows)):
         reader = TraceReader(io.BytesIO(data), "t.jsonl")
         got = list(reader.rows().entries(TRANSITIONS, AUDIO_DELTAS, until_line=until))
-        count = sum(e[0] if type(e) is list else 1 for e in got)
+        count = sum(e.size if type(e) in (QuietRun, AudioRun) else 1 for e in got)
         assert count == len([r for r in rows if r[1] <= until]) == reader.count
-        assert [e for e in got if type(e) is not list] == [r for r in rows if r[1] <= until and r in got]
+        whole = [e for e in got if type(e) not in (QuietRun, AudioRun)]
+        assert whole == [r for r in rows if r[1] <= until and r in got]
 
 
 def test_a_line_end_is_looked_for_at_most_max_skip_factor_times_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,12 +6,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rtrace.core import loader as loader_module
 from rtrace.core.loader import TraceReader, UnreadableInput, load
-from rtrace.core.trace import Record
+from rtrace.core.trace import QuietRun, Record
 from rtrace.engine.fold import Fold, Report, analyze_path, analyze_records, digest, fold_state, state_at
 from rtrace.rules import RULES
 from rtrace.rules.base import Config, Finding
@@ -186,11 +188,54 @@ def test_digest_keeps_transitions_whole_and_runs_of_quiet_records_short() -> Non
     rows = [(k, k + 1, k / 10, d, n, ev, ev["type"], ev["type"]) for k, (d, n, ev) in enumerate(events)]
     out = list(digest(iter(rows)))
     assert out[0] == rows[0]  # a transition, and the first record of connection 1
-    assert out[1] == [2, 3, 0.2, 1, "client"]  # two quiet appends: one run, the clock of the last
+    assert out[1] == QuietRun(2, 3, 0.2, 1, "client")  # two quiet appends: one run, the clock of the last
     assert out[2][5] == {"type": "response.output_audio.delta", "item_id": "a", "delta": "", "rtrace_audio_bytes": 4}
     assert out[3] == rows[4]  # the first record of connection 2 stays whole: only the fold knows it is new
-    assert out[4] == [1, 6, 0.5, 2, "server"]
+    assert out[4] == QuietRun(1, 6, 0.5, 2, "server") and type(out[4]) is QuietRun
     assert rows[3][5]["delta"] == "AAAAAA=="  # the row itself is not changed
+
+
+def _delta_trace(path: Path, deltas: int) -> int:
+    """A session whose bulk is text deltas (quiet records the scanner takes): its line count."""
+    ids = {"response_id": "r1", "item_id": "i1", "output_index": 0, "content_index": 0}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("meta", {"type": "connection.opened", "path": "/v1/realtime"}),
+        ("server", {"type": "session.created", "event_id": "e0", "session": {}}),
+        ("client", {"type": "response.create", "event_id": "c1"}),
+        ("server", {"type": "response.created", "event_id": "e1", "response": {"id": "r1"}}),
+    ]
+    events += [("server", {"type": "response.output_text.delta", **ids, "delta": "w "}) for _ in range(deltas)]
+    lines = [{"t": k / 1000, "dir": d, "conn": 1, "event": ev} for k, (d, ev) in enumerate(events)]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return len(lines)
+
+
+@pytest.mark.skipif(loader_module._scanner is None, reason="the C scanner is not built")
+@pytest.mark.parametrize("extra", [[], ["--conn", "1"]])
+def test_show_at_parses_only_the_lines_the_scanner_cannot_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    """`show --at N` (with `--conn` too) folds on the fast path: counted, of 2,000 deltas before line N none is
+    parsed into objects (the path that left it parsed every line)."""
+    from rtrace.cli import main
+
+    path = tmp_path / "deltas.jsonl"
+    lines = _delta_trace(path, 3000)
+    parsed = 0
+    loads = orjson.loads
+
+    def counted(data: Any) -> Any:
+        nonlocal parsed
+        parsed += 1
+        return loads(data)
+
+    monkeypatch.setattr(orjson, "loads", counted)
+    assert main(["show", str(path), "--at", "2004", *extra]) == 0
+    assert "after line 2004" in capsys.readouterr().out
+    assert 0 < parsed < 20, parsed  # the first lines of the connection, whole; no delta
+    parsed = 0
+    assert main(["show", str(path), "--at", str(lines), *extra]) == 0
+    assert parsed < 20, parsed
 
 
 def test_fold_state_is_the_state_without_rules_or_finish() -> None:

@@ -530,7 +530,7 @@ def _catalog_report(lines: list[dict[str, Any]]) -> Any:
 def _expected(event_type: str, path: tuple[Any, ...]) -> frozenset[type] | None:
     """The JSON types `reducer.step` reads the field at `path` of `event_type` with (`reducer.FIELDS`), or None when
     it does not read that field."""
-    from rtrace.core.reducer import FIELDS
+    from rtrace.core.fields import FIELDS
 
     spec: Any = FIELDS.get(event_type)
     types = None
@@ -895,7 +895,7 @@ def test_no_planted_secret_reaches_a_report_or_a_message(tmp_path: Path) -> None
             assert survivors(f.read_bytes()) == [], f.name
 
 
-# -- issue 28: side inputs (the sample the suite runs; `make harden` runs every case of tests/side_inputs.py) --------
+# -- side inputs (the sample the suite runs; `make harden` runs every case of tests/side_inputs.py) --------
 
 
 def _side_case_holds(case: Any, tmp_path: Path) -> None:

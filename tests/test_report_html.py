@@ -648,3 +648,28 @@ def test_page_data_shows_invisible_characters_escaped() -> None:
     text = embed_json({"say": "a\u202eb\u0085c</script>"})
     assert "\u202e" not in text and "\\u202e" in text and "\u0085" not in text and "</script>" not in text
     assert json.loads(text) == {"say": "a\u202eb\u0085c</script>"}
+
+
+def test_analyze_with_html_reads_each_trace_once_and_writes_the_report_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rtrace analyze --html` makes the page data in its own fold (counted: one reader per trace, no second fold),
+    and the page is the one `rtrace report -o x.html` writes."""
+    from rtrace.cli import main
+
+    trace = REAL / "tool-output-race.livekit-1.8.8.jsonl"
+    opened: list[str] = []
+    init = TraceReader.__init__
+
+    def counted(self: TraceReader, *args: Any, **kw: Any) -> None:
+        opened.append(str(self))
+        init(self, *args, **kw)
+
+    monkeypatch.setattr(TraceReader, "__init__", counted)
+    page, report_page = tmp_path / "a.html", tmp_path / "b.html"
+    assert main(["analyze", str(trace), "--html", str(page), "-f", "json", "-o", str(tmp_path / "a.json")]) == 1
+    assert len(opened) == 1
+    opened.clear()
+    assert main(["report", str(trace), "-o", str(report_page)]) == 0
+    assert len(opened) == 1
+    assert page.read_bytes() == report_page.read_bytes()

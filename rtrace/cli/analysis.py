@@ -88,6 +88,20 @@ def analyze_many(
         raise UsageError(str(e)) from None
 
 
+def analyze_with_page_data(
+    paths: list[Path], config: Config, rules: tuple, max_line_bytes: int, storage_options: dict[str, Any]
+) -> tuple[list[TraceReport], list[Any] | None]:
+    """`analyze --html`: each local trace read once, its HTML page data made by the analysis itself (as `report`
+    does); remote traces are analyzed as without `--html` (the page then reads them again)."""
+    found = [p for p, _ in inputs(paths, storage_options)]
+    if any("://" in p for p in found):
+        return analyze_many(paths, config, rules, max_line_bytes, 1, Engine.local, None, storage_options), None
+    from ..report import html
+
+    folded = [html.analyze(p, config, rules, max_line_bytes) for p in found]
+    return [trace for trace, _ in folded], [data for _, data in folded]
+
+
 def exit_code_for(report: Report, fail_on: str, strict: bool) -> ExitCode:
     if any(t.unreadable or t.events == 0 for t in report.traces):
         return ExitCode.UNREADABLE
@@ -194,12 +208,16 @@ def analyze(
     refuse_overwrite(named, [output, *side.values(), baseline if write_baseline else None])
     fmt = output_format(format, output)
     known = None if write_baseline or baseline is None else load_baseline(baseline)
+    html_data = None
     if follow:
         traces = [follow_trace(paths, config, rules, max_line_bytes, follow_timeout)]
     else:
         more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
         with working(f"analyzing {paths[0]}{more}") as progress:
-            traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options, progress)
+            if html_path is not None and engine is Engine.local:
+                traces, html_data = analyze_with_page_data(paths, config, rules, max_line_bytes, options)
+            else:
+                traces = analyze_many(paths, config, rules, max_line_bytes, jobs, engine, scheduler, options, progress)
     report = Report(traces, config, rules)
     if write_baseline:
         assert baseline is not None
@@ -213,7 +231,7 @@ def analyze(
 
         report = baselines.apply(report, known)
     write_report(report, fmt, output, quiet=quiet, statistics=statistics, max_line_bytes=max_line_bytes)
-    write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes)
+    write_side_outputs(report, {k: v for k, v in side.items() if v is not None}, max_line_bytes, html_data)
     for trace in traces:
         if trace.events == 0 and not trace.unreadable:
             say(f"{trace.path}: no usable event", style="red")

@@ -102,11 +102,14 @@ def write_bytes(data: bytes, output: Path | None) -> None:
         written(output, lambda: write_replacing(output, data))
 
 
-def write_side_outputs(report: Report, paths: dict[str, Path], max_line_bytes: int) -> None:
-    """`analyze --json/--sarif/...`: each file in its format (`report.outputs.write_outputs`)."""
+def write_side_outputs(
+    report: Report, paths: dict[str, Path], max_line_bytes: int, html_data: "Sequence[TraceData | None] | None" = None
+) -> None:
+    """`analyze --json/--sarif/...`: each file in its format (`report.outputs.write_outputs`); `html_data`, the page
+    data of each trace when the analysis made it."""
     from ..report.outputs import write_outputs
 
     try:
-        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes)
+        write_outputs(report, [(ReportFormat(k), p) for k, p in paths.items()], max_line_bytes, html_data)
     except OSError as e:
         raise UsageError(f"{e.filename or ''}: cannot write: {e.strerror or e}") from None

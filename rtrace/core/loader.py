@@ -44,7 +44,7 @@ from .inputs import (
     special_allowed,
 )
 from .jsonpos import _skip_space, _skip_value, column_of
-from .trace import DIRECTIONS, Direction, Header, Problem, Record, dumps_header, dumps_record
+from .trace import DIRECTIONS, AudioRun, Direction, Header, Problem, QuietRun, Record, dumps_header, dumps_record
 
 #: Lines longer than this are skipped without being held in memory (a 50 MB line is a recording bug).
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -91,7 +91,7 @@ class Rows:
         transitions: frozenset[tuple[str, str]],
         audio: frozenset[tuple[str, str]],
         until_line: int | None = None,
-    ) -> Iterator[Row | list[Any]]:
+    ) -> Iterator[Row | QuietRun | AudioRun]:
         """The records for a fold, with the lines a full parse would only count taken as runs (see
         `TraceReader._entries`): a line whose (dir, type) is not in `transitions` (it only moves the clocks), or
         is in `audio` (an audio delta: only an item's audio length moves). Without the C scanner, every record
@@ -398,11 +398,10 @@ class TraceReader:
 
     def _entries(
         self, table: dict[bytes, int] | None = None, until_line: int | None = None
-    ) -> Iterator[Row | list[Any]]:
+    ) -> Iterator[Row | QuietRun | AudioRun]:
         """The records (`Row`s) of the trace, up to `until_line` when given. With `table` (see `Rows.entries`) and
-        the C scanner built, runs of lines it takes (`_scan.scan`) come as lists instead: [count, line of the
-        last, its t, conn, dir] for quiet ones, and [count, line of the last, its t, conn, dir, item_id, audio
-        bytes, each one's t, each one's bytes, seq of the first] for audio deltas. A run's connection is always
+        the C scanner built, runs of lines it takes (`_scan.scan`) come as a `QuietRun` (no transition) or an
+        `AudioRun` (audio deltas of one item) instead. A run's connection is always
         one a row of this reader named before (the fold must meet a connection's first record whole)."""
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
@@ -440,9 +439,9 @@ class TraceReader:
                         self.count = seq + count
                         self.last_t = t
                         if len(raw) == 4:
-                            yield [count, nxt - 1, t, conn, dirs[d]]
+                            yield QuietRun(count, nxt - 1, t, conn, dirs[d])
                         else:
-                            yield [count, nxt - 1, t, conn, dirs[d], *raw[4:], seq]
+                            yield AudioRun(count, nxt - 1, t, conn, dirs[d], *raw[4:], seq)  # type: ignore[call-arg]
                         continue
                     lineno = nxt
                     nxt += 1

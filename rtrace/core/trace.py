@@ -7,7 +7,7 @@ a record is written back. It does not read files (see `loader`) and knows nothin
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -59,6 +59,45 @@ class Record:
 
     def to_json(self) -> dict[str, Any]:
         return {"t": self.t, "dir": self.dir, "conn": self.conn, "event": self.event}
+
+
+class QuietRun(NamedTuple):
+    """Records in a row on one connection and direction whose (dir, type) has no transition (`reducer.TRANSITIONS`):
+    a fold only moves the clocks and counters for them (`reducer.tick`). What the reader's fast path yields for
+    the lines its scanner takes (`loader.Rows.entries`) and what `engine.fold.digest` passes on."""
+
+    #: How many records.
+    size: int
+    #: The line of the last one.
+    line: int
+    #: The `t` of the last one.
+    t: float
+    conn: int
+    dir: Direction
+
+
+class AudioRun(NamedTuple):
+    """Audio deltas in a row for one item on one connection and direction (`reducer.AUDIO_DELTAS`), as the reader's
+    fast path takes them: the clocks move and the item's audio grows by `n_bytes` (`reducer.audio_run`), or each
+    one is stepped (from `times` and `sizes`) when a connection awaits its pairing."""
+
+    #: How many records.
+    size: int
+    #: The line of the last one.
+    line: int
+    #: The `t` of the last one.
+    t: float
+    conn: int
+    dir: Direction
+    item_id: str
+    #: The audio bytes of all of them.
+    n_bytes: int
+    #: Each one's `t`.
+    times: list[float]
+    #: Each one's audio bytes.
+    sizes: list[int]
+    #: The `seq` of the first.
+    seq: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,228 @@
+"""The fields `reducer.step` reads, with their JSON types (`FIELDS`), and the check that reads a field of another
+type as absent (`checked`).
+
+The ground rule is the reducer's (`core/reducer.py`): a field is read only with the JSON type the protocol gives
+it; one of another type is an input problem (`TraceState.field_problems`, reported with its line and column by
+the engine) and the rest of the event is folded, so no handler and no rule ever meets a value of an unexpected
+type. The types are the exact Python types orjson gives (`bool` is neither an integer nor a number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .state import TraceState
+from .trace import Record
+
+#: Expected kinds, as the exact Python types orjson gives them (`bool` is neither an integer nor a number).
+_STR, _INT, _NUM, _OBJ, _ARR, _BOOL = (
+    frozenset({str}),
+    frozenset({int}),
+    frozenset({int, float}),
+    frozenset({dict}),
+    frozenset({list}),
+    frozenset({bool}),
+)
+_OBJ_OR_STR = frozenset({dict, str})
+_KIND_NAMES = {
+    _STR: "a string",
+    _INT: "an integer",
+    _NUM: "a number",
+    _OBJ: "an object",
+    _ARR: "an array",
+    _BOOL: "a boolean",
+    _OBJ_OR_STR: "an object or a string",
+}
+#: A field spec: (key, expected types, spec of what is inside: of the object, or of every element of the array).
+Spec = tuple[tuple[str, frozenset[type], "Spec | None"], ...]
+#: Fields the reducer may keep problems of (beyond this, only counted).
+MAX_FIELD_PROBLEMS = 1000
+
+_ITEM: Spec = (
+    ("id", _STR, None),
+    ("type", _STR, None),
+    ("role", _STR, None),
+    ("call_id", _STR, None),
+    ("name", _STR, None),
+    ("status", _STR, None),
+    ("arguments", _STR, None),
+    ("output", _STR, None),
+    ("content", _ARR, (("*", _OBJ, (("text", _STR, None), ("transcript", _STR, None))),)),
+)
+_ERROR: Spec = (
+    ("code", _STR, None),
+    ("type", _STR, None),
+    ("message", _STR, None),
+    ("event_id", _STR, None),
+    ("param", _STR, None),
+)
+_METADATA: Spec = (("client_event_id", _STR, None),)
+_RESPONSE: Spec = (
+    ("id", _STR, None),
+    ("status", _STR, None),
+    ("conversation", _STR, None),
+    ("conversation_id", _STR, None),
+    ("metadata", _OBJ, _METADATA),
+    ("status_details", _OBJ, (("error", _OBJ, _ERROR),)),
+    ("output", _ARR, (("*", _OBJ, (("id", _STR, None),)),)),
+)
+_ITEM_EVENT: Spec = (("event_id", _STR, None), ("previous_item_id", _STR, None), ("item", _OBJ, _ITEM))
+_ITEM_REF: Spec = (
+    ("event_id", _STR, None),
+    ("item_id", _STR, None),
+    ("previous_item_id", _STR, None),
+    ("audio_end_ms", _INT, None),
+)
+#: The fields `step` reads, by event type: what the handlers of `_TABLE`, `conversation.update_item`,
+#: `audio.session_format` and the facts' consumers (rules read `error` and `metadata` objects) take from an event.
+FIELDS: dict[str, Spec] = {
+    "connection.opened": (("path", _STR, None), ("replay_visible", _BOOL, None)),
+    "connection.closed": (("code", _INT, None), ("reason", _STR, None), ("by", _STR, None)),
+    "conversation.item.create": _ITEM_EVENT,
+    "conversation.item.added": _ITEM_EVENT,
+    "conversation.item.done": _ITEM_EVENT,
+    "conversation.item.retrieved": _ITEM_EVENT,
+    "response.output_item.added": (*_ITEM_EVENT, ("response_id", _STR, None)),
+    "response.output_item.done": (*_ITEM_EVENT, ("response_id", _STR, None)),
+    "conversation.item.delete": _ITEM_REF,
+    "conversation.item.deleted": _ITEM_REF,
+    "conversation.item.retrieve": _ITEM_REF,
+    "conversation.item.truncate": _ITEM_REF,
+    "conversation.item.truncated": _ITEM_REF,
+    "input_audio_buffer.committed": _ITEM_REF,
+    "response.create": (("event_id", _STR, None), ("response", _OBJ, _RESPONSE)),
+    "response.created": (("event_id", _STR, None), ("response", _OBJ, _RESPONSE)),
+    "response.done": (("event_id", _STR, None), ("response", _OBJ, _RESPONSE)),
+    "response.cancel": (("event_id", _STR, None), ("response_id", _STR, None)),
+    "error": (("event_id", _STR, None), ("error", _OBJ_OR_STR, _ERROR)),  # a bare string is read as the message
+    "session.created": (("event_id", _STR, None), ("session", _OBJ, None)),
+    "session.updated": (("event_id", _STR, None), ("session", _OBJ, None)),
+    "transcription_session.updated": (("event_id", _STR, None), ("session", _OBJ, None)),
+    "response.function_call_arguments.done": (("item_id", _STR, None), ("arguments", _STR, None)),
+    "response.output_audio.delta": (("item_id", _STR, None), ("delta", _STR, None), ("rtrace_audio_bytes", _INT, None)),
+    "local.conversation": (("items", _ARR, (("*", _OBJ, _ITEM),)),),
+    "local.generation.opened": (("response_id", _STR, None),),
+    "local.generation.closed": (("response_id", _STR, None),),
+}
+for _kind in ("session.update", "transcription_session.update", "input_audio_buffer.commit"):
+    FIELDS[_kind] = (("event_id", _STR, None),)
+for _kind in ("input_audio_buffer.clear", "output_audio_buffer.clear"):
+    FIELDS[_kind] = (("event_id", _STR, None),)
+
+
+def _wrong(value: dict[str, Any], spec: Spec, path: tuple[str | int, ...], out: list[Any]) -> None:
+    """Append (path, expected types) for each field below the object `value` whose type is not the spec's."""
+    get = value.get
+    for key, types, inner in spec:
+        v = get(key)
+        if v is None:
+            continue
+        if type(v) not in types:
+            out.append(((*path, key), types))
+        elif inner is not None:
+            if types is _ARR:
+                _, each, below = inner[0]
+                for i, x in enumerate(v):
+                    if type(x) not in each:
+                        out.append(((*path, key, i), each))
+                    elif below is not None:
+                        _wrong(x, below, (*path, key, i), out)
+            elif type(v) is dict:
+                _wrong(v, inner, (*path, key), out)
+
+
+def _without(value: Any, path: tuple[str | int, ...]) -> Any:
+    """A copy of `value` with the field at `path` absent (an array element becomes null); only the containers on
+    the path are copied."""
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        copy = dict(value)
+        if rest:
+            copy[head] = _without(value[head], rest)
+        else:
+            del copy[head]
+        return copy
+    copy_list = list(value)
+    copy_list[head] = _without(value[head], rest) if rest else None  # type: ignore[index]
+    return copy_list
+
+
+# -- the check, compiled ---------------------------------------------------------------------------------------
+#
+# `_wrong` walks a spec generically (a loop over its keys, a set lookup per type): the reference, and what finds
+# the paths of the wrong fields. Most events have none, so each spec is also compiled, once, into straight-line
+# code that only says whether every field is as expected (`Check`): the same walk, unrolled, with the exact type
+# tests inlined. `tests/test_core_fields.py` holds the two to the same answer on random events of every type.
+
+#: Whether every field a spec names has its type (True: `checked` has nothing to do).
+Check = Callable[[dict[str, Any]], bool]
+_TYPE_NAMES = {str: "str", int: "int", float: "float", dict: "dict", list: "list", bool: "bool"}
+
+
+def _wrong_type(var: str, types: frozenset[type]) -> str:
+    """A Python expression true when `var` is not of one of `types` (exactly, as `type(v) in types`)."""
+    return " and ".join(f"type({var}) is not {_TYPE_NAMES[t]}" for t in sorted(types, key=_TYPE_NAMES.__getitem__))
+
+
+def _emit(spec: Spec, var: str, out: list[str], depth: int) -> None:
+    pad = "    " * depth
+    get = f"g{depth}"
+    out.append(f"{pad}{get} = {var}.get")
+    for key, types, inner in spec:
+        v = f"v{depth}"
+        out.append(f"{pad}{v} = {get}({key!r})")
+        if inner is None:
+            out.append(f"{pad}if {v} is not None and {_wrong_type(v, types)}:")
+            out.append(f"{pad}    return False")
+            continue
+        out.append(f"{pad}if {v} is not None:")
+        out.append(f"{pad}    if {_wrong_type(v, types)}:")
+        out.append(f"{pad}        return False")
+        if types is _ARR:
+            _, each, below = inner[0]
+            x = f"x{depth}"
+            out.append(f"{pad}    for {x} in {v}:")
+            out.append(f"{pad}        if {_wrong_type(x, each)}:")
+            out.append(f"{pad}            return False")
+            if below is not None:
+                _emit(below, x, out, depth + 2)
+        elif types == _OBJ:
+            _emit(inner, v, out, depth + 1)
+        else:  # an object or something else: only an object has fields below
+            out.append(f"{pad}    if type({v}) is dict:")
+            _emit(inner, v, out, depth + 2)
+
+
+def compile_check(spec: Spec) -> Check:
+    """The spec as a function of an event: True when no field it names has another type (see `_wrong`)."""
+    out = ["def check(event):"]
+    _emit(spec, "event", out, 1)
+    out.append("    return True")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(out), namespace)  # code made above from the spec alone, no input in it
+    check: Check = namespace["check"]
+    return check
+
+
+#: The compiled check of each event type's fields (`FIELDS`).
+CHECKS: dict[str, Check] = {kind: compile_check(spec) for kind, spec in FIELDS.items()}
+
+
+def checked(state: TraceState, rec: Record, spec: Spec, check: Check | None = None) -> Record:
+    """`rec`, or when a field `step` reads has the wrong JSON type, a record without that field; each such field is
+    an input problem kept on `state` (line, path, expected) for the engine to report. `check` is the spec's
+    compiled check (`CHECKS`), when the caller has it."""
+    if check is not None and check(rec.event):
+        return rec
+    bad: list[tuple[tuple[str | int, ...], frozenset[type]]] = []
+    _wrong(rec.event, spec, (), bad)
+    if not bad:
+        return rec
+    event = rec.event
+    for path, types in bad:
+        state.field_problem_count += 1
+        if len(state.field_problems) < MAX_FIELD_PROBLEMS:
+            state.field_problems.append((rec.line, path, _KIND_NAMES[types], rec))
+        event = _without(event, path)
+    return Record(rec.seq, rec.line, rec.t, rec.dir, rec.conn, event, rec.type, rec.raw_type)
