@@ -7,7 +7,8 @@ from typing import Any
 
 from rtrace.engine.fold import analyze_path
 from rtrace.rules.base import Config, Finding
-from rtrace.rules.tools import DeletedFunctionCallOutput, OutputForUnknownCall, UnansweredFunctionCall
+from rtrace.rules.calls import OutputForUnknownCall
+from rtrace.rules.tools import DeletedFunctionCallOutput, UnansweredFunctionCall
 
 from .conftest import REAL, SAMPLES
 
@@ -46,35 +47,6 @@ def test_unanswered_call_is_reported_once_per_stretch() -> None:
     # line 24: asked while the tool ran; line 50: asked after the output was deleted (line 63 is the same stretch)
     assert [f.at_line for f in findings] == [24, 50]
     assert "after its output was deleted" in findings[1].explanation
-
-
-def test_output_for_unknown_call_links_the_reconnect() -> None:
-    [finding] = by_slug(REAL / "reconnect-during-tool.livekit-1.8.4.jsonl", "output-for-unknown-call")
-    assert finding.lines == (15, 21, 31, 32)
-    assert "The call lived on connection 1" in finding.explanation
-    assert "connection 2 never re-created it" in finding.explanation
-
-
-def test_output_for_unknown_call_error_event_id_null_joined_by_quoted_id() -> None:
-    path = SAMPLES / "rules/output-for-unknown-call/positive-error-event-id-null.jsonl"
-    [finding] = by_slug(path, "output-for-unknown-call")
-    assert finding.lines == (6, 7)
-    [error] = by_slug(path, "server-error")
-    assert "joined by an id quoted in the message" in error.explanation
-
-
-def test_output_for_unknown_call_names_the_delete() -> None:
-    [finding] = by_slug(
-        SAMPLES / "rules/output-for-unknown-call/positive-call-deleted.jsonl", "output-for-unknown-call"
-    )
-    assert "was deleted at line 16" in finding.explanation
-
-
-def test_arguments_lost_in_replay() -> None:
-    path = SAMPLES / "rules/arguments-lost-in-replay/positive-empty-arguments.jsonl"
-    [finding] = by_slug(path, "arguments-lost-in-replay")
-    assert finding.conn == 2
-    assert '{"city": "Paris"}' in finding.explanation
 
 
 def test_a_call_whose_arguments_never_finished_is_no_call() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from .base import Config, Finding, Rule, Witness
+from .calls import ArgumentsLostInReplay, OutputForUnknownCall
 from .protocol import (
     DuplicateItemId,
     DuplicateResponseDone,
@@ -28,13 +29,7 @@ from .responses import (
     RetryRacedByNewResponse,
     ServerErrorRule,
 )
-from .tools import (
-    ArgumentsLostInReplay,
-    DeletedFunctionCallOutput,
-    NoResponseAfterToolOutput,
-    OutputForUnknownCall,
-    UnansweredFunctionCall,
-)
+from .tools import DeletedFunctionCallOutput, NoResponseAfterToolOutput, UnansweredFunctionCall
 
 RULES: tuple[type[Rule], ...] = (
     DeletedFunctionCallOutput,
