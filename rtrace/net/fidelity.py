@@ -29,6 +29,7 @@ from typing import Any
 
 from .endpoint import EndpointConnection, EndpointOptions
 from .playback import remap
+from .schema import json_type
 from .wire import Emission
 
 Event = dict[str, Any]
@@ -326,22 +327,6 @@ def order_differences(real: Sequence[Record], serve: Sequence[Record]) -> list[D
 # -- shapes, ids, values -------------------------------------------------------------------------------------
 
 _ID_KEY = re.compile(r"(^|_)id$")
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def id_shape(value: str) -> str:
