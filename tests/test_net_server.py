@@ -289,6 +289,32 @@ def test_an_unknown_path_is_refused_naming_the_accepted_ones(tmp_path: Path) -> 
     assert len(notes) == 3 and all("the accepted paths are /v1/realtime" in n for n in notes)
 
 
+def test_the_ga_schema_judges_only_clients_that_speak_ga() -> None:
+    """A beta-shaped `session.update` (no `session.type`, `modalities`) is a schema error from a GA client, as the
+    real GA server says; a beta client (`OpenAI-Beta: realtime=v1`), Azure's preview API and Voice Live speak the
+    beta shape and get their `session.updated`."""
+    beta_session = {"type": "session.update", "session": {"modalities": ["text"], "instructions": "hi"}}
+
+    async def answer(srv: RealtimeServer, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        async with connect(f"ws://127.0.0.1:{srv.port}{path}", additional_headers=headers) as ws:
+            await until(ws, "session.created")
+            await ws.send(json.dumps(beta_session))
+            return await recv(ws)
+
+    async def main() -> None:
+        async with run_server(ServerOptions()) as srv:
+            ga = await answer(srv, "/v1/realtime?model=gpt-realtime")
+            assert ga["type"] == "error" and ga["error"]["param"] == "session.type", ga
+            for path, headers in (
+                ("/v1/realtime?model=gpt-realtime", {"OpenAI-Beta": "realtime=v1"}),
+                ("/openai/realtime?api-version=2024-10-01-preview&deployment=gpt-4o-realtime-preview", None),
+                ("/voice-live/realtime?api-version=2025-10-01&model=gpt-realtime", None),
+            ):
+                assert (await answer(srv, path, headers))["type"] == "session.updated", path
+
+    run(main)
+
+
 def test_a_refused_handshake_is_in_the_trace_and_logged_without_the_key(tmp_path: Path) -> None:
     path = tmp_path / "refused.jsonl"
     logged: list[str] = []

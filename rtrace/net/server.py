@@ -94,6 +94,21 @@ ROUTES = (
 PATHS = tuple(r.path for r in ROUTES)
 
 
+def speaks_ga(ws: ServerConnection, route: Route | None) -> bool:
+    """Whether the client speaks the GA protocol, whose published schema serve checks client events against: not
+    a beta client (`OpenAI-Beta: realtime=v1`), not Azure's preview API (an `api-version` naming a preview: the
+    beta protocol), not Voice Live (its own session fields, such as `modalities`, on the beta shape)."""
+    if route is not None and route.family == "voice-live":
+        return False
+    request = ws.request
+    if request is None:
+        return True
+    if "realtime=v1" in request.headers.get("OpenAI-Beta", "").replace(" ", ""):
+        return False
+    version = "".join(urllib.parse.parse_qs(urllib.parse.urlsplit(request.path).query).get("api-version", []))
+    return not (route is not None and route.family == "azure-openai" and "preview" in version)
+
+
 def route_of(target: str) -> tuple[Route, str | None] | None:
     """The route a request target (path and query) asks for, and the model it names (None: none named)."""
     parts = urllib.parse.urlsplit(target)
@@ -245,12 +260,16 @@ class _Outbox:
 class _Session:
     """One websocket: the endpoint, its outbox, and the tasks that wait out the endpoint's pauses."""
 
-    def __init__(self, server: RealtimeServer, ws: ServerConnection, conn: int, model: str | None = None) -> None:
+    def __init__(
+        self, server: RealtimeServer, ws: ServerConnection, conn: int, model: str | None = None, ga: bool = True
+    ) -> None:
         self.server = server
         self.ws = ws
         self.conn = conn
         opts = server.options
         endpoint = dataclasses.replace(opts.endpoint, model=model) if model else opts.endpoint
+        if not ga and endpoint.validate:  # the GA schema judges only clients that speak GA (`speaks_ga`)
+            endpoint = dataclasses.replace(endpoint, validate=False)
         self.endpoint = EndpointConnection(conn, endpoint, opts.schedule, server.shared, server.source)
         rng = random.Random(f"{opts.seed}:{conn}") if opts.seed is not None else random.Random()
         self.outbox = _Outbox(
@@ -487,7 +506,7 @@ class RealtimeServer:
             if model:
                 opened["model"] = scrub_text(model)
         self.record("meta", conn, opened)
-        session = _Session(self, ws, conn, model)
+        session = _Session(self, ws, conn, model, speaks_ga(ws, found[0] if found else None))
         self.sessions.add(session)
         try:
             await session.serve()
