@@ -83,14 +83,15 @@ def reader(path: str, **kw: Any) -> TraceReader | None:
     return None
 
 
-def _document_bytes(path: str) -> bytes:
+def _document_bytes(path: str, kind: str = "JSON") -> bytes:
+    """A whole document (JSON or YAML) read to `MAX_DOCUMENT_BYTES`, without a UTF-8 BOM."""
     try:
         with open_trace(path) as f:
             data = f.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as e:
         raise UnreadableInput(f"{path}: {e.strerror or e}") from None
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise ImportFailed(f"{path}: over the {MAX_DOCUMENT_BYTES:,}-byte limit for a JSON document")
+        raise ImportFailed(f"{path}: over the {MAX_DOCUMENT_BYTES:,}-byte limit for a {kind} document")
     return data.removeprefix(b"\xef\xbb\xbf")
 
 
@@ -284,13 +285,7 @@ def _read_yaml(path: str) -> Any:
         raise ImportFailed(
             f"{path}: reading pydantic-ai websocket cassettes (YAML) needs PyYAML (pip install 'rtrace-cli[yaml]')"
         ) from None
-    try:
-        with open_trace(path) as f:
-            data = f.read(MAX_DOCUMENT_BYTES + 1)
-    except OSError as e:
-        raise UnreadableInput(f"{path}: {e.strerror or e}") from None
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise ImportFailed(f"{path}: over the {MAX_DOCUMENT_BYTES:,}-byte limit for a YAML document")
+    data = _document_bytes(path, "YAML")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # never the full loader: a cassette is data
     try:
         return yaml.load(data.decode("utf-8", "replace"), Loader=loader)
