@@ -136,6 +136,25 @@ def test_load_schedule_names_what_is_wrong(tmp_path: Path) -> None:
         load_schedule(path)
 
 
+def test_load_schedule_reads_its_file_as_every_side_input_is_read(tmp_path: Path) -> None:
+    """`hunt --schedule FILE` is a side input: a FIFO is refused by name (never waited on), a file over the script
+    cap is refused, and a schedule nested 100,000 deep is a message, not a RecursionError."""
+    import os
+
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"fifo\.toml: cannot read the schedule"):
+        load_schedule(fifo)
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * (2 << 20))
+    with pytest.raises(ValueError, match=r"over the .*-byte limit"):
+        load_schedule(big)
+    deep = tmp_path / "deep.toml"
+    deep.write_text("# rtrace-schedule: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ValueError, match=r"deep.toml:1: the schedule is not readable: nested deeper than"):
+        load_schedule(deep)
+
+
 def test_records_of_skips_the_header_and_broken_lines(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text('{"rtrace": 1}\n{"t": 0, "dir": "client", "conn": 1, "event": {}}\nnot json\n')

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_input
 from ..engine.fold import analyze_path
 from ..rules import RULES
 from ..rules.base import Finding
@@ -54,7 +55,7 @@ from .schedule import (
     surface_of,
     systematic,
 )
-from .script import parse_script
+from .script import SCRIPT_BYTES, parse_script
 from .server import ServerOptions, run_server
 from .sweep import check_command, command_env, how_ended, run_command
 
@@ -560,14 +561,20 @@ def _minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
 
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     """The schedule of a bug's script (its `# rtrace-schedule:` line). Raises ValueError."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{os.fspath(path)}: cannot read the schedule: {e}") from None
+    where = os.fspath(path)
+    try:  # a side input like any other: special files refused, size capped, nesting bounded before json recurses
+        text = read_side_input(where, "the schedule", SCRIPT_BYTES).decode("utf-8")
+    except (UnreadableInput, UnicodeDecodeError) as e:
+        raise ValueError(f"{where}: cannot read the schedule: {e}") from None
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith(SCHEDULE_LINE):
             try:
-                return Schedule.from_json(json.loads(line[len(SCHEDULE_LINE) :]))
+                value = line[len(SCHEDULE_LINE) :]
+                deep = nesting_over(value, "json", MAX_NESTING)
+                if deep is not None:
+                    column = len(SCHEDULE_LINE) + deep[1]
+                    raise ValueError(f"nested deeper than {MAX_NESTING} levels at column {column}")
+                return Schedule.from_json(json.loads(value))
             except (ValueError, TypeError, KeyError) as e:
                 raise ValueError(f"{os.fspath(path)}:{n}: the schedule is not readable: {e}") from None
     raise ValueError(f"{os.fspath(path)}: no `{SCHEDULE_LINE.strip()}` line (a bug script rtrace hunt wrote)")
