@@ -121,6 +121,10 @@ def depth_cases(depths: tuple[int, ...] = DEPTHS) -> Iterator[Case]:
             says = deep if len(call) <= 1 << 20 else ("byte limit",)  # a script is read to 1 MiB
             yield Case(f"--script call arguments as JSON, {tag}", {"s.toml": call},
                        ["serve", "--script", "s.toml", "--port", "0"], says=says)  # fmt: skip
+            schedule = f"# rtrace-schedule: {value}\n"
+            says = deep if len(schedule) <= 1 << 20 else ("byte limit",)  # read to the script's 1 MiB
+            yield Case(f"hunt --schedule, {tag}", {"h.toml": schedule},
+                       ["hunt", "--schedule", "h.toml", "--runs", "1", "--", "true"], says=says)  # fmt: skip
 
 
 # -- 10. regular expressions from a script -------------------------------------------------------------------------
@@ -192,6 +196,8 @@ def special_cases() -> Iterator[Case]:
                    says=says)  # fmt: skip
         yield Case(f"--script {kind}", {"s.toml": content}, ["serve", "--script", "s.toml", "--port", "0"],
                    says=says)  # fmt: skip
+        yield Case(f"hunt --schedule {kind}", {"h.toml": content},
+                   ["hunt", "--schedule", "h.toml", "--runs", "1", "--", "true"], says=says)  # fmt: skip
         yield Case(f"--baseline {kind}, JSON out", {"b.json": content},
                    ["analyze", "{trace}", "--baseline", "b.json", "-f", "json"], says=says)  # fmt: skip
         # found by the search, not named: a special settings file is passed over (never opened)
@@ -212,6 +218,8 @@ def special_cases() -> Iterator[Case]:
                says=("byte limit",))  # fmt: skip
     yield Case("--script of 2 MB", {"s.toml": "# x\n" * (1 << 19)}, ["serve", "--script", "s.toml", "--port", "0"],
                says=("byte limit",))  # fmt: skip
+    yield Case("hunt --schedule of 2 MB", {"h.toml": "# x\n" * (1 << 19)},
+               ["hunt", "--schedule", "h.toml", "--runs", "1", "--", "true"], says=("byte limit",))  # fmt: skip
     yield Case("rtrace.toml of 5 MB", {"rtrace.toml": "# x\n" * (5 << 18)}, ["analyze", "{trace}"],
                says=("byte limit",))  # fmt: skip
 

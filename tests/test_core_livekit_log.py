@@ -177,7 +177,7 @@ def test_a_log_of_several_jobs_reads_the_first_and_says_so() -> None:
 
 
 def test_another_loggers_lines_before_a_json_log_decide_no_formatter() -> None:
-    """Issue 28: dev-rendered lines of another program before a JSON log made the reader take the log as `dev`, and
+    """Dev-rendered lines of another program before a JSON log made the reader take the log as `dev`, and
     its records were lost."""
     log = (LOGS / "1.8.8-race-json.log").read_bytes()
     other = b"".join(b"2025-01-01 10:00:%02d,000 - INFO myapp - hello\n" % k for k in range(30))

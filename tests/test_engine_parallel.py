@@ -292,7 +292,7 @@ def test_the_cli_splits_a_large_trace_by_default_and_reports_the_same(
 def test_the_split_is_chosen_only_with_a_free_core_and_long_lines(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Issue 28: the two-process read lost to one process whenever no core was free, and on traces of small events
+    """The two-process read lost to one process whenever no core was free, and on traces of small events
     at any load; it is now chosen only where it can win (decided by counting, not by timing)."""
     audio = b'{"t":0.0,"dir":"server","conn":1,"event":{"type":"response.output_audio.delta","delta":"%s"}}\n' % (
         b"A" * 2000

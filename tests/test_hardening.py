@@ -922,12 +922,13 @@ def _sample(cases: Any, names: tuple[str, ...]) -> list[Any]:
             "--baseline, objects 1000 deep",
             "--tool arguments, objects 1000 deep",
             "--script dotted key 1000 deep",
+            "hunt --schedule, arrays 1000 deep",
         ),
     ),
     ids=lambda c: c.name,
 )
 def test_a_side_input_nested_too_deep_is_a_usage_error_at_its_line(case: Any, tmp_path: Path) -> None:
-    """Issue 28: these ended in `internal error: RecursionError` (exit 70); now exit 2 with `file:line:col`."""
+    """These ended in `internal error: RecursionError` (exit 70); now exit 2 with `file:line:col`."""
     _side_case_holds(case, tmp_path)
 
 
@@ -939,7 +940,7 @@ def test_a_side_input_nested_too_deep_is_a_usage_error_at_its_line(case: Any, tm
     ids=lambda c: c.name,
 )
 def test_a_scripts_regular_expression_is_checked_when_read(case: Any, tmp_path: Path) -> None:
-    """Issue 28: a huge repetition count (OverflowError, or a compile that never ends) and deep nesting
+    """A huge repetition count (OverflowError, or a compile that never ends) and deep nesting
     (RecursionError) were internal errors; they are refused with the reason when the script is read."""
     _side_case_holds(case, tmp_path)
 
@@ -962,12 +963,18 @@ def test_a_catastrophic_pattern_is_searched_in_bounded_time() -> None:
     "case",
     _sample(
         side_inputs.special_cases(),
-        ("--baseline a FIFO", "settings' baseline /dev/zero", "--config a symlink to a FIFO", "--script /dev/zero"),
+        (
+            "--baseline a FIFO",
+            "settings' baseline /dev/zero",
+            "--config a symlink to a FIFO",
+            "--script /dev/zero",
+            "hunt --schedule a FIFO",
+        ),
     ),
     ids=lambda c: c.name,
 )
 def test_a_special_side_input_is_refused_by_name(case: Any, tmp_path: Path) -> None:
-    """Issue 28: a FIFO baseline hung, /dev/zero ended in MemoryError (exit 70)."""
+    """A FIFO baseline hung, /dev/zero ended in MemoryError (exit 70)."""
     _side_case_holds(case, tmp_path)
 
 
@@ -975,7 +982,7 @@ def test_a_special_side_input_is_refused_by_name(case: Any, tmp_path: Path) -> N
     "what", ["an 80 KB banner line, utf-8", "none, utf-16", "a 1,500-frame stack trace, utf-8-sig"]
 )
 def test_a_livekit_log_is_found_past_a_preamble_and_in_utf16(what: str, tmp_path: Path) -> None:
-    """Issue 28: a log with an 80 KB preamble, or written as UTF-16, was `no usable event` (exit 3)."""
+    """A log with an 80 KB preamble, or written as UTF-16, was `no usable event` (exit 3)."""
     from rtrace.engine.parallel import analyze_file
 
     variants = [(log, v, data) for log, v, data in side_inputs.log_variants() if v == what and "race-json" in log]

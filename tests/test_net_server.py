@@ -129,7 +129,7 @@ def test_virtual_clock_makes_latency_exact(tmp_path: Path) -> None:
 
 
 def test_an_event_sent_after_its_due_time_is_counted_late_and_warned_of() -> None:
-    """Issue 28: serve's own lateness drifted silently under load; a sleep that oversleeps (a busy machine) now
+    """Serve's own lateness drifted silently under load; a sleep that oversleeps (a busy machine) now
     makes each late event counted, and a warning says the latency is not kept."""
     now = [0.0]
     warnings: list[str] = []
