@@ -7,17 +7,33 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import random
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rtrace.engine.fold import analyze_path
-from rtrace.net.hunt import CommandTarget, HuntOptions, hunt, hunt_async, load_schedule, records_of
-from rtrace.net.schedule import SURVIVAL, Fault, Schedule
+from rtrace.net.hunt import (
+    Bug,
+    CommandTarget,
+    HuntOptions,
+    Run,
+    _judge,
+    _merged,
+    _severity_rank,
+    hunt,
+    hunt_async,
+    load_schedule,
+    records_of,
+)
+from rtrace.net.schedule import SURVIVAL, BugKey, Fault, Schedule
 from rtrace.net.script import load_script
 from rtrace.net.server import ServerOptions
 from rtrace.net.sweep import CommandNotFound
+from rtrace.report.hunt import render
 from rtrace.rules import RULES
 
 CLIENT = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
@@ -182,13 +198,96 @@ def test_findings_that_restate_the_injected_fault_are_no_bug() -> None:
     assert not echoes(finding("RT101", "error"), {"latency", "close", "error"})
 
 
-def test_a_warning_on_the_items_of_an_error_of_the_same_run_is_reported_with_it() -> None:
-    from rtrace.net.hunt import consequence_of
-    from rtrace.rules.base import Finding
+REAL = Path(__file__).parent.parent / "sample_traces" / "real"
 
-    deleted = Finding("RT101", "d", "error", 1, "m", "e", (), {"call_ids": ("c1",)}, "f", 9)
-    unanswered = Finding("RT103", "u", "warning", 1, "m", "e", (), {"call_ids": ("c1",)}, "f", 12)
-    other = Finding("RT122", "l", "warning", 1, "m", "e", (), {"items": ("u9",)}, "f", 14)
-    findings = [deleted, unanswered, other]
-    assert consequence_of(unanswered, findings) is deleted
-    assert consequence_of(other, findings) is None and consequence_of(deleted, findings) is None
+
+def judged(trace: Path, schedule: Schedule = Schedule()) -> Run:
+    run = Run(1, "systematic", schedule, trace, 0, 1.0)
+    _judge(run)
+    return run
+
+
+def test_a_stale_delete_and_the_output_it_deleted_are_one_defect_on_the_real_1_8_8_trace() -> None:
+    """livekit-agents 1.8.8's #7880 race as recorded: RT102 (the stale delete) and RT101 (the output it deleted)
+    name one delete and one call, with the call reported unanswered after it (RT103): one key, RT101's."""
+    run = judged(REAL / "tool-output-race.livekit-1.8.8.jsonl", Schedule((Fault("latency", "all", "*", 0.05),)))
+    assert {f.rule for f in run.findings} >= {"RT101", "RT102", "RT103"}
+    (key,) = run.keys
+    assert key.rule == "RT101" and key.items == ("function_call", "function_call_output")
+    assert {rule for rule, _ in run.about[key.finding]} == {"RT101", "RT102", "RT103"}
+
+
+def test_the_call_lost_on_reconnect_names_the_bug_its_consequences_follow_from() -> None:
+    """livekit-agents 1.8.4 as recorded: the call left out of the reconnect (RT105) and its output then sent for
+    a call the new session does not know (RT104, answered with an error: RT112) are one defect, RT105's (its
+    evidence starts first)."""
+    run = judged(REAL / "reconnect-during-tool.livekit-1.8.4.jsonl")
+    (key,) = run.keys
+    assert key.rule == "RT105"
+    assert {"RT104", "RT105", "RT103"} <= {rule for rule, _ in run.about[key.finding]}
+
+
+@dataclasses.dataclass
+class RecordedTarget:
+    """A client whose runs are real recordings: livekit-agents 1.8.8's race when the acks are 30 ms late or more
+    (its window), the fixed 1.8.9's session otherwise. No timing: what the hunt decides is all there is."""
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        late = max([options.latency, *options.latency_by_type.values()])
+        name = "tool-output-race.livekit-1.8.8.jsonl" if late >= 0.03 else "tool-output-race.livekit-1.8.9.jsonl"
+        assert options.record is not None
+        Path(options.record).write_bytes((REAL / name).read_bytes())
+        return 0, []
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return f"replay {script}"
+
+
+def test_one_defect_seen_by_two_rules_is_one_bug_listing_both(tmp_path: Path) -> None:
+    """The real 1.8.8 race under the hunt: RT101 and RT102 every time together on one delete and one call, so one
+    bug (RT101's) whose rules are both; its schedule shrinks to the latency the race needs exactly (25 ms is
+    under the window); the call unanswered in the clean run too (RT103) stays a bug of its own."""
+    options = HuntOptions(budget=None, runs=3, timeout=30, shrink_runs=1, repro_runs=2, out_dir=tmp_path)
+    result = asyncio.run(hunt_async(RecordedTarget(), options))
+    race = [b for b in result.bugs if {"RT101", "RT102"} & {rule for rule, _ in b.rules}]
+    assert len(race) == 1, [b.key.text() for b in result.bugs]
+    (bug,) = race
+    assert bug.rule == "RT101" and bug.rules[0][0] == "RT101" and "RT102 stale-snapshot-delete" in bug.also
+    assert bug.schedule.latency()[0] == 0.05 and (bug.hits, bug.tries) == (2, 2)
+    assert [b.schedule.clean for b in result.bugs if b.rule == "RT103"] == [True]
+    doc = json.loads(render(result, "json"))
+    (entry,) = [b for b in doc["bugs"] if b["rule"] == "RT101"]
+    assert {"rule": "RT102", "slug": "stale-snapshot-delete"} in entry["rules"]
+
+
+def _bug(rule: str, covers: set[str], severity: str = "error", reaction: str = "continued") -> Bug:
+    key = BugKey(rule, (), ("latency",), reaction)
+    return Bug(key, severity, rule.lower(), "m", "e", "f", Schedule(), Schedule(), 1, 1,
+               covers={(c, ()) for c in covers | {rule}})  # fmt: skip
+
+
+_bugs = st.lists(
+    st.builds(_bug, st.sampled_from(["RT101", "RT102", "RT103", "RT105"]),
+              st.sets(st.sampled_from(["RT101", "RT102", "RT103", "RT105"]), max_size=2),
+              st.sampled_from(["error", "warning"]), st.sampled_from(["continued", "reconnected"])),
+    max_size=6,
+)  # fmt: skip
+
+
+@given(_bugs, st.randoms(use_true_random=False))
+def test_merged_bugs_are_one_entry_per_defect_whatever_the_order(bugs: list[Bug], rnd: random.Random) -> None:
+    def fresh(bs: list[Bug]) -> list[Bug]:
+        return [dataclasses.replace(b, rules=list(b.rules), also=list(b.also), covers=set(b.covers)) for b in bs]
+
+    out = _merged(fresh(bugs))
+    keys = [b.key for b in out]
+    assert len(keys) == len(set(keys)) and set(keys) == {b.key for b in bugs}  # one entry per key, each kept
+    for entry in out:  # no rule is lost: each bug's rules and findings are in the entry of its key
+        mine = [b for b in bugs if b.key == entry.key]
+        assert {r for b in mine for r in b.rules} == set(entry.rules) and entry.rules[0] == (entry.rule, entry.slug)
+        assert set().union(*(b.covers for b in mine)) == entry.covers
+    assert [_severity_rank(b.severity) for b in out] == sorted(_severity_rank(b.severity) for b in out)
+    shuffled = fresh(bugs)
+    rnd.shuffle(shuffled)
+    again = _merged(shuffled)
+    assert [(b.key, sorted(b.rules)) for b in again] == [(b.key, sorted(b.rules)) for b in out]

@@ -49,7 +49,9 @@ from .schedule import (
     Surface,
     acted,
     bug_key,
+    item_calls_of,
     item_kinds_of,
+    linked,
     reaction,
     shrink,
     surface_of,
@@ -65,6 +67,8 @@ REPRO_RUNS = 10
 MAX_BUGS = 10
 #: The line of a bug's script that holds its schedule as JSON (`load_schedule`).
 SCHEDULE_LINE = "# rtrace-schedule: "
+#: What a finding is about (`BugKey.finding`): its rule and the kinds of its items.
+About = tuple[str, tuple[str, ...]]
 
 
 @dataclasses.dataclass
@@ -101,15 +105,19 @@ class Run:
     exit_code: int | None
     seconds: float
     findings: list[Finding] = dataclasses.field(default_factory=list)
-    #: The key of each finding, and of the client's failure (the same order; the failure last).
+    #: One key per defect of the run - a group of findings that name one item or call (`schedule.linked`), keyed
+    #: by its primary finding (`primary_order`) - then the client's failure.
     keys: list[BugKey] = dataclasses.field(default_factory=list)
     reaction: tuple[str, tuple[str, ...]] = ("continued", ())
     problem: str | None = None
     stderr_tail: list[str] = dataclasses.field(default_factory=list)
-    #: Rule id of an error finding -> the findings of the run that follow from it (`consequence_of`).
-    also: dict[str, set[str]] = dataclasses.field(default_factory=dict)
-    #: The first finding of each key.
-    finding_of: dict[BugKey, Finding] = dataclasses.field(default_factory=dict)
+    #: What each finding kept is about -> what the findings of its group are about (itself included).
+    about: dict[About, set[About]] = dataclasses.field(default_factory=dict)
+    #: What each finding kept is about -> its key in this run, and its first finding.
+    key_of: dict[About, BugKey] = dataclasses.field(default_factory=dict)
+    finding_of: dict[About, Finding] = dataclasses.field(default_factory=dict)
+    #: Seconds from the hunt's start to the end of this run.
+    ended: float = 0.0
 
     @property
     def survived(self) -> bool:
@@ -123,6 +131,7 @@ class Run:
         """What the random phase is told about the run: its keys, its rules, the client's reaction sequence."""
         out: set[Any] = set(self.keys)
         out |= {("rule", k.rule) for k in self.keys}
+        out |= {("finding", a) for a in self.about}
         out.add(("reaction", self.reaction))
         return out
 
@@ -152,8 +161,17 @@ class Bug:
     shrink_runs: int = 0
     #: How the command ended (survival findings), else "".
     how: str = ""
-    #: Findings of the same runs that follow from this one (`consequence_of`): reported with it, not apart.
+    #: The other findings of the defect, `RULE slug` each: linked to this one (`schedule.linked`) in every run
+    #: that reproduced it - one bug seen by several rules, reported once.
     also: list[str] = dataclasses.field(default_factory=list)
+    #: Every rule of the bug, (id, slug), its own first.
+    rules: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: What its findings are about (its own and `also`'s).
+    covers: set[About] = dataclasses.field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.rules = self.rules or [(self.key.rule, self.slug)]
+        self.covers = self.covers or {self.key.finding}
 
     @property
     def rule(self) -> str:
@@ -277,37 +295,38 @@ def echoes(finding: Finding, injected: set[str]) -> bool:
     return bool(kinds & injected) and severity in (None, finding.severity)
 
 
-def _ids(finding: Finding) -> set[str]:
-    return {i for values in finding.ids.values() for i in values}
-
-
-def consequence_of(finding: Finding, findings: list[Finding]) -> Finding | None:
-    """The error finding of the same run a warning (or info) finding follows from: one about the same item or call
-    (an output deleted, then the call reported unanswered: one bug, reported once with its consequences)."""
-    if finding.severity == "error":
-        return None
-    mine = _ids(finding)
-    return next((f for f in findings if f.severity == "error" and f is not finding and mine & _ids(f)), None)
+def primary_order(finding: Finding) -> tuple[int, int, int, str]:
+    """Which finding of a defect names it: the most severe, then the one whose evidence starts first (its first
+    witness line: the cause, whose story the others continue - a deleted output goes back to its call, the stale
+    delete that deleted it only to the delete), then the one certain first, then the lowest rule id."""
+    first = min(finding.lines) if finding.lines else finding.at_line
+    return (_severity_rank(finding.severity), first, finding.at_line, finding.rule)
 
 
 def keys_of(run: Run, records: list[dict[str, Any]]) -> list[BugKey]:
-    """The keys of a run's findings (but those that restate an injected fault, and those that follow from an
-    error finding of the run: `Run.also`), and of the client's failure."""
+    """The keys of a run's defects (findings that restate an injected fault left out; findings that name one item
+    or call one defect, keyed by its primary: `Run.about`), and of the client's failure."""
     kinds = item_kinds_of(records)
+    calls = item_calls_of(records)
     faults = acted(run.schedule, records)
     reacted = run.reaction[0]
     injected: set[str] = {f.kind for f in run.schedule.faults}
     kept = [f for f in run.findings if not echoes(f, injected)]
     keys: list[BugKey] = []
-    for f in kept:
-        cause = consequence_of(f, kept)
-        if cause is not None:
-            run.also.setdefault(cause.rule, set()).add(f"{f.rule} {f.slug}")
-            continue
-        key = bug_key(f.rule, f.ids, kinds, faults, reacted)
+    for group in linked([f.ids for f in kept], calls):
+        members = [kept[i] for i in group]
+        abouts: set[About] = set()
+        for f in members:
+            key = bug_key(f.rule, f.ids, kinds, faults, reacted)
+            run.key_of.setdefault(key.finding, key)
+            run.finding_of.setdefault(key.finding, f)
+            abouts.add(key.finding)
+        for about in abouts:
+            run.about.setdefault(about, set()).update(abouts)
+        primary = min(members, key=primary_order)
+        key = bug_key(primary.rule, primary.ids, kinds, faults, reacted)
         if key not in keys:
             keys.append(key)
-            run.finding_of[key] = f
     if not run.survived and run.phase != "clean run":
         how = run.how().split(" ")[0] if run.exit_code is None or run.exit_code < 0 else run.how()
         keys.append(BugKey(SURVIVAL, (how,), faults, reacted))
@@ -351,13 +370,9 @@ class Hunt:
             start = self.clock()
             code, tail = await self.target.run(options, self.options.timeout)
         run = Run(index, phase, schedule, trace, code, self.clock() - start, stderr_tail=tail)
-        records = records_of(trace)
-        try:
-            run.findings = analyze_path(trace).findings if trace.exists() else []
-        except Exception as e:  # an unreadable trace is a result of the run
-            run.problem = str(e)
-        run.reaction = reaction(records)
-        run.keys = keys_of(run, records)
+        # off the event loop: the servers of the runs still going share it, and their timing is what is measured
+        await asyncio.to_thread(_judge, run)
+        run.ended = self.elapsed()
         self.runs.append(run)
         self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
         if self.progress is not None:
@@ -375,6 +390,17 @@ class Hunt:
         if o.budget is not None and self.elapsed() >= o.budget:
             return "budget"
         return None
+
+
+def _judge(run: Run) -> None:
+    """A run's findings, the client's reaction and the keys, from its trace."""
+    records = records_of(run.trace)
+    try:
+        run.findings = analyze_path(run.trace).findings if run.trace.exists() else []
+    except Exception as e:  # an unreadable trace is a result of the run
+        run.problem = str(e)
+    run.reaction = reaction(records)
+    run.keys = keys_of(run, records)
 
 
 async def hunt_async(
@@ -411,34 +437,32 @@ async def hunt_async(
 
 
 async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
-    """`--schedule`: each schedule `runs` times (default `repro_runs`); each finding a bug with its rate."""
+    """`--schedule`: each schedule `runs` times (default `repro_runs`); each defect a bug with its rate."""
     o = hunt.options
     times = o.runs or o.repro_runs
-    runs: list[Run] = []
+    found: list[Bug] = []
     for schedule in schedules:
-        runs += await hunt.batch([schedule] * times, "re-run")
-    bugs: dict[BugKey, Bug] = {}
-    for run in runs:
-        for key in run.keys:
-            bug = bugs.get(key) or _bug(key, run, run.schedule)
-            bugs[key] = bug
-            bug.hits += 1
-    for bug in bugs.values():
-        bug.tries = sum(1 for r in runs if r.schedule == bug.schedule)
-    found = list(bugs.values())
-    await _finish(hunt, found)
-    return HuntResult([], o, None, Surface(), hunt.runs, found, [], hunt.elapsed(), "runs")
+        runs = await hunt.batch([schedule] * times, "re-run")
+        wanted = dict.fromkeys(k.finding for r in runs for k in _findings_first(r.keys))
+        for want in wanted:
+            hits = [r for r in runs if _holds(r, want) is not None]
+            bug = _bug_of(want, hits, schedule)
+            bug.hits, bug.tries = len(hits), len(runs)
+            found.append(bug)
+    bugs = _merged(found)
+    await _finish(hunt, bugs)
+    return HuntResult([], o, None, Surface(), hunt.runs, bugs, [], hunt.elapsed(), "runs")
 
 
 def _finding_of(run: Run, key: BugKey) -> Finding | None:
-    return run.finding_of.get(key) or next((f for f in run.findings if f.rule == key.rule), None)
+    return run.finding_of.get(key.finding) or next((f for f in run.findings if f.rule == key.rule), None)
 
 
 def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
     finding = _finding_of(run, key) if key.rule != SURVIVAL else None
     if finding is not None:
         return Bug(key, finding.severity, finding.slug, finding.message, finding.explanation, finding.fix,
-                   run.schedule, schedule, 0, 0, trace=run.trace, also=sorted(run.also.get(key.rule, ())))  # fmt: skip
+                   run.schedule, schedule, 0, 0, trace=run.trace)  # fmt: skip
     how = run.how()
     message = f"the client did not survive this fault ({how})"
     explanation = (
@@ -451,8 +475,49 @@ def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
                trace=run.trace, how=how)  # fmt: skip
 
 
-def _holds(run: Run, want: tuple[str, tuple[str, ...]]) -> BugKey | None:
-    return next((k for k in run.keys if k.finding == want), None)
+def _bug_of(want: About, hits: list[Run], schedule: Schedule) -> Bug:
+    """The bug of the runs of `schedule` that showed `want` (`hits`, at least one): the findings linked to it in
+    every one of them are one defect with it, named by the primary of them (`primary_order`, in the first run)."""
+    first = hits[0]
+    if want not in first.about:  # the client's failure: a key of its own
+        key = next(k for k in first.keys if k.finding == want)
+        return _bug(key, first, schedule)
+    common = set.intersection(*(r.about.get(want, {want}) for r in hits))
+    order = sorted(common, key=lambda a: primary_order(first.finding_of[a]))
+    bug = _bug(first.key_of[order[0]], first, schedule)
+    for about in order[1:]:
+        slug = first.finding_of[about].slug
+        if (about[0], slug) not in bug.rules:
+            bug.rules.append((about[0], slug))
+            bug.also.append(f"{about[0]} {slug}")
+    bug.covers = common
+    return bug
+
+
+def _holds(run: Run, want: About) -> BugKey | None:
+    """The key `want` has in `run` when the run showed it (as a defect's primary or as one of its findings)."""
+    return run.key_of.get(want) or next((k for k in run.keys if k.finding == want), None)
+
+
+def _bug_order(bug: Bug) -> tuple[Any, ...]:
+    return (_severity_rank(bug.severity), bug.rule == SURVIVAL, bug.rule, bug.schedule.cost, bug.key)
+
+
+def _merged(bugs: list[Bug]) -> list[Bug]:
+    """One entry per key, the most severe first: a bug found again with another schedule that shrank to the same,
+    or a candidate whose finding came in every reproducing run with a finding that names its defect better (a
+    stale delete with the output it deleted: `_bug_of` keys it by that one), joins the first; its rules join it."""
+    out: dict[BugKey, Bug] = {}
+    for bug in sorted(bugs, key=_bug_order):
+        keeper = out.setdefault(bug.key, bug)
+        if keeper is bug:
+            continue
+        for rule, slug in bug.rules:
+            if (rule, slug) not in keeper.rules:
+                keeper.rules.append((rule, slug))
+                keeper.also.append(f"{rule} {slug}")
+        keeper.covers |= bug.covers
+    return list(out.values())
 
 
 async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug]]:
@@ -467,22 +532,21 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     ranked = sorted(first.values(), key=lambda c: (_severity_rank(c[2].severity if c[2] else "error"),
                                                    c[0].rule == SURVIVAL, c[1].schedule.cost, c[1].index))  # fmt: skip
     outcomes = await asyncio.gather(*(_confirm_one(hunt, key, run) for key, run, _ in ranked[: o.max_bugs]))
-    merged: dict[BugKey, Bug] = {}
-    unconfirmed: list[Bug] = []
-    for bug in outcomes:
-        if not bug.reproduced:
-            unconfirmed.append(bug)
-        elif bug.key not in merged:  # one bug, found again with another schedule that shrank to the same
-            merged[bug.key] = bug
-    bugs = sorted(merged.values(), key=lambda b: (_severity_rank(b.severity), b.rule, b.key))
+    unconfirmed = [bug for bug in outcomes if not bug.reproduced]
+    bugs = _merged([bug for bug in outcomes if bug.reproduced])
     await _finish(hunt, bugs)
     return bugs, unconfirmed
 
 
+#: A shrunk schedule whose rate is below this is measured against the steps before it (see `_confirm_one`).
+RELIABLE = 0.5
+
+
 async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
     """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). A shrinking
-    step that held only by chance shows as a rate of 0: the steps before it are measured then, back to the
-    schedule the search found, and the first that reproduces is the bug's."""
+    step that held only by chance (a loaded machine, a flaky race) shows as a rate under `RELIABLE`: the steps
+    before it are measured then, back to the schedule the search found, and the first that reproduces at
+    `RELIABLE` or more is the bug's (else the one with the best rate; none that reproduces: not a bug)."""
     o = hunt.options
     want = key.finding
     spent = 0
@@ -504,15 +568,22 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
     except StopIteration:
         pass
     tries = 0
+    best: tuple[float, Schedule, list[Run], int] | None = None
     for final in reversed(path):
         reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
         tries += len(reruns)
-        hits = [(r, k) for r in reruns if (k := _holds(r, want)) is not None]
-        if hits:
-            bug = _bug(hits[0][1], hits[0][0], final)
-            bug.found = run.schedule
-            bug.hits, bug.tries, bug.shrink_runs = len(hits), len(reruns), spent
-            return bug
+        hits = [r for r in reruns if _holds(r, want) is not None]
+        rate = len(hits) / len(reruns)
+        if hits and (best is None or rate > best[0]):
+            best = (rate, final, hits, len(reruns))
+        if rate >= RELIABLE:
+            break
+    if best is not None:
+        _, final, hits, runs = best
+        bug = _bug_of(want, hits, final)
+        bug.found = run.schedule
+        bug.hits, bug.tries, bug.shrink_runs = len(hits), runs, spent
+        return bug
     bug = _bug(key, run, run.schedule)
     bug.tries, bug.shrink_runs = o.repro_runs, spent
     return bug

@@ -21,8 +21,9 @@ again by hand (`rtrace serve --script`, `rtrace sweep --script`). Pure: no I/O, 
 - **Shrinking** (`shrink`): a coroutine-like generator of candidates (drop a fault, move a latency or a delay
   toward 0, k toward 1) that is told whether each still reproduces; what it returns
   reproduces and no single step of it does (1-minimal over those steps).
-- **One bug, one entry** (`BugKey`, `bug_key`, `reaction`): what a finding is about - its rule, the kinds of the
-  items it names, the kinds of the faults that acted, the class of the client's reaction - never its lines or ids.
+- **One bug, one entry** (`BugKey`, `bug_key`, `reaction`, `linked`): what a finding is about - its rule, the
+  kinds of the items it names, the kinds of the faults that acted, the class of the client's reaction - never its
+  lines or ids; and which findings of one run are one defect (`linked`: they name one item or call).
 """
 
 from __future__ import annotations
@@ -542,6 +543,56 @@ def item_kinds_of(records: Iterable[dict[str, Any]]) -> dict[str, str]:
     return kinds
 
 
+def item_calls_of(records: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """Item id -> call id of every function call and function call output a trace's events carry (an output is
+    about its call: `linked` counts the two as one thing)."""
+    calls: dict[str, str] = {}
+
+    def note(item: Any) -> None:
+        if isinstance(item, dict) and isinstance(item.get("id"), str) and isinstance(item.get("call_id"), str):
+            calls.setdefault(item["id"], item["call_id"])
+
+    for rec in records:
+        event = rec.get("event")
+        if not isinstance(event, dict):
+            continue
+        note(event.get("item"))
+        response = event.get("response")
+        if isinstance(response, dict) and isinstance(response.get("output"), list):
+            for item in response["output"]:
+                note(item)
+    return calls
+
+
+def linked(ids: Sequence[Mapping[str, Sequence[str]]], calls: Mapping[str, str] | None = None) -> list[list[int]]:
+    """The findings of one run (their `Finding.ids`, by index) grouped by what they name: two are in one group when
+    they name one id of one kind (an item, a call, a client event, a response), an item counting as its call too
+    (`calls`, item id -> call id: a deleted output and its unanswered call are about one call); the relation is
+    closed transitively. Groups and their members in input order; every index in exactly one group. Findings of
+    one group are one defect seen by several rules (a stale delete and the output it deleted)."""
+    parent = list(range(len(ids)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[tuple[str, str], int] = {}
+    for i, named in enumerate(ids):
+        names = {(kind, str(v)) for kind, values in named.items() for v in values}
+        names |= {("call_ids", calls[v]) for v in named.get("items", ()) if calls and v in calls}
+        for name in sorted(names):
+            j = owner.setdefault(name, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(ids)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
 def reaction(records: Sequence[dict[str, Any]], limit: int = 6) -> tuple[str, tuple[str, ...]]:
     """What the client did after the first fault note of a trace: (its class, its first `limit` actions).
 
@@ -658,8 +709,10 @@ __all__ = [
     "bug_key",
     "error_code",
     "event_spec",
+    "item_calls_of",
     "item_kinds",
     "item_kinds_of",
+    "linked",
     "reaction",
     "shrink",
     "single_faults",
