@@ -58,6 +58,7 @@ from .schedule import (
     systematic,
 )
 from .script import SCRIPT_BYTES, parse_script
+from .script import Schedule as ScriptSchedule
 from .server import ServerOptions, run_server
 from .sweep import check_command, command_env, how_ended, run_command
 
@@ -88,8 +89,11 @@ class HuntOptions:
     max_bugs: int = MAX_BUGS
     #: Where traces, scripts and minimized traces go.
     out_dir: Path = Path("rtrace-hunt")
-    #: The options every run's server starts from (a tool, transcripts...); the schedule sets its faults.
+    #: The options every run's server starts from (a tool, transcripts, the user's script...); the schedule sets
+    #: its latency and adds its faults' turns before the template's own (`server_options`).
     template: ServerOptions = dataclasses.field(default_factory=ServerOptions)
+    #: The user's script the template's schedule was read from (`--script`): named in each bug's command.
+    script: Path | None = None
     #: Only these schedules, `runs` times each (`--schedule`): no clean run's surface, no search.
     schedules: list[Schedule] | None = None
 
@@ -237,6 +241,8 @@ class CommandTarget:
     """The user's command, run against a server in this process, told its URL as `sweep` tells it."""
 
     command: list[str]
+    #: The user's script every run's schedule runs on (`--script`).
+    script: Path | None = None
 
     async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
         async with run_server(options) as srv:
@@ -244,13 +250,15 @@ class CommandTarget:
             return await run_command(self.command, env, timeout, "hunt", echo=False)
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
-        args = ["rtrace", "hunt", "--schedule", str(script), "--runs", str(runs), "--", *self.command]
+        base = ["--script", str(self.script)] if self.script is not None else []
+        args = ["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *self.command]
         return shlex.join(args)
 
 
 def server_options(template: ServerOptions, schedule: Schedule, trace: Path, header: dict[str, Any]) -> ServerOptions:
-    """The options of one run: `template` with the schedule's latency, turns (before the template's own) and seed,
-    recording to `trace` with the hunt's header fields."""
+    """The options of one run: `template` with the schedule's latency, turns (before the template's own: the
+    user's script is the base the faults act on, its turns numbered after theirs) and seed, recording to `trace`
+    with the hunt's header fields."""
     default, by_type = schedule.latency()
     turns = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
     endpoint = dataclasses.replace(template.endpoint, seed=schedule.seed)
@@ -289,6 +297,16 @@ FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
 }
 
 
+def injected_kinds(schedule: Schedule, base: ScriptSchedule) -> set[str]:
+    """The kinds of fault a run injects: its schedule's, and those the turns of the user's script inject (an
+    `error` it answers with, a `close`, a `fail`ed response, an `expire`): what `echoes` forgives."""
+    kinds: set[str] = {f.kind for f in schedule.faults}
+    for turn in base.turns:
+        kinds |= {kind for kind, value in (("error", turn.error), ("close", turn.close), ("fail", turn.fail),
+                                           ("expire", turn.expire)) if value is not None}  # fmt: skip
+    return kinds
+
+
 def echoes(finding: Finding, injected: set[str]) -> bool:
     """Whether `finding` only restates a fault of a kind in `injected` (`FAULT_ECHOES`)."""
     kinds, severity = FAULT_ECHOES.get(finding.rule, (frozenset(), None))
@@ -303,14 +321,15 @@ def primary_order(finding: Finding) -> tuple[int, int, int, str]:
     return (_severity_rank(finding.severity), first, finding.at_line, finding.rule)
 
 
-def keys_of(run: Run, records: list[dict[str, Any]]) -> list[BugKey]:
-    """The keys of a run's defects (findings that restate an injected fault left out; findings that name one item
-    or call one defect, keyed by its primary: `Run.about`), and of the client's failure."""
+def keys_of(run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None = None) -> list[BugKey]:
+    """The keys of a run's defects (findings that restate a fault the run's schedule or the user's script `base`
+    injected left out; findings that name one item or call one defect, keyed by its primary: `Run.about`), and
+    of the client's failure."""
     kinds = item_kinds_of(records)
     calls = item_calls_of(records)
     faults = acted(run.schedule, records)
     reacted = run.reaction[0]
-    injected: set[str] = {f.kind for f in run.schedule.faults}
+    injected = injected_kinds(run.schedule, base or ScriptSchedule())
     kept = [f for f in run.findings if not echoes(f, injected)]
     keys: list[BugKey] = []
     for group in linked([f.ids for f in kept], calls):
@@ -371,7 +390,7 @@ class Hunt:
             code, tail = await self.target.run(options, self.options.timeout)
         run = Run(index, phase, schedule, trace, code, self.clock() - start, stderr_tail=tail)
         # off the event loop: the servers of the runs still going share it, and their timing is what is measured
-        await asyncio.to_thread(_judge, run)
+        await asyncio.to_thread(_judge, run, self.options.template.schedule)
         run.ended = self.elapsed()
         self.runs.append(run)
         self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
@@ -392,15 +411,16 @@ class Hunt:
         return None
 
 
-def _judge(run: Run) -> None:
-    """A run's findings, the client's reaction and the keys, from its trace."""
+def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
+    """A run's findings, the client's reaction to the schedule's faults and the keys, from its trace (`base`: the
+    user's script the schedule ran on)."""
     records = records_of(run.trace)
     try:
         run.findings = analyze_path(run.trace).findings if run.trace.exists() else []
     except Exception as e:  # an unreadable trace is a result of the run
         run.problem = str(e)
-    run.reaction = reaction(records)
-    run.keys = keys_of(run, records)
+    run.reaction = reaction(records, turns=len(run.schedule.turn_faults()))
+    run.keys = keys_of(run, records, base)
 
 
 async def hunt_async(
@@ -603,12 +623,24 @@ async def _finish(hunt: Hunt, bugs: list[Bug]) -> None:
     out = hunt.options.out_dir
     for n, bug in enumerate(bugs, 1):
         script = out / f"bug-{n}.toml"
-        text = bug.schedule.script_toml() + f"{SCHEDULE_LINE}{json.dumps(bug.schedule.to_json())}\n"
+        text = bug_script(bug.schedule, hunt.options.template.schedule)
         script.write_text(text, encoding="utf-8")
         bug.script = script
         bug.command = hunt.target.reproduce(script, bug.schedule, hunt.options.repro_runs)
         if bug.rule != SURVIVAL and bug.trace is not None:
             bug.minimized = await asyncio.to_thread(_minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl")
+
+
+def bug_script(schedule: Schedule, base: ScriptSchedule) -> str:
+    """The script of a bug's schedule (`bug-N.toml`): its turns, then those of the user's script it ran on
+    (`base`), so `rtrace serve --script` runs the whole of it by hand; its schedule as JSON in the last comment
+    (`load_schedule`)."""
+    text = schedule.script_toml()
+    if base:
+        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        ours = parse_script(text, "<schedule>") if schedule.turn_faults() else ScriptSchedule()
+        text = f"{head}\n# then the turns of {base.path or 'the script'} the hunt ran on\n\n{(ours + base).to_toml()}"
+    return text + f"{SCHEDULE_LINE}{json.dumps(schedule.to_json())}\n"
 
 
 def _minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
@@ -658,7 +690,7 @@ def hunt(
     check_command(command, "hunt")
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
-    result = asyncio.run(hunt_async(CommandTarget(command), options, progress))
+    result = asyncio.run(hunt_async(CommandTarget(command, options.script), options, progress))
     result.command = command
     return result
 

@@ -593,15 +593,17 @@ def linked(ids: Sequence[Mapping[str, Sequence[str]]], calls: Mapping[str, str] 
     return list(groups.values())
 
 
-def reaction(records: Sequence[dict[str, Any]], limit: int = 6) -> tuple[str, tuple[str, ...]]:
-    """What the client did after the first fault note of a trace: (its class, its first `limit` actions).
+def reaction(
+    records: Sequence[dict[str, Any]], limit: int = 6, turns: int | None = None
+) -> tuple[str, tuple[str, ...]]:
+    """What the client did after the first fault note of a trace: (its class, its first `limit` actions). With
+    `turns`, only the notes of the schedule's own turns count (script turns 1 to `turns`, as `acted` reads them:
+    the faults of a user's script the schedule runs on are the client's world, not the fault it reacts to).
 
     Classes: `reconnected` (a new connection after the one the fault closed), `gave up` (a connection closed by a
     fault and none after it), `continued` (no close: the client went on). The actions are the specs of the client
     events after the fault, a new connection as `connect`."""
-    start = next(
-        (i for i, r in enumerate(records) if r.get("dir") == "meta" and _etype(r) == "fault.injected"), None
-    )
+    start = next((i for i, r in enumerate(records) if _fault_note(r, turns) is not None), None)
     if start is None:
         return "continued", ()
     faulted = records[start].get("conn")
@@ -627,19 +629,26 @@ def _etype(rec: dict[str, Any]) -> str:
     return str(event.get("type")) if isinstance(event, dict) else ""
 
 
+def _fault_note(rec: dict[str, Any], turns: int | None = None) -> int | None:
+    """The turn number of a `fault.injected` note (0: a note of no script turn), None for any other record; with
+    `turns`, None also for a note of no script turn from 1 to `turns`."""
+    event = rec.get("event")
+    if rec.get("dir") != "meta" or not isinstance(event, dict) or event.get("type") != "fault.injected":
+        return None
+    spec = str(event.get("spec", ""))
+    scripted = event.get("fault", "script") == "script" and spec.startswith("turn ") and spec[5:].isdigit()
+    n = int(spec[5:]) if scripted else 0
+    if turns is not None and not 1 <= n <= turns:
+        return None
+    return n
+
+
 def acted(schedule: Schedule, records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
     """The signatures of the faults of `schedule` that acted in its run: latency always (it delays every event it
     names), a turn when its note is in the trace (`fault = "script"`, `spec = "turn N"`, N its place in
     `turn_faults`)."""
     turns = schedule.turn_faults()
-    fired: set[int] = set()
-    for rec in records:
-        event = rec.get("event")
-        if rec.get("dir") != "meta" or not isinstance(event, dict) or event.get("type") != "fault.injected":
-            continue
-        spec = str(event.get("spec", ""))
-        if event.get("fault", "script") == "script" and spec.startswith("turn ") and spec[5:].isdigit():
-            fired.add(int(spec[5:]) - 1)
+    fired = {n - 1 for rec in records if (n := _fault_note(rec, len(turns))) is not None}
     out = {f.signature for f in schedule.faults if f.kind == "latency"}
     out |= {turns[i].signature for i in fired if i < len(turns)}
     return tuple(sorted(out))
