@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from rtrace.engine.fold import analyze_path
 from rtrace.net.hunt import (
+    RELIABLE,
     Bug,
     CommandTarget,
     HuntOptions,
@@ -29,7 +30,7 @@ from rtrace.net.hunt import (
     load_schedule,
     records_of,
 )
-from rtrace.net.schedule import SURVIVAL, BugKey, Fault, Schedule
+from rtrace.net.schedule import SHRINK_FLOOR, SURVIVAL, BugKey, Fault, Schedule
 from rtrace.net.script import load_script
 from rtrace.net.server import ServerOptions
 from rtrace.net.sweep import CommandNotFound
@@ -59,12 +60,26 @@ def test_the_clean_run_comes_first_and_learns_the_surface(found) -> None:  # typ
 
 
 def test_the_latency_bug_is_found_shrunk_and_reproduced(found) -> None:  # type: ignore[no-untyped-def]
+    """The client waits 30 ms for its ack: found under the systematic 50 ms, shrunk as far as it reproduces. How
+    far that is depends on the machine (on a loaded one 25 ms plus the load is late too: the exact stop is
+    tests of recorded runs, below), so what is checked is what holds on any machine: latency alone, no more
+    than it was found with, re-run at a rate a real bug meets, and 1-minimal as run - half of it was tried and
+    never reproduced."""
     result, _ = found
     (bug,) = [b for b in result.bugs if b.rule == "RT101"]
     assert bug.slug == "deleted-function-call-output" and bug.key.items == ("function_call", "function_call_output")
-    assert [f.kind for f in bug.schedule.faults] == ["latency"]
-    assert 0.03 <= bug.schedule.latency()[0] <= 0.05  # the client waits 30 ms for its ack
-    assert bug.hits == bug.tries == 3
+    if bug.schedule.clean:  # a machine so loaded that even the clean run's ack came after 30 ms: the baseline
+        assert "RT101" in {f.rule for f in result.baseline}
+    else:
+        assert [f.kind for f in bug.schedule.faults] == ["latency"]
+        latency = bug.schedule.latency()[0]
+        assert 0 < latency <= bug.found.latency()[0] == 0.05
+        if latency / 2 >= SHRINK_FLOOR:  # half of it was tried: it never held, or held at under RELIABLE
+            half = [r for r in result.runs if r.schedule.latency()[0] == round(latency / 2, 4)]
+            assert [r for r in half if r.phase == "shrinking"]
+            measured = [bool(r.key_of.get(bug.key.finding)) for r in half if r.phase == "reproducing"]
+            assert not any(r.key_of.get(bug.key.finding) for r in half) or sum(measured) < RELIABLE * len(measured)
+    assert bug.tries == 3 and bug.hits >= 2  # at RELIABLE or more
     # the script runs by hand; its schedule reads back; the minimized trace still shows the finding
     assert bug.script is not None and load_schedule(bug.script) == bug.schedule
     load_script(bug.script)
@@ -291,3 +306,29 @@ def test_merged_bugs_are_one_entry_per_defect_whatever_the_order(bugs: list[Bug]
     rnd.shuffle(shuffled)
     again = _merged(shuffled)
     assert [(b.key, sorted(b.rules)) for b in again] == [(b.key, sorted(b.rules)) for b in out]
+
+
+def test_the_users_script_is_the_base_the_schedule_runs_on(tmp_path: Path) -> None:
+    """`--script`: the schedule's fault turns come first, the user's after them (numbered after them); the clean
+    schedule runs the user's script alone; a fault the user's script injects is the client's world: its echo is
+    no bug, and the client's reaction is to the hunt's fault, not to the script's."""
+    from rtrace.net.hunt import injected_kinds, server_options
+    from rtrace.net.schedule import reaction
+    from rtrace.net.script import parse_script
+
+    text = ('[[turn]]\nwhen = { user = "order" }\ncall = { name = "lookup_order" }\n\n'
+            '[[turn]]\nwhen = { event = "session.update" }\nerror = "invalid_value"\n')  # fmt: skip
+    users = parse_script(text, "agent.toml")
+    template = ServerOptions(schedule=users)
+    drop = Schedule((Fault("drop", "event", "response.create", 1006),), 4)
+    options = server_options(template, drop, tmp_path / "t.jsonl", {})
+    turns = options.schedule.turns
+    assert [(t.index, t.close, t.calls[0].name if t.calls else None) for t in turns] == [
+        (1, 1006, None), (2, None, "lookup_order"), (3, None, None)]  # fmt: skip
+    assert server_options(template, Schedule(), tmp_path / "c.jsonl", {}).schedule.turns == users.turns
+    assert injected_kinds(Schedule(), users) == {"error"} and injected_kinds(drop, users) == {"drop", "error"}
+    note = {"t": 0, "dir": "meta", "conn": 1, "event": {"type": "fault.injected", "fault": "script", "spec": "turn 3"}}
+    ours = {"t": 1, "dir": "meta", "conn": 1, "event": {"type": "fault.injected", "fault": "script", "spec": "turn 1"}}
+    sent = {"t": 2, "dir": "client", "conn": 1, "event": {"type": "response.create"}}
+    assert reaction([note, sent, ours], turns=1) == ("continued", ())
+    assert reaction([note, sent, ours]) == ("continued", ("response.create",))
