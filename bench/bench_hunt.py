@@ -53,11 +53,12 @@ KNOWN = {
 
 
 def first_seen(bug: Bug, runs: list[Run]) -> float | None:
-    """When the hunt first saw `bug`: the end of the first run of the clean run or the search that showed one of
-    its findings (its key's, or one linked to it)."""
+    """When the hunt first saw `bug`: the end of the first run of the clean run or the search that showed its
+    finding (as a defect's primary or linked to one) under the same kinds of fault."""
+    want = (bug.key.rule, bug.key.items, bug.key.faults)
     for run in runs:
-        shown = {k.finding for k in run.keys} | set(run.about)
-        if bug.key.finding in shown:
+        keys = [*run.keys, *run.key_of.values()]
+        if any((k.rule, k.items, k.faults) == want for k in keys):
             return run.ended
     return None
 
