@@ -76,7 +76,7 @@ About = tuple[str, tuple[str, ...]]
 class HuntOptions:
     """What a hunt is told (durations in seconds)."""
 
-    #: Seconds the search may take (None: no limit; then `runs` must be given).
+    #: Seconds the search may take, from the end of the clean run (None: no limit; then `runs` must be given).
     budget: float | None = 600.0
     #: Runs the search may take (None: no limit).
     runs: int | None = None
@@ -197,6 +197,7 @@ class Progress:
     phase: str
     runs: int
     bugs: int
+    #: Seconds the search has taken (0 until the clean run is done: the budget is the search's).
     elapsed: float
     budget: float | None
     last: Run | None = None
@@ -367,6 +368,8 @@ class Hunt:
         self.progress = progress
         self.clock = clock
         self.started = clock()
+        #: When the search started (the clean run done): what `budget` counts from.
+        self.search_started: float | None = None
         self.count = 0
         self.runs: list[Run] = []
         self.baseline: set[tuple[str, tuple[str, ...]]] = set()
@@ -378,6 +381,10 @@ class Hunt:
 
     def elapsed(self) -> float:
         return self.clock() - self.started
+
+    def searched(self) -> float:
+        """Seconds the search has taken (0 before it starts)."""
+        return 0.0 if self.search_started is None else self.clock() - self.search_started
 
     async def run(self, schedule: Schedule, phase: str) -> Run:
         self.count += 1
@@ -395,7 +402,7 @@ class Hunt:
         self.runs.append(run)
         self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
         if self.progress is not None:
-            self.progress(Progress(phase, len(self.runs), len(self.bugs_so_far), self.elapsed(),
+            self.progress(Progress(phase, len(self.runs), len(self.bugs_so_far), self.searched(),
                                    self.options.budget, run))  # fmt: skip
         return run
 
@@ -406,7 +413,7 @@ class Hunt:
         o = self.options
         if o.runs is not None and searched >= o.runs:
             return "runs"
-        if o.budget is not None and self.elapsed() >= o.budget:
+        if o.budget is not None and self.searched() >= o.budget:
             return "budget"
         return None
 
@@ -437,6 +444,7 @@ async def hunt_async(
     if not clean.survived:
         return HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
     hunt.baseline = {k.finding for k in clean.keys}
+    hunt.search_started = hunt.clock()  # the budget is the search's: a slow clean run does not eat it
     jobs = max(1, options.jobs)
     queue = systematic(surface, options.seed)
     generator = Generator(surface, options.seed)
