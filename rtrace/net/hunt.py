@@ -172,6 +172,10 @@ class Bug:
     rules: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     #: What its findings are about (its own and `also`'s).
     covers: set[About] = dataclasses.field(default_factory=set)
+    #: (hits, runs) of the clean schedule when it reproduced the bug too: no fault is needed (a race).
+    without_fault: tuple[int, int] | None = None
+    #: The other schedules it was confirmed under, with their rates (bugs merged into this one).
+    variants: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rules = self.rules or [(self.key.rule, self.slug)]
@@ -534,12 +538,19 @@ def _bug_order(bug: Bug) -> tuple[Any, ...]:
 def _merged(bugs: list[Bug]) -> list[Bug]:
     """One entry per key, the most severe first: a bug found again with another schedule that shrank to the same,
     or a candidate whose finding came in every reproducing run with a finding that names its defect better (a
-    stale delete with the output it deleted: `_bug_of` keys it by that one), joins the first; its rules join it."""
-    out: dict[BugKey, Bug] = {}
+    stale delete with the output it deleted: `_bug_of` keys it by that one), joins the first; its rules join it.
+    A finding that some bug reproduced with no fault at all is one bug whatever the faults it was found under
+    (the fault acted, but is not what causes it: livekit-agents 1.8.8's race shows on a connection a close
+    replaced as on the first); the other schedules are listed with it (`variants`)."""
+    faultless = {b.key.finding for b in bugs if b.without_fault or b.schedule.clean}
+    out: dict[Any, Bug] = {}
     for bug in sorted(bugs, key=_bug_order):
-        keeper = out.setdefault(bug.key, bug)
+        keeper = out.setdefault(bug.key.finding if bug.key.finding in faultless else bug.key, bug)
         if keeper is bug:
             continue
+        if bug.schedule != keeper.schedule:
+            keeper.variants.append(f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})")
+        keeper.without_fault = keeper.without_fault or bug.without_fault
         for rule, slug in bug.rules:
             if (rule, slug) not in keeper.rules:
                 keeper.rules.append((rule, slug))
@@ -571,14 +582,17 @@ RELIABLE = 0.5
 
 
 async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
-    """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). A shrinking
-    step that held only by chance (a loaded machine, a flaky race) shows as a rate under `RELIABLE`: the steps
-    before it are measured then, back to the schedule the search found, and the first that reproduces at
-    `RELIABLE` or more is the bug's (else the one with the best rate; none that reproduces: not a bug)."""
+    """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). The shrinker
+    may reach the clean schedule (a race the client has without any fault, which one clean run may not have
+    shown; not for the client's failure, judged against its clean run). A shrinking step that held only by
+    chance (a loaded machine, a flaky race) shows as a rate under `RELIABLE`: the steps before it are measured
+    then, back to the schedule the search found, and the first that reproduces at `RELIABLE` or more is the
+    bug's (else the one with the best rate; none that reproduces: not a bug). What the clean schedule showed is
+    kept (`Bug.without_fault`): a finding it reproduced needs no fault, whatever fault it was found under."""
     o = hunt.options
     want = key.finding
     spent = 0
-    steps = shrink(run.schedule, allow_clean=want in hunt.baseline)
+    steps = shrink(run.schedule, allow_clean=key.rule != SURVIVAL)
     path = [run.schedule]
     try:
         candidate = next(steps)
@@ -597,11 +611,14 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
         pass
     tries = 0
     best: tuple[float, Schedule, list[Run], int] | None = None
+    clean: tuple[int, int] | None = None
     for final in reversed(path):
         reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
         tries += len(reruns)
         hits = [r for r in reruns if _holds(r, want) is not None]
         rate = len(hits) / len(reruns)
+        if final.clean:
+            clean = (len(hits), len(reruns))
         if hits and (best is None or rate > best[0]):
             best = (rate, final, hits, len(reruns))
         if rate >= RELIABLE:
@@ -611,6 +628,7 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
         bug = _bug_of(want, hits, final)
         bug.found = run.schedule
         bug.hits, bug.tries, bug.shrink_runs = len(hits), runs, spent
+        bug.without_fault = clean if clean is not None and clean[0] else None
         return bug
     bug = _bug(key, run, run.schedule)
     bug.tries, bug.shrink_runs = o.repro_runs, spent

@@ -77,6 +77,10 @@ def render_terminal(result: HuntResult, console: Console) -> None:
             say(f"  with it (the same defect, seen by other rules): {', '.join(bug.also)}")
         say(f"  minimal schedule: {bug.schedule.describe()} (found with: {bug.found.describe()})")
         say(f"  reproduced {rate(bug)} runs; shrinking took {bug.shrink_runs} runs")
+        if bug.without_fault is not None and not bug.schedule.clean:
+            say(f"  with no fault at all too: {bug.without_fault[0]}/{bug.without_fault[1]} runs (a race)")
+        if bug.variants:
+            say(f"  also under: {'; '.join(bug.variants)}")
         say(f"  why: {bug.explanation}")
         say(f"  fix: {bug.fix}")
         if bug.script is not None:
@@ -108,6 +112,9 @@ def bug_json(bug: Bug) -> dict[str, Any]:
         "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction},
         "with_it": bug.also,
         "rules": [{"rule": rule, "slug": slug} for rule, slug in bug.rules],
+        "without_fault": None if bug.without_fault is None else
+                         {"reproduced": bug.without_fault[0], "runs": bug.without_fault[1]},
+        "also_under": bug.variants,
         "schedule": bug.schedule.to_json(),
         "schedule_text": bug.schedule.describe(),
         "script": bug.schedule.script_toml(),
