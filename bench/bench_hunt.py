@@ -54,12 +54,13 @@ KNOWN = {
 
 def first_seen(bug: Bug, runs: list[Run]) -> float | None:
     """When the hunt first saw `bug`: the end of the first run of the clean run or the search that showed its
-    finding (as a defect's primary or linked to one) under the same kinds of fault."""
-    want = (bug.key.rule, bug.key.items, bug.key.faults)
+    finding (as a defect's primary or linked to one) under the same kinds of fault - under any, for a bug that
+    needs no fault (a race: the hunt merged what each fault showed of it)."""
+    faultless = bug.schedule.clean or bug.without_fault is not None
     for run in runs:
-        keys = [*run.keys, *run.key_of.values()]
-        if any((k.rule, k.items, k.faults) == want for k in keys):
-            return run.ended
+        for k in [*run.keys, *run.key_of.values()]:
+            if k.finding == bug.key.finding and (faultless or k.faults == bug.key.faults):
+                return run.ended
     return None
 
 
