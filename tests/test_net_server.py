@@ -513,9 +513,11 @@ def test_fault_close_after_expire_and_failed_response() -> None:
             await recv(ws)
             err = await recv(ws)
             assert err["error"]["code"] == "session_expired"
+            assert err["error"]["param"] is None and err["error"]["event_id"] is None, err
             with pytest.raises(ConnectionClosed):
                 await recv(ws)
-            assert ws.close_code == 1001
+            # the real server's close: 1001 with the error's message as its reason (not a reason of its own)
+            assert (ws.close_code, ws.close_reason) == (1001, err["error"]["message"]), ws.close_reason
         options = ServerOptions(schedule=Schedule.of(Faults(fail_response={1})))
         async with run_server(options) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)

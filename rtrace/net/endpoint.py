@@ -326,7 +326,9 @@ class EndpointConnection:
         return min(limits) if limits else None
 
     def _expire(self) -> list[Emission]:
-        """The session limit is reached: `session_expired`, then close 1001."""
+        """The session limit is reached: `session_expired` (no param, no event id), then close 1001 with the
+        error's message as its reason, as the real server closes (`received 1001 (going away) Your session hit the
+        maximum duration of 60 minutes.`, pollen-robotics/reachy_mini_conversation_app#134)."""
         self.closed = True
         limit = self._session_limit()
         notes = []
@@ -335,7 +337,7 @@ class EndpointConnection:
             notes.append(expiry.note("expire"))
         minutes = (limit or 0) / 60
         message = f"Your session hit the maximum duration of {minutes:g} minutes."
-        return [*notes, self._error("session_expired", message), Emission(close=(1001, "session expired"))]
+        return [*notes, self._error("session_expired", message), Emission(close=(1001, message))]
 
     def _limit(self, out: list[Emission]) -> list[Emission]:
         """The schedule's `sent` turns (`ConnectionScript.sent`: `--drop-after`, `--close-after`, a script's)."""
