@@ -21,7 +21,7 @@ from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, decode, session
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
 from .playback import ResponseSource, play
-from .responses import Responses, Run, last_user_text
+from .responses import Responses, Run, Steps, last_user_text
 from .schema import check_client_event
 from .script import ConnectionScript, ResponseContext, Schedule
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
@@ -42,6 +42,8 @@ from .wire import (
 )
 
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
+#: `--preamble` as typed, as `EndpointOptions.preamble`.
+PREAMBLE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 CallDeleteMode = Literal["allow", "cascade", "reject"]
 
 
@@ -83,6 +85,16 @@ class EndpointOptions:
     text_chunks: int = 0
     #: Text, transcript and argument deltas carry `obfuscation` padding, as the real server's do.
     obfuscation: bool = True
+    #: The default script's call comes after a preamble message in the same response, the message still open while
+    #: the call's arguments stream (`rtrace serve --preamble on|off`). None (`auto`): as the model does, the realapi
+    #: recordings show: gpt-realtime-2.1 models say a `commentary` message first, gpt-realtime answers with the call
+    #: alone.
+    preamble: bool | None = None
+    #: Seconds from `response.created` to a response's first output item (the real server's time to its first
+    #: token: 0.30 and 0.35 s in the realapi recording `idle-timeout-nudge`); a cancel or speech in that time
+    #: cancels the response with no output (`output: []`, as the real server's barge-ins in
+    #: `webrtc-barge-ins-and-tool-call`). 0: the output starts with `response.created`.
+    first_output_delay: float = 0.0
     #: A user text asking for a story (or something long) is answered with `story_text` in `story_chunks` deltas,
     #: `story_chunk_delay` seconds before each.
     story_text: str = "Once upon a time there was a very slow story."
@@ -352,6 +364,8 @@ class EndpointConnection:
             return [
                 self._error("missing_required_parameter", "Missing required parameter: 'session'.", "session", event)
             ]
+        if "output_modalities" in update:  # the GA field given: a beta `modalities` set before it no longer holds
+            self.session.pop("modalities", None)
         merge_session(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
         audio = self.session.get("audio")
         audio_in = audio.get("input") if isinstance(audio, dict) else None
@@ -635,9 +649,7 @@ class EndpointConnection:
         self.idle_epoch += 1
         in_conversation = params.get("conversation", "auto") != "none"
         self.response_requests += 1
-        modalities = (
-            params.get("output_modalities") or params.get("modalities") or self.session.get("output_modalities")
-        )
+        modalities = params.get("output_modalities") or params.get("modalities") or _session_modalities(self.session)
         if not isinstance(modalities, list):
             modalities = ["audio"]
         audio = params.get("audio")
@@ -660,13 +672,14 @@ class EndpointConnection:
             done = self._event(self.responses.failed(run, _failure(turn.fail)))
             return [*out, turn.note("fail", event), done, *self._closing_after(run)]
         recorded = self.source.take() if self.source is not None else None
+        first = self.options.first_output_delay
         if turn is not None and (turn.text is not None or turn.calls):
             gen = self.responses.answer(run, params, turn.text, turn.calls)
         elif recorded is not None:
-            gen = play(self.responses, run, recorded)
+            gen, first = play(self.responses, run, recorded), 0.0  # a recorded response keeps its own pacing
         else:
             gen = self.responses.scripted(run, params)
-        self.responses.begin(run, gen)
+        self.responses.begin(run, _after(first, gen) if first > 0 else gen)
         out.extend(self._pump(run))
         return out
 
@@ -728,9 +741,23 @@ class EndpointConnection:
         return [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run))]
 
 
+def _after(seconds: float, gen: Steps) -> Steps:
+    """`gen`, a pause of `seconds` first."""
+    yield seconds
+    yield from gen
+
+
 def _failure(code: str) -> dict[str, Any]:
     """The `status_details` of a failed response."""
     return {"type": "failed", "reason": None, "error": {"type": "server_error", "code": code}}
+
+
+def _session_modalities(session: dict[str, Any]) -> Any:
+    """What a response of the session answers in: the beta `modalities` a beta client (Voice Live, Azure's preview
+    API) set on the session (`["text"]`: text only; with `audio`: audio and its transcript), else the GA
+    `output_modalities`."""
+    beta = session.get("modalities")
+    return beta if isinstance(beta, list) and beta else session.get("output_modalities")
 
 
 def _transcribes(session: dict[str, Any]) -> bool:
