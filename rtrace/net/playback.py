@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.audio import delta_bytes
 from ..core.catalog import normalize_type
-from .responses import Responses, Run, Steps, Streaming, tokens
+from .responses import OpenItem, Responses, Run, Steps, tokens
 from .wire import item_text
 
 
@@ -115,7 +115,7 @@ def play(responses: Responses, run: Run, recorded: RecordedResponse) -> Steps:
             continue  # sent with the output item events, with this connection's predecessors
         if etype == "response.output_item.done":
             item = event.get("item")
-            open_ = _streaming(run, item.get("id") if isinstance(item, dict) else None)
+            open_ = _open_item(run, item.get("id") if isinstance(item, dict) else None)
             if isinstance(item, dict) and open_ is not None and open_.item.wire is not None:
                 open_.item.wire.clear()
                 open_.item.wire.update(item)
@@ -126,7 +126,7 @@ def play(responses: Responses, run: Run, recorded: RecordedResponse) -> Steps:
             yield _done(responses, run, event)
             return
         if etype in ("response.output_text.delta", "response.output_audio_transcript.delta"):
-            open_ = _streaming(run, event.get("item_id"))
+            open_ = _open_item(run, event.get("item_id"))
             if open_ is not None:
                 open_.text += str(event.get("delta") or "")
         elif etype == "response.output_audio.delta":
@@ -140,11 +140,11 @@ def play(responses: Responses, run: Run, recorded: RecordedResponse) -> Steps:
     yield responses.finish(run, "completed")
 
 
-def _streaming(run: Run, item_id: Any) -> Streaming | None:
+def _open_item(run: Run, item_id: Any) -> OpenItem | None:
     """The item being generated that a recorded event names (this connection's id), else the one that started
     last (a recording's items may interleave: a preamble message open while its call streams)."""
-    named = next((s for s in run.streaming if s.item.id == item_id), None)
-    return named or (run.streaming[-1] if run.streaming else None)
+    named = next((s for s in run.open_items if s.item.id == item_id), None)
+    return named or (run.open_items[-1] if run.open_items else None)
 
 
 def _new_ids(responses: Responses, item: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:

@@ -62,7 +62,7 @@ class ScriptOptions(Protocol):
 
 
 @dataclasses.dataclass(eq=False)
-class Streaming:
+class OpenItem:
     """An output item being generated: the item, its output index, its text so far, and the item before it when
     it entered the conversation (what its `conversation.item.done` says once it has been deleted)."""
 
@@ -97,7 +97,7 @@ class Run:
     items: dict[str, Item] = dataclasses.field(default_factory=dict)
     #: The items being generated, in the order they started: more than one when a preamble message stays open
     #: while the call after it streams, as the real server's does.
-    streaming: list[Streaming] = dataclasses.field(default_factory=list)
+    open_items: list[OpenItem] = dataclasses.field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -108,13 +108,13 @@ class Run:
     @property
     def open_item(self) -> Item | None:
         """The item that started last of those being generated (None: none is)."""
-        return self.streaming[-1].item if self.streaming else None
+        return self.open_items[-1].item if self.open_items else None
 
-    def streamed(self, item_id: str | None = None) -> Streaming:
+    def open_one(self, item_id: str | None = None) -> OpenItem:
         """The item being generated with that id (None: the one that started last)."""
         if item_id is None:
-            return self.streaming[-1]
-        return next(s for s in self.streaming if s.item.id == item_id)
+            return self.open_items[-1]
+        return next(s for s in self.open_items if s.item.id == item_id)
 
 
 def chunks(text: str, n: int) -> list[str]:
@@ -283,7 +283,7 @@ class Responses:
         if run.gen is not None:
             run.gen.close()
         events: list[dict[str, Any]] = []
-        for open_ in list(run.streaming):
+        for open_ in list(run.open_items):
             if open_.item.type == "message":
                 events.extend(self.close_message(run, "incomplete", open_.item.id))
             else:
@@ -309,8 +309,8 @@ class Responses:
         item.wire = wire
         item.source = "response"
         item.response_id = run.response.id
-        open_ = Streaming(item, len(run.response.output))
-        run.streaming.append(open_)
+        open_ = OpenItem(item, len(run.response.output))
+        run.open_items.append(open_)
         run.response.output.append(item.id)
         run.items[item.id] = item
         events: list[dict[str, Any]] = [
@@ -334,12 +334,12 @@ class Responses:
         """`conversation.item.done` (in the conversation, or out of band when asked) and `response.output_item.done`
         of the item being generated with that id (None: the one that started last), with `status`, in the real
         server's order."""
-        open_ = run.streamed(item_id)
+        open_ = run.open_one(item_id)
         item = open_.item
         assert item.wire is not None
         wire = item.wire
         wire["status"] = status
-        run.streaming.remove(open_)
+        run.open_items.remove(open_)
         old_call = item.call_id
         update_item(item, wire)
         item.done = True
@@ -384,7 +384,7 @@ class Responses:
 
     def open_message(
         self, run: Run, text: str, n_chunks: int, delay: float, final: bool = True
-    ) -> Generator[dict[str, Any] | float, None, Streaming]:
+    ) -> Generator[dict[str, Any] | float, None, OpenItem]:
         """An assistant message started and streamed: `text` in `n_chunks` deltas, `delay` seconds before each; an
         audio answer streams each transcript delta's audio right after it (`audio`). Returns it still open (its
         done events are `close_message`'s). The gpt-realtime-2.1 models mark it with its `phase`: `final_answer`,
@@ -394,7 +394,7 @@ class Responses:
         if self.phased():
             wire["phase"] = "final_answer" if final else "commentary"
         yield from self.start_item(run, wire)
-        opened = run.streamed()
+        opened = run.open_one()
         ids = opened.ids(run.response.id)
         yield {"type": "response.content_part.added", **ids, "part": {"type": part_type, key: ""}}
         for chunk in chunks(text, n_chunks):
@@ -443,7 +443,7 @@ class Responses:
         """The done events of a message being generated (that id; None: the one that started last), its content the
         text so far (an audio answer gets its length)."""
         part_type, item_part, _, done_type, key = self._text_parts(run)
-        opened = run.streamed(item_id)
+        opened = run.open_one(item_id)
         item = opened.item
         assert item.wire is not None
         ids = opened.ids(run.response.id)
@@ -463,7 +463,7 @@ class Responses:
         return event
 
     def function_call(
-        self, run: Run, name: str, arguments: str, index: int, preamble: Streaming | None = None
+        self, run: Run, name: str, arguments: str, index: int, preamble: OpenItem | None = None
     ) -> Steps:
         """A call of `name` with `arguments`, in deltas as a message's text (`text_chunks`). A `preamble` message
         still open ends after the call's argument deltas, before the call's own done events: the real server's
@@ -472,7 +472,7 @@ class Responses:
         call_id = self.call_id(item_id, index)
         wire = function_call(item_id, call_id, name)
         yield from self.start_item(run, wire)
-        ids = {"response_id": run.response.id, "item_id": item_id, "output_index": run.streamed().index,
+        ids = {"response_id": run.response.id, "item_id": item_id, "output_index": run.open_one().index,
                "call_id": call_id}  # fmt: skip
         for piece in chunks(arguments, self.options.text_chunks) if self.options.text_chunks <= 0 else [arguments]:
             yield self.delta({"type": "response.function_call_arguments.delta", **ids, "delta": piece})
