@@ -234,10 +234,12 @@ def server_options(template: ServerOptions, schedule: Schedule, trace: Path, hea
     """The options of one run: `template` with the schedule's latency, turns (before the template's own) and seed,
     recording to `trace` with the hunt's header fields."""
     default, by_type = schedule.latency()
+    jitter, jitter_by_type = schedule.jitter()
     turns = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
     endpoint = dataclasses.replace(template.endpoint, seed=schedule.seed)
     return dataclasses.replace(
         template, host="127.0.0.1", port=0, record=trace, latency=default, latency_by_type=by_type,
+        jitter=jitter or template.jitter, jitter_by_type={**template.jitter_by_type, **jitter_by_type},
         schedule=turns + template.schedule if turns is not None else template.schedule, endpoint=endpoint,
         seed=schedule.seed, header={**template.header, "hunt": header},
     )  # fmt: skip
