@@ -282,6 +282,8 @@ class Fault:
             return f"response {self.k} rate-limited (no {self.value} remaining)"
         if self.kind == "transcription":
             return f"input audio transcription {self.k} failed ({self.value})"
+        if self.kind == "barge_in" and not self.value:
+            return f"the user speaks as response {self.k} starts (before any output)"
         if self.kind == "barge_in":
             return f"the user speaks {format_duration(float(self.value))} into response {self.k}'s audio"
         if self.kind == "pace":
