@@ -690,6 +690,35 @@ def test_a_sideband_socket_gets_no_session_created() -> None:
     assert types(Driver(EndpointConnection(2)).open()) == ["session.created"]
 
 
+def test_a_sideband_sockets_answer_plays_on_the_call_its_audio_buffer_events_say_so() -> None:
+    """The realapi recording `webrtc-sideband-audio-turn`: the call plays the audio, so the socket gets the
+    transcript deltas and no `response.output_audio.delta`; `output_audio_buffer.started` before
+    `response.output_audio.done`, `stopped` after the `response.done` and the rate limits, their event ids of 16
+    hex digits as the real ones. The item's audio length still counts what the call played (a truncate is checked
+    against it). A cancel while the call plays clears its buffer first (the banyan WebRTC barge-ins)."""
+    d = Driver(EndpointConnection(1, EndpointOptions(sideband=True, real_ids=True)))
+    d.open()
+    d.send(user("Say hello.", "U"))
+    out = d.send({"type": "response.create"})
+    sent = types(out)
+    assert "response.output_audio.delta" not in sent and "response.output_audio_transcript.delta" in sent
+    assert sent.index("output_audio_buffer.started") + 1 == sent.index("response.output_audio.done")
+    assert sent[-3:] == ["response.done", "rate_limits.updated", "output_audio_buffer.stopped"]
+    buffer = [e for e in out if e["type"].startswith("output_audio_buffer.")]
+    assert all(e["response_id"] == done_of(out)["response"]["id"] for e in buffer)
+    assert all(len(e["event_id"]) == len("event_") + 16 and int(e["event_id"][6:], 16) >= 0 for e in buffer)
+    answer = done_of(out)["response"]["output"][0]
+    assert d.conn.conv.get(answer["id"]).audio_bytes > 0
+    paced = Driver(EndpointConnection(1, EndpointOptions(sideband=True, audio_pace=1.0, rate_limits_after_done=False)))
+    paced.open()
+    paced.send(user("Say hello.", "U"))
+    first = paced.send({"type": "response.create"}, follow=False)
+    assert "output_audio_buffer.started" in types(first)  # the call began to play before the first pause
+    cancelled = paced.send({"type": "response.cancel"})
+    assert types(cancelled)[0] == "output_audio_buffer.cleared"
+    assert "output_audio_buffer.stopped" not in types(cancelled)
+
+
 def test_an_idle_timeout_is_a_turn_of_its_own_after_the_answer_has_played() -> None:
     """The realapi recording `idle-timeout-nudge`: `idle_timeout_ms` 5000, no speech after the answer:
     `timeout_triggered`, a system item, the silent buffer committed as the user's turn, an automatic response."""

@@ -36,6 +36,7 @@ from .wire import (
     default_session,
     error_event,
     ga_rate_limits,
+    hex_id,
     merge_session,
     opaque_id,
     rate_limited,
@@ -131,6 +132,8 @@ class EndpointOptions:
     #: say the connection and the count (`item_s1_0003`, `resp_fake0002`), which a reader of serve's trace follows.
     real_ids: bool = False
     #: The socket is the sideband of a WebRTC call (the realapi recording `webrtc-sideband-audio-turn`): the call
+    #: plays the answers' audio, so no `response.output_audio.delta` on the socket but `output_audio_buffer.started`
+    #: once it plays (`stopped` after the `response.done`, `cleared` when a cancel cuts it); the call
     #: already made the session, so no `session.created` is sent on it; the first event is the answer to the
     #: client's first.
     sideband: bool = False
@@ -217,7 +220,12 @@ class EndpointConnection:
     def _event(self, event: dict[str, Any]) -> Emission:
         self._event_n += 1
         n = self._event_n
-        event_id = opaque_id("event", self.conn, n) if self.options.real_ids else f"event_s{self.conn}_{n:05d}"
+        if not self.options.real_ids:
+            event_id = f"event_s{self.conn}_{n:05d}"
+        elif str(event.get("type")).startswith("output_audio_buffer."):
+            event_id = hex_id("event", self.conn, n)  # the WebRTC audio buffer's events: 16 hex digits, as recorded
+        else:
+            event_id = opaque_id("event", self.conn, n)
         return Emission({"event_id": event_id, **event})
 
     def _new_item_id(self) -> str:
@@ -755,6 +763,9 @@ class EndpointConnection:
             until = lambda r: r.audio_samples * 1000 >= heard * 1000 * rate  # noqa: E731 (ms of output audio sent)
         events, pause = self.responses.pump(run, until)
         out = [self._event(e) for e in self._rate_limits_after(events)]
+        if run.finished and run.audio_started and run.response.status == "completed":
+            # the call has played the answer (the sideband recording: after `response.done` and the rate limits)
+            out.append(self._event({"type": "output_audio_buffer.stopped", "response_id": run.response.id}))
         if barge is not None and until is not None and until(run) and not run.finished:
             del self.barging[run.response.id]
             out.extend(self._barge_in(run, barge))

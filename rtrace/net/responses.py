@@ -59,6 +59,7 @@ class ScriptOptions(Protocol):
     obfuscation: bool
     real_ids: bool
     preamble: bool | None
+    sideband: bool
 
 
 @dataclasses.dataclass(eq=False)
@@ -104,6 +105,9 @@ class Run:
     #: audio delta (`audio_burst`: the audio then comes at once).
     audio_pace: float | None = None
     audio_hold: float = 0.0
+    #: On a WebRTC call's sideband socket: whether `output_audio_buffer.started` was sent (its audio plays on the
+    #: call, not on the socket).
+    audio_started: bool = False
 
     @property
     def finished(self) -> bool:
@@ -290,10 +294,13 @@ class Responses:
         `turn_detected`), in the real server's shape (the realapi recording `webrtc-barge-ins-and-tool-call`): the
         generator stops; each item still being generated ends `incomplete` with its done events (a message's text
         so far), the items already done stay as they are; `response.done` says `cancelled` with the reason. Cancelled
-        before any output: that `response.done` alone, `output: []` and usage all zero (the model read nothing)."""
+        before any output: that `response.done` alone, `output: []` and usage all zero (the model read nothing). On a
+        sideband socket whose call was playing the answer, `output_audio_buffer.cleared` first."""
         if run.gen is not None:
             run.gen.close()
         events: list[dict[str, Any]] = []
+        if run.audio_started:  # the call's audio stops at once (the WebRTC barge-ins of the recording)
+            events.append({"type": "output_audio_buffer.cleared", "response_id": run.response.id})
         for open_ in list(run.open_items):
             if open_.item.type == "message":
                 events.extend(self.close_message(run, "incomplete", open_.item.id))
@@ -445,12 +452,22 @@ class Responses:
                 yield run.audio_hold
                 run.audio_hold = 0.0
             elif pace > 0 and item.audio_bytes > 0:
+                yield from self.audio_started(run)  # time passes: the call has begun to play it
                 yield piece / 1000 * pace
             count = rate * piece // 1000
             data = encode(tone(count, rate, o.audio_tone_hz, run.audio_samples), codec)
             run.audio_samples += count
             item.audio_bytes += len(data)
-            yield {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(data).decode("ascii")}
+            if not o.sideband:  # on a WebRTC call's sideband socket the audio goes over the call's media
+                yield {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(data).decode("ascii")}
+
+    def audio_started(self, run: Run) -> Iterator[dict[str, Any]]:
+        """On a sideband socket, once per response: `output_audio_buffer.started`, the call playing the answer's
+        audio (the realapi recording `webrtc-sideband-audio-turn`: after the transcript deltas of a short answer,
+        before `response.output_audio.done`)."""
+        if self.options.sideband and not run.audio_started:
+            run.audio_started = True
+            yield {"type": "output_audio_buffer.started", "response_id": run.response.id}
 
     def close_message(
         self, run: Run, status: str = "completed", item_id: str | None = None
@@ -464,6 +481,8 @@ class Responses:
         ids = opened.ids(run.response.id)
         text = opened.text
         if part_type == "audio":
+            if item.audio_bytes > 0:
+                yield from self.audio_started(run)
             yield {"type": "response.output_audio.done", **ids}
         yield {"type": done_type, **ids, key: text}
         yield {"type": "response.content_part.done", **ids, "part": {"type": part_type, key: text}}
