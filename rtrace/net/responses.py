@@ -439,7 +439,8 @@ class Responses:
         """`response.output_audio.delta`s holding `ms` milliseconds of the run's format, `audio_delta_ms` each:
         silence, or a tone of `audio_tone_hz`; `audio_pace` seconds of pause per second of audio before each
         but the message's first (0: as fast as it is made, 1: in real time). The item's audio length is what
-        was sent (what a truncate is checked against)."""
+        was sent (what a truncate is checked against). On a sideband socket the call plays it: no delta is sent,
+        `output_audio_buffer.started` says when it began (`audio_started`)."""
         o = self.options
         rate, codec = run.audio_format
         item = run.open_item
