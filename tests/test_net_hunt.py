@@ -395,3 +395,45 @@ def test_a_finding_one_bug_reproduced_with_no_fault_merges_the_schedules_it_was_
     # without a faultless reproduction the fault is part of what the bug is about: two entries
     by_latency.without_fault, by_latency.variants = None, []
     assert len(_merged([by_drop, by_latency])) == 2
+
+
+@dataclasses.dataclass
+class FaultedRaceTarget:
+    """The recorded 1.8.8 race under any fault, 1.8.9's session with none; a run with a turn fault notes it as
+    acted (a drop's note), so the fault is among the faults of the race's key."""
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        faulted = bool(options.latency or options.schedule.turns)
+        name = "tool-output-race.livekit-1.8.8.jsonl" if faulted else "tool-output-race.livekit-1.8.9.jsonl"
+        assert options.record is not None
+        Path(options.record).write_bytes((REAL / name).read_bytes())
+        if options.schedule.turns:
+            note = {"t": 0.5, "dir": "meta", "conn": 1, "event": {"type": "fault.injected", "fault": "script",
+                                                                  "spec": "turn 1"}}  # fmt: skip
+            with open(options.record, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(note) + "\n")
+        return 0, []
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return f"replay {script}"
+
+
+def test_the_cap_on_bugs_takes_each_finding_once_before_its_variants(tmp_path: Path) -> None:
+    """`max_bugs` candidates: a finding the search saw under several faults is one candidate before the others
+    are a second (livekit 1.8.8's race under five faults left no room for its other bugs)."""
+    from rtrace.net.hunt import Hunt, _confirm
+
+    (tmp_path / "runs").mkdir()
+
+    async def go() -> tuple[list[Bug], list[Bug]]:
+        hunt = Hunt(FaultedRaceTarget(), HuntOptions(budget=None, runs=3, shrink_runs=1, repro_runs=1,
+                                                     max_bugs=2, out_dir=tmp_path))  # fmt: skip
+        clean = await hunt.run(Schedule(), "clean run")
+        latency = await hunt.run(Schedule((Fault("latency", "all", "*", 0.05),)), "systematic")
+        drop = await hunt.run(Schedule((Fault("drop", "event", "response.create", 1006),)), "systematic")
+        assert {k.faults for r in (latency, drop) for k in r.keys if k.rule == "RT101"} == {("latency",),
+                                                                                           ("drop event",)}
+        return await _confirm(hunt, [clean, latency, drop])
+
+    bugs, unconfirmed = asyncio.run(go())
+    assert sorted(b.rule for b in bugs + unconfirmed) == ["RT101", "RT103"]  # not the race twice

@@ -565,7 +565,8 @@ def _merged(bugs: list[Bug]) -> list[Bug]:
 
 async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug]]:
     """Shrink, re-run and minimize each candidate bug (see the module docstring), `jobs` runs at once across
-    them; the most severe candidates first when there are more than `max_bugs`."""
+    them; when there are more than `max_bugs`, each finding once first (the most severe first), then the same
+    findings under other kinds of fault."""
     o = hunt.options
     hunt.phase = "shrinking"
     first: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[BugKey, Run, Finding | None]] = {}
@@ -574,6 +575,16 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
             first.setdefault((key.rule, key.items, key.faults), (key, run, _finding_of(run, key)))
     ranked = sorted(first.values(), key=lambda c: (_severity_rank(c[2].severity if c[2] else "error"),
                                                    c[0].rule == SURVIVAL, c[1].schedule.cost, c[1].index))  # fmt: skip
+    # each finding once before any finding again under other faults (often one race the faults only moved: a
+    # finding `_merged` may make one bug): the cap keeps distinct findings, not variants of the first one
+    seen: set[Any] = set()
+    fresh: list[tuple[BugKey, Run, Finding | None]] = []
+    again: list[tuple[BugKey, Run, Finding | None]] = []
+    for c in ranked:
+        about = c[0] if c[0].rule == SURVIVAL else c[0].finding
+        (again if about in seen else fresh).append(c)
+        seen.add(about)
+    ranked = fresh + again
     outcomes = await asyncio.gather(*(_confirm_one(hunt, key, run) for key, run, _ in ranked[: o.max_bugs]))
     unconfirmed = [bug for bug in outcomes if not bug.reproduced]
     bugs = _merged([bug for bug in outcomes if bug.reproduced])
