@@ -6,6 +6,8 @@ report, listed in `FACTS`. Pure data.
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from .conversation import Item
@@ -187,3 +189,35 @@ FACTS: tuple[type[Fact], ...] = (
     LocalGeneration,
     SessionUpdated,
 )
+
+
+# -- what a subscription can narrow a fact to ------------------------------------------------------------------
+
+
+def _change_item_type(fact: ChangeSent | ChangeAnswered) -> str | None:
+    item = fact.change.item
+    return None if item is None else item.type
+
+
+def _deleted_item_type(fact: ItemDeleted) -> str | None:
+    item = fact.item
+    return None if item is None else item.type
+
+
+#: The client event type of a fact's change (`conversation.item.create`, `response.create`, ...), by fact class: what
+#: `rules.base.on(kinds=...)` narrows a subscription to. The engine reads it once per fact, before any handler.
+KIND_OF: dict[type[Fact], Callable[[Any], str]] = {
+    ChangeSent: operator.attrgetter("change.kind"),
+    ChangeAnswered: operator.attrgetter("change.kind"),
+}
+#: The type of the item a fact is about (`message`, `function_call`, ...; None: it has none, e.g. a change that is
+#: not a create, a delete of an item never seen added), by fact class: what `rules.base.on(items=...)` narrows a
+#: subscription to.
+ITEM_TYPE_OF: dict[type[Fact], Callable[[Any], str | None]] = {
+    ChangeSent: _change_item_type,
+    ChangeAnswered: _change_item_type,
+    ItemAdded: operator.attrgetter("item.type"),
+    ItemDone: operator.attrgetter("item.type"),
+    ItemUpdated: operator.attrgetter("item.type"),
+    ItemDeleted: _deleted_item_type,
+}

@@ -109,7 +109,7 @@ class FunctionCallLostOnReconnect(Rule[Config]):
                 return out  # judged already: the pairing became known after the trigger
         return None
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=[_CREATE, "response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         replay = self.replays.get(change.conn)
@@ -251,7 +251,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
         for change in fact.early:
             self._resent(change)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=[_CREATE, _DELETE])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         self._resent(fact.change)
 
@@ -537,11 +537,11 @@ class ReconnectRestoresNothing(Rule[Config]):
             return self._settle(fact.conn.n, fact.rec.line)
         return None
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=[*_SETTINGS, _CREATE, "response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         return self._change(fact.change, fact.rec.line) if fact.change.conn in self.watch else None
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=[_CREATE])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         watch = self.watch.get(fact.change.conn)
         if watch is None or fact.change not in watch.candidates:
@@ -748,7 +748,7 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
         for change in fact.early:
             self._asked(change.conn, change.kind)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         self._asked(fact.change.conn, fact.change.kind)
 

@@ -20,7 +20,9 @@ from ..core.facts import (
     SessionUpdated,
 )
 from ..core.state import Change, Connection, Response, TraceState, unfinished_call
-from .base import Burst, Bursts, Config, Finding, Rule, Witness, ms, on
+from .base import ITEM_CHANGES, Burst, Bursts, Config, Finding, Rule, Witness, ms, on
+
+_FUNCTION_ITEMS = ("function_call", "function_call_output")
 
 
 class DeletedFunctionCallOutput(Rule[Config]):
@@ -67,7 +69,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
         #: The burst of each delete still waiting for its answer.
         self.burst_of: dict[int, Burst] = {}
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=(*ITEM_CHANGES, "conversation.item.retrieve"))
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
         if change.kind.startswith("conversation.item.") and state.conns[change.conn].open:
@@ -76,7 +78,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
             if change.kind == "conversation.item.delete":
                 self.burst_of[change.seq] = burst
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=["conversation.item.delete"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
         self.burst_of.pop(fact.change.seq, None)
 
@@ -86,7 +88,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
             self.burst_of.pop(change.seq, None)
         self.bursts.forget(fact.conn.n)
 
-    @on(ItemDeleted)
+    @on(ItemDeleted, items=["function_call_output"])
     def deleted(self, fact: ItemDeleted, state: TraceState) -> list[Finding] | None:
         delete, gone, conn = fact.change, fact.item, fact.conn
         if delete is None or gone is None or gone.type != "function_call_output" or not gone.call_id:
@@ -197,7 +199,7 @@ class UnansweredFunctionCall(Rule[Config]):
         #: The seqs of `pipelined` by connection.
         self.pipelined_on: dict[int, list[int]] = {}
 
-    @on(ItemAdded, ItemDone)
+    @on(ItemAdded, ItemDone, items=_FUNCTION_ITEMS)
     def item(self, fact: ItemAdded | ItemDone, state: TraceState) -> None:
         item, conn = fact.item, fact.conn
         if item.type == "function_call" and item.call_id and isinstance(fact, ItemAdded):
@@ -208,7 +210,7 @@ class UnansweredFunctionCall(Rule[Config]):
             self.failed.pop((conn.n, item.call_id), None)
             self.answered_calls.add(item.call_id)
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=["conversation.item.create"], items=_FUNCTION_ITEMS)
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.status == "rejected" and (call_id := _output_call(change)) is not None:
@@ -217,7 +219,7 @@ class UnansweredFunctionCall(Rule[Config]):
             return self._pipelined_ready(state.conns[change.conn], fact.rec.line, closing=False)
         return None
 
-    @on(ItemDeleted)
+    @on(ItemDeleted, items=_FUNCTION_ITEMS)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
         gone, conn = fact.item, fact.conn
         if gone is None or not gone.call_id:
@@ -272,7 +274,7 @@ class UnansweredFunctionCall(Rule[Config]):
             return None
         return self._pipelined_ready(fact.conn, fact.rec.line, closing=False)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "response.create" or change.conversation == "none":
@@ -469,8 +471,6 @@ class UnansweredFunctionCall(Rule[Config]):
             )
         return out
 
-
-_FUNCTION_ITEMS = ("function_call", "function_call_output")
 
 
 class _Pipelined:
