@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from ..core.conversation import Item
@@ -568,49 +569,78 @@ class NoResponseAfterToolOutput(Rule[Config]):
         self.waiting: dict[int, dict[int, Change]] = {}
         #: call_ids whose output the server confirmed: a later create of an output for them is a replay.
         self.answered: set[str] = set()
+        #: No connection's oldest waiting output was sent before this (exact after each look at the outputs,
+        #: lowered as one becomes the oldest): until a fact comes `reply_timeout` after it, none is overdue and the
+        #: outputs are not looked at (a fold of outputs waiting for long would look at them at every fact).
+        self.earliest = math.inf
 
-    @on(ChangeSent, ChangeAnswered, ItemAdded, ResponseCreated, ResponseDone, ServerError, SessionUpdated, ConnClosed)
-    def clock(
-        self,
-        fact: ChangeSent
-        | ChangeAnswered
-        | ItemAdded
-        | ResponseCreated
-        | ResponseDone
-        | ServerError
-        | SessionUpdated
-        | ConnClosed,
-        state: TraceState,
-    ) -> list[Finding] | None:
-        out = self._overdue(fact) if self.waiting else None
-        if isinstance(fact, ChangeSent):
-            change = fact.change
-            call_id = _output_call(change)
-            if call_id is not None and call_id not in self.answered:
-                self.waiting.setdefault(change.conn, {})[change.seq] = change
-            elif change.kind == "response.create":
-                self.waiting.pop(change.conn, None)
-        elif isinstance(fact, ChangeAnswered) and (call_id := _output_call(fact.change)) is not None:
-            if fact.change.status == "confirmed":
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
+        out = self._overdue(fact)
+        change = fact.change
+        call_id = _output_call(change)
+        if call_id is not None and call_id not in self.answered:
+            outputs = self.waiting.setdefault(change.conn, {})
+            if not outputs:
+                self._oldest(change)
+            outputs[change.seq] = change
+        elif change.kind == "response.create":
+            self.waiting.pop(change.conn, None)
+        return out
+
+    @on(ChangeAnswered)
+    def change_answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
+        out = self._overdue(fact)
+        change = fact.change
+        if (call_id := _output_call(change)) is not None:
+            if change.status == "confirmed":
                 self.answered.add(call_id)
-            outputs = self.waiting.get(fact.change.conn)
-            if fact.change.status == "rejected" and outputs is not None:
-                outputs.pop(fact.change.seq, None)
-        elif isinstance(fact, ResponseCreated) and fact.response.request is None:
-            self.waiting.pop(fact.conn.n, None)
-        elif isinstance(fact, ConnClosed):
+            outputs = self.waiting.get(change.conn)
+            if change.status == "rejected" and outputs:
+                oldest = next(iter(outputs))
+                outputs.pop(change.seq, None)
+                if outputs and oldest == change.seq:
+                    self._oldest(next(iter(outputs.values())))
+        return out
+
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
+        out = self._overdue(fact)
+        if fact.response.request is None:
             self.waiting.pop(fact.conn.n, None)
         return out
 
+    @on(ConnClosed)
+    def closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
+        out = self._overdue(fact)
+        self.waiting.pop(fact.conn.n, None)
+        return out
+
+    @on(ItemAdded, ResponseDone, ServerError, SessionUpdated)
+    def clock(
+        self, fact: ItemAdded | ResponseDone | ServerError | SessionUpdated, state: TraceState
+    ) -> list[Finding] | None:
+        """Any other fact only moves the clock."""
+        return self._overdue(fact)
+
+    def _oldest(self, change: Change) -> None:
+        """`change` is now the oldest waiting output of its connection."""
+        if not change.t >= self.earliest:  # (a time that is not a number lowers it too: every fact looks)
+            self.earliest = change.t
+
     def _overdue(self, fact: Fact) -> list[Finding] | None:
         t, limit = fact.rec.t, self.config.reply_timeout
+        if t - self.earliest <= limit:
+            return None
         out = []
+        self.earliest = math.inf
         for n, sent in list(self.waiting.items()):
             if not sent:
                 del self.waiting[n]
                 continue
             first = next(iter(sent.values()))
             if t - first.t <= limit:
+                self._oldest(first)
                 continue
             del self.waiting[n]
             outputs = list(sent.values())
