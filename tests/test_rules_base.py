@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from rtrace.core.conversation import Item
 from rtrace.core.facts import (
     FACTS,
-    ITEM_TYPE_OF,
     KIND_OF,
     ChangeAnswered,
     ChangeSent,
@@ -23,6 +22,7 @@ from rtrace.core.facts import (
     ItemAdded,
     ItemDeleted,
 )
+from rtrace.core.facts import item_type as item_type_of
 from rtrace.core.loader import load
 from rtrace.core.reducer import finish, step
 from rtrace.core.state import Change, Connection, TraceState
@@ -225,29 +225,32 @@ def test_every_threshold_is_an_analyze_option_a_settings_key_and_in_the_docs() -
 def every_handler_called(records: list[Record], config: Config) -> tuple[list[Finding], list[str]]:
     """Fold `records` with every rule, calling every handler with every fact of its classes, narrowed or not: the
     findings of the handlers (and `finish`) called with what they take, and a problem for each call with what a
-    narrowing (`on(kinds=..., items=...)`) says the handler does not take that returned a finding or changed its
-    rule."""
+    narrowing (`on(kinds=..., items=..., after=...)`) says the handler does not take that returned a finding or
+    changed its rule."""
     state = TraceState()
     rules = [cls(config) for cls in RULES]
     subs = [(rule, sub) for rule in rules for sub in rule.subscribed()]
     findings: list[Finding] = []
     problems: list[str] = []
 
+    seen: set[type[Fact]] = set()
+
     def deliver(facts: Sequence[Fact]) -> None:
         for fact in facts:
             cls = type(fact)
             kind = KIND_OF[cls](fact) if cls in KIND_OF else None
-            item_type = ITEM_TYPE_OF[cls](fact) if cls in ITEM_TYPE_OF else None
+            item_type = item_type_of(fact)
             for rule, sub in subs:
                 if sub.fact is not cls:
                     continue
-                if sub.narrowing.takes(kind, item_type):
+                if sub.narrowing.takes(kind, item_type) and sub.narrowing.awake(seen):
                     findings.extend(sub.handler(fact, state) or ())
                     continue
                 before = pickle.dumps(vars(rule))
                 if sub.handler(fact, state) or pickle.dumps(vars(rule)) != before:
                     name = f"{type(rule).__name__}.{sub.handler.__name__}"
                     problems.append(f"{name} acted on {cls.__name__} ({kind}, {item_type}) at line {fact.rec.line}")
+            seen.add(cls)
 
     for rec in records:
         deliver(step(state, rec)[1])
@@ -297,10 +300,15 @@ class Narrowed(Dummy):
     def item(self, fact: ItemAdded | ItemDeleted, state: TraceState) -> None:
         self.seen.append(("item", type(fact).__name__))
 
+    @on(ChangeSent, kinds=["response.create"], after=[ConnClosed])
+    def later(self, fact: ChangeSent, state: TraceState) -> None:
+        self.seen.append(("later", fact.change.kind))
+
 
 def test_a_fact_reaches_the_handlers_that_take_it_in_subscription_order() -> None:
     """A narrowing by kind and by item type takes what both name; an item-less fact (a response.create, a delete of
-    an item never seen) is no item type; a kind or type no narrowing names reaches only the handlers that take any."""
+    an item never seen) is no item type; a kind or type no narrowing names reaches only the handlers that take any;
+    a dormant handler (`after`) takes nothing before the first fact of the class it waits for."""
     from rtrace.engine.fold import _Dispatch
 
     dispatch = _Dispatch(Config(), [Narrowed])
@@ -334,6 +342,10 @@ def test_a_fact_reaches_the_handlers_that_take_it_in_subscription_order() -> Non
         ("item", "ItemAdded"),
         ("item", "ItemDeleted"),
     ]
+    rule.seen.clear()  # `later` takes its facts from the one after the first ConnClosed on, in the same feed too
+    dispatch.feed([ConnClosed(rec, conn, [], None), change("response.create")], TraceState())
+    dispatch.feed([change("response.create")], TraceState())
+    assert rule.seen == [("every", "response.create"), ("later", "response.create")] * 2
 
 
 def test_a_narrowing_names_what_its_facts_carry() -> None:
@@ -343,3 +355,5 @@ def test_a_narrowing_names_what_its_facts_carry() -> None:
         on(ConnClosed, items=["message"])
     with pytest.raises(ValueError, match="empty"):
         on(ChangeSent, items=[""])
+    with pytest.raises(ValueError, match="no fact class"):
+        on(ChangeSent, after=[])

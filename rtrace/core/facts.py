@@ -194,30 +194,27 @@ FACTS: tuple[type[Fact], ...] = (
 # -- what a subscription can narrow a fact to ------------------------------------------------------------------
 
 
-def _change_item_type(fact: ChangeSent | ChangeAnswered) -> str | None:
-    item = fact.change.item
-    return None if item is None else item.type
-
-
-def _deleted_item_type(fact: ItemDeleted) -> str | None:
-    item = fact.item
-    return None if item is None else item.type
-
-
 #: The client event type of a fact's change (`conversation.item.create`, `response.create`, ...), by fact class: what
 #: `rules.base.on(kinds=...)` narrows a subscription to. The engine reads it once per fact, before any handler.
 KIND_OF: dict[type[Fact], Callable[[Any], str]] = {
     ChangeSent: operator.attrgetter("change.kind"),
     ChangeAnswered: operator.attrgetter("change.kind"),
 }
-#: The type of the item a fact is about (`message`, `function_call`, ...; None: it has none, e.g. a change that is
-#: not a create, a delete of an item never seen added), by fact class: what `rules.base.on(items=...)` narrows a
+#: The item a fact is about (None: it has none, e.g. a change that is not a create, a delete of an item never seen
+#: added), by fact class: its type (`message`, `function_call`, ...) is what `rules.base.on(items=...)` narrows a
 #: subscription to.
-ITEM_TYPE_OF: dict[type[Fact], Callable[[Any], str | None]] = {
-    ChangeSent: _change_item_type,
-    ChangeAnswered: _change_item_type,
-    ItemAdded: operator.attrgetter("item.type"),
-    ItemDone: operator.attrgetter("item.type"),
-    ItemUpdated: operator.attrgetter("item.type"),
-    ItemDeleted: _deleted_item_type,
+ITEM_OF: dict[type[Fact], Callable[[Any], Item | None]] = {
+    ChangeSent: operator.attrgetter("change.item"),
+    ChangeAnswered: operator.attrgetter("change.item"),
+    ItemAdded: operator.attrgetter("item"),
+    ItemDone: operator.attrgetter("item"),
+    ItemUpdated: operator.attrgetter("item"),
+    ItemDeleted: operator.attrgetter("item"),
 }
+
+
+def item_type(fact: Fact) -> str | None:
+    """The type of the item `fact` is about (`ITEM_OF`), None when it has none."""
+    get = ITEM_OF.get(type(fact))
+    item = None if get is None else get(fact)
+    return None if item is None else item.type

@@ -18,14 +18,14 @@ from typing import Any, Protocol
 
 from ..core.audio import audio_bytes
 from ..core.escape import printable
-from ..core.facts import ITEM_TYPE_OF, KIND_OF, NO_FACTS, Fact
+from ..core.facts import ITEM_OF, KIND_OF, NO_FACTS, Fact
 from ..core.loader import Row, TraceReader, column_of, json_kind, lines_at
 from ..core.reducer import AUDIO_DELTAS, TRANSITIONS, audio_run, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import Connection, TraceState
 from ..core.trace import DIRECTIONS, AudioRun, Direction, Header, Problem, QuietRun, Record, dumps_record
 from ..rules import RULES, select_rules
-from ..rules.base import NEEDS, Config, Finding, Rule, Subscription
+from ..rules.base import NEEDS, Config, Finding, Narrowing, Rule, Subscription
 
 
 @dataclasses.dataclass
@@ -142,8 +142,10 @@ _Handler = Callable[[Any, TraceState], Iterable[Finding] | None]
 
 class _Route:
     """The handlers of one fact class some of which are narrowed (`rules.base.on(kinds=..., items=...)`): by the
-    fact's change kind, then by its item type, the handlers that take it, in subscription order. Kinds and item
-    types no handler names share one entry (`other`), so a trace's own item types never grow the table."""
+    fact's change kind (`kind_of`, None: no handler narrows by kind), then by its item's type (`item_of`, None: no
+    handler narrows by it), the handlers that take it, in subscription order. Kinds and item types no handler names
+    share one entry (`_OTHER`), so a trace's own item types never grow the table. `_Dispatch.feed` reads it (inline:
+    a call per fact would cost what the narrowing saves)."""
 
     __slots__ = ("by_kind", "item_of", "kind_of", "other")
 
@@ -151,30 +153,19 @@ class _Route:
         kinds = {k for s in subs for k in s.narrowing.kinds or ()}
         items = {i for s in subs for i in s.narrowing.items or ()}
         self.kind_of = KIND_OF[fact_class] if kinds else None
-        self.item_of = ITEM_TYPE_OF[fact_class] if items else None
+        self.item_of = ITEM_OF[fact_class] if items else None
 
-        def level(kind: str | None) -> tuple[_Handler, ...] | dict[str | None, tuple[_Handler, ...]]:
+        def level(kind: str) -> tuple[_Handler, ...] | dict[str, tuple[_Handler, ...]]:
             if not items:
-                return tuple(s.handler for s in subs if s.narrowing.takes(kind, None))
-            table: dict[str | None, tuple[_Handler, ...]] = {
-                i: tuple(s.handler for s in subs if s.narrowing.takes(kind, i)) for i in items
-            }
-            table[_OTHER] = tuple(s.handler for s in subs if s.narrowing.takes(kind, _OTHER))
-            return table
+                return tuple(s.handler for s in subs if s.narrowing.takes(kind, _OTHER))
+            return {i: tuple(s.handler for s in subs if s.narrowing.takes(kind, i)) for i in (*items, _OTHER)}
 
         self.by_kind = {k: level(k) for k in kinds}
         self.other = level(_OTHER)
 
-    def handlers(self, fact: Fact) -> tuple[_Handler, ...]:
-        table = self.other if self.kind_of is None else self.by_kind.get(self.kind_of(fact), self.other)
-        if type(table) is tuple:
-            return table
-        assert self.item_of is not None and isinstance(table, dict)
-        found = table.get(self.item_of(fact))
-        return table[_OTHER] if found is None else found
 
-
-#: What stands for every change kind and item type no narrowing names (no event type or item type is empty).
+#: What stands for every change kind and item type no narrowing names, and for no item (no event type or item type
+#: a narrowing names is empty).
 _OTHER = ""
 
 
@@ -192,16 +183,27 @@ class _Dispatch:
         self.findings: list[Finding] = []
         self.failures: list[Failure] = []
         self._failed: set[int] = set()
+        #: The fact classes some dormant handler waits for (`on(after=...)`) that were fed.
+        self._seen: set[type[Fact]] = set()
         self.routes: dict[type[Fact], tuple[_Handler, ...] | _Route] = {}
         self._route()
 
     def _route(self) -> None:
-        """The routes of the rules still in the analysis: a plain tuple for a class no handler narrows."""
+        """The routes of the rules still in the analysis, without the handlers still dormant (a plain tuple for a
+        class no handler narrows). A class a dormant handler waits for ends its route with `_wake`."""
         by_class: dict[type[Fact], list[Subscription]] = {}
+        waits: set[type[Fact]] = set()
         for rule in self.active:
-            if id(rule) not in self._failed:
-                for sub in rule.subscribed():
+            if id(rule) in self._failed:
+                continue
+            for sub in rule.subscribed():
+                if sub.narrowing.awake(self._seen):
                     by_class.setdefault(sub.fact, []).append(sub)
+                else:
+                    waits |= sub.narrowing.after or set()
+        wake = Subscription(Fact, self._wake, Narrowing())
+        for fact_class in waits:
+            by_class.setdefault(fact_class, []).append(wake._replace(fact=fact_class))
         self.routes = {
             fact_class: (
                 _Route(fact_class, subs)
@@ -211,19 +213,33 @@ class _Dispatch:
             for fact_class, subs in by_class.items()
         }
 
+    def _wake(self, fact: Fact, state: TraceState) -> None:
+        """The first fact of a class dormant handlers wait for was handled: from the next fact on, they take theirs."""
+        self._seen.add(type(fact))
+        self._route()
+
     def feed(self, facts: Iterable[Fact], state: TraceState) -> None:
-        routes = self.routes
         findings = self.findings
         for fact in facts:
-            route = routes.get(type(fact))
+            route = self.routes.get(type(fact))
             if route is None:
                 continue
-            for handler in route if type(route) is tuple else route.handlers(fact):  # type: ignore[union-attr]
+            if isinstance(route, tuple):
+                handlers = route
+            else:  # narrowed (`_Route`)
+                kind_of = route.kind_of
+                table = route.other if kind_of is None else route.by_kind.get(kind_of(fact), route.other)
+                if isinstance(table, tuple):
+                    handlers = table
+                else:
+                    item = route.item_of(fact) if route.item_of is not None else None
+                    found = table.get(_OTHER if item is None else item.type)
+                    handlers = table[_OTHER] if found is None else found
+            for handler in handlers:
                 try:
                     out = handler(fact, state)
                 except Exception as e:  # a bug of one rule on one input: that rule stops, the others go on
                     self.fail(getattr(handler, "__self__", None), fact.rec.line, e)
-                    routes = self.routes
                     continue
                 if out:
                     findings.extend(out)

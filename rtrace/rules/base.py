@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.facts import ITEM_TYPE_OF, KIND_OF, Fact
+from ..core.facts import ITEM_OF, KIND_OF, Fact
 from ..core.severity import FAIL_ON_LEVELS, SEVERITY_RANK, failing  # noqa: F401  (the rules' vocabulary)
 from ..core.state import Change, Connection, Response, TraceState
 from ..core.trace import Record
@@ -168,26 +168,36 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def on(
-    *classes: type[Fact], kinds: Iterable[str] | None = None, items: Iterable[str] | None = None
+    *classes: type[Fact],
+    kinds: Iterable[str] | None = None,
+    items: Iterable[str] | None = None,
+    after: Iterable[type[Fact]] | None = None,
 ) -> Callable[[_F], _F]:
     """Subscribe a rule method to these fact classes: the engine calls `method(fact, state)` for each such fact
     `step` reports, in trace order. Dispatch is by class; the method's `fact` annotation names the same classes
     (tests/test_rules_base.py holds both, and that every class is one `step` reports: `core.facts.FACTS`).
 
-    `kinds` narrows it to the facts whose change is one of these client event types (`core.facts.KIND_OF`: the
-    change facts), `items` to those about an item of one of these types (`core.facts.ITEM_TYPE_OF`; an item-less
-    fact is none of them): the engine reads both once per fact and never calls a handler for what it does not take.
-    A narrowing is only a declaration of what the handler would do nothing with (its own checks stay, and
-    tests/test_rules_base.py calls every handler with what it does not take, to see it return nothing and keep its
-    rule as it was)."""
-    narrowing = Narrowing(None if kinds is None else frozenset(kinds), None if items is None else frozenset(items))
+    The rest narrows it to what it does something with, so that the engine never calls it for the rest: `kinds` to
+    the facts whose change is one of these client event types (`core.facts.KIND_OF`: the change facts), `items` to
+    those about an item of one of these types (`core.facts.ITEM_OF`; an item-less fact is none of them), and
+    `after` to the facts that come after the first of one of these classes the trace reports (a reconnect rule's
+    handlers before any `Reconnected`). The engine reads the kind and the item type once per fact. A narrowing only
+    declares what the handler would do nothing with: its own checks stay, and tests/test_rules_base.py calls every
+    handler with what it does not take, to see it return nothing and keep its rule as it was."""
+    narrowing = Narrowing(
+        None if kinds is None else frozenset(kinds),
+        None if items is None else frozenset(items),
+        None if after is None else frozenset(after),
+    )
     if "" in (narrowing.kinds or ()) or "" in (narrowing.items or ()):
         raise ValueError("no change kind or item type is empty")
+    if narrowing.after is not None and not narrowing.after:
+        raise ValueError("after names no fact class")
     for fact_class in classes:
         if narrowing.kinds is not None and fact_class not in KIND_OF:
             raise TypeError(f"{fact_class.__name__} has no change kind to narrow to (core.facts.KIND_OF)")
-        if narrowing.items is not None and fact_class not in ITEM_TYPE_OF:
-            raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_TYPE_OF)")
+        if narrowing.items is not None and fact_class not in ITEM_OF:
+            raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_OF)")
 
     def mark(method: _F) -> _F:
         setattr(method, _SUBSCRIBES, classes)
@@ -198,18 +208,25 @@ def on(
 
 
 class Narrowing(NamedTuple):
-    """What a subscription takes of its fact classes (`on`): the change kinds and the item types (None: any)."""
+    """What a subscription takes of its fact classes (`on`): the change kinds, the item types, and the fact classes
+    one of which must have come first (None: any)."""
 
     kinds: frozenset[str] | None = None
     items: frozenset[str] | None = None
+    after: frozenset[type[Fact]] | None = None
 
     @property
     def narrows(self) -> bool:
+        """Whether it narrows by the kind or the item type (what the engine reads of each fact)."""
         return self.kinds is not None or self.items is not None
 
     def takes(self, kind: str | None, item_type: str | None) -> bool:
         """Whether a fact whose change kind and item type are these is for the handler."""
         return (self.kinds is None or kind in self.kinds) and (self.items is None or item_type in self.items)
+
+    def awake(self, seen: Set[type[Fact]]) -> bool:
+        """Whether the handler takes facts once the trace reported facts of the classes `seen`."""
+        return self.after is None or not self.after.isdisjoint(seen)
 
 
 class Subscription(NamedTuple):

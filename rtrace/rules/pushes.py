@@ -334,12 +334,12 @@ class LocalServerDivergence(Rule[Config]):
         else:
             self.open.pop(conn.n, None)
 
-    @on(ChangeSent, ChangeAnswered)
+    @on(ChangeSent, ChangeAnswered, after=[LocalSnapshot])
     def change(self, fact: ChangeSent | ChangeAnswered, state: TraceState) -> list[Finding] | None:
         conn = state.conns.get(fact.change.conn)
         return self._judge(fact, conn) if conn is not None else None
 
-    @on(ItemAdded, ItemDeleted, ConnClosed)
+    @on(ItemAdded, ItemDeleted, ConnClosed, after=[LocalSnapshot])
     def server(self, fact: ItemAdded | ItemDeleted | ConnClosed, state: TraceState) -> list[Finding] | None:
         if not isinstance(fact, ConnClosed):
             self.diffs.pop(fact.conn.n, None)  # the conversation changed
