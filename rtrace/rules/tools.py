@@ -573,10 +573,11 @@ class NoResponseAfterToolOutput(Rule[Config]):
         #: lowered as one becomes the oldest): until a fact comes `reply_timeout` after it, none is overdue and the
         #: outputs are not looked at (a fold of outputs waiting for long would look at them at every fact).
         self.earliest = math.inf
+        self.limit = config.reply_timeout
 
     @on(ChangeSent)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
-        out = self._overdue(fact)
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
         change = fact.change
         call_id = _output_call(change)
         if call_id is not None and call_id not in self.answered:
@@ -590,7 +591,7 @@ class NoResponseAfterToolOutput(Rule[Config]):
 
     @on(ChangeAnswered)
     def change_answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
-        out = self._overdue(fact)
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
         change = fact.change
         if (call_id := _output_call(change)) is not None:
             if change.status == "confirmed":
@@ -605,14 +606,14 @@ class NoResponseAfterToolOutput(Rule[Config]):
 
     @on(ResponseCreated)
     def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
-        out = self._overdue(fact)
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
         if fact.response.request is None:
             self.waiting.pop(fact.conn.n, None)
         return out
 
     @on(ConnClosed)
     def closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
-        out = self._overdue(fact)
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
         self.waiting.pop(fact.conn.n, None)
         return out
 
@@ -621,17 +622,17 @@ class NoResponseAfterToolOutput(Rule[Config]):
         self, fact: ItemAdded | ResponseDone | ServerError | SessionUpdated, state: TraceState
     ) -> list[Finding] | None:
         """Any other fact only moves the clock."""
-        return self._overdue(fact)
+        return None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
 
     def _oldest(self, change: Change) -> None:
         """`change` is now the oldest waiting output of its connection."""
         if not change.t >= self.earliest:  # (a time that is not a number lowers it too: every fact looks)
             self.earliest = change.t
 
-    def _overdue(self, fact: Fact) -> list[Finding] | None:
-        t, limit = fact.rec.t, self.config.reply_timeout
-        if t - self.earliest <= limit:
-            return None
+    def _overdue(self, fact: Fact) -> list[Finding]:
+        """The findings of the connections whose oldest waiting output is overdue at `fact` (each handler calls it
+        only when `earliest` says one may be: a call per fact costs what the rest of the handler does)."""
+        t, limit = fact.rec.t, self.limit
         out = []
         self.earliest = math.inf
         for n, sent in list(self.waiting.items()):
