@@ -73,47 +73,93 @@ class Item:
         return f"{self.type} {self.id}"
 
 
+_intern = sys.intern
+
+
 def item_from_event(obj: dict[str, Any]) -> Item | None:
-    """An `Item` from a wire item object, or None when it has no usable id."""
+    """An `Item` from a wire item object, or None when it has no usable id (what `update_item` folds into a new
+    `Item(id, type)`, read in one pass: an item is made for every create and every item the server adds)."""
     item_id = obj.get("id")
     if not isinstance(item_id, str) or not item_id:
         return None
     kind = obj.get("type")
-    item = Item(id=item_id, type=sys.intern(kind) if type(kind) is str and kind else str(kind or "unknown"))
-    update_item(item, obj)
-    return item
+    get = obj.get
+    # Roles, names and statuses repeat across items: each is kept once (`sys.intern`), not once per item.
+    role = get("role")
+    role = _intern(role) if type(role) is str else None
+    call_id = get("call_id")
+    if type(call_id) is not str or not call_id:
+        call_id = None
+    name = get("name")
+    name = _intern(name) if type(name) is str else None
+    status = get("status")
+    status = _intern(status) if type(status) is str else None
+    args = get("arguments")
+    if type(args) is str:
+        arguments, arguments_len = args[:ARGUMENTS_CHARS], len(args)
+    else:
+        arguments, arguments_len = "", 0
+    text = ""
+    output = get("output")
+    if type(output) is str:
+        text = output[:PREVIEW_CHARS]
+    content = get("content")
+    if type(content) is list and content:
+        text = _content_text(content) or text
+    return Item(
+        item_id,
+        _intern(kind) if type(kind) is str and kind else str(kind or "unknown"),
+        role,
+        call_id,
+        name,
+        status,
+        arguments,
+        arguments_len,
+        False,
+        text,
+    )
 
 
 def update_item(item: Item, obj: dict[str, Any]) -> None:
     """Fold a (possibly partial) wire item object into `item`."""
-    # Roles, names and statuses repeat across items: each is kept once (`sys.intern`), not once per item.
-    role = obj.get("role")
+    get = obj.get
+    role = get("role")
     if type(role) is str:
-        item.role = sys.intern(role)
-    call_id = obj.get("call_id")
+        item.role = _intern(role)
+    call_id = get("call_id")
     if type(call_id) is str and call_id:
         item.call_id = call_id
-    name = obj.get("name")
+    name = get("name")
     if type(name) is str:
-        item.name = sys.intern(name)
-    status = obj.get("status")
+        item.name = _intern(name)
+    status = get("status")
     if type(status) is str:
-        item.status = sys.intern(status)
-    args = obj.get("arguments")
-    if isinstance(args, str) and (args or not item.arguments):
+        item.status = _intern(status)
+    args = get("arguments")
+    if type(args) is str and (args or not item.arguments):
         item.arguments = args[:ARGUMENTS_CHARS]
         item.arguments_len = len(args)
-    output = obj.get("output")
-    if isinstance(output, str):
+    output = get("output")
+    if type(output) is str:
         item.text = output[:PREVIEW_CHARS]
-    content = obj.get("content")
-    if isinstance(content, list) and content:
+    content = get("content")
+    if type(content) is list and content:
         text = _content_text(content)
         if text:
             item.text = text
 
 
 def _content_text(content: list[Any]) -> str:
+    """The preview of a content list: the text (else the transcript) of each part, joined by spaces, cut to
+    `PREVIEW_CHARS`."""
+    if len(content) == 1:  # the usual case: one part, no list to join
+        part = content[0]
+        if type(part) is dict:
+            value = part.get("text")
+            if type(value) is str and value:
+                return value[:PREVIEW_CHARS]
+            value = part.get("transcript")
+            return value[:PREVIEW_CHARS] if type(value) is str else ""
     parts: list[str] = []
     size = 0
     for part in content:

@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from .audio import bytes_for_ms, delta_bytes, session_format
 from .catalog import error_answers
 from .conversation import ARGUMENTS_CHARS, Item, item_from_event, update_item
@@ -54,12 +56,14 @@ from .facts import (
     SessionUpdated,
 )
 from .fields import CHECKS, FIELDS, checked
-from .state import Change, Connection, Response, TraceState
+from .state import NAMING_LIMIT, Change, Connection, Response, TraceState
 from .trace import Record
 
 # -- the fold ---------------------------------------------------------------------------------------------
 
 Handler = Callable[[TraceState, Connection, Record, list[Fact]], None]
+
+_CREATE = "conversation.item.create"
 
 
 def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple[Fact, ...]]:
@@ -291,21 +295,50 @@ def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[F
 # -- client events ----------------------------------------------------------------------------------------
 
 
-def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change:
+#: A change sent while this many others of its connection wait keeps its event as JSON text (`Change.sent`):
+#: the errors that name a field (`Pending.naming`) look at the oldest `NAMING_LIMIT` waiting, so the events
+#: of a short queue stay parsed, and a pipeline of 200,000 creates keeps each one's in a third of the memory.
+SENT_KEPT = NAMING_LIMIT
+
+
+def _send(
+    conn: Connection,
+    rec: Record,
+    facts: list[Fact],
+    item_id: str | None = None,
+    item: Item | None = None,
+    previous_item_id: str | None = None,
+    audio_end_ms: int | None = None,
+    conversation: str = "auto",
+    metadata: dict[str, Any] | None = None,
+) -> Change:
     ev = rec.event
     event_id = ev.get("event_id")
+    pending = conn.pending
+    sent: dict[str, Any] | str = ev
+    if len(pending) >= SENT_KEPT:
+        try:
+            # A str: orjson's bytes keep the buffer they were written in (4 KiB), the decoded text only its length.
+            sent = orjson.dumps(ev).decode()
+        except (orjson.JSONEncodeError, RecursionError):  # an event built in memory (tests), not one read from JSON
+            pass
     change = Change(
-        kind=rec.type,
-        conn=conn.n,
-        seq=rec.seq,
-        line=rec.line,
-        t=rec.t,
-        event_id=event_id if isinstance(event_id, str) else None,
-        summary=describe(rec.type, ev),
-        sent=ev,
-        **kw,
+        rec.type,
+        conn.n,
+        rec.seq,
+        rec.line,
+        rec.t,
+        event_id if type(event_id) is str else None,
+        describe(rec.type, ev),
+        item_id,
+        item,
+        previous_item_id,
+        audio_end_ms,
+        conversation,
+        metadata,
+        sent,
     )
-    conn.pending.add(change)
+    pending.add(change)
     if conn.early is not None:
         conn.early.append(change)
     facts.append(ChangeSent(rec, change))
@@ -315,42 +348,41 @@ def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change
 def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     ev = rec.event
     raw_item = ev.get("item")
-    item = item_from_event(raw_item) if isinstance(raw_item, dict) else None
-    if item is None and isinstance(raw_item, dict):
-        # No id: the server will choose one. Keep the item for its type and call_id.
-        item = Item(id="", type=str(raw_item.get("type") or "unknown"))
-        update_item(item, raw_item)
-    if item is not None:
+    item = None
+    if isinstance(raw_item, dict):
+        item = item_from_event(raw_item)
+        if item is None:
+            # No id: the server will choose one. Keep the item for its type and call_id.
+            item = Item(id="", type=str(raw_item.get("type") or "unknown"))
+            update_item(item, raw_item)
         item.source = "client"
         item.created_line = rec.line
         item.created_t = rec.t
         item.arguments_done = True
     prev = ev.get("previous_item_id")
-    if isinstance(prev, str) and prev:
+    if type(prev) is str and prev:
         # Usually the id of an item held or being created: keep that string, not a copy per create.
         held = conn.conv.items.get(prev)
         if held is not None:
             prev = held.id
         else:
-            before = conn.pending.oldest("conversation.item.create", prev)
-            prev = before.item_id if before is not None and before.item_id is not None else prev
-    _send(
-        conn,
-        rec,
-        facts,
-        item_id=item.id if item is not None and item.id else None,
-        item=item,
-        previous_item_id=prev if isinstance(prev, str) and prev else None,
-    )
+            before = conn.pending.oldest(_CREATE, prev)
+            if before is not None and before.item_id is not None:
+                prev = before.item_id
+    else:
+        prev = None
+    _send(conn, rec, facts, item.id if item is not None and item.id else None, item, prev)
 
 
 def _c_item_ref(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     item_id = rec.event.get("item_id")
-    kw: dict[str, Any] = {"item_id": item_id if isinstance(item_id, str) else None}
+    item_id = item_id if isinstance(item_id, str) else None
     if rec.type == "conversation.item.truncate":
         end = rec.event.get("audio_end_ms")
-        kw["audio_end_ms"] = end if isinstance(end, int) and not isinstance(end, bool) else None
-    _send(conn, rec, facts, **kw)
+        end = end if isinstance(end, int) and not isinstance(end, bool) else None
+        _send(conn, rec, facts, item_id, audio_end_ms=end)
+    else:
+        _send(conn, rec, facts, item_id)
 
 
 def _c_response_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
