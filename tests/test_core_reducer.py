@@ -139,6 +139,28 @@ def test_item_done_without_added_adds_it() -> None:
     assert t.fact(line, ItemDone).item.status == "x"
 
 
+def test_item_done_folds_its_wire_item_unless_the_added_just_before_read_the_same() -> None:
+    """`done` right after `added` with the same wire item changes nothing (the reducer skips that fold); a
+    different wire item, or a record between the two, is folded as always."""
+    msg = {"id": "a", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    t = Trace()
+    t.s("conversation.item.added", previous_item_id=None, item=msg)
+    t.s("conversation.item.done", previous_item_id=None, item=msg)
+    item = t.conn().conv.items["a"]
+    assert (item.done, item.text, item.role, item.status) == (True, "hi", "user", None)
+    t = Trace()
+    t.s("conversation.item.added", previous_item_id=None, item=msg)
+    t.s("conversation.item.done", previous_item_id=None, item={**msg, "status": "completed", "call_id": "k"})
+    item = t.conn().conv.items["a"]
+    assert (item.status, item.call_id) == ("completed", "k")
+    t = Trace()
+    t.s("conversation.item.added", previous_item_id=None, item=msg)
+    t.s("conversation.item.truncated", item_id="a", content_index=0, audio_end_ms=0)
+    assert t.conn().conv.items["a"].text == ""
+    t.s("conversation.item.done", previous_item_id=None, item=msg)
+    assert t.conn().conv.items["a"].text == "hi"  # the done's wire item is folded again
+
+
 # -- creates, deletes, acks ---------------------------------------------------------------------------------
 
 

@@ -166,8 +166,10 @@ class Pending:
         self._items: dict[str, dict[str, _Bucket]] = _NONE
         #: Creates without an item id, by the type of the item they carry (None: no item).
         self._idless: dict[str | None, _Bucket] = _NONE
-        #: By `event_id`, any kind.
-        self._events: dict[str, _Bucket] = _NONE
+        #: By `event_id`, any kind: None until an event id is looked up (an error that carries one, a response
+        #: that echoes one), then built from `_seqs` and kept (most traces never look one up: a change costs no
+        #: entry there).
+        self._events: dict[str, _Bucket] | None = None
         #: Creates by the call_id of their item, and by their `previous_item_id` (that one only once an error quoted
         #: an id: None until then, built from `_seqs` when first needed).
         self._calls: dict[str, _Bucket] = _NONE
@@ -234,14 +236,8 @@ class Pending:
             else:
                 _file(by_id, item_id, change)
         event_id = change.event_id
-        if event_id is not None:
-            events = self._events
-            if events is _NONE:
-                self._events = {event_id: change}
-            elif event_id not in events:
-                events[event_id] = change
-            else:
-                _file(events, event_id, change)
+        if event_id is not None and self._events is not None:
+            _file(self._events, event_id, change)
         if kind == _CREATE:
             item = change.item
             if item_id is None:
@@ -269,7 +265,7 @@ class Pending:
         _unfile(self._kinds, kind, change, seqs)
         if change.item_id is not None:
             _unfile(self._items[kind], change.item_id, change, seqs)
-        if change.event_id is not None:
+        if change.event_id is not None and self._events is not None:
             _unfile(self._events, change.event_id, change, seqs)
         if kind == _CREATE:
             item = change.item
@@ -349,6 +345,13 @@ class Pending:
 
     def with_event_id(self, event_id: str, kind: str | None = None) -> Change | None:
         """The oldest pending change (of `kind`, when given) that carries `event_id`."""
+        if not self._seqs:
+            return None
+        if self._events is None:
+            self._events = {}
+            for filed in self._seqs.values():
+                if filed.event_id is not None:
+                    _file(self._events, filed.event_id, filed)
         for change in self._all(self._events, event_id):
             if kind is None or change.kind == kind:
                 return change
@@ -591,6 +594,10 @@ class TraceState:
     field_problems: list[tuple[int, tuple[str | int, ...], str, Any]] = dataclasses.field(default_factory=list)
     #: How many there were in all.
     field_problem_count: int = 0
+    #: The item the latest `conversation.item.added` put in a conversation, the wire item it was read from, and
+    #: `records` then: a `conversation.item.done` right after it with the same wire item (the usual pair) has
+    #: nothing to fold into it (`reducer._s_item_done`).
+    last_added: tuple[Item, dict[str, Any], int] | None = None
 
     def conn(self, n: int) -> Connection | None:
         return self.conns.get(n)
