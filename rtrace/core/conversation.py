@@ -63,6 +63,10 @@ class Item:
     #: The full wire item (the fake server's; the analyzer keeps no payloads and leaves it None). For a duplicate
     #: id, the first copy's payload stands for every copy.
     wire: dict[str, Any] | None = None
+    #: The ids before and after it in the `Conversation` that holds it (None: at that end, or in none): the links
+    #: live on the item, not in two dicts of the conversation (an item is in one conversation at most).
+    prev_id: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    next_id: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def label(self) -> str:
         """How people call this item: `function_call item_x (call_y)`, `user message item_z`."""
@@ -178,14 +182,13 @@ def _content_text(content: list[Any]) -> str:
 
 class Conversation:
     """Ordered items, linked by id. Insert-after, delete and the call_id lookups are O(1) whatever the length of the
-    conversation; iteration is in conversation order."""
+    conversation; iteration is in conversation order. The links are the items' own (`Item.prev_id`, `next_id`):
+    an item is in one conversation at most (each end makes its items from the wire)."""
 
-    __slots__ = ("_calls", "_next", "_prev", "by_call", "head", "items", "outputs_by_call", "tail")
+    __slots__ = ("_calls", "by_call", "head", "items", "outputs_by_call", "tail")
 
     def __init__(self) -> None:
         self.items: dict[str, Item] = {}
-        self._next: dict[str, str | None] = {}
-        self._prev: dict[str, str | None] = {}
         self.head: str | None = None
         self.tail: str | None = None
         #: call_id -> id of the `function_call` item that carries it (the latest indexed, when several do).
@@ -204,10 +207,12 @@ class Conversation:
         return item_id in self.items
 
     def __iter__(self) -> Iterator[Item]:
+        items = self.items
         cur = self.head
         while cur is not None:
-            yield self.items[cur]
-            cur = self._next[cur]
+            item = items[cur]
+            yield item
+            cur = item.next_id
 
     def ids(self) -> list[str]:
         return [item.id for item in self]
@@ -215,39 +220,47 @@ class Conversation:
     def get(self, item_id: str) -> Item | None:
         return self.items.get(item_id)
 
-    def linked_copy(self) -> Conversation:
-        """A conversation in the same order holding the same items, whose own inserts and removes leave this one
-        alone (its call_id indexes start empty: it is for its order, `Connection.expected_ids`)."""
-        copy = Conversation()
-        copy.items, copy._next, copy._prev = dict(self.items), dict(self._next), dict(self._prev)
-        copy.head, copy.tail = self.head, self.tail
-        return copy
+    def linked_copy(self) -> Order:
+        """The order of this conversation as an `Order` whose own inserts and removes leave this one alone (for
+        `Connection.expected_ids`; O(items), as what it is for)."""
+        return Order(self)
 
     def previous_of(self, item_id: str) -> str | None:
-        return self._prev.get(item_id)
+        item = self.items.get(item_id)
+        return None if item is None else item.prev_id
 
     def insert(self, item: Item, previous_id: str | None) -> bool:
         """Insert `item` after `previous_id` (None: first). False (and appended at the end) when the previous id
         is unknown. A duplicate id is not inserted again: its `copies` count grows (see `Item.copies`)."""
-        existing = self.items.get(item.id)
+        items = self.items
+        item_id = item.id
+        existing = items.get(item_id)
         if existing is not None:
             existing.copies += 1
             return True
-        found = previous_id is None or previous_id in self.items
-        after = previous_id if found else self.tail
-        self.items[item.id] = item
-        if after is None:
+        found = True
+        before = None
+        if previous_id is not None:
+            before = items.get(previous_id)
+            if before is None:
+                found = False
+                if self.tail is not None:
+                    before = items[self.tail]
+        items[item_id] = item
+        if before is None:
             nxt = self.head
-            self.head = item.id
+            self.head = item_id
+            item.prev_id = None
         else:
-            nxt = self._next[after]
-            self._next[after] = item.id
-        self._prev[item.id] = after
-        self._next[item.id] = nxt
+            # The links hold the id strings the conversation has (the items' own), not the event's copies.
+            nxt = before.next_id
+            before.next_id = item_id
+            item.prev_id = before.id
+        item.next_id = nxt
         if nxt is None:
-            self.tail = item.id
+            self.tail = item_id
         else:
-            self._prev[nxt] = item.id
+            items[nxt].prev_id = item_id
         self._index(item)
         return found
 
@@ -256,19 +269,20 @@ class Conversation:
 
     def remove(self, item_id: str) -> Item | None:
         """Take `item_id` out, with all its copies (see the ground rules); the item, or None when it is not here."""
-        item = self.items.pop(item_id, None)
+        items = self.items
+        item = items.pop(item_id, None)
         if item is None:
             return None
-        before = self._prev.pop(item_id)
-        after = self._next.pop(item_id)
+        before, after = item.prev_id, item.next_id
+        item.prev_id = item.next_id = None
         if before is None:
             self.head = after
         else:
-            self._next[before] = after
+            items[before].next_id = after
         if after is None:
             self.tail = before
         else:
-            self._prev[after] = before
+            items[after].prev_id = before
         self._unindex(item)
         return item
 
@@ -325,3 +339,55 @@ class Conversation:
                 outs.discard(item.id)
                 if not outs:
                     del self.outputs_by_call[item.call_id]
+
+
+class Order:
+    """The order of a `Conversation`'s ids, copied (`Conversation.linked_copy`): inserts and removes change only
+    the copy. Ids only: an insert takes an `Item` for the same calls as the conversation's, keeps its id."""
+
+    __slots__ = ("_next", "_prev")
+
+    def __init__(self, conv: Conversation) -> None:
+        # None stands for both ends: `_next[None]` is the first id, `_prev[None]` the last.
+        self._next: dict[str | None, str | None] = {None: conv.head}
+        self._prev: dict[str | None, str | None] = {None: conv.tail}
+        for item in conv:
+            self._next[item.id] = item.next_id
+            self._prev[item.id] = item.prev_id
+
+    @property
+    def tail(self) -> str | None:
+        return self._prev[None]
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id is not None and item_id in self._next
+
+    def insert(self, item: Item, previous_id: str | None) -> bool:
+        """As `Conversation.insert` (an id already here is not inserted again)."""
+        item_id = item.id
+        if item_id in self:
+            return True
+        found = previous_id is None or previous_id in self
+        after = previous_id if found else self.tail
+        nxt = self._next[after]
+        self._next[after] = item_id
+        self._prev[item_id] = after
+        self._next[item_id] = nxt
+        self._prev[nxt] = item_id
+        return found
+
+    def remove(self, item_id: str) -> None:
+        if item_id not in self:
+            return
+        before = self._prev.pop(item_id)
+        after = self._next.pop(item_id)
+        self._next[before] = after
+        self._prev[after] = before
+
+    def ids(self) -> list[str]:
+        out: list[str] = []
+        cur = self._next[None]
+        while cur is not None:
+            out.append(cur)
+            cur = self._next[cur]
+        return out
