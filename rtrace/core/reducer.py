@@ -308,7 +308,7 @@ def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[F
 
 #: A change sent while this many others of its connection wait keeps its event as JSON text (`Change.sent`):
 #: the errors that name a field (`Pending.naming`) look at the oldest `NAMING_LIMIT` waiting, so the events
-#: of a short queue stay parsed, and a pipeline of 200,000 creates keeps each one's in a third of the memory.
+#: of a short queue stay parsed, and a pipeline of 200,000 creates keeps each one's in a quarter of the memory.
 SENT_KEPT = NAMING_LIMIT
 
 
