@@ -261,7 +261,8 @@ class Conversation:
             self.tail = item_id
         else:
             items[nxt].prev_id = item_id
-        self._index(item)
+        if item.call_id is not None:
+            self._index(item)
         return found
 
     def append(self, item: Item) -> None:
@@ -283,7 +284,8 @@ class Conversation:
             self.tail = before
         else:
             items[after].prev_id = before
-        self._unindex(item)
+        if item.call_id is not None:
+            self._unindex(item)
         return item
 
     def reindex(self, item: Item, old_call_id: str | None) -> None:

@@ -316,7 +316,11 @@ class Pending:
         """The oldest pending change of `kind` (about `item_id`, when given)."""
         if item_id is None:
             return self._first(self._kinds, kind)
-        return self._first(self._items.get(kind), item_id)
+        by_id = self._items.get(kind)
+        held = by_id.get(item_id) if by_id else None
+        if held is None or type(held) is not _Queue:  # (`_first`, inline: one change is the usual case)
+            return held  # type: ignore[return-value]
+        return self._first(by_id, item_id)
 
     def oldest_of(self, kinds: Iterable[str] | None) -> Change | None:
         """The oldest pending change of any of `kinds` (None: of any kind)."""
