@@ -636,11 +636,11 @@ def _expected(raw: bytes) -> tuple[str, float, int, str, Any] | None:
     return "quiet", t, conn, direction, None
 
 
-def _scanned(lines: list[bytes], seen: set[int]) -> list[tuple[int, tuple[Any, ...]]]:
+def _scanned(lines: list[bytes], seen: set[int], keep: int = 0) -> list[tuple[int, tuple[Any, ...]]]:
     """The runs the scanner makes of `lines` (a block of them), each with the index of its last line."""
     block = b"".join(line + b"\n" for line in lines)
     out, k = [], 0
-    for entry in SCANNER.scan(block, 0, len(block), TABLE, seen):  # type: ignore[union-attr]
+    for entry in SCANNER.scan(block, 0, len(block), TABLE, seen, keep):  # type: ignore[union-attr]
         if type(entry) is bytes:
             assert entry == lines[k]
             k += 1
@@ -653,14 +653,19 @@ def _scanned(lines: list[bytes], seen: set[int]) -> list[tuple[int, tuple[Any, .
 
 @needs_scanner
 @BOUNDED
-@given(st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)))
-def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(lines: list[bytes], seen: set[int]) -> None:
+@given(
+    st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)), st.integers(0, 3)
+)
+def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(
+    lines: list[bytes], seen: set[int], keep: int
+) -> None:
     """Every line of a run the scanner takes is a record a full parse reads as quiet (or an audio delta) on a
     connection the reader has seen, with the run's direction and connection; the run's t is its last line's, and
-    an audio run's item and bytes are its lines'."""
+    an audio run's item and bytes are its lines'. A connection it is told to keep (`show --conn`) is in no run."""
     known = set(seen)
-    for last, entry in _scanned(lines, seen):
+    for last, entry in _scanned(lines, seen, keep):
         count, t, conn, d = entry[:4]
+        assert conn != keep
         first = last - count + 1
         before = {got[2] for got in map(_expected, lines[:first]) if got is not None}
         assert conn in known | before, "a connection's first line must be left whole"

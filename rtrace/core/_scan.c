@@ -13,14 +13,15 @@ integer from 1) and `event` (an object whose own `type` is a string in `table`) 
 any key of the line's top level or of the event's. Anything else (an escape in a type, a duplicate key, a number
 near the limits of a double, a lone surrogate, nesting deeper than 64) is left to the full parse, which decides.
 
-`scan(buffer, start, end, table, seen)` reads the lines of buffer[start:end] (each ended by a newline, the last
-one maybe not). `table` maps a raw type (bytes) to an int: bit k set when the type is quiet in direction k (client,
-server, meta, local), bit 4 + k when it is an audio delta there. `seen` is the set of connections the reader has
-yielded a record of: a line of another connection is left to the full parse (and its connection added), for the fold
-must meet each connection's first record whole. Returns a list, in line order: each line left to the full parse, as
-bytes; and for each run of consecutive taken lines of one kind, direction and connection (and item, for audio deltas)
-a tuple: (count, t of the last, conn, dir index) for quiet ones; (count, t of the last, conn, dir index, item_id,
-audio bytes, each line's t, each line's bytes) for audio deltas.
+`scan(buffer, start, end, table, seen[, keep])` reads the lines of buffer[start:end] (each ended by a newline, the
+last one maybe not). `table` maps a raw type (bytes) to an int: bit k set when the type is quiet in direction k
+(client, server, meta, local), bit 4 + k when it is an audio delta there. `seen` is the set of connections the reader
+has yielded a record of: a line of another connection is left to the full parse (and its connection added), for the
+fold must meet each connection's first record whole. `keep` names a connection whose every line is left to the full
+parse (`show --conn`, which prints its records one by one; 0, the default, is none). Returns a list, in line order:
+each line left to the full parse, as bytes; and for each run of consecutive taken lines of one kind, direction and
+connection (and item, for audio deltas) a tuple: (count, t of the last, conn, dir index) for quiet ones; (count, t of
+the last, conn, dir index, item_id, audio bytes, each line's t, each line's bytes) for audio deltas.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -454,7 +455,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t a, b;
     PyObject *table, *seen;
-    if (!PyArg_ParseTuple(args, "y*nnO!O!", &view, &a, &b, &PyDict_Type, &table, &PySet_Type, &seen))
+    long keep = 0;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!|l", &view, &a, &b, &PyDict_Type, &table, &PySet_Type, &seen, &keep))
         return NULL;
     Run run = {OTHER, 0, 0, 0, {0}, NULL, 0, 0, NULL, NULL};
     PyObject *out = PyList_New(0);
@@ -479,7 +481,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Line ln;
         int d = -1;
         long conn = -1;
-        if (scan_line(p, end, &ln) && (d = dir_index(&ln.dir)) >= 0 && (conn = conn_value(&ln.conn)) > 0) {
+        if (scan_line(p, end, &ln) && (d = dir_index(&ln.dir)) >= 0 && (conn = conn_value(&ln.conn)) > 0 &&
+            conn != keep) {
             long bits;
             if (last_type_n == ln.type.n && memcmp(last_type, ln.type.s, ln.type.n) == 0) {
                 bits = last_bits;
@@ -578,8 +581,8 @@ fail:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buffer, start, end, table, seen) -> list: the lines of buffer[start:end] a full parse would only count, as "
-     "runs, and the others as bytes (see the module's source)."},
+     "scan(buffer, start, end, table, seen, keep=0) -> list: the lines of buffer[start:end] a full parse would only "
+     "count, as runs, and the others as bytes (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 

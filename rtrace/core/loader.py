@@ -91,12 +91,14 @@ class Rows:
         transitions: frozenset[tuple[str, str]],
         audio: frozenset[tuple[str, str]],
         until_line: int | None = None,
+        keep: int = 0,
     ) -> Iterator[Row | QuietRun | AudioRun]:
         """The records for a fold, with the lines a full parse would only count taken as runs (see
         `TraceReader._entries`): a line whose (dir, type) is not in `transitions` (it only moves the clocks), or
-        is in `audio` (an audio delta: only an item's audio length moves). Without the C scanner, every record
-        comes as a `Row`: the fold then makes the same runs itself, at the speed of the pure path."""
-        return self.reader._entries(scan_table(transitions, audio), until_line)
+        is in `audio` (an audio delta: only an item's audio length moves). `keep`: a connection whose records all
+        come as `Row`s (0: none). Without the C scanner, every record comes as a `Row`: the fold then makes the
+        same runs itself, at the speed of the pure path."""
+        return self.reader._entries(scan_table(transitions, audio), until_line, keep)
 
 
 _TABLES: dict[tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]], dict[bytes, int]] = {}
@@ -397,7 +399,7 @@ class TraceReader:
         return Rows(self)
 
     def _entries(
-        self, table: dict[bytes, int] | None = None, until_line: int | None = None
+        self, table: dict[bytes, int] | None = None, until_line: int | None = None, keep: int = 0
     ) -> Iterator[Row | QuietRun | AudioRun]:
         """The records (`Row`s) of the trace, up to `until_line` when given. With `table` (see `Rows.entries`) and
         the C scanner built, runs of lines it takes (`_scan.scan`) come as a `QuietRun` (no transition) or an
@@ -420,7 +422,7 @@ class TraceReader:
                         for _ in range(max(0, until_line - start + 1)):
                             b = block.index(b"\n", b) + 1
                         n = until_line - start + 1
-                    plan: list[Any] = scan(block, a, b, table, seen)  # type: ignore[arg-type,misc]
+                    plan: list[Any] = scan(block, a, b, table, seen, keep)  # type: ignore[arg-type,misc]
                     final = start + n - 1
                 else:
                     if until_line is not None and start + len(lines) > until_line:
