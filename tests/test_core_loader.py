@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
 import os
+import random
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -936,3 +938,35 @@ def test_open_trace_gives_the_plain_bytes_of_a_compressed_file(tmp_path: Path) -
     assert [is_trace_name(n) for n in ("a.jsonl", "a.jsonl.gz", "a.jsonl.zst", "a.json", "a.gz")] == [
         True, True, True, False, False,
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("bom", [b"", codecs.BOM_UTF8])
+@pytest.mark.parametrize("fast", [True, False])
+def test_marks_are_where_their_lines_start_in_the_file(tmp_path: Path, bom: bytes, fast: bool) -> None:
+    """Each mark (line, offset) of a reader is the byte where that line starts in the file (a BOM, lines across
+    blocks, an oversized line and blank lines included): what a report seeks to when it quotes a line."""
+    rnd = random.Random(7)
+    line = b'{"t":0.5,"dir":"server","conn":1,"event":{"type":"rate_limits.updated","x":"%s"}}'
+    lines = [line % (b"y" * rnd.randint(0, 3000)) for _ in range(900)]
+    lines[300] = b'{"x":"' + b"z" * 700_000 + b'"}'  # over the limit below, across blocks
+    lines[400] = b""
+    path = tmp_path / "t.jsonl"
+    data = bom + b"\n".join(lines) + b"\n"
+    path.write_bytes(data)
+    starts = [len(bom), *[k + 1 for k in range(len(data)) if data[k] == 0x0A][:-1]]
+    with TraceReader.open(path, max_line_bytes=500_000) as reader:
+        if fast:
+            list(reader.rows().entries(TRANSITIONS, AUDIO_DELTAS))
+        else:
+            list(reader)
+    assert reader.marks is not None and len(reader.marks) > 4
+    for line, offset in reader.marks:
+        assert starts[line - 1] == offset, line
+
+
+def test_a_compressed_or_utf16_trace_has_no_marks() -> None:
+    """Offsets into decompressed or converted bytes are not the file's: no marks (a report reads from the start)."""
+    plain = b'{"t":0.5,"dir":"server","conn":1,"event":{"type":"rate_limits.updated"}}\n' * 3
+    for data in (gzip.compress(plain, mtime=0), plain.decode().encode("utf-16")):
+        reader = TraceReader(io.BytesIO(data), "t.jsonl")
+        assert len(list(reader)) == 3 and reader.marks is None

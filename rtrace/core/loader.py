@@ -181,6 +181,11 @@ class TraceReader:
         self.unusable: str | None = None
         self._decompressed: _Decompressed | None = None
         self._on_read = on_read
+        #: Where lines start in the file, (line, byte offset), one every block or so, once read: what a report
+        #: quoting a few lines seeks to (`report.excerpt.read_lines`) instead of reading the file again up to
+        #: them. None when the bytes read are not the file's own (compressed, UTF-16, a later part of a trace).
+        self.marks: list[tuple[int, int]] | None = None
+        self._offset = 0  # of the next block in the file, while `marks` is kept
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
@@ -233,8 +238,11 @@ class TraceReader:
             stream = io.BufferedReader(_Recoded(stream, codec), _CHUNK)
         elif head.startswith(codecs.BOM_UTF8):
             stream.read(3)
+            self._offset = 3
             if self._limit is not None:
                 self._limit -= 3
+        if codec is None and compression is None:
+            self.marks = []
         return stream
 
     def _blocks(self, regions: bool = False) -> Iterator[tuple[int, list[bytes | int] | Region, bool]]:
@@ -272,6 +280,11 @@ class TraceReader:
                     return
             if left > 0:
                 left -= len(block)
+            if self.marks is not None:  # the first line that starts in this block, and where
+                nl = block.find(b"\n")
+                if nl >= 0:
+                    self.marks.append((lineno + 1, self._offset + nl + 1))
+                self._offset += len(block)
             if skipped >= 0:
                 nl = block.find(b"\n")
                 if nl < 0:

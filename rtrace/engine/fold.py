@@ -51,6 +51,9 @@ class TraceReport:
     failed_rules: tuple[str, ...] = ()
     #: Rules that could not judge all of this trace, and why (`blind_notes`): what the capture lacks.
     not_judged: list[NotJudged] = dataclasses.field(default_factory=list)
+    #: Where some lines start in the file (`TraceReader.marks`), for a report that quotes lines of it: they are read
+    #: from there, not from the start (`report.excerpt.read_lines`). Empty when unknown.
+    line_marks: Sequence[tuple[int, int]] = dataclasses.field(default=(), compare=False, repr=False)
 
     def counts(self) -> Counter[str]:
         return Counter(f.severity for f in self.findings)
@@ -549,7 +552,9 @@ def analyze_path(
 ) -> TraceReport:
     """Analyze one trace file. Raises `loader.UnreadableInput` only when the file cannot be opened."""
     with TraceReader.open(path, **reader_kw) as reader:
-        return analyze_reader(reader, config, rules, observer)
+        report = analyze_reader(reader, config, rules, observer)
+        report.line_marks = reader.marks or ()
+        return report
 
 
 def analyze_reader(

@@ -456,7 +456,7 @@ def trace_json(
             out["unreadable"] = str(e)
             return out
     out["data"] = pack(data.fields(), compress_over)
-    raw = read_lines(trace.path, {w.line for f in trace.findings for w in f.witness})
+    raw = read_lines(trace.path, {w.line for f in trace.findings for w in f.witness}, trace.line_marks)
     out["raw"] = {str(k): v for k, v in sorted(raw.items())}
     return out
 
