@@ -341,7 +341,7 @@ def test_python_numbers_are_seconds_and_text_takes_the_duration_grammar() -> Non
 
     assert _cli_value("latency", 0.05, None) == ["0.05s"]  # type: ignore[arg-type]
     assert _cli_value("latency", ["50ms", 0.1], None) == ["50ms", "0.1s"]  # type: ignore[arg-type]
-    assert _cli_value("jitter", 0, None) == "0s"  # type: ignore[arg-type]
+    assert _cli_value("jitter", 0, None) == ["0s"]  # type: ignore[arg-type]
     assert options_from_cli(latency=_cli_value("latency", 0.05, None)).latency == 0.05  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="--latency 50: a duration needs a unit"):
         options_from_cli(latency=_cli_value("latency", "50", None))  # type: ignore[arg-type]

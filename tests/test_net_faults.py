@@ -201,3 +201,30 @@ def test_read_checks_each_kind_of_flag_naming_the_option() -> None:
     ):
         with pytest.raises(ValueError, match=message):
             read(FAULT_BY_NAME[name], value)
+
+
+def test_the_servers_own_fault_flags_act_on_the_nth_response_or_transcription_once() -> None:
+    d = make(schedule=Schedule.of(Faults(cancel_response={1}, rate_limit_response={2}, slow_audio={3})))
+    first = d.send({"type": "response.create"})
+    assert first[-1]["response"]["status"] == "cancelled" and first[-1]["response"]["output"] == []
+    second = d.send({"type": "response.create"})
+    assert types(second) == ["response.created", "rate_limits.updated", "response.done"]
+    assert second[-1]["response"]["status_details"]["error"]["code"] == "rate_limit_exceeded"
+    d.send(user("hi", "U"))
+    d.send({"type": "response.create"})  # a text session: no audio to pace, the default answer
+    assert [m["fault"] for m in d.meta] == ["cancel-response", "rate-limit-response", "slow-audio"]
+    assert [m["spec"] for m in d.meta] == ["1", "2", "3"]
+    assert done_of_last(d)["status"] == "completed"
+    again = EndpointConnection(2, EndpointOptions(rate_limits_after_done=False), d.conn.script.schedule,
+                               SharedCounters())  # fmt: skip
+    assert again.script.on_transcription() is None  # no transcription fault given
+    flags = Schedule.of(Faults(fail_transcription={2}, barge_in={1}, burst_audio={1}))
+    assert [(t.moment, t.transcription, t.response) for t in flags.turns] == [
+        ("transcription", 2, None), ("response", None, 1), ("response", None, 1),
+    ]  # fmt: skip
+    script = ConnectionScript(flags, 1, {})
+    assert [script.on_transcription() is not None for _ in range(3)] == [False, True, False]
+
+
+def done_of_last(d: Driver) -> dict:  # type: ignore[type-arg]
+    return next(e for _, e in reversed(d.sent) if e["type"] == "response.done")["response"]

@@ -176,6 +176,7 @@ def test_findings_that_restate_the_injected_fault_are_no_bug() -> None:
         return Finding(rule, "x", severity, 1, "m", "e", (), {}, "f", 1)  # type: ignore[arg-type]
 
     assert echoes(finding("RT112", "info"), {"error"}) and not echoes(finding("RT112", "info"), {"drop"})
+    assert echoes(finding("RT112", "info"), {"barge_in"}) and echoes(finding("RT112", "info"), {"cancel"})
     assert echoes(finding("RT119", "warning"), {"expire"})
     assert echoes(finding("RT107", "warning"), {"close"})  # the server's close cut the response
     assert not echoes(finding("RT107", "error"), {"close"})  # the client left its own generation open

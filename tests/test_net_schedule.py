@@ -98,13 +98,16 @@ surfaces = st.builds(
     ).map(tuple),
     server=st.lists(
         st.tuples(st.sampled_from(["session.updated", "conversation.item.added:user", "response.created",
-                                   "response.done", "response.done:function_call", "response.output_text.delta"]),
+                                   "response.done", "response.done:function_call", "response.output_text.delta",
+                                   "response.output_audio.delta",
+                                   "conversation.item.input_audio_transcription.completed"]),
                   st.integers(1, 4)),
-        max_size=6, unique_by=lambda t: t[0],
+        max_size=8, unique_by=lambda t: t[0],
     ).map(tuple),
     connections=st.integers(1, 3),
     responses=st.integers(0, 4),
     duration=st.floats(0, 10),
+    server_vad=st.booleans(),
 )  # fmt: skip
 
 
@@ -114,7 +117,8 @@ def test_the_systematic_phase_covers_every_point_of_the_surface_once(surface: Su
     assert len(set(faults)) == len(faults)
     by_kind: dict[str, list[tuple[str, str]]] = {}
     for f in faults:
-        by_kind.setdefault(f.kind, []).append((f.moment, f.target) if f.moment != "response" else ("r", str(f.k)))
+        counted = f.moment in ("response", "transcription")  # a point of these is the k-th one
+        by_kind.setdefault(f.kind, []).append(("r", str(f.k)) if counted else (f.moment, f.target))
     for kind, points in by_kind.items():
         assert len(points) == len(set(points)), kind  # each point once per kind
     clients = {spec for spec, _ in surface.client}
@@ -124,6 +128,17 @@ def test_the_systematic_phase_covers_every_point_of_the_surface_once(surface: Su
     assert {t for m, t in by_kind.get("close", []) if m == "sent"} == sent
     assert {t for m, t in by_kind.get("close", []) if m == "r"} == {str(n) for n in range(1, surface.responses + 1)}
     assert {t for m, t in by_kind.get("delay", [])} == clients | sent
+    numbers = {str(n) for n in range(1, surface.responses + 1)}
+    for kind in ("cancel", "rate_limit"):
+        assert {t for m, t in by_kind.get(kind, [])} == numbers, kind
+    # the server's own behaviours only where the client's surface meets them
+    transcribed = dict(surface.server).get("conversation.item.input_audio_transcription.completed", 0)
+    assert sorted(f.k for f in faults if f.kind == "transcription") == list(range(1, transcribed + 1))
+    audio = "response.output_audio.delta" in dict(surface.server)
+    for kind in ("pace", "burst"):
+        assert {t for m, t in by_kind.get(kind, [])} == (numbers if audio else set()), kind
+    assert {t for m, t in by_kind.get("barge_in", [])} == (numbers if audio and surface.server_vad else set())
+    assert by_kind["jitter"] == [("all", "*")]
     # cheapest first: the kinds never go back to a cheaper one
     costs = [f.cost[0] for f in faults]
     assert costs == sorted(costs)
@@ -141,6 +156,7 @@ def test_two_generators_with_one_seed_told_the_same_draw_the_same_schedules(
         assert x == y
         assert not x.clean and 1 <= len(x.faults) <= 3
         parse_script(x.script_toml())  # every draw is a script serve runs
+        assert not {f.kind for f in x.faults} & _unmet(surface)
         a.observe(x, [outcome])
         b.observe(y, [outcome])
     assert a.corpus == b.corpus
@@ -154,7 +170,36 @@ def test_novelty_puts_a_schedule_in_the_corpus_once_per_new_signal() -> None:
     assert len(g.corpus) == 1
 
 
-faults = st.builds(random_fault, st.just(surface_of(CLEAN)), st.integers(0, 10**6).map(random.Random))
+def _unmet(surface: Surface) -> set[str]:
+    """The kinds of fault a surface cannot meet."""
+    unmet = set()
+    if not surface.transcriptions:
+        unmet.add("transcription")
+    if not surface.audio:
+        unmet |= {"pace", "burst", "barge_in"}
+    if not surface.server_vad:
+        unmet.add("barge_in")
+    return unmet
+
+
+SERVER_VAD = {"type": "server_vad"}
+#: A voice client's clean run: server VAD, audio answers, transcribed user audio.
+VOICE = [
+    rec("meta", {"type": "connection.opened"}),
+    rec("server", {"type": "session.created", "session": {"audio": {"input": {"turn_detection": None}}}}),
+    rec("server", {"type": "session.updated", "session": {"audio": {"input": {"turn_detection": SERVER_VAD}}}}),
+    rec("client", {"type": "input_audio_buffer.append"}),
+    rec("server", {"type": "input_audio_buffer.committed"}),
+    rec("server", {"type": "response.created"}),
+    rec("server", {"type": "conversation.item.input_audio_transcription.completed"}),
+    rec("server", {"type": "response.output_audio.delta"}),
+    rec("server", {"type": "response.done"}),
+    rec("server", {"type": "response.created"}, t=1.0),
+    rec("server", {"type": "conversation.item.input_audio_transcription.completed"}),
+    rec("server", {"type": "response.done"}, t=1.5),
+]
+faults = st.builds(random_fault, st.sampled_from([surface_of(CLEAN), surface_of(VOICE)]),
+                   st.integers(0, 10**6).map(random.Random))  # fmt: skip
 
 
 def run_shrink(schedule: Schedule, holds: Any, allow_clean: bool = False) -> tuple[Schedule, list[Schedule]]:
@@ -253,3 +298,67 @@ def test_acted_names_the_faults_whose_notes_are_in_the_trace() -> None:
 def test_a_survival_key_reads_as_the_client_not_surviving() -> None:
     key = BugKey(SURVIVAL, ("exit 1",), ("drop event",), "gave up")
     assert key.text() == "client-did-not-survive on exit 1 under drop event, client gave up"
+
+
+# -- the server's own behaviours: jitter, cancels, rate limits, transcriptions, barge-ins, audio pacing -----------
+
+
+def test_a_voice_clients_surface_says_audio_transcriptions_and_server_vad() -> None:
+    voice, text = surface_of(VOICE), surface_of(CLEAN)
+    assert (voice.audio, voice.transcriptions, voice.server_vad, voice.responses) == (True, 2, True, 2)
+    assert (text.audio, text.transcriptions, text.server_vad) == (False, 0, False)
+    assert voice.to_json()["server_vad"] is True
+    kinds = {f.kind for f in single_faults(text)}
+    assert {"jitter", "cancel", "rate_limit"} <= kinds and not kinds & {"transcription", "barge_in", "pace", "burst"}
+    assert {"transcription", "barge_in", "pace", "burst"} <= {f.kind for f in single_faults(voice)}
+    off = Surface(voice.client, voice.server, 1, False, 2, 1.5, server_vad=False)  # the client commits its turns
+    assert "barge_in" not in {f.kind for f in single_faults(off)}
+    assert {random_fault(text, random.Random(n)).kind for n in range(400)}.isdisjoint(_unmet(text))
+
+
+def test_the_new_kinds_render_as_scripts_serve_reads_and_jitter_as_its_flag() -> None:
+    s = Schedule((
+        Fault("jitter", "all", "*", 0.02), Fault("jitter", "all", "conversation.item.added", 0.01),
+        Fault("latency", "all", "*", 0.05), Fault("cancel", "response", "", "turn_detected", 2),
+        Fault("rate_limit", "response", "", "requests", 1),
+        Fault("transcription", "transcription", "", "server_error", 3),
+        Fault("barge_in", "response", "", 0.2, 1), Fault("pace", "response", "", 2.0, 2),
+        Fault("burst", "response", "", 1.0, 3),
+    ), 5)  # fmt: skip
+    assert s.serve_args() == ["--latency", "50ms", "--jitter", "20ms", "--jitter", "conversation.item.added=10ms",
+                              "--seed", "5"]  # fmt: skip
+    assert s.jitter() == (0.02, {"conversation.item.added": 0.01})
+    turns = {t.index: t for t in parse_script(s.script_toml()).turns}
+    by_kind = {f.kind: turns[i + 1] for i, f in enumerate(s.turn_faults())}
+    assert (by_kind["cancel"].response, by_kind["cancel"].cancel) == (2, "turn_detected")
+    assert (by_kind["rate_limit"].response, by_kind["rate_limit"].rate_limit) == (1, "requests")
+    assert (by_kind["transcription"].transcription, by_kind["transcription"].fail) == (3, "server_error")
+    assert (by_kind["barge_in"].barge_in, by_kind["pace"].audio_pace, by_kind["burst"].audio_burst) == (0.2, 2.0, 1.0)
+    assert {t.times for t in turns.values()} == {1}
+    assert Schedule.from_json(s.to_json()) == s
+    words = s.describe()
+    for said in ("ack jitter +/-20ms on every server event", "response 2 cancelled by the server (turn_detected)",
+                 "response 1 rate-limited (no requests remaining)", "input audio transcription 3 failed",
+                 "the user speaks 200ms into response 1's audio", "response 2's output audio at 2x real time",
+                 "response 3's output audio held 1s, then at once"):  # fmt: skip
+        assert said in words, said
+    assert {f.signature for f in s.faults} == {"jitter", "latency", "cancel response", "rate_limit response",
+                                               "transcription transcription", "barge_in response", "pace response",
+                                               "burst response"}  # fmt: skip
+    note = rec("meta", {"type": "fault.injected", "fault": "script", "spec": "turn 1"})
+    assert acted(s, [note]) == tuple(sorted(("jitter", "latency", s.turn_faults()[0].signature)))
+
+
+def test_shrinking_moves_a_barge_in_toward_0_a_burst_toward_0_a_pace_toward_real_time_and_k_toward_1() -> None:
+    barge = Schedule((Fault("barge_in", "response", "", 0.4, 3),))
+    final, _ = run_shrink(barge, lambda c: True)
+    assert final.faults == (Fault("barge_in", "response", "", 0.0, 1),)
+    pace = Schedule((Fault("pace", "response", "", 4.0, 2),))
+    final, _ = run_shrink(pace, lambda c: True)
+    assert final.faults == (Fault("pace", "response", "", 1.0, 1),)  # no slower than real time: still a fault
+    burst = Schedule((Fault("burst", "response", "", 2.0, 1),))
+    final, _ = run_shrink(burst, lambda c: c.faults[0].value >= 0.3)
+    assert final.faults == (Fault("burst", "response", "", 0.5, 1),)
+    jitter = Schedule((Fault("jitter", "all", "*", 0.1), Fault("cancel", "response", "", "turn_detected", 2)))
+    final, _ = run_shrink(jitter, lambda c: any(f.kind == "cancel" for f in c.faults))
+    assert final.faults == (Fault("cancel", "response", "", "turn_detected", 1),)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import itertools
 import json
 import os
 from pathlib import Path
@@ -154,6 +155,19 @@ text = "four"
          "did you mean function_call?"),
         ("[[turn]]\nwhen = { user = \"x\" }\ntext = \"a\"\ntimes = -1\n", 4, "`times` must be a whole number"),
         ('[[turn]]\nwhen = { user = "a" }\ntext = "a"\n\n[[turn]]\ntext = "b"\n[turn.when]\nuser = 3\n', 8, "turn 2"),
+        ("[[turn]]\nwhen = { response = 1 }\ncancel = \"later\"\n", 3, "`cancel` must be true or one of turn_detected"),
+        ("[[turn]]\nwhen = { response = 1 }\nrate_limit = 5\n", 3, "`rate_limit` must be true or one of tokens"),
+        ("[[turn]]\nwhen = { response = 1 }\nfail = true\n\ncancel = true\n", 5, "a failed response has no text"),
+        ("[[turn]]\nwhen = { response = 1 }\ntext = \"a\"\nrate_limit = true\n", 4, "a rate-limited response"),
+        ("[[turn]]\nwhen = { response = 1 }\ncancel = true\nbarge_in = \"1s\"\n", 4,
+         "`barge_in` acts on a response's output audio: `cancel` ends it"),
+        ("[[turn]]\nwhen = { response = 1 }\nbarge_in = 1\n", 3, "`barge_in`: a duration needs a unit"),
+        ("[[turn]]\nwhen = { response = 1 }\naudio_burst = \"25h\"\n", 3, "`audio_burst` must be under a day"),
+        ("[[turn]]\nwhen = { response = 1 }\naudio_pace = \"2x\"\n", 3, "`audio_pace` must be a number above 0"),
+        ("[[turn]]\nwhen = { response = 1 }\naudio_pace = 0\n", 3, "`audio_pace` must be a number above 0"),
+        ("[[turn]]\nwhen = { transcription = 0 }\nfail = true\n", 2, "`transcription` must be a whole number"),
+        ("[[turn]]\nwhen = { transcription = 1 }\nerror = \"x\"\n", 3, "not an action on a transcription"),
+        ("[[turn]]\nwhen = { transcription = 1, response = 2 }\nfail = true\n", 2, "mixes moments"),
     ],
 )
 def test_every_mistake_names_its_file_line_and_turn(text: str, line: int, message: str) -> None:
@@ -391,3 +405,169 @@ def test_nth_sets_a_turn_off_on_the_kth_matching_event_only() -> None:
 def test_nth_needs_an_event_or_sent_condition() -> None:
     with pytest.raises(ScriptError, match="`nth` counts the events"):
         parse_script("[[turn]]\nwhen = { nth = 2 }\nclose = 1006\n")
+
+
+# -- the server's own behaviours: cancels, rate limits, failed transcriptions, barge-ins, slow and bursty audio ------
+
+HEARD = {"transcription": {"model": "whisper-1"}, "turn_detection": {"type": "server_vad"}}
+VOICE = {"type": "realtime", "output_modalities": ["audio"], "audio": {"input": HEARD}}
+
+
+def voiced(text: str, session: dict[str, Any] = VOICE, **kw: Any) -> Driver:
+    kw.setdefault("rate_limits_after_done", False)
+    d = Driver(EndpointConnection(1, EndpointOptions(**kw), parse_script(text)))
+    d.open()
+    d.send({"type": "session.update", "session": session})
+    return d
+
+
+def test_the_server_cancels_the_nth_response_before_any_output_as_the_real_server_does() -> None:
+    d = scripted('[[turn]]\nwhen = { response = 2 }\ncancel = true\n')
+    assert done_of(d.send({"type": "response.create"}))["response"]["status"] == "completed"
+    out = d.send({"type": "response.create", "event_id": "rc2"})
+    assert types(out) == ["response.created", "response.done", "rate_limits.updated"]  # as after every response
+    done = done_of(out)["response"]
+    # the realapi barge-in recording: cancelled before any output, `output: []`, reason turn_detected
+    assert (done["status"], done["status_details"], done["output"]) == (
+        "cancelled", {"type": "cancelled", "reason": "turn_detected"}, []
+    )  # fmt: skip
+    assert done["usage"]["output_tokens"] == 0
+    assert d.meta[-1] == {
+        "type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "cancel",
+        "client_event_type": "response.create", "client_event_id": "rc2",
+    }  # fmt: skip
+    assert d.send({"type": "response.create"})[0]["type"] == "response.created"  # nothing stays active
+
+
+def test_a_rate_limited_response_says_no_tokens_remain_then_fails_rate_limit_exceeded() -> None:
+    d = scripted('[[turn]]\nwhen = { response = 1 }\nrate_limit = "requests"\n')
+    out = d.send({"type": "response.create"})
+    assert types(out) == ["response.created", "rate_limits.updated", "response.done"]
+    assert out[1]["rate_limits"] == [{"name": "requests", "limit": 20000, "remaining": 0, "reset_seconds": 1.2}]
+    done = out[2]["response"]
+    error = done["status_details"]["error"]
+    assert done["status"] == "failed" and done["output"] == [] and done["status_details"]["type"] == "failed"
+    assert (error["type"], error["code"]) == ("requests", "rate_limit_exceeded")
+    assert error["message"].startswith("Rate limit reached for gpt-realtime on requests per min (RPM)")
+    assert d.meta[-1]["action"] == "rate_limit"
+    # `fail = "rate_limit_exceeded"` is the same failure (the tokens limit)
+    failed = done_of(scripted('[[turn]]\nwhen = { response = 1 }\nfail = "rate_limit_exceeded"\n').send(
+        {"type": "response.create"}))["response"]["status_details"]["error"]  # fmt: skip
+    assert (failed["type"], failed["code"]) == ("tokens", "rate_limit_exceeded")
+
+
+def loud_then_quiet(d: Driver) -> list[dict[str, Any]]:
+    """One spoken user turn (server VAD): 300 ms of tone, then 400 ms of silence."""
+    loud = base64.b64encode(encode(tone(7200, 24000, 440), "pcm16")).decode()
+    d.send({"type": "input_audio_buffer.append", "audio": loud})
+    return d.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(bytes(19200)).decode()})
+
+
+def test_the_kth_transcription_fails_instead_of_completing_with_the_real_error_shape() -> None:
+    d = voiced('transcripts = ["one", "two"]\n[[turn]]\nwhen = { transcription = 1 }\nfail = true\n')
+    first = loud_then_quiet(d)
+    failed = [e for e in first if e["type"].startswith("conversation.item.input_audio_transcription")]
+    assert [e["type"] for e in failed] == ["conversation.item.input_audio_transcription.failed"]  # no delta
+    item = failed[0]["item_id"]
+    assert failed[0]["error"] == {"type": "server_error", "code": "server_error", "param": None,
+                                  "message": f"Input transcription failed for item '{item}'."}  # fmt: skip
+    assert failed[0]["content_index"] == 0
+    note = next(m for m in d.meta if m.get("type") == "fault.injected")
+    assert note["action"] == "fail" and note["spec"] == "turn 1"
+    noted_at = [t for t, e in d.sent].index(next(t for t, e in d.sent if e is failed[0]))
+    assert noted_at > 0
+    second = loud_then_quiet(d)  # the 2nd transcription of the server completes
+    assert "conversation.item.input_audio_transcription.completed" in types(second)
+    assert "conversation.item.input_audio_transcription.failed" not in types(second)
+
+
+def test_a_barge_in_cancels_the_response_turn_detected_then_commits_a_user_turn_and_answers_it() -> None:
+    d = voiced('transcripts = ["stop"]\n[[turn]]\nwhen = { response = 1 }\nbarge_in = "200ms"\n')
+    d.send(user("hello there, how are you doing today", "U1"))
+    out = d.send({"type": "response.create"})
+    kinds = [t for t in types(out) if not t.endswith(".delta")]
+    started = kinds.index("input_audio_buffer.speech_started")
+    assert kinds[started:started + 7] == [
+        "input_audio_buffer.speech_started", "response.output_audio.done", "response.output_audio_transcript.done",
+        "response.content_part.done", "conversation.item.done", "response.output_item.done", "response.done",
+    ]  # fmt: skip
+    audio = [e for e in out[: types(out).index("input_audio_buffer.speech_started")]
+             if e["type"] == "response.output_audio.delta"]  # fmt: skip
+    assert sum(len(base64.b64decode(e["delta"])) for e in audio) >= 24000 * 2 * 0.2  # 200 ms of audio went first
+    cancelled = next(e for e in out if e["type"] == "response.done")["response"]
+    assert cancelled["status"] == "cancelled" and cancelled["status_details"]["reason"] == "turn_detected"
+    assert cancelled["output"][0]["status"] == "incomplete"
+    after = kinds[started + 7:]
+    assert after[:4] == ["input_audio_buffer.speech_stopped", "input_audio_buffer.committed",
+                         "conversation.item.added", "conversation.item.done"]  # fmt: skip
+    assert "response.created" in after  # the user's new turn is answered
+    answer = [e for e in out if e["type"] == "response.done"][-1]["response"]
+    assert answer["status"] == "completed" and "stop" in answer["output"][0]["content"][0]["transcript"]
+    stopped = next(e for e in out if e["type"] == "input_audio_buffer.speech_stopped")
+    started_ev = next(e for e in out if e["type"] == "input_audio_buffer.speech_started")
+    assert stopped["audio_end_ms"] - started_ev["audio_start_ms"] == 600
+    assert [m["action"] for m in d.meta if m.get("type") == "fault.injected"] == ["barge_in"]
+    # the client's interruption path runs against it: a truncate of what it played, a late cancel
+    assistant = cancelled["output"][0]["id"]
+    truncated = d.send({"type": "conversation.item.truncate", "item_id": assistant, "content_index": 0,
+                        "audio_end_ms": 100})  # fmt: skip
+    assert types(truncated) == ["conversation.item.truncated"]
+    assert d.send({"type": "response.cancel"})[0]["error"]["code"] == "response_cancel_not_active"
+
+
+def test_a_barge_in_at_0_cancels_before_any_output_and_needs_server_vad() -> None:
+    d = voiced('[[turn]]\nwhen = { response = 1 }\nbarge_in = "0s"\n')
+    out = d.send({"type": "response.create"})
+    assert types(out)[:3] == ["response.created", "input_audio_buffer.speech_started", "response.done"]
+    assert out[2]["response"]["output"] == []
+    manual = {**VOICE, "audio": {"input": {"turn_detection": None}}}
+    d = voiced('[[turn]]\nwhen = { response = 1 }\nbarge_in = "0s"\n', manual)
+    out = d.send({"type": "response.create"})
+    assert "input_audio_buffer.speech_started" not in types(out) and done_of(out)["response"]["status"] == "completed"
+    assert d.meta == []  # the client commits its own turns: the server hears no speech
+    polite = {**VOICE, "audio": {"input": {"turn_detection": {"type": "server_vad", "interrupt_response": False}}}}
+    d = voiced('[[turn]]\nwhen = { response = 1 }\nbarge_in = "0s"\n', polite)
+    out = d.send({"type": "response.create"})
+    dones = [e["response"]["status"] for e in out if e["type"] == "response.done"]
+    assert dones[0] == "completed" and "input_audio_buffer.speech_started" in types(out)
+
+
+def test_slow_audio_is_paced_and_bursty_audio_held_then_sent_at_once() -> None:
+    d = voiced('[[turn]]\nwhen = { response = 1 }\naudio_pace = 2.0\n', audio_delta_ms=100)
+    d.send(user("hello there", "U1"))
+    start = d.t
+    d.send({"type": "response.create"})
+    audio = [(t - start, len(base64.b64decode(e["delta"])) / 48) for t, e in d.sent
+             if e["type"] == "response.output_audio.delta"]  # fmt: skip
+    # each delta but the first waits twice its own length of audio (pcm16 at 24 kHz: 48 bytes a millisecond)
+    waits = [round(b[0] - a[0], 4) for a, b in itertools.pairwise(audio)]
+    assert waits == [round(2 * ms / 1000, 4) for _, ms in audio[1:]] and max(waits) == 0.2
+    assert d.meta[-1]["action"] == "audio_pace"
+    d = voiced('[[turn]]\nwhen = { response = 1 }\naudio_burst = "1.5s"\n')
+    d.send(user("hello there", "U1"))
+    start = d.t
+    d.send({"type": "response.create"})
+    times = [t - start for t, e in d.sent if e["type"] == "response.output_audio.delta"]
+    assert set(times) == {1.5} and len(times) > 1  # none before the hold, all together after it
+    created = next(t for t, e in d.sent if e["type"] == "response.created") - start
+    assert created == 0 and d.meta[-1]["action"] == "audio_burst"
+
+
+def test_the_new_actions_write_out_and_read_back_the_same() -> None:
+    text = (
+        '[[turn]]\nwhen = { response = 1 }\ncancel = "client_cancelled"\n'
+        '[[turn]]\nwhen = { response = 2 }\nrate_limit = true\nclose = 1013\n'
+        '[[turn]]\nwhen = { response = 3 }\nbarge_in = "250ms"\naudio_pace = 1.5\n'
+        '[[turn]]\nwhen = { response = 4 }\naudio_burst = "1s"\ntext = "hi"\n'
+        '[[turn]]\nwhen = { transcription = 2, connection = 1 }\nfail = "rate_limit_exceeded"\n'
+    )
+    schedule = parse_script(text)
+    cancel, limit, barge, burst, transcription = schedule.turns
+    assert (cancel.cancel, limit.rate_limit, limit.close) == ("client_cancelled", "tokens", 1013)
+    assert (barge.barge_in, barge.audio_pace, burst.audio_burst, burst.text) == (0.25, 1.5, 1.0, "hi")
+    assert (transcription.moment, transcription.transcription, transcription.fail) == (
+        "transcription", 2, "rate_limit_exceeded"
+    )  # fmt: skip
+    assert {t.times for t in schedule.turns} == {1}  # each a fault: once
+    again = parse_script(schedule.to_toml())
+    assert _shape(again) == _shape(schedule) and again.to_toml() == schedule.to_toml()

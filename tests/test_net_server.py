@@ -808,3 +808,86 @@ def test_the_trace_header_holds_the_schedule_as_the_script_that_runs_it_again(tm
     header = json.loads(scheduled.read_text().splitlines()[0])
     assert header["schedule"] == schedule.to_toml()
     assert parse_script(header["schedule"]).to_toml() == schedule.to_toml()
+
+
+def test_jitter_by_type_varies_only_that_type_and_never_reorders(tmp_path: Path) -> None:
+    from rtrace.net.server import describe, options_from_cli
+
+    path = tmp_path / "j.jsonl"
+    clock, sleep = virtual_clock()
+    cli = options_from_cli(jitter=["conversation.item.added=30ms"], seed=3)
+    assert (cli.jitter, cli.jitter_by_type) == (0.0, {"conversation.item.added": 0.03})
+    assert describe(cli)[0] == "no latency, jitter (conversation.item.added +/-30ms) (order kept)"
+    with pytest.raises(ValueError, match=r"--jitter response\.create: response\.create is a client event"):
+        options_from_cli(jitter=["response.create=5ms"])
+
+    async def main() -> None:
+        opts = ServerOptions(jitter_by_type=cli.jitter_by_type, seed=3, record=path, clock=clock, sleep=sleep,
+                             endpoint=EndpointOptions(max_session_seconds=None))  # fmt: skip
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            for k in range(20):
+                await ws.send(user(f"m{k}", f"I{k}"))
+                await recv(ws), await recv(ws)
+
+    run(main)
+    recs = [r for r in TraceReader.open(path) if r.dir in ("client", "server")]
+    late: dict[str, list[float]] = {}
+    sent_at = 0.0
+    for r in recs:
+        if r.dir == "client":
+            sent_at = r.t
+        else:
+            late.setdefault(r.type, []).append(round(r.t - sent_at, 6))
+    added = late["conversation.item.added"]
+    assert all(0 <= d <= 0.03 for d in added) and len(set(added)) > 5
+    # the done has no jitter of its own: it goes right behind its added, never before it
+    assert [r.type for r in recs if r.dir == "server"][2::2] == ["conversation.item.done"] * 20
+    assert late["session.created"] == [0.0]
+    assert json.loads(path.read_text().splitlines()[0])["jitter_by_type"] == {"conversation.item.added": 0.03}
+
+
+def test_the_servers_own_faults_go_out_with_the_real_shapes_and_their_notes_in_the_trace(tmp_path: Path) -> None:
+    path = tmp_path / "own.jsonl"
+    faults = Faults(cancel_response={1}, rate_limit_response={2}, barge_in={3}, fail_transcription={1})
+    voice = {"type": "realtime", "output_modalities": ["audio"],
+             "audio": {"input": {"transcription": {"model": "whisper-1"}}}}  # fmt: skip
+
+    async def main() -> None:
+        opts = ServerOptions(record=path, schedule=Schedule.of(faults))
+        async with run_server(opts) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(json.dumps({"type": "session.update", "session": voice}))
+            await until(ws, "session.updated")
+            await ws.send(json.dumps({"type": "response.create"}))
+            cancelled = (await until(ws, "response.done"))[-1]["response"]
+            assert (cancelled["status"], cancelled["status_details"]["reason"], cancelled["output"]) == (
+                "cancelled", "turn_detected", []
+            )  # fmt: skip
+            await ws.send(json.dumps({"type": "response.create"}))
+            limited = await until(ws, "response.done")
+            assert [e["type"] for e in limited][-3:] == ["response.created", "rate_limits.updated", "response.done"]
+            assert limited[-2]["rate_limits"][0]["remaining"] == 0
+            assert limited[-1]["response"]["status_details"]["error"]["code"] == "rate_limit_exceeded"
+            await ws.send(user("hello there, how are you", "U1"))
+            await ws.send(json.dumps({"type": "response.create"}))
+            barged = await until(ws, "response.done")
+            assert "input_audio_buffer.speech_started" in [e["type"] for e in barged]
+            assert barged[-1]["response"]["status_details"] == {"type": "cancelled", "reason": "turn_detected"}
+            after = await until(ws, "response.done")  # the user's turn: committed, failed transcription, answered
+            kinds = [e["type"] for e in after]
+            assert kinds[:2] == ["rate_limits.updated", "input_audio_buffer.speech_stopped"]
+            failed = next(e for e in after if e["type"].startswith("conversation.item.input_audio_transcription"))
+            assert failed["type"] == "conversation.item.input_audio_transcription.failed"
+            assert failed["error"]["type"] == "server_error" and failed["item_id"] == after[1]["item_id"]
+            assert after[-1]["response"]["status"] == "completed"
+
+    run(main)
+    recs = list(TraceReader.open(path))
+    notes = [(r.event["fault"], i) for i, r in enumerate(recs) if r.type == "fault.injected"]
+    assert [f for f, _ in notes] == ["cancel-response", "rate-limit-response", "barge-in", "fail-transcription"]
+    after_note = [recs[i + 1].type for _, i in notes]  # each note right where its fault acts
+    assert after_note == ["response.done", "rate_limits.updated", "input_audio_buffer.speech_started",
+                          "conversation.item.input_audio_transcription.failed"]  # fmt: skip
+    header = json.loads(path.read_text().splitlines()[0])
+    assert parse_script(header["schedule"]).describe() == Schedule.of(faults).describe()

@@ -23,7 +23,7 @@ from ..core.conversation import Conversation, Item, item_from_event
 from .playback import ResponseSource, play
 from .responses import Responses, Run, last_user_text
 from .schema import check_client_event
-from .script import ConnectionScript, ResponseContext, Schedule
+from .script import ConnectionScript, ResponseContext, Schedule, Turn
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -38,7 +38,9 @@ from .wire import (
     ga_rate_limits,
     merge_session,
     opaque_id,
+    rate_limited,
     transcription_events,
+    transcription_failed,
 )
 
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
@@ -140,6 +142,9 @@ class SharedCounters:
 
 #: The item types a client may create.
 #: The system item the idle timeout inserts (the real server says so in its own words, at more length).
+#: How long the user speaks in a barge-in (a schedule's `barge_in`): from `speech_started` to `speech_stopped`.
+BARGE_IN_SPEECH_MS = 600
+
 IDLE_NOTE = "No user speech was detected for a while: if the user was speaking, answer; else check in briefly."
 
 _CREATABLE = "'message', 'function_call', 'function_call_output'"
@@ -186,6 +191,9 @@ class EndpointConnection:
         #: Which idle-timeout wake is current (speech and each response make the earlier ones stale).
         self.idle_epoch = 0
         self.audio_turns = 0
+        #: Responses a schedule's barge-in waits in, by response id: the turn (`barge_in`: after how much output
+        #: audio the user speaks).
+        self.barging: dict[str, Turn] = {}
         self.closed = False
         self.response_requests = 0
         self.tokens_used = 0
@@ -280,6 +288,10 @@ class EndpointConnection:
             if run is None or run.finished:
                 return []
             return self._limit(self._pump(run))
+        if token[0] == "barge" and token[1] == self.speech_item:  # the user of a barge-in stops speaking
+            config = turn_detection(self.session)
+            settings = settings_of(config, self.options.vad_rms) if config is not None else None
+            return self._limit(self._speech_stopped(int(token[2]), settings)) if settings is not None else []
         if token[0] == "idle" and token[1] == self.idle_epoch:
             return self._limit(self._idle_timeout(int(token[2])))
         return []
@@ -538,10 +550,12 @@ class EndpointConnection:
             # `response.created`
             out.extend(self._transcribed_while_answering(self._start_response({}, None), transcript))
         else:
-            out.extend(self._event(e) for e in transcript)
+            out.extend(self._placed(transcript))
         return out
 
-    def _transcribed_while_answering(self, answer: list[Emission], transcript: list[dict[str, Any]]) -> list[Emission]:
+    def _transcribed_while_answering(
+        self, answer: list[Emission], transcript: list[dict[str, Any] | Emission]
+    ) -> list[Emission]:
         """The automatic response's emissions with the turn's transcription among them, as the real server sends it
         while the answer streams: after `response.created`, a transcription delta after each of the answer's first
         deltas, `completed` after the next one (what the answer has not streamed yet by its first pause comes
@@ -549,7 +563,7 @@ class EndpointConnection:
         if not transcript:
             return answer
         out = answer[:1]
-        left = [self._event(e) for e in transcript]
+        left = self._placed(transcript)
         for em in answer[1:]:
             if em.wake is not None and left:  # the answer pauses here: the rest of the transcription first
                 out.extend(left)
@@ -557,11 +571,19 @@ class EndpointConnection:
             out.append(em)
             if left and em.event is not None and str(em.event.get("type")).endswith(".delta"):
                 out.append(left.pop(0))
+                if out[-1].event is None and left:  # a fault's note goes with the event it notes
+                    out.append(left.pop(0))
         return [*out, *left] if left else out
 
-    def _commit(self, item_id: str, speech_ms: int) -> tuple[list[Emission], list[dict[str, Any]]]:
+    def _placed(self, transcript: list[dict[str, Any] | Emission]) -> list[Emission]:
+        """A transcription's events numbered as they are placed (a fault's note goes as it is)."""
+        return [self._event(e) if isinstance(e, dict) else e for e in transcript]
+
+    def _commit(self, item_id: str, speech_ms: int) -> tuple[list[Emission], list[dict[str, Any] | Emission]]:
         """The buffer becomes a user message: `committed` and the item's acks, and the events of its transcription
-        when the session enables it (`speech_ms` long), for the caller to place."""
+        when the session enables it (`speech_ms` long), for the caller to place. A schedule's `transcription`
+        turn makes it fail instead (`conversation.item.input_audio_transcription.failed`, no delta, no
+        transcript in the item), its note before it."""
         self.audio_buffer_bytes = 0
         self.vad.reset()
         n = self.audio_turns
@@ -574,8 +596,11 @@ class EndpointConnection:
         self.responses.heard[item_id] = said
         committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
         out = [self._event(committed), *self._ack_item(wire, previous)]
-        transcript: list[dict[str, Any]] = []
-        if _transcribes(self.session):
+        transcript: list[dict[str, Any] | Emission] = []
+        failing = self.script.on_transcription() if _transcribes(self.session) else None
+        if failing is not None:
+            transcript = [failing.note("fail"), transcription_failed(item_id, failing.fail)]
+        elif _transcribes(self.session):
             wire["content"][0]["transcript"] = said
             seconds = max(0, math.ceil(speech_ms / 1000))  # 0 for a turn without speech (the idle timeout's)
             transcript = [
@@ -596,7 +621,7 @@ class EndpointConnection:
         item_id = self.speech_item or self._new_item_id()
         self.speech_item = None
         committed, transcript = self._commit(item_id, int(ms))
-        return [*committed, *(self._event(e) for e in transcript)]
+        return [*committed, *self._placed(transcript)]
 
     def _audio_clear(self, event: dict[str, Any]) -> list[Emission]:
         self.audio_buffer_bytes = 0
@@ -655,8 +680,18 @@ class EndpointConnection:
         if turn is not None and turn.close is not None:
             self.script.after_response[run.response.id] = turn
         if turn is not None and turn.fail is not None:
-            done = self._event(self.responses.failed(run, _failure(turn.fail)))
+            done = self._event(self.responses.failed(run, self._failure(turn.fail)))
             return [*out, turn.note("fail", event), done, *self._closing_after(run)]
+        if turn is not None and turn.rate_limit is not None:
+            limits, details = rate_limited(turn.rate_limit, str(self.session.get("model") or self.options.model))
+            updated = self._event({"type": "rate_limits.updated", "rate_limits": limits})
+            noted = [turn.note("rate_limit", event), updated]
+            done = self._event(self.responses.failed(run, details))
+            return [*out, *noted, done, *self._closing_after(run)]
+        if turn is not None and turn.cancel is not None:
+            # the server's own cancel, before any output: the one shape of a cancelled response (`Responses.cancel`)
+            cancelled = [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run, turn.cancel))]
+            return [*out, turn.note("cancel", event), *cancelled, *self._closing_after(run)]
         recorded = self.source.take() if self.source is not None else None
         if turn is not None and (turn.text is not None or turn.calls):
             gen = self.responses.answer(run, params, turn.text, turn.calls)
@@ -664,6 +699,14 @@ class EndpointConnection:
             gen = play(self.responses, run, recorded)
         else:
             gen = self.responses.scripted(run, params)
+        if turn is not None and turn.audio_pace is not None:
+            run.audio_pace = turn.audio_pace
+            out.append(turn.note("audio_pace", event))
+        if turn is not None and turn.audio_burst is not None:
+            run.audio_pace, run.audio_hold = 0.0, turn.audio_burst
+            out.append(turn.note("audio_burst", event))
+        if turn is not None and turn.barge_in is not None:
+            self.barging[run.response.id] = turn
         self.responses.begin(run, gen)
         out.extend(self._pump(run))
         return out
@@ -677,7 +720,8 @@ class EndpointConnection:
             call_id = context[-1].get("call_id")
             calls = [w for w in context if w.get("type") == "function_call" and w.get("call_id") == call_id]
             tool_output = str(calls[-1].get("name") or "") if calls else ""
-        return ResponseContext(self.conn, self.response_requests, user_text, answered, tool_output)
+        vad = turn_detection(self.session) is not None
+        return ResponseContext(self.conn, self.response_requests, user_text, answered, tool_output, vad)
 
     def _closing_after(self, run: Run) -> list[Emission]:
         """A script turn that closes after this response: its note and close, once the response is done."""
@@ -688,14 +732,48 @@ class EndpointConnection:
         return turn.closing(None, flush=True)
 
     def _pump(self, run: Run) -> list[Emission]:
-        """The response's events up to its next pause (then a wake) or its end."""
-        events, pause = self.responses.pump(run)
+        """The response's events up to its next pause (then a wake) or its end; a barge-in where it acts."""
+        barge = self.barging.get(run.response.id)
+        until = None
+        if barge is not None and barge.barge_in is not None:
+            rate, heard = run.audio_format[0], barge.barge_in
+            until = lambda r: r.audio_samples * 1000 >= heard * 1000 * rate  # noqa: E731 (ms of output audio sent)
+        events, pause = self.responses.pump(run, until)
         out = [self._event(e) for e in self._rate_limits_after(events)]
+        if barge is not None and until is not None and until(run) and not run.finished:
+            del self.barging[run.response.id]
+            out.extend(self._barge_in(run, barge))
+            if not run.finished:  # the session does not let speech interrupt: the response goes on
+                out.extend(self._pump(run))
+            return [*out, *self._closing_after(run)]
+        if run.finished:
+            self.barging.pop(run.response.id, None)  # it ended before the user spoke
         if pause is not None:
             out.append(Emission(wake=("run", run.response.id), delay=pause))
         elif run.finished:
             out.extend(self._idle_after(run))
         return [*out, *self._closing_after(run)]
+
+    def _barge_in(self, run: Run, turn: Turn) -> list[Emission]:
+        """A schedule's barge-in: the user starts speaking during `run`, as server VAD hears it (`speech_started`;
+        the response cancelled `turn_detected` when the session lets speech interrupt), and stops
+        `BARGE_IN_SPEECH_MS` later (a wake: `speech_stopped`, the turn committed as a user item, a response when
+        the session creates one)."""
+        config = turn_detection(self.session)
+        if config is None:
+            return []
+        settings = settings_of(config, self.options.vad_rms)
+        start = max(self.vad.position_ms, self.vad.stopped_ms)
+        out = [turn.note("barge_in"), *self._speech_started(start, settings)]
+        stop = start + BARGE_IN_SPEECH_MS
+        out.append(Emission(wake=("barge", self.speech_item, stop), delay=BARGE_IN_SPEECH_MS / 1000))
+        return out
+
+    def _failure(self, code: str) -> dict[str, Any]:
+        """The `status_details` of a response failed with `code` (`rate_limit_exceeded`: a rate limit's)."""
+        if code == "rate_limit_exceeded":
+            return rate_limited("tokens", str(self.session.get("model") or self.options.model))[1]
+        return {"type": "failed", "reason": None, "error": {"type": "server_error", "code": code}}
 
     def _rate_limits_after(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`events` with the GA server's `rate_limits.updated` after each `response.done` (its tokens left of the
@@ -724,11 +802,6 @@ class EndpointConnection:
             message = "Cancellation failed: no active response found"
             return [self._error("response_cancel_not_active", message, None, event)]
         return [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run))]
-
-
-def _failure(code: str) -> dict[str, Any]:
-    """The `status_details` of a failed response."""
-    return {"type": "failed", "reason": None, "error": {"type": "server_error", "code": code}}
 
 
 def _transcribes(session: dict[str, Any]) -> bool:

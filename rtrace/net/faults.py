@@ -68,6 +68,13 @@ def seconds_text(seconds: float) -> str:
     return f"{decimal.Decimal(repr(seconds)):f}s"
 
 
+#: The flags' values: a barge-in this many seconds into the response's audio; slow audio this many seconds per
+#: second of audio; bursty audio held this long.
+BARGE_IN_AFTER = 0.2
+SLOW_AUDIO = 2.0
+BURST_HOLD = 1.0
+
+
 def _or(code: int | None, default: int) -> int:
     return default if code is None else code
 
@@ -93,6 +100,42 @@ FAULTS: tuple[Fault, ...] = (
         "fail-response", "numbers", "Fault: the connection's Nth response fails.",
         lambda numbers, code: [{"when": {"response": n}, "fail": "server_error"} for n in sorted(numbers)],
         lambda spec, how: f"fail response {spec} of a connection",
+    ),
+    Fault(
+        "cancel-response", "numbers", "Fault: the server cancels the connection's Nth response (turn_detected).",
+        lambda numbers, code: [{"when": {"response": n}, "cancel": "turn_detected"} for n in sorted(numbers)],
+        lambda spec, how: f"cancel response {spec} of a connection (turn_detected, no output)",
+    ),
+    Fault(
+        "rate-limit-response", "numbers", "Fault: the connection's Nth response hits the rate limit.",
+        lambda numbers, code: [{"when": {"response": n}, "rate_limit": "tokens"} for n in sorted(numbers)],
+        lambda spec, how: f"rate-limit response {spec} of a connection (no tokens remaining, failed "
+                          "rate_limit_exceeded)",
+    ),
+    Fault(
+        "fail-transcription", "numbers", "Fault: the server's Nth input audio transcription fails.",
+        lambda numbers, code: [{"when": {"transcription": n}, "fail": True} for n in sorted(numbers)],
+        lambda spec, how: f"fail input audio transcription {spec} (transcription.failed instead of completed)",
+    ),
+    Fault(
+        "barge-in", "numbers",
+        f"Fault: the user speaks during the connection's Nth response ({BARGE_IN_AFTER}s of its audio in).",
+        lambda numbers, code: [{"when": {"response": n}, "barge_in": seconds_text(BARGE_IN_AFTER)}
+                               for n in sorted(numbers)],
+        lambda spec, how: f"the user speaks {format_duration(BARGE_IN_AFTER)} into response {spec} of a "
+                          "connection (server VAD)",
+    ),
+    Fault(
+        "slow-audio", "numbers", f"Fault: the Nth response's output audio at {SLOW_AUDIO:g}x real time.",
+        lambda numbers, code: [{"when": {"response": n}, "audio_pace": SLOW_AUDIO} for n in sorted(numbers)],
+        lambda spec, how: f"the output audio of response {spec} of a connection at {SLOW_AUDIO:g}x real time",
+    ),
+    Fault(
+        "burst-audio", "numbers", f"Fault: the Nth response's output audio held {BURST_HOLD:g}s, then at once.",
+        lambda numbers, code: [{"when": {"response": n}, "audio_burst": seconds_text(BURST_HOLD)}
+                               for n in sorted(numbers)],
+        lambda spec, how: f"the output audio of response {spec} of a connection held "
+                          f"{format_duration(BURST_HOLD)}, then in one burst",
     ),
     Fault(
         "error-on", "specs", f"Fault: answer {_SPEC} with an error.",
@@ -121,6 +164,22 @@ class Faults:
     #: Answer these responses (1-based, per connection: each `response.create` and each automatic response after
     #: speech) with `response.done` status `failed`.
     fail_response: set[int] = dataclasses.field(default_factory=set)
+    #: The server cancels these responses (1-based, per connection) right after `response.created`: `response.done`
+    #: status `cancelled`, reason `turn_detected`, no output.
+    cancel_response: set[int] = dataclasses.field(default_factory=set)
+    #: These responses hit the rate limit: `rate_limits.updated` with no tokens remaining, then `response.done`
+    #: status `failed`, code `rate_limit_exceeded`.
+    rate_limit_response: set[int] = dataclasses.field(default_factory=set)
+    #: These input audio transcriptions (1-based, in the server's life) fail:
+    #: `conversation.item.input_audio_transcription.failed` instead of their deltas and `completed`.
+    fail_transcription: set[int] = dataclasses.field(default_factory=set)
+    #: The user speaks `BARGE_IN_AFTER` seconds into these responses' output audio (server VAD: `speech_started`,
+    #: the response cancelled `turn_detected`, then a new user turn).
+    barge_in: set[int] = dataclasses.field(default_factory=set)
+    #: These responses' output audio comes at `SLOW_AUDIO` seconds per second of audio.
+    slow_audio: set[int] = dataclasses.field(default_factory=set)
+    #: These responses' output audio is held `BURST_HOLD` seconds, then sent at once.
+    burst_audio: set[int] = dataclasses.field(default_factory=set)
     #: Answer matching client events (`TYPE` or `TYPE:ITEM_TYPE`) with an `error` instead of processing them.
     error_on: list[str] = dataclasses.field(default_factory=list)
     #: Send `session_expired` and close 1001 this many seconds after the connection opened.

@@ -234,10 +234,12 @@ def server_options(template: ServerOptions, schedule: Schedule, trace: Path, hea
     """The options of one run: `template` with the schedule's latency, turns (before the template's own) and seed,
     recording to `trace` with the hunt's header fields."""
     default, by_type = schedule.latency()
+    jitter, jitter_by_type = schedule.jitter()
     turns = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
     endpoint = dataclasses.replace(template.endpoint, seed=schedule.seed)
     return dataclasses.replace(
         template, host="127.0.0.1", port=0, record=trace, latency=default, latency_by_type=by_type,
+        jitter=jitter or template.jitter, jitter_by_type={**template.jitter_by_type, **jitter_by_type},
         schedule=turns + template.schedule if turns is not None else template.schedule, endpoint=endpoint,
         seed=schedule.seed, header={**template.header, "hunt": header},
     )  # fmt: skip
@@ -260,12 +262,14 @@ def records_of(trace: Path) -> list[dict[str, Any]]:
     return out
 
 
-#: Rules whose finding restates a fault the schedule injected - an `error` the server sent, a session that
-#: expired, a response the server's close cut (RT107 as a warning: the wire cannot show whether the client closed
-#: its generation; as an error it is the client's) - with the kinds of fault it restates and the severity it has
-#: then: not a bug of the client when the schedule has that kind of fault.
+#: Rules whose finding restates a fault the schedule injected - an `error` the server sent (or the real server's
+#: `response_cancel_not_active` to a client cancelling the response the server already cancelled, on a barge-in or
+#: its own cancel: livekit 1.8.9 sends `response.cancel` on `speech_started`), a session that expired, a response
+#: the server's close cut (RT107 as a warning: the wire cannot show whether the client closed its generation; as an
+#: error it is the client's) - with the kinds of fault it restates and the severity it has then: not a bug of the
+#: client when the schedule has that kind of fault.
 FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
-    "RT112": (frozenset({"error"}), None),
+    "RT112": (frozenset({"error", "barge_in", "cancel"}), None),
     "RT119": (frozenset({"expire"}), None),
     "RT107": (frozenset({"close", "drop"}), "warning"),
 }

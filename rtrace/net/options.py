@@ -34,7 +34,8 @@ class EndpointOption:
 ENDPOINT_OPTIONS: tuple[EndpointOption, ...] = (
     EndpointOption("latency", "durations", "Delay of server events: 50ms, or TYPE=120ms for one server event type.",
                    sweep=False),
-    EndpointOption("jitter", "duration", "Random +/- variation of each delay, e.g. 5ms (order is kept).", "0",
+    EndpointOption("jitter", "durations",
+                   "Random +/- variation of each delay: 5ms, or TYPE=5ms for one server event type (order is kept).",
                    sweep=False),
     EndpointOption("seed", "int", "Seed for the jitter and the tool arguments."),
     EndpointOption("record", "path", "Write every event received and sent to this trace.", sweep=False),

@@ -83,6 +83,10 @@ class Run:
     open_previous: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    #: This response's own audio pace (a schedule's `audio_pace`), else the options'; and a hold before its first
+    #: audio delta (`audio_burst`: the audio then comes at once).
+    audio_pace: float | None = None
+    audio_hold: float = 0.0
 
     @property
     def finished(self) -> bool:
@@ -197,16 +201,23 @@ class Responses:
         if run.response.in_conversation:
             self.active = run
 
-    def pump(self, run: Run) -> tuple[list[dict[str, Any]], float | None]:
-        """Run the generator up to its next pause: the events until then, and the pause (None: it ended)."""
+    def pump(
+        self, run: Run, until: Callable[[Run], bool] | None = None
+    ) -> tuple[list[dict[str, Any]], float | None]:
+        """Run the generator up to its next pause: the events until then, and the pause (None: it ended). With
+        `until`: stops as soon as it holds (before the first step too), with a pause of 0."""
         events: list[dict[str, Any]] = []
         assert run.gen is not None
+        if until is not None and until(run):
+            return events, 0.0
         for step in run.gen:
             if isinstance(step, float | int):
                 if step > 0:
                     return events, float(step)
                 continue
             events.append(step)
+            if until is not None and until(run):
+                return events, 0.0
         return events, None
 
     def response_object(self, run: Run, details: Any = None, used: Any = None) -> dict[str, Any]:
@@ -378,11 +389,15 @@ class Responses:
         rate, codec = run.audio_format
         item = run.open_item
         assert item is not None
+        pace = o.audio_pace if run.audio_pace is None else run.audio_pace
         while ms > 0:
             piece = min(ms, max(1, o.audio_delta_ms))
             ms -= piece
-            if o.audio_pace > 0 and item.audio_bytes > 0:
-                yield piece / 1000 * o.audio_pace
+            if run.audio_hold > 0:
+                yield run.audio_hold
+                run.audio_hold = 0.0
+            elif pace > 0 and item.audio_bytes > 0:
+                yield piece / 1000 * pace
             count = rate * piece // 1000
             data = encode(tone(count, rate, o.audio_tone_hz, run.audio_samples), codec)
             run.audio_samples += count

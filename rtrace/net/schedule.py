@@ -8,19 +8,25 @@ again by hand (`rtrace serve --script`, `rtrace sweep --script`). Pure: no I/O, 
   trace: the client events it sent and the server events it received (`TYPE` or `TYPE:ITEM_TYPE`, with counts),
   its connections, whether it reconnected, its responses. Schedules are drawn from that surface only: a fault at
   an event the client never sees teaches nothing.
-- **A fault** (`Fault`) acts at one *point*: ack latency on every event, or on one server event type; a delay of,
-  an `error` answer to or a drop/close on the k-th client event of a type (with its item type); a delay before or
-  a close after the k-th server event of a type; the Nth response failed, or closed after its `response.done`;
-  `session_expired` at a time.
+- **A fault** (`Fault`) acts at one *point*: ack latency or jitter on every event, or on one server event type; a
+  delay of, an `error` answer to or a drop/close on the k-th client event of a type (with its item type); a delay
+  before or a close after the k-th server event of a type; the Nth response failed, cancelled by the server,
+  rate-limited, or closed after its `response.done`; `session_expired` at a time; the k-th input audio
+  transcription failed; the user speaking during the Nth response (barge-in); the Nth response's output audio
+  slow or bursty. The kinds a client's surface cannot meet are never drawn: a failed transcription only when its
+  clean run had transcriptions, audio pacing only when its responses had audio, a barge-in only then and with
+  server VAD.
 - **The systematic phase** (`single_faults`): each point of the surface once, with one canonical fault, cheapest
   first (`Fault.cost`: the condition every network has first - latency - then drops, closes, error answers,
-  failed responses, delays, expiry; within a kind, earlier points first).
+  failed responses, delays, expiry, then jitter and the server's own behaviours: cancels, rate limits, failed
+  transcriptions, barge-ins, slow and bursty audio; within a kind, earlier points first).
 - **The random phase** (`Generator`): seeded combinations of 1-3 faults, drawn fresh or mutated from the schedules
   that showed something new (a new bug key, a new rule, a new sequence of client reactions after a fault). Two
   generators with one seed, told the same outcomes, draw the same schedules.
-- **Shrinking** (`shrink`): a coroutine-like generator of candidates (drop a fault, move a latency or a delay
-  toward 0, k toward 1) that is told whether each still reproduces; what it returns
-  reproduces and no single step of it does (1-minimal over those steps).
+- **Shrinking** (`shrink`): a coroutine-like generator of candidates (drop a fault, move a latency, a jitter, a
+  delay, a barge-in's moment or a burst's hold toward 0 and a slow pace toward real time, k toward 1) that is
+  told whether each still reproduces; what it returns reproduces and no single step of it does (1-minimal over
+  those steps).
 - **One bug, one entry** (`BugKey`, `bug_key`, `reaction`): what a finding is about - its rule, the kinds of the
   items it names, the kinds of the faults that acted, the class of the client's reaction - never its lines or ids.
 """
@@ -36,15 +42,40 @@ from typing import Any, Literal
 
 from ..core.durations import format_duration
 
-Kind = Literal["latency", "drop", "close", "error", "fail", "delay", "expire"]
-Moment = Literal["all", "event", "sent", "response", "session"]
+Kind = Literal[
+    "latency", "drop", "close", "error", "fail", "delay", "expire", "jitter", "cancel", "rate_limit",
+    "transcription", "barge_in", "pace", "burst",
+]  # fmt: skip
+Moment = Literal["all", "event", "sent", "response", "session", "transcription"]
 
 #: The rank of each kind of fault in the systematic phase (cheapest first: see the module docstring).
-KIND_COST: dict[str, int] = {"latency": 0, "drop": 1, "close": 2, "error": 3, "fail": 4, "delay": 5, "expire": 6}
+KIND_COST: dict[str, int] = {
+    "latency": 0, "drop": 1, "close": 2, "error": 3, "fail": 4, "delay": 5, "expire": 6, "jitter": 7, "cancel": 8,
+    "rate_limit": 9, "transcription": 10, "barge_in": 11, "pace": 12, "burst": 13,
+}  # fmt: skip
 #: The canonical value of each kind in the systematic phase.
 CANONICAL_LATENCY = 0.05
 CANONICAL_DELAY = 0.5
 CANONICAL_CLOSE = 1011
+CANONICAL_JITTER = 0.05
+#: A barge-in this many seconds into a response's output audio; slow audio at this many seconds per second of
+#: audio; bursty audio held this long.
+CANONICAL_BARGE_IN = 0.2
+CANONICAL_PACE = 2.0
+CANONICAL_BURST = 1.0
+#: Below this a pace is not shrunk further (1: real time).
+PACE_FLOOR = 1.0
+#: What the random phase draws for those.
+BARGE_INS = (0.0, 0.1, 0.2, 0.5, 1.0)
+PACES = (1.5, 2.0, 4.0)
+BURSTS = (0.5, 1.0, 2.0)
+#: The limits a rate-limited response names (`rate_limits.updated`), and the reason the server cancels for.
+RATE_LIMITS = ("tokens", "requests")
+CANCEL_REASON = "turn_detected"
+TRANSCRIPTION_CODE = "server_error"
+#: The server events that tell a client's responses had audio, and that its user audio was transcribed.
+OUTPUT_AUDIO = "response.output_audio.delta"
+TRANSCRIBED = "conversation.item.input_audio_transcription.completed"
 DROP = 1006
 #: Close codes the random phase draws (1006: no close frame; 1000 normal, 1001 going away, 1011 server error, 1012
 #: restart, 1013 try again later).
@@ -101,9 +132,22 @@ class Surface:
     responses: int = 0
     #: Seconds from the first record to the last.
     duration: float = 0.0
+    #: Whether the session detected speech (server VAD) as it last said (`session.created` / `session.updated`).
+    server_vad: bool = False
+
+    @property
+    def audio(self) -> bool:
+        """Whether its responses had output audio."""
+        return any(spec.partition(":")[0] == OUTPUT_AUDIO for spec, _ in self.server)
+
+    @property
+    def transcriptions(self) -> int:
+        """How many input audio transcriptions it received."""
+        return sum(n for spec, n in self.server if spec.partition(":")[0] == TRANSCRIBED)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "server_vad": self.server_vad,
             "client_events": dict(self.client),
             "server_events": dict(self.server),
             "connections": self.connections,
@@ -138,6 +182,7 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
     server: dict[str, int] = {}
     conns: set[int] = set()
     responses = 0
+    vad = False
     first: float | None = None
     last = 0.0
     for rec in records:
@@ -158,10 +203,21 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
             spec = event_spec(event, "server")
             server[spec] = server.get(spec, 0) + 1
             responses += event.get("type") == "response.created"
+            if event.get("type") in ("session.created", "session.updated") and isinstance(event.get("session"), dict):
+                vad = _server_vad(event["session"])
     return Surface(
         tuple(client.items()), tuple(server.items()), len(conns), len(conns) > 1, responses,
-        max(0.0, last - (first or 0.0)),
+        max(0.0, last - (first or 0.0)), vad,
     )  # fmt: skip
+
+
+def _server_vad(session: dict[str, Any]) -> bool:
+    """Whether a session's turn detection (GA `audio.input.turn_detection`, beta `turn_detection`) hears speech."""
+    audio = session.get("audio")
+    found: Any = session.get("turn_detection")
+    if isinstance(audio, dict) and isinstance(audio.get("input"), dict) and "turn_detection" in audio["input"]:
+        found = audio["input"]["turn_detection"]
+    return isinstance(found, dict) and found.get("type") in ("server_vad", "semantic_vad")
 
 
 # -- faults and schedules --------------------------------------------------------------------------------------
@@ -180,6 +236,13 @@ class Fault:
     - `delay`: `event` (the answer to the k-th client event `target` goes out `value` seconds later) or `sent`
       (the k-th server event `target`, and what follows, go out `value` seconds later).
     - `expire`: `session_expired` and a close 1001 `value` seconds after a connection opened.
+    - `jitter`: as `latency`, `value` the +/- seconds each event's delay varies by.
+    - `cancel` / `rate_limit` at `response`: the `k`-th response cancelled by the server right after it was
+      created (reason `value`), or rate-limited (the limit `value`, `tokens` or `requests`).
+    - `transcription`: the `k`-th input audio transcription (in the server's life) fails with code `value`.
+    - `barge_in` / `pace` / `burst` at `response`: in the `k`-th response, the user speaks `value` seconds into
+      its output audio; its audio comes at `value` seconds per second; its audio is held `value` seconds, then
+      sent at once.
     """
 
     kind: Kind
@@ -201,16 +264,32 @@ class Fault:
     def signature(self) -> str:
         """What kind of fault at what kind of moment, without values, targets or counts: part of a bug's key (a
         client that gives up on any drop has one bug, not one per event type)."""
-        if self.kind == "latency":
-            return "latency"
+        if self.kind in ("latency", "jitter"):
+            return self.kind
         return f"{self.kind} {self.moment}"
 
     def describe(self) -> str:
         """The fault in words, one line."""
         nth = f"{_ordinal(self.k)} " if self.k > 1 else ""
-        if self.kind == "latency":
+        if self.kind in ("latency", "jitter"):
             where = "every server event" if self.target == "*" else self.target
+            if self.kind == "jitter":
+                return f"ack jitter +/-{format_duration(float(self.value))} on {where}"
             return f"ack latency {format_duration(float(self.value))} on {where}"
+        if self.kind == "cancel":
+            return f"response {self.k} cancelled by the server ({self.value})"
+        if self.kind == "rate_limit":
+            return f"response {self.k} rate-limited (no {self.value} remaining)"
+        if self.kind == "transcription":
+            return f"input audio transcription {self.k} failed ({self.value})"
+        if self.kind == "barge_in" and not self.value:
+            return f"the user speaks as response {self.k} starts (before any output)"
+        if self.kind == "barge_in":
+            return f"the user speaks {format_duration(float(self.value))} into response {self.k}'s audio"
+        if self.kind == "pace":
+            return f"response {self.k}'s output audio at {float(self.value):g}x real time"
+        if self.kind == "burst":
+            return f"response {self.k}'s output audio held {format_duration(float(self.value))}, then at once"
         if self.kind in ("drop", "close") and self.moment == "event":
             return f"close {self.value} on the {nth}{self.target} (before answering it)"
         if self.kind in ("drop", "close") and self.moment == "sent":
@@ -258,21 +337,26 @@ class Schedule:
     def cost(self) -> tuple[int, ...]:
         return (len(self.faults), *sorted(KIND_COST[f.kind] for f in self.faults))
 
-    def latency(self) -> tuple[float, dict[str, float]]:
-        """The latency of every server event and by type (the `--latency` values)."""
+    def latency(self, kind: Literal["latency", "jitter"] = "latency") -> tuple[float, dict[str, float]]:
+        """The latency of every server event and by type (the `--latency` values); of `jitter`: the `--jitter`
+        values."""
         default = 0.0
         by_type: dict[str, float] = {}
         for f in self.faults:
-            if f.kind == "latency":
+            if f.kind == kind:
                 if f.target == "*":
                     default = float(f.value)
                 else:
                     by_type[f.target] = float(f.value)
         return default, by_type
 
+    def jitter(self) -> tuple[float, dict[str, float]]:
+        """The jitter of every server event and by type (the `--jitter` values)."""
+        return self.latency("jitter")
+
     def turn_faults(self) -> list[Fault]:
-        """The faults that are script turns (all but latency), in turn order."""
-        return [f for f in self.faults if f.kind != "latency"]
+        """The faults that are script turns (all but latency and jitter), in turn order."""
+        return [f for f in self.faults if f.kind not in ("latency", "jitter")]
 
     def script_toml(self) -> str:
         """The scenario script of this schedule (`rtrace serve --script`); the latency is a flag (`serve_args`),
@@ -288,13 +372,13 @@ class Schedule:
         return "\n".join(lines) + "\n"
 
     def serve_args(self) -> list[str]:
-        """The `rtrace serve` / `sweep` flags besides `--script`: latency and seed."""
-        default, by_type = self.latency()
+        """The `rtrace serve` / `sweep` flags besides `--script`: latency, jitter and seed."""
         args: list[str] = []
-        if default:
-            args += ["--latency", format_duration(default)]
-        for etype, value in sorted(by_type.items()):
-            args += ["--latency", f"{etype}={format_duration(value)}"]
+        for flag, (default, by_type) in (("--latency", self.latency()), ("--jitter", self.jitter())):
+            if default:
+                args += [flag, format_duration(default)]
+            for etype, value in sorted(by_type.items()):
+                args += [flag, f"{etype}={format_duration(value)}"]
         if self.seed:
             args += ["--seed", str(self.seed)]
         return args
@@ -328,10 +412,17 @@ def _turn_lines(f: Fault) -> list[str]:
     """The `[[turn]]` body of a fault that is a script turn."""
     if f.kind == "expire":
         return ["when = { opened = true }", f"expire = {_toml_string(format_duration(float(f.value)))}"]
+    if f.kind == "transcription":
+        return [f"when = {{ transcription = {f.k} }}", f"fail = {_toml_string(str(f.value))}"]
     if f.moment == "response":
         when = f"when = {{ response = {f.k} }}"
-        if f.kind == "fail":
-            return [when, f"fail = {_toml_string(str(f.value))}"]
+        if f.kind in ("fail", "cancel", "rate_limit"):
+            return [when, f"{f.kind} = {_toml_string(str(f.value))}"]
+        if f.kind in ("barge_in", "burst"):
+            key = "barge_in" if f.kind == "barge_in" else "audio_burst"
+            return [when, f"{key} = {_toml_string(format_duration(float(f.value)))}"]
+        if f.kind == "pace":
+            return [when, f"audio_pace = {float(f.value)!r}"]
         return [when, f"close = {int(f.value)}"]
     key = "event" if f.moment == "event" else "sent"
     nth = f", nth = {f.k}" if f.k > 1 else ""
@@ -372,6 +463,17 @@ def single_faults(surface: Surface) -> list[Fault]:
     faults += [Fault("delay", "sent", spec, CANONICAL_DELAY) for spec in sent]
     if surface.duration > 0:
         faults.append(Fault("expire", "session", "", round(max(0.1, surface.duration / 2), 3)))
+    responses = range(1, surface.responses + 1)
+    faults.append(Fault("jitter", "all", "*", CANONICAL_JITTER))
+    faults += [Fault("cancel", "response", "", CANCEL_REASON, n) for n in responses]
+    faults += [Fault("rate_limit", "response", "", RATE_LIMITS[0], n) for n in responses]
+    faults += [Fault("transcription", "transcription", "", TRANSCRIPTION_CODE, k)
+               for k in range(1, surface.transcriptions + 1)]  # fmt: skip
+    if surface.audio and surface.server_vad:
+        faults += [Fault("barge_in", "response", "", CANONICAL_BARGE_IN, n) for n in responses]
+    if surface.audio:
+        faults += [Fault("pace", "response", "", CANONICAL_PACE, n) for n in responses]
+        faults += [Fault("burst", "response", "", CANONICAL_BURST, n) for n in responses]
     # stable: kinds in cost order, points in the order the client met them
     return sorted(faults, key=lambda f: KIND_COST[f.kind])
 
@@ -389,10 +491,27 @@ def random_fault(surface: Surface, rng: random.Random) -> Fault:
     client = list(surface.client) or [("session.update", 1)]
     server = list(surface.server) or [("session.updated", 1)]
     responses = max(1, surface.responses)
-    kind = rng.choice(("latency", "latency", "drop", "close", "close", "error", "fail", "delay", "delay", "expire"))
-    if kind == "latency":
+    kinds: list[str] = ["latency", "latency", "drop", "close", "close", "error", "fail", "delay", "delay", "expire",
+                        "jitter", "cancel", "rate_limit"]  # fmt: skip
+    if surface.transcriptions:
+        kinds.append("transcription")
+    if surface.audio and surface.server_vad:
+        kinds.append("barge_in")
+    if surface.audio:
+        kinds += ["pace", "burst"]
+    kind = rng.choice(kinds)
+    if kind in ("latency", "jitter"):
         target = "*" if rng.random() < 0.6 else rng.choice(_ack_types(surface) or ["*"])
-        return Fault("latency", "all", target, rng.choice(LATENCIES))
+        return Fault(kind, "all", target, rng.choice(LATENCIES))  # type: ignore[arg-type]
+    if kind == "cancel":
+        return Fault("cancel", "response", "", CANCEL_REASON, rng.randint(1, responses))
+    if kind == "rate_limit":
+        return Fault("rate_limit", "response", "", rng.choice(RATE_LIMITS), rng.randint(1, responses))
+    if kind == "transcription":
+        return Fault("transcription", "transcription", "", TRANSCRIPTION_CODE, rng.randint(1, surface.transcriptions))
+    if kind in ("barge_in", "pace", "burst"):
+        values = {"barge_in": BARGE_INS, "pace": PACES, "burst": BURSTS}[kind]
+        return Fault(kind, "response", "", rng.choice(values), rng.randint(1, responses))  # type: ignore[arg-type]
     if kind == "drop":
         spec, count = rng.choice(client)
         return Fault("drop", "event", spec, DROP, rng.randint(1, count))
@@ -589,7 +708,7 @@ def acted(schedule: Schedule, records: Iterable[dict[str, Any]]) -> tuple[str, .
         spec = str(event.get("spec", ""))
         if event.get("fault", "script") == "script" and spec.startswith("turn ") and spec[5:].isdigit():
             fired.add(int(spec[5:]) - 1)
-    out = {f.signature for f in schedule.faults if f.kind == "latency"}
+    out = {f.signature for f in schedule.faults if f.kind in ("latency", "jitter")}
     out |= {turns[i].signature for i in fired if i < len(turns)}
     return tuple(sorted(out))
 
@@ -608,9 +727,15 @@ def _smaller_values(f: Fault) -> list[Fault]:
     """The one-step-smaller variants of a fault: a latency or a delay halved (not below `SHRINK_FLOOR`), k one
     less (a close code stays: a normal close and a drop are different faults)."""
     out: list[Fault] = []
-    if f.kind in ("latency", "delay", "expire") and isinstance(f.value, (int, float)):
+    if f.kind in ("latency", "jitter", "delay", "barge_in", "burst") and isinstance(f.value, (int, float)):
         half = round(float(f.value) / 2, 4)
-        if half >= SHRINK_FLOOR and f.kind != "expire":
+        if half >= SHRINK_FLOOR:
+            out.append(dataclasses.replace(f, value=half))
+        if f.kind == "barge_in" and f.value > 0:
+            out.append(dataclasses.replace(f, value=0.0))  # before any output: the cheapest barge-in
+    if f.kind == "pace" and isinstance(f.value, (int, float)):
+        half = round(float(f.value) / 2, 4)
+        if half >= PACE_FLOOR:
             out.append(dataclasses.replace(f, value=half))
     if f.k > 1:
         out.append(dataclasses.replace(f, k=1))

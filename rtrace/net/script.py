@@ -10,10 +10,11 @@ file that runs it again: `parse_script(s.to_toml())` acts as `s`), `Schedule(tur
 A script is a TOML file: an optional `transcripts` list (what the user says in each audio turn of a connection,
 as `--transcript`), then `[[turn]]` tables, tried in order. A turn has a `when` table (every condition in it
 must hold) and actions; the first turn that matches acts, at most `times` times in the server's life (default:
-every time, but once for a turn that closes, fails, errors or expires: a fault; `times = 0`: every time). A
+every time, but once for a fault: a turn that closes, fails, errors, expires or does one of the server's own
+behaviours below; `times = 0`: every time). A
 response no turn answers gets the default script's answer (`rtrace.net.responses.choose_reply`).
 
-`when` picks one of four moments:
+`when` picks one of five moments:
 
 - a **response** (a `response.create`, or the automatic one after speech): `user = "TEXT"` (the last user text
   contains it, any case), `user_regex = "REGEX"` (Python syntax, searched;
@@ -25,7 +26,19 @@ response no turn answers gets the default script's answer (`rtrace.net.responses
   `{output}` the tool output), `call = { name = "TOOL", arguments = { ... } }` or a list of them (calls after
   the text, if any; `arguments` a table or a JSON string, left out: made from the tool's schema as
   `rtrace.net.tools` says), `fail = true` or `= "CODE"` (the response ends `failed` with that error code, no
-  output), and `close = CODE` (close the socket right after its `response.done`).
+  output; `rate_limit_exceeded` as a rate limit's), and `close = CODE` (close the socket right after its
+  `response.done`). The server's own behaviours: `cancel = true` or `= "REASON"` (cancelled right after
+  `response.created`, `output: []`, reason `turn_detected` - the one the server cancels for on its own - or
+  `client_cancelled`), `rate_limit = true` or `= "tokens" | "requests"` (`rate_limits.updated` with none of that
+  limit remaining, then `response.done` failed `rate_limit_exceeded`, the error's `type` the limit, worded as the
+  API's 429 answers: no recording of the real server holds one); one of `fail`, `cancel`, `rate_limit`, and none
+  with `text` or `call`. `barge_in = "200ms"` (the user starts speaking once that much of the response's output
+  audio was sent, "0s": right after `response.created`: server VAD's `speech_started`, the response cancelled
+  `turn_detected` when the session lets speech interrupt, `speech_stopped` 600 ms later, the turn committed as a
+  user item and answered when the session creates responses; only in a session with server VAD: one that
+  commits its own turns hears no speech and the turn does not hold), `audio_pace = 2.0` (its output audio at
+  that many seconds per second of audio; 1: real time), `audio_burst = "1s"` (its output audio held that long
+  before the first delta, then sent at once); these go with `text`, `call` and `close`.
 - a **client event** arriving: `event = "TYPE[:ITEM_TYPE]"` (as `--drop-on`). Actions, one of: `delay =
   "2s"` (a duration as the options take it, `rtrace.core.durations`: a bare number is a mistake; the answer to
   it goes out that much later; what follows waits behind it), `close = CODE` (drop the
@@ -36,6 +49,10 @@ response no turn answers gets the default script's answer (`rtrace.net.responses
   `delay = "500ms"` (it, and everything after it, go out that much later).
 - a connection **opened**: `opened = true`. Action: `expire = "10s"` (`session_expired` and close 1001 that
   long after, as `--expire-after`).
+- an input audio **transcription**: `transcription = K` (the server's Kth, counted in its life; only in a session
+  that transcribes). Action: `fail = true` or `= "CODE"`
+  (`conversation.item.input_audio_transcription.failed` instead of its deltas and `completed`, the real error's
+  shape: type `server_error`, the message naming the item; the item keeps no transcript).
 
 `nth = K` with `event` or `sent`: only the K-th event it matches, counted in the server's life, sets the turn off
 (`rtrace hunt`'s faults at the k-th event of a type).
@@ -43,8 +60,10 @@ response no turn answers gets the default script's answer (`rtrace.net.responses
 `event` and `sent` are checked against the event catalog (a client event for `event`, a server one for `sent`;
 what follows the colon an item type or a role), with the closest name on a typo. `connection = N` in any `when`
 limits the turn to the server's Nth connection. Close codes are those of `--close-code` (1006: no close frame;
-1005: a close frame without a code). A turn that closes, fails, errors, delays or expires writes a
-`fault.injected` note where it acts: `fault = "script"`, `spec = "turn N"`, its `line` and `action`; a turn with
+1005: a close frame without a code). A turn that closes, fails, errors, delays, expires, cancels, rate-limits,
+barges in or paces audio is a fault (once by default) and writes a `fault.injected` note where it acts (a barge-in's
+before its `speech_started`, a failed transcription's before its `.failed`, a pace's or a burst's after
+`response.created`): `fault = "script"`, `spec = "turn N"`, its `line` and `action`; a turn with
 `fault = "NAME"` (what the flag `--NAME` compiles to, e.g. `fault = "drop-on"`) is noted as that fault, its spec
 what the flag was given. An example is `rtrace.net.examples.EXAMPLE_SCRIPT`.
 """
@@ -63,23 +82,36 @@ from ..core.inputs import MAX_NESTING, TooDeep, check_nesting, pattern_search, u
 from .faults import FAULT_BY_NAME, Faults, Table, check_spec, closing_words, matches, seconds_text, valid_close_code
 from .wire import Emission
 
-Moment = Literal["response", "event", "sent", "opened"]
+Moment = Literal["response", "event", "sent", "opened", "transcription"]
 
 _WHEN = {
     "response": {"user", "user_regex", "tool_output", "response"},
     "event": {"event", "nth"},
     "sent": {"sent", "sent_count", "nth"},
     "opened": {"opened"},
+    "transcription": {"transcription"},
 }
 _ACTIONS: dict[Moment, set[str]] = {
-    "response": {"text", "call", "fail", "close"},
+    "response": {"text", "call", "fail", "close", "cancel", "rate_limit", "barge_in", "audio_pace", "audio_burst"},
     "event": {"delay", "close", "error"},
     "sent": {"delay", "close"},
     "opened": {"expire"},
+    "transcription": {"fail"},
 }
+#: Response actions that end the response at once, with no output: none goes with an answer or another of them.
+_ENDING = ("fail", "cancel", "rate_limit")
+#: The reasons a response is cancelled for (`status_details.reason`): the server cancels on its own only when it
+#: hears the user (`turn_detected`).
+CANCEL_REASONS = ("turn_detected", "client_cancelled")
+#: The limits a `rate_limits.updated` names.
+RATE_LIMITS = ("tokens", "requests")
 #: The `fault` of a turn a script file wrote (the fault flags' turns are named after their flag).
 SCRIPT = "script"
 
+
+#: The key of `ConnectionScript.fired` that counts the server's input audio transcriptions (no turn's counter: those
+#: hold a colon).
+TRANSCRIPTIONS = "transcriptions"
 
 #: The most bytes a script is read to.
 SCRIPT_BYTES = 1 << 20
@@ -121,6 +153,19 @@ class Turn:
     delay: float | None = None
     error: str | None = None
     expire: float | None = None
+    #: The server's Kth input audio transcription (`when.transcription`, counted in the server's life).
+    transcription: int | None = None
+    #: The response is cancelled by the server right after `response.created`, for this reason.
+    cancel: str | None = None
+    #: The response hits this rate limit (`tokens` or `requests`): `rate_limits.updated` with none remaining,
+    #: then `response.done` failed `rate_limit_exceeded`.
+    rate_limit: str | None = None
+    #: The user starts speaking once this many seconds of the response's output audio were sent (server VAD).
+    barge_in: float | None = None
+    #: The response's output audio paced at this many seconds per second of audio (1: real time).
+    audio_pace: float | None = None
+    #: The response's output audio held this long before its first delta, then sent in one burst.
+    audio_burst: float | None = None
     #: How many times the turn may act in the server's life; None: every time.
     times: int | None = None
     #: What its notes call it: `script` (a turn of a file), or the fault flag it was compiled from (`drop-on`).
@@ -132,7 +177,7 @@ class Turn:
         fault flag's (its event spec, count, response number or expiry)."""
         if self.fault == SCRIPT:
             return f"turn {self.index}"
-        given = (self.event, self.sent, self.sent_count, self.response, self.expire)
+        given = (self.event, self.sent, self.sent_count, self.response, self.expire, self.transcription)
         return next(str(v) for v in given if v is not None)
 
     @property
@@ -182,6 +227,8 @@ class ResponseContext:
     #: The tool whose call the output that ends the context answers ("" when its call is not in sight); None:
     #: the context does not end with an output.
     tool_output: str | None
+    #: Whether the session detects speech (server VAD): a barge-in is heard only then.
+    server_vad: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +289,8 @@ def _on(turn: Turn, connection: int) -> bool:
 def _holds(turn: Turn, ctx: ResponseContext) -> bool:
     if not _on(turn, ctx.connection):
         return False
+    if turn.barge_in is not None and not ctx.server_vad:
+        return False  # the client commits its own turns: the server hears no speech
     if turn.response is not None and turn.response != ctx.response:
         return False
     if turn.tool_output is not None:
@@ -386,7 +435,8 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
             raise fail(f"unknown condition `when.{key}` (known: {', '.join(sorted(known_when))})", f"when.{key}")
     moments = [m for m, keys in _WHEN.items() if (keys - {"nth"}) & set(when)]  # nth counts an event or a sent
     if len(moments) > 1:
-        raise fail("`when` mixes moments: use response conditions, `event`, `sent` or `opened`, not several", "when")
+        raise fail("`when` mixes moments: use response conditions, `event`, `sent`, `opened` or `transcription`, "
+                   "not several", "when")
     moment: Moment = moments[0] if moments else "response"  # type: ignore[assignment]
     if "nth" in when and moment not in ("event", "sent"):
         raise fail("`nth` counts the events an `event` or `sent` condition matches: give one", "when.nth")
@@ -396,14 +446,20 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
     for key in sorted(actions):
         if key not in allowed:
             what = {"response": "a response", "event": "a client event", "sent": "a server event",
-                    "opened": "an opened connection"}[moment]  # fmt: skip
+                    "opened": "an opened connection", "transcription": "a transcription"}[moment]  # fmt: skip
             raise fail(f"`{key}` is not an action on {what} (there: {', '.join(sorted(allowed))})", key)
     if not actions:
         raise fail(f"does nothing: give one of {', '.join(sorted(allowed))}")
     if moment != "response" and len(actions) > 1:
         raise fail(f"one action on an event, not {', '.join(ordered)}", ordered[1])
-    if "fail" in actions and actions & {"text", "call"}:
-        raise fail("a failed response has no text and no call", "fail")
+    ending = [k for k in ordered if k in _ENDING]
+    if moment == "response" and ending and (len(ending) > 1 or actions & {"text", "call"}):
+        word = {"fail": "a failed", "cancel": "a cancelled", "rate_limit": "a rate-limited"}[ending[0]]
+        where = ending[1] if len(ending) > 1 else ending[0]
+        raise fail(f"{word} response has no text and no call, and one end ({', '.join(ending)})", where)
+    if ending and actions & {"barge_in", "audio_pace", "audio_burst"}:
+        key = next(k for k in ordered if k in {"barge_in", "audio_pace", "audio_burst"})
+        raise fail(f"`{key}` acts on a response's output audio: `{ending[0]}` ends it with none", key)
 
     fields: dict[str, Any] = {}
 
@@ -434,7 +490,7 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         except ValueError as e:
             raise fail(f"`{key}`: {getattr(e, 'why', e)}" + (" (in quotes)" if not isinstance(value, str) else ""),
                        key) from None  # fmt: skip
-        if key == "delay" and not seconds < 86400:
+        if key in ("delay", "barge_in", "audio_burst") and not seconds < 86400:
             raise fail(f'`{key}` must be under a day: "2s", "250ms"', key)
         return seconds
 
@@ -453,6 +509,7 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
     fields["connection"] = int_of("connection", when, "when.connection")
     fields["sent_count"] = int_of("sent_count", when, "when.sent_count")
     fields["nth"] = int_of("nth", when, "when.nth")
+    fields["transcription"] = int_of("transcription", when, "when.transcription")
     if "opened" in when and when["opened"] is not True:
         raise fail("`opened` must be true", "when.opened")
     fault = raw.get("fault", SCRIPT)
@@ -492,18 +549,34 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
             codes = "1000-1003, 1007-1014, 3000-4999, 1005 (no code) or 1006 (no close frame)"
             raise fail(f"`close` must be a close code: {codes}", "close")
         fields["close"] = close
-    for key in ("delay", "expire"):
+    for key in ("delay", "expire", "barge_in", "audio_burst"):
         fields[key] = duration_of(key, raw)
+    for key, choices in (("cancel", CANCEL_REASONS), ("rate_limit", RATE_LIMITS)):
+        value = raw.get(key)
+        if value is True:
+            fields[key] = choices[0]
+        elif isinstance(value, str) and value in choices:
+            fields[key] = value
+        elif value is not None:
+            raise fail(f"`{key}` must be true or one of {', '.join(choices)}", key)
+    pace = raw.get("audio_pace")
+    if pace is not None:
+        if isinstance(pace, bool) or not isinstance(pace, (int, float)) or not 0 < pace <= 100:
+            raise fail("`audio_pace` must be a number above 0, at most 100 (seconds per second of audio; 1: real "
+                       "time)", "audio_pace")  # fmt: skip
+        fields["audio_pace"] = float(pace)
     fields["error"] = text_of("error", raw, "error")
     times = raw.get("times")
     if times is not None and (not isinstance(times, int) or isinstance(times, bool) or times < 0):
         raise fail("`times` must be a whole number (0: every time)", "times")
     turn = Turn(index, lines.turn(index), moment, **fields)
     if fault != SCRIPT and not any(v is not None for v in (turn.event, turn.sent, turn.sent_count, turn.response,
-                                                         turn.expire)):  # fmt: skip
-        raise fail(f"a `fault = {fault!r}` turn names an event, a count, a response or an expiry", "fault")
+                                                         turn.expire, turn.transcription)):  # fmt: skip
+        raise fail(f"a `fault = {fault!r}` turn names an event, a count, a response, an expiry or a transcription",
+                   "fault")
     if times is None:  # a fault fires once by default, an answer every time
-        faulty = (turn.fail, turn.close, turn.error, turn.expire)
+        faulty = (turn.fail, turn.close, turn.error, turn.expire, turn.cancel, turn.rate_limit, turn.barge_in,
+                  turn.audio_pace, turn.audio_burst)
         times = 1 if any(v is not None for v in faulty) else 0
     return dataclasses.replace(turn, times=times or None)
 
@@ -559,6 +632,7 @@ def render(schedule: Schedule) -> str:
             "sent_count": turn.sent_count,
             "nth": turn.nth,
             "opened": True if turn.moment == "opened" else None,
+            "transcription": turn.transcription,
             "connection": turn.connection,
         }
         out.append("when = { " + ", ".join(f"{k} = {_value(v)}" for k, v in when.items() if v is not None) + " }")
@@ -570,9 +644,12 @@ def render(schedule: Schedule) -> str:
                 arguments = f", arguments = {_value(call.arguments)}" if call.arguments is not None else ""
                 calls.append(f"{{ name = {_value(call.name)}{arguments} }}")
             out.append(f"call = [{', '.join(calls)}]")
-        actions = {"fail": turn.fail, "close": turn.close, "error": turn.error}
+        actions = {"fail": turn.fail, "close": turn.close, "error": turn.error, "cancel": turn.cancel,
+                   "rate_limit": turn.rate_limit, "audio_pace": turn.audio_pace}  # fmt: skip
         out.extend(f"{k} = {_value(v)}" for k, v in actions.items() if v is not None)
-        for key, seconds in (("delay", turn.delay), ("expire", turn.expire)):
+        durations = (("delay", turn.delay), ("expire", turn.expire), ("barge_in", turn.barge_in),
+                     ("audio_burst", turn.audio_burst))  # fmt: skip
+        for key, seconds in durations:
             if seconds is not None:
                 out.append(f"{key} = {_value(seconds_text(seconds))}")
         out.append(f"times = {turn.times or 0}")
@@ -580,11 +657,14 @@ def render(schedule: Schedule) -> str:
 
 
 def _value(value: Any) -> str:
-    """A TOML value: a string (basic, control characters escaped), a boolean, a whole number."""
+    """A TOML value: a string (basic, control characters escaped), a boolean, a whole number, a float (read back
+    exactly)."""
     if value is True or value is False:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        return repr(value)
     escaped = []
     for ch in str(value):
         if ch in ('"', "\\"):
@@ -646,6 +726,15 @@ class ConnectionScript:
         key = f"seen:{turn.counter}"
         self.fired[key] = seen = self.fired.get(key, 0) + 1
         return seen == turn.nth
+
+    def on_transcription(self) -> Turn | None:
+        """The turn the server's next input audio transcription sets off (`when.transcription`: counted in the
+        server's life), if one does."""
+        turns = self._by_moment["transcription"]
+        if not turns:
+            return None
+        self.fired[TRANSCRIPTIONS] = n = self.fired.get(TRANSCRIPTIONS, 0) + 1
+        return next((t for t in turns if t.transcription == n and self.fires(t)), None)
 
     def on_response(self, context: Callable[[], ResponseContext]) -> Turn | None:
         """The turn that answers a response (`context` is asked only when a response turn may hold)."""

@@ -138,8 +138,10 @@ class ServerOptions:
     #: Delay of every server event (seconds), unless `latency_by_type` names its type.
     latency: float = 0.0
     latency_by_type: dict[str, float] = dataclasses.field(default_factory=dict)
-    #: Each event's delay varies uniformly in [-jitter, +jitter] (never below 0, never reordering).
+    #: Each event's delay varies uniformly in [-jitter, +jitter] (never below 0, never reordering), unless
+    #: `jitter_by_type` names its type.
     jitter: float = 0.0
+    jitter_by_type: dict[str, float] = dataclasses.field(default_factory=dict)
     seed: int | None = None
     #: Write every received and sent event here (native trace format), line by line.
     record: str | os.PathLike[str] | None = None
@@ -166,6 +168,9 @@ class ServerOptions:
 
     def latency_of(self, event_type: str) -> float:
         return self.latency_by_type.get(event_type, self.latency)
+
+    def jitter_of(self, event_type: str) -> float:
+        return self.jitter_by_type.get(event_type, self.jitter)
 
 
 #: Seconds a line with no frame after it (a client event not answered yet, a note) waits before it is written.
@@ -218,9 +223,11 @@ class _Outbox:
     def put(self, em: Emission) -> None:
         now = self.opts.clock()
         if em.event is not None:
-            delay = self.opts.latency_of(str(em.event.get("type")))
-            if self.opts.jitter:
-                delay = max(0.0, delay + self.rng.uniform(-self.opts.jitter, self.opts.jitter))
+            etype = str(em.event.get("type"))
+            delay = self.opts.latency_of(etype)
+            jitter = self.opts.jitter_of(etype)
+            if jitter:
+                delay = max(0.0, delay + self.rng.uniform(-jitter, jitter))
             if em.ahead:  # answered on receipt: none of the latency that answers to processed events wait out
                 due = now + em.hold
             else:
@@ -521,6 +528,7 @@ class RealtimeServer:
                 "latency": o.latency,
                 "latency_by_type": o.latency_by_type,
                 "jitter": o.jitter,
+                **({"jitter_by_type": o.jitter_by_type} if o.jitter_by_type else {}),
                 **o.header,
             }
             if o.schedule:
@@ -591,7 +599,7 @@ def options_from_cli(**given: Any) -> ServerOptions:
     if unknown:
         raise TypeError(f"options_from_cli: no option {', '.join(unknown)}")
     v = {o.field: o.default for o in ENDPOINT_OPTIONS} | given
-    host, port, jitter, seed, tool, script = v["host"], v["port"], v["jitter"], v["seed"], v["tool"], v["script"]
+    host, port, seed, tool, script = v["host"], v["port"], v["seed"], v["tool"], v["script"]
     audio_tone, audio_pace, vad_threshold = v["audio_tone"], v["audio_pace"], v["vad_threshold"]
     duplicate_id, story_chunk_delay, close_code = v["duplicate_id"], v["story_chunk_delay"], v["close_code"]
     record = os.fspath(v["record"]) if v["record"] is not None else None
@@ -600,6 +608,9 @@ def options_from_cli(**given: Any) -> ServerOptions:
     files = tls_files(bool(v["tls"]), cert, key, host)
     default, by_type = parse_latencies(v["latency"] or [], "--latency")
     check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
+    jitters = [v["jitter"]] if isinstance(v["jitter"], str) else list(v["jitter"] or [])
+    jitter, jitter_by_type = parse_latencies(jitters, "--jitter")
+    check_specs(list(jitter_by_type), "server", "--jitter", "TYPE=DURATION")
     endpoint = EndpointOptions(seed=seed or 0)
     if tool is not None:
         endpoint.tool, endpoint.tool_arguments = parse_tool(tool)
@@ -640,7 +651,8 @@ def options_from_cli(**given: Any) -> ServerOptions:
         port=port,
         latency=default,
         latency_by_type=by_type,
-        jitter=parse_duration(jitter, "--jitter"),
+        jitter=jitter,
+        jitter_by_type=jitter_by_type,
         seed=seed,
         record=record,
         from_trace=from_trace,
@@ -657,7 +669,10 @@ def describe(options: ServerOptions) -> list[str]:
     latency = f"latency {format_duration(o.latency)} on every server event" if o.latency else "no latency"
     if o.latency_by_type:
         latency += " (" + ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(o.latency_by_type.items())) + ")"
-    jitter = f"jitter +/-{format_duration(o.jitter)} (order kept)" if o.jitter else "no jitter"
+    jitter = f"jitter +/-{format_duration(o.jitter)}" if o.jitter else ("jitter" if o.jitter_by_type else "no jitter")
+    if o.jitter_by_type:
+        jitter += " (" + ", ".join(f"{k} +/-{format_duration(v)}" for k, v in sorted(o.jitter_by_type.items())) + ")"
+    jitter += " (order kept)" if o.jitter or o.jitter_by_type else ""
     lines = [f"{latency}, {jitter}"]
     lines.extend(o.schedule.describe())
     if o.from_trace is not None:

@@ -262,3 +262,36 @@ def transcription_events(item_id: str, text: str, seconds: int) -> list[dict[str
         ),
         {"type": "conversation.item.input_audio_transcription.completed", **ids, "transcript": text, "usage": used},
     ]
+
+
+def transcription_failed(item_id: str, code: str | None) -> dict[str, Any]:
+    """The failed input audio transcription of a committed user item, instead of its deltas and `completed` (the
+    shape the real server sends: an error of type `server_error` naming the item; a rate-limited transcription
+    ends its message with the HTTP status)."""
+    message = f"Input transcription failed for item '{item_id}'."
+    if code == "rate_limit_exceeded":
+        message += " 429 Too Many Requests"
+    error = {"type": "server_error", "code": code, "message": message, "param": None}
+    return {"type": "conversation.item.input_audio_transcription.failed", "item_id": item_id, "content_index": 0,
+            "error": error}  # fmt: skip
+
+
+#: How a rate limit is named in its error message, and the limit of each (the realapi recordings' GA limits).
+_LIMITS = {"tokens": ("tokens per min (TPM)", 15_000_000), "requests": ("requests per min (RPM)", 20_000)}
+#: Seconds until a rate limit resets, in a rate-limited answer.
+RATE_LIMIT_RESET = 1.2
+
+
+def rate_limited(limit: str, model: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A response that hits the rate limit `limit` (`tokens` or `requests`): the `rate_limits` of the
+    `rate_limits.updated` sent at its start (that limit with none remaining), and the `status_details` of its
+    `response.done` failed `rate_limit_exceeded`, worded as the API's 429 answers are (no realapi recording holds
+    one: the error's `type` names the limit, as in those answers)."""
+    words, most = _LIMITS.get(limit, _LIMITS["tokens"])
+    limits = [{"name": limit, "limit": most, "remaining": 0, "reset_seconds": RATE_LIMIT_RESET}]
+    message = (
+        f"Rate limit reached for {model} on {words}: Limit {most}, Used {most}, Requested 1. "
+        f"Please try again in {RATE_LIMIT_RESET}s."
+    )
+    error = {"type": limit, "code": "rate_limit_exceeded", "message": message}
+    return limits, {"type": "failed", "reason": None, "error": error}
