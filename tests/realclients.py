@@ -221,20 +221,23 @@ def run(
     own_tool: bool = False,
     close_code: int | None = None,
     env: dict[str, str] | None = None,
+    preamble: bool | None = None,
     **faults: Any,
 ) -> Run:
     """Run `client`'s driver once against a fresh server with `faults` (`rtrace.net.faults.Faults` fields, each firing
     once), recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by
     the user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the driver's
-    environment."""
+    environment; `preamble` is `--preamble` (None: auto, as the model)."""
     trace = out / "serve.jsonl"
-    endpoint = EndpointOptions(tool=TOOL, tool_arguments=json.dumps(TOOL_ARGUMENTS)) if own_tool else None
+    endpoint = EndpointOptions(preamble=preamble)
+    if own_tool:
+        endpoint.tool, endpoint.tool_arguments = TOOL, json.dumps(TOOL_ARGUMENTS)
     files = tls.ensure("127.0.0.1", out / "tls") if client.tls else None
     if files is not None:
         env = {**{name: value for name, value, _ in tls.trust_env(files)}, **(env or {})}
     schedule = Schedule.of(Faults(close_code=close_code, **faults))
     options = ServerOptions(
-        latency=LATENCY, record=trace, endpoint=endpoint or EndpointOptions(), schedule=schedule, tls=files
+        latency=LATENCY, record=trace, endpoint=endpoint, schedule=schedule, tls=files
     )
     summary, stderr = asyncio.run(_drive(client, options, timeout, driver_args, url or client.url, env))
     (out / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
@@ -335,6 +338,14 @@ def assert_healthy(run_: Run) -> None:
     assert "function_call_output" in conn.creates() and conn.errors() == [], run_.explain()
     assert run_.report.connections == 1, run_.explain()
     assert run_.warnings == [], run_.explain()
+
+
+def assert_a_preamble_came_before_the_call(trace: Path) -> None:
+    """The trace's first call came after a message in the same response (serve's `--preamble on`, the real
+    gpt-realtime-2.1's shape): output indexes 0 and 1 of one `response.done`."""
+    done = [r["event"]["response"] for r in trace_records(trace) if r["event"].get("type") == "response.done"]
+    shapes = [[o.get("type") for o in d.get("output") or []] for d in done]
+    assert ["message", "function_call"] in shapes, shapes
 
 
 def assert_slugs(run_: Run, expected: set[str]) -> None:

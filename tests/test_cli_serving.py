@@ -94,7 +94,8 @@ def test_each_endpoint_option_reaches_the_endpoint_by_its_field(tmp_path: Path) 
     values = {"durations": "5ms", "duration": "5ms", "specs": "response.create", "numbers": "2", "count": "2",
               "int": "1011", "float": "0.5", "texts": "hello", "text": "ignore", "path": str(script)}  # fmt: skip
     special = {"port": "0", "host": "127.0.0.1", "record": str(tmp_path / "r.jsonl"), "drop_after": "response.done",
-               "from_trace": str(RACE_189), "tool": "lookup", "seed": "3", "fault_times": "2"}  # fmt: skip
+               "from_trace": str(RACE_189), "tool": "lookup", "seed": "3", "fault_times": "2",
+               "preamble": "on"}  # fmt: skip
     seen: dict[str, object] = {}
     real = server_mod.options_from_cli
 

@@ -13,6 +13,8 @@ the socket: the server sees 1006 when the process exits.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .realclients import (
@@ -21,6 +23,7 @@ from .realclients import (
     Client,
     Conn,
     Run,
+    assert_a_preamble_came_before_the_call,
     assert_closed_while_the_tool_ran,
     assert_dropped_on_the_output,
     assert_healthy,
@@ -28,6 +31,7 @@ from .realclients import (
     base_url,
     common_tests,
     node_client,
+    run,
     scenario_fixtures,
 )
 
@@ -95,3 +99,11 @@ def test_output_dropped_before_its_ack_is_not_sent_again(drop: Run) -> None:
             "unconfirmed-item-lost-on-reconnect",
         },
     )
+
+
+def test_a_preamble_message_before_the_call_is_a_healthy_turn(tmp_path: Path) -> None:
+    """A message then the call in one response, the message still open while the call streams (serve's
+    `--preamble on`: the real gpt-realtime-2.1's shape): the client runs the tool and answers as with a call alone."""
+    with_preamble = run(client(), tmp_path, preamble=True)
+    assert_a_preamble_came_before_the_call(with_preamble.trace)
+    assert_healthy(with_preamble)

@@ -63,14 +63,17 @@ class Run:
         )
 
 
-def server_options(trace: Path, **faults: Any) -> Any:
+def server_options(trace: Path, preamble: bool | None = None, **faults: Any) -> Any:
     """The fake endpoint at 50 ms, recording to `trace`. Each fault fires once in the server's life
-    (`fault_times=1`): the reconnected client that replays the matched event gets through."""
+    (`fault_times=1`): the reconnected client that replays the matched event gets through. `preamble`: serve's
+    `--preamble` (None: auto, as the model)."""
+    from rtrace.net.endpoint import EndpointOptions
     from rtrace.net.faults import Faults
     from rtrace.net.script import Schedule
     from rtrace.net.server import ServerOptions
 
-    return ServerOptions(latency=LATENCY, record=trace, schedule=Schedule.of(Faults(times=1, **faults)))
+    schedule = Schedule.of(Faults(times=1, **faults))
+    return ServerOptions(latency=LATENCY, record=trace, schedule=schedule, endpoint=EndpointOptions(preamble=preamble))
 
 
 async def _drive(
@@ -141,6 +144,19 @@ def test_race_livekit_1_8_9_keeps_the_tool_output(tmp_path: Path) -> None:
     assert not any(
         rec["dir"] == "client" and rec["event"].get("type") == "conversation.item.delete" for rec in run_.records()
     ), run_.explain()
+
+
+def test_livekit_1_8_9_takes_a_preamble_message_before_the_call(tmp_path: Path) -> None:
+    """A message then the call in one response, the message open while the call streams (serve's `--preamble on`,
+    the real gpt-realtime-2.1's shape): the fixed release runs the tool, sends its output and the next turn, and
+    the trace has no error finding, as with a call alone."""
+    from .realclients import assert_a_preamble_came_before_the_call
+
+    run_ = run("1.8.9", "race", tmp_path, preamble=True)
+    assert_a_preamble_came_before_the_call(run_.trace)
+    assert_race_exercised(run_)
+    assert run_.errors == [], run_.explain()
+    assert not [f for f in run_.client_report.findings if f.severity == "error"], run_.explain()
 
 
 #: Server events up to the `response.done` of the function call: session.created, 3 session.updated, the user

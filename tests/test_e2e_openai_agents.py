@@ -9,12 +9,15 @@ tool is cancelled when the application leaves the session, and an output already
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from .realclients import (
     FAULT_CLOSE_CODE,
     Client,
     Run,
+    assert_a_preamble_came_before_the_call,
     assert_closed_while_the_tool_ran,
     assert_dropped_on_the_output,
     assert_healthy,
@@ -22,6 +25,7 @@ from .realclients import (
     common_tests,
     python_client,
     realtime_url,
+    run,
     scenario_fixtures,
 )
 
@@ -58,3 +62,11 @@ def test_output_dropped_before_its_ack_is_lost(drop: Run) -> None:
     assert drop.summary["final_answer"] is None, drop.explain()
     # the client never reconnects: the unanswered output create is lost at the final close (RT122)
     assert_slugs(drop, {"unanswered-function-call", "changes-lost-at-final-close"})
+
+
+def test_a_preamble_message_before_the_call_is_a_healthy_turn(tmp_path: Path) -> None:
+    """A message then the call in one response, the message still open while the call streams (serve's
+    `--preamble on`: the real gpt-realtime-2.1's shape): the client runs the tool and answers as with a call alone."""
+    with_preamble = run(client(), tmp_path, preamble=True)
+    assert_a_preamble_came_before_the_call(with_preamble.trace)
+    assert_healthy(with_preamble)

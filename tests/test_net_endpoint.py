@@ -690,6 +690,35 @@ def test_a_sideband_socket_gets_no_session_created() -> None:
     assert types(Driver(EndpointConnection(2)).open()) == ["session.created"]
 
 
+def test_a_sideband_sockets_answer_plays_on_the_call_its_audio_buffer_events_say_so() -> None:
+    """The realapi recording `webrtc-sideband-audio-turn`: the call plays the audio, so the socket gets the
+    transcript deltas and no `response.output_audio.delta`; `output_audio_buffer.started` before
+    `response.output_audio.done`, `stopped` after the `response.done` and the rate limits, their event ids of 16
+    hex digits as the real ones. The item's audio length still counts what the call played (a truncate is checked
+    against it). A cancel while the call plays clears its buffer first (the banyan WebRTC barge-ins)."""
+    d = Driver(EndpointConnection(1, EndpointOptions(sideband=True, real_ids=True)))
+    d.open()
+    d.send(user("Say hello.", "U"))
+    out = d.send({"type": "response.create"})
+    sent = types(out)
+    assert "response.output_audio.delta" not in sent and "response.output_audio_transcript.delta" in sent
+    assert sent.index("output_audio_buffer.started") + 1 == sent.index("response.output_audio.done")
+    assert sent[-3:] == ["response.done", "rate_limits.updated", "output_audio_buffer.stopped"]
+    buffer = [e for e in out if e["type"].startswith("output_audio_buffer.")]
+    assert all(e["response_id"] == done_of(out)["response"]["id"] for e in buffer)
+    assert all(len(e["event_id"]) == len("event_") + 16 and int(e["event_id"][6:], 16) >= 0 for e in buffer)
+    answer = done_of(out)["response"]["output"][0]
+    assert d.conn.conv.get(answer["id"]).audio_bytes > 0
+    paced = Driver(EndpointConnection(1, EndpointOptions(sideband=True, audio_pace=1.0, rate_limits_after_done=False)))
+    paced.open()
+    paced.send(user("Say hello.", "U"))
+    first = paced.send({"type": "response.create"}, follow=False)
+    assert "output_audio_buffer.started" in types(first)  # the call began to play before the first pause
+    cancelled = paced.send({"type": "response.cancel"})
+    assert types(cancelled)[0] == "output_audio_buffer.cleared"
+    assert "output_audio_buffer.stopped" not in types(cancelled)
+
+
 def test_an_idle_timeout_is_a_turn_of_its_own_after_the_answer_has_played() -> None:
     """The realapi recording `idle-timeout-nudge`: `idle_timeout_ms` 5000, no speech after the answer:
     `timeout_triggered`, a system item, the silent buffer committed as the user's turn, an automatic response."""
@@ -736,3 +765,22 @@ def test_real_ids_have_the_real_servers_shapes_and_stay_unique() -> None:
         assert all(re.fullmatch(r"event_[0-9A-Za-z]{21}", e["event_id"]) for e in events)
         ids += [e["event_id"] for e in events] + [call["id"], done["id"]]
     assert len(ids) == len(set(ids))
+
+
+def test_a_beta_sessions_modalities_say_what_its_responses_answer_in() -> None:
+    """A beta client (Voice Live, Azure's preview API: not judged by the GA schema) sets the session's `modalities`:
+    `["text"]` answers in text only, `["text", "audio"]` in audio with its transcript; the GA `output_modalities`
+    given later is what holds then."""
+    d = Driver(EndpointConnection(1, EndpointOptions(validate=False, rate_limits_after_done=False)))
+    d.open()
+    d.send({"type": "session.update", "session": {"modalities": ["text"], "turn_detection": None}})
+    d.send(user("hello", "A"))
+    out = d.send({"type": "response.create"})
+    assert "response.output_text.delta" in types(out) and "response.output_audio.delta" not in types(out)
+    assert done_of(out)["response"]["output_modalities"] == ["text"]
+    d.send({"type": "session.update", "session": {"modalities": ["text", "audio"]}})
+    out = d.send({"type": "response.create"})
+    assert {"response.output_audio.delta", "response.output_audio_transcript.delta"} <= set(types(out))
+    d.send({"type": "session.update", "session": {"output_modalities": ["text"]}})
+    out = d.send({"type": "response.create"})
+    assert "response.output_audio.delta" not in types(out)

@@ -114,7 +114,7 @@ def test_fault_expiry() -> None:
     out = d.run(d.conn.wake(("expire",)))
     assert out[0]["error"]["code"] == "session_expired"
     assert "maximum duration of 1 minutes" in out[0]["error"]["message"]
-    assert d.closes == [(1001, "session expired", True)]
+    assert d.closes == [(1001, "Your session hit the maximum duration of 1 minutes.", True)]
     assert d.meta[-1]["fault"] == "expire-after"
 
 
@@ -128,7 +128,7 @@ def test_expiry_is_scheduled_on_open() -> None:
     assert ems[-1].wake == ("expire",) and ems[-1].delay == 3600.0
     out = d.run(d.conn.wake(("expire",)))
     assert out[0]["error"]["message"] == "Your session hit the maximum duration of 60 minutes."
-    assert d.meta == [] and d.closes == [(1001, "session expired", True)]
+    assert d.meta == [] and d.closes == [(1001, "Your session hit the maximum duration of 60 minutes.", True)]
     assert EndpointConnection(1, EndpointOptions(max_session_seconds=None)).open()[-1].wake is None
 
 

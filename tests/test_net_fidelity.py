@@ -128,6 +128,19 @@ def test_the_recordings_differ_from_serve_only_as_the_table_says_and_give_no_err
 
 
 @pytest.mark.skipif(REALAPI is None, reason="no ../shared/realapi recordings beside the clone")
+def test_serve_answers_a_message_and_a_call_in_one_response_as_gpt_realtime_2_1_did() -> None:
+    """The recording where gpt-realtime-2.1 said a preamble and called in one response: serve, on that model, answers
+    with the same events in the same order (the client's output names the call serve made), same fields; only the
+    default instructions' value differs."""
+    assert REALAPI is not None
+    path = REALAPI / "cases" / "realapi.pydantic-ai.text-and-tool-one-response.gpt-realtime-2.1.jsonl"
+    result = compare(path.name, read_case(path))
+    assert [d.line() for d in result.differences] == [
+        d.line() for d in result.differences if d.path == "session.instructions"
+    ]
+
+
+@pytest.mark.skipif(REALAPI is None, reason="no ../shared/realapi recordings beside the clone")
 def test_the_rejected_item_error_is_joined_to_the_create_it_names() -> None:
     """The error comes ahead of the acks of the first create and names `item.content[0].type` = 'text': it answers
     the second create (the assistant message), not the oldest."""

@@ -71,3 +71,22 @@ def test_recorded_audio_gives_its_item_the_length_a_truncate_is_checked_against(
     assert err["error"]["message"] == "Audio content of 100ms is already shorter than 101ms"
     [ok] = d.send({"type": "conversation.item.truncate", "item_id": new_id, "content_index": 0, "audio_end_ms": 100})
     assert ok["type"] == "conversation.item.truncated"
+
+
+def test_a_recorded_message_and_call_that_interleave_are_played_each_to_its_own_item() -> None:
+    """A recorded response of gpt-realtime-2.1's shape (the preamble message still open while the call streams):
+    each done event and text delta goes to the item it names, so both items end as recorded."""
+    recording = make(model="gpt-realtime-2.1")
+    recording.send(user("What's the weather in Paris?", "U"))
+    out = recording.send({"type": "response.create"})
+    start = [e["type"] for e in out].index("response.created")
+    recorded = RecordedResponse([(0.0, e) for e in out[start:]])
+    d = make()
+    d.conn.source = ResponseSource([recorded])
+    d.send(user("anything", "Z"))
+    message, call = done_of(d.send({"type": "response.create"}))["response"]["output"]
+    assert (message["type"], message["status"]) == ("message", "completed")
+    assert message["content"][0]["text"] == "One moment, I'll check that for you."
+    assert (call["type"], call["status"], call["arguments"]) == ("function_call", "completed", '{"city": "Paris"}')
+    assert [d.conn.conv.get(i).wire["type"] for i in d.conn.conv.ids()] == ["message", "message", "function_call"]
+    assert all(run.open_items == [] for run in d.conn.responses.runs.values())

@@ -302,3 +302,145 @@ def test_the_done_of_an_item_after_the_first_says_no_predecessor_as_the_real_ser
     out = d.send({"type": "response.create"})
     done = next(e for e in out if e["type"] == "conversation.item.done")
     assert done["previous_item_id"] == "U2"
+
+
+def _folded(events: list[dict[str, Any]]) -> list[tuple[str, int | None]]:
+    """(type, output_index) of each event from `response.created` on, a run of one delta type folded into one."""
+    out: list[tuple[str, int | None]] = []
+    for e in events[types(events).index("response.created") :]:
+        token = (e["type"], e.get("output_index"))
+        if not (e["type"].endswith(".delta") and out and out[-1] == token):
+            out.append(token)
+    return out
+
+
+def test_gpt_realtime_2_1_says_a_preamble_then_calls_in_one_response_in_the_real_servers_order() -> None:
+    """The realapi recording `text-and-tool-one-response` (gpt-realtime-2.1): a `commentary` message at output
+    index 0, then the call at 1 while the message is still open; the message ends after the call's argument
+    deltas, before the call's own done events. gpt-realtime (three recordings) calls alone."""
+    d = make(model="gpt-realtime-2.1")
+    done = weather_call(d)
+    sent = [e for _, e in d.sent]
+    assert _folded(sent) == [
+        ("response.created", None),
+        ("response.output_item.added", 0),
+        ("conversation.item.added", None),
+        ("response.content_part.added", 0),
+        ("response.output_text.delta", 0),
+        ("response.output_item.added", 1),
+        ("conversation.item.added", None),
+        ("response.function_call_arguments.delta", 1),
+        ("response.output_text.done", 0),
+        ("response.content_part.done", 0),
+        ("conversation.item.done", None),
+        ("response.output_item.done", 0),
+        ("response.function_call_arguments.done", 1),
+        ("conversation.item.done", None),
+        ("response.output_item.done", 1),
+        ("response.done", None),
+    ]
+    tail = sent[types(sent).index("response.created") :]
+    message, call = done["response"]["output"]
+    assert (message["type"], message["phase"], message["status"]) == ("message", "commentary", "completed")
+    assert message["content"] == [{"type": "output_text", "text": "One moment, I'll check that for you."}]
+    assert (call["type"], call["name"], call["arguments"]) == ("function_call", "get_weather", '{"city": "Paris"}')
+    parts = [e for e in tail if e["type"].startswith(("response.output_text", "response.content"))]
+    assert parts and all(e["content_index"] == 0 for e in parts)
+    assert all(e["item_id"] == message["id"] for e in tail if e["type"].startswith("response.output_text"))
+    added = [e for e in tail if e["type"] == "conversation.item.added"]
+    assert [a["previous_item_id"] for a in added] == ["U1", message["id"]]  # the call enters after the message
+    assert d.conn.conv.ids() == ["U1", message["id"], call["id"]]
+    # the same model's answer without a call is one message, `final_answer`
+    fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"}
+    d.send({"type": "conversation.item.create", "item": fco})
+    [answer] = done_of(d.send({"type": "response.create"}))["response"]["output"]
+    assert (answer["phase"], answer["content"][0]["text"]) == ("final_answer", "Tool result: sunny")
+
+
+def test_the_preamble_option_holds_whatever_the_model_and_a_script_text_before_a_call_is_one() -> None:
+    """`preamble=True` on gpt-realtime: the message (no `phase`: the model has none) then the call; `False` on
+    gpt-realtime-2.1: the call alone. A script turn's text before its call is that call's preamble, same order."""
+    on = weather_call(make(preamble=True))["response"]["output"]
+    assert [(o["type"], o.get("phase")) for o in on] == [("message", None), ("function_call", None)]
+    off = weather_call(make(model="gpt-realtime-2.1", preamble=False))["response"]["output"]
+    assert [o["type"] for o in off] == ["function_call"]
+    from rtrace.net.script import parse_script
+
+    turn = '[[turn]]\nwhen = { user = "weather" }\ntext = "Checking {user}"\ncall = { name = "get_weather" }\n'
+    d = make(model="gpt-realtime-2.1", schedule=parse_script(turn))
+    weather_call(d)
+    scripted = _folded([e for _, e in d.sent])
+    preamble_done = scripted.index(("response.output_item.done", 0))
+    assert scripted.index(("response.function_call_arguments.delta", 1)) < preamble_done
+    assert preamble_done < scripted.index(("response.function_call_arguments.done", 1))
+
+
+def test_the_analyzer_finds_nothing_in_a_preamble_round(tmp_path: Any) -> None:
+    """A message and a call in one response, the output sent while the response is still open, the answer after:
+    a clean round for the analyzer (output indexes, content indexes and acks as it expects them)."""
+    import json
+
+    from rtrace.engine.fold import analyze_path
+    from rtrace.net.fidelity import serve_session
+
+    weather = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    session = {"type": "realtime", "output_modalities": ["text"], "tools": [weather]}
+    q = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]}
+    first = serve_session(
+        [("client", {"type": "session.update", "session": session}),
+         ("client", {"type": "conversation.item.create", "item": q}), ("client", {"type": "response.create"})],
+        EndpointOptions(model="gpt-realtime-2.1"),
+    )  # fmt: skip
+    call = next(e["item"] for d, e in first if e["type"] == "response.output_item.added" and e["output_index"] == 1)
+    fco = {"type": "function_call_output", "call_id": call["call_id"], "output": "cold"}
+    client = [e for d, e in first if d == "client"]
+    client += [{"type": "conversation.item.create", "item": fco}, {"type": "response.create"}]
+    records = serve_session([("client", e) for e in client], EndpointOptions(model="gpt-realtime-2.1"))
+    assert [e["type"] for _, e in records].count("response.output_item.added") == 3
+    path = tmp_path / "preamble.jsonl"
+    lines = [json.dumps({"t": 0.01 * n, "dir": d, "conn": 1, "event": e}) for n, (d, e) in enumerate(records)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = analyze_path(path)
+    assert [(f.rule, f.message) for f in report.findings] == []
+
+
+def test_a_response_cancelled_before_its_output_has_none_and_no_usage() -> None:
+    """The realapi recording `webrtc-barge-ins-and-tool-call`: cancelled before its first item, a response's
+    `response.done` comes alone, `output: []`, every token count 0. With `first_output_delay` serve's responses
+    take the real server's time to their first item, so a cancel (or speech) can come first."""
+    d = make(first_output_delay=0.3)
+    d.send(user("hello", "U"))
+    created = d.send({"type": "response.create"}, follow=False)
+    assert types(created) == ["response.created"] and d.conn.responses.active is not None
+    out = d.send({"type": "response.cancel"})
+    assert types(out) == ["response.done"]
+    resp = out[0]["response"]
+    assert resp["status"] == "cancelled"
+    assert resp["status_details"] == {"type": "cancelled", "reason": "client_cancelled"}
+    assert resp["output"] == [] and resp["usage"]["total_tokens"] == resp["usage"]["input_tokens"] == 0
+    assert d.conn.wake(("run", resp["id"])) == []  # the pending first-output pause produces nothing
+    assert d.conn.conv.ids() == ["U"]
+    # not cancelled, the same response streams its answer once the pause is over
+    d.send(user("again", "V"))
+    t0 = d.t
+    d.send({"type": "response.create"})
+    first_item = next(t for t, e in d.sent if e["type"] == "response.output_item.added" and t >= t0)
+    assert first_item - t0 == pytest.approx(0.3)
+
+
+def test_a_response_cancelled_during_its_preamble_keeps_what_it_said() -> None:
+    """Cancelled with partial output (the real server's barge-ins): the item being generated ends `incomplete`
+    with the text so far, the call never starts, the usage counts what was generated."""
+    options = EndpointOptions(model="gpt-realtime-2.1", audio_pace=1.0, rate_limits_after_done=False)
+    d = Driver(EndpointConnection(1, options))
+    d.open()  # audio out: the preamble's audio is paced, so the cancel comes while it speaks
+    d.send(user("What's the weather in Paris?", "U1"))
+    first = d.send({"type": "response.create"}, follow=False)
+    said = "".join(e["delta"] for e in first if e["type"] == "response.output_audio_transcript.delta")
+    assert said and "response.output_audio.delta" in types(first)
+    out = d.send({"type": "response.cancel"})
+    resp = done_of(out)["response"]
+    [message] = resp["output"]
+    assert (message["type"], message["status"], message["phase"]) == ("message", "incomplete", "commentary")
+    assert message["content"][0]["transcript"] == said != "One moment, I'll check that for you."
+    assert resp["usage"]["output_tokens"] > 0 and "response.output_item.added" not in types(out)

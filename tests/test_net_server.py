@@ -315,6 +315,31 @@ def test_the_ga_schema_judges_only_clients_that_speak_ga() -> None:
     run(main)
 
 
+def test_voice_live_text_only_modalities_are_answered_in_text() -> None:
+    """Voice Live's session shape (`modalities` on `session.update`, the beta field): `["text"]` gets a text answer,
+    no audio; `["text", "audio"]` audio and its transcript, as the real service answers."""
+
+    async def answer(srv: RealtimeServer, modalities: list[str]) -> list[str]:
+        path = "/voice-live/realtime?api-version=2025-10-01&model=gpt-realtime"
+        async with connect(f"ws://127.0.0.1:{srv.port}{path}") as ws:
+            await until(ws, "session.created")
+            update = {"modalities": modalities, "turn_detection": None, "instructions": "hi"}
+            await ws.send(json.dumps({"type": "session.update", "session": update}))
+            await until(ws, "session.updated")
+            await ws.send(user("hello", "U"))
+            await ws.send(json.dumps({"type": "response.create"}))
+            return [e["type"] for e in await until(ws, "response.done")]
+
+    async def main() -> None:
+        async with run_server(ServerOptions()) as srv:
+            text = await answer(srv, ["text"])
+            assert "response.output_text.delta" in text and "response.output_audio.delta" not in text, text
+            audio = await answer(srv, ["text", "audio"])
+            assert "response.output_audio.delta" in audio and "response.output_audio_transcript.delta" in audio
+
+    run(main)
+
+
 def test_a_refused_handshake_is_in_the_trace_and_logged_without_the_key(tmp_path: Path) -> None:
     path = tmp_path / "refused.jsonl"
     logged: list[str] = []
@@ -513,9 +538,11 @@ def test_fault_close_after_expire_and_failed_response() -> None:
             await recv(ws)
             err = await recv(ws)
             assert err["error"]["code"] == "session_expired"
+            assert err["error"]["param"] is None and err["error"]["event_id"] is None, err
             with pytest.raises(ConnectionClosed):
                 await recv(ws)
-            assert ws.close_code == 1001
+            # the real server's close: 1001 with the error's message as its reason (not a reason of its own)
+            assert (ws.close_code, ws.close_reason) == (1001, err["error"]["message"]), ws.close_reason
         options = ServerOptions(schedule=Schedule.of(Faults(fail_response={1})))
         async with run_server(options) as srv, connect(endpoint(srv)) as ws:
             await recv(ws)

@@ -21,7 +21,7 @@ from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, decode, session
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
 from .playback import ResponseSource, play
-from .responses import Responses, Run, last_user_text
+from .responses import Responses, Run, Steps, last_user_text
 from .schema import check_client_event
 from .script import ConnectionScript, ResponseContext, Schedule, Turn
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
@@ -36,6 +36,7 @@ from .wire import (
     default_session,
     error_event,
     ga_rate_limits,
+    hex_id,
     merge_session,
     opaque_id,
     rate_limited,
@@ -44,6 +45,8 @@ from .wire import (
 )
 
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
+#: `--preamble` as typed, as `EndpointOptions.preamble`.
+PREAMBLE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 CallDeleteMode = Literal["allow", "cascade", "reject"]
 
 
@@ -85,6 +88,16 @@ class EndpointOptions:
     text_chunks: int = 0
     #: Text, transcript and argument deltas carry `obfuscation` padding, as the real server's do.
     obfuscation: bool = True
+    #: The default script's call comes after a preamble message in the same response, the message still open while
+    #: the call's arguments stream (`rtrace serve --preamble on|off`). None (`auto`): as the model does, the realapi
+    #: recordings show: gpt-realtime-2.1 models say a `commentary` message first, gpt-realtime answers with the call
+    #: alone.
+    preamble: bool | None = None
+    #: Seconds from `response.created` to a response's first output item (the real server's time to its first
+    #: token: 0.30 and 0.35 s in the realapi recording `idle-timeout-nudge`); a cancel or speech in that time
+    #: cancels the response with no output (`output: []`, as the real server's barge-ins in
+    #: `webrtc-barge-ins-and-tool-call`). 0: the output starts with `response.created`.
+    first_output_delay: float = 0.0
     #: A user text asking for a story (or something long) is answered with `story_text` in `story_chunks` deltas,
     #: `story_chunk_delay` seconds before each.
     story_text: str = "Once upon a time there was a very slow story."
@@ -119,6 +132,8 @@ class EndpointOptions:
     #: say the connection and the count (`item_s1_0003`, `resp_fake0002`), which a reader of serve's trace follows.
     real_ids: bool = False
     #: The socket is the sideband of a WebRTC call (the realapi recording `webrtc-sideband-audio-turn`): the call
+    #: plays the answers' audio, so no `response.output_audio.delta` on the socket but `output_audio_buffer.started`
+    #: once it plays (`stopped` after the `response.done`, `cleared` when a cancel cuts it); the call
     #: already made the session, so no `session.created` is sent on it; the first event is the answer to the
     #: client's first.
     sideband: bool = False
@@ -205,7 +220,12 @@ class EndpointConnection:
     def _event(self, event: dict[str, Any]) -> Emission:
         self._event_n += 1
         n = self._event_n
-        event_id = opaque_id("event", self.conn, n) if self.options.real_ids else f"event_s{self.conn}_{n:05d}"
+        if not self.options.real_ids:
+            event_id = f"event_s{self.conn}_{n:05d}"
+        elif str(event.get("type")).startswith("output_audio_buffer."):
+            event_id = hex_id("event", self.conn, n)  # the WebRTC audio buffer's events: 16 hex digits, as recorded
+        else:
+            event_id = opaque_id("event", self.conn, n)
         return Emission({"event_id": event_id, **event})
 
     def _new_item_id(self) -> str:
@@ -338,7 +358,9 @@ class EndpointConnection:
         return min(limits) if limits else None
 
     def _expire(self) -> list[Emission]:
-        """The session limit is reached: `session_expired`, then close 1001."""
+        """The session limit is reached: `session_expired` (no param, no event id), then close 1001 with the
+        error's message as its reason, as the real server closes (`received 1001 (going away) Your session hit the
+        maximum duration of 60 minutes.`, pollen-robotics/reachy_mini_conversation_app#134)."""
         self.closed = True
         limit = self._session_limit()
         notes = []
@@ -347,7 +369,7 @@ class EndpointConnection:
             notes.append(expiry.note("expire"))
         minutes = (limit or 0) / 60
         message = f"Your session hit the maximum duration of {minutes:g} minutes."
-        return [*notes, self._error("session_expired", message), Emission(close=(1001, "session expired"))]
+        return [*notes, self._error("session_expired", message), Emission(close=(1001, message))]
 
     def _limit(self, out: list[Emission]) -> list[Emission]:
         """The schedule's `sent` turns (`ConnectionScript.sent`: `--drop-after`, `--close-after`, a script's)."""
@@ -362,6 +384,8 @@ class EndpointConnection:
             return [
                 self._error("missing_required_parameter", "Missing required parameter: 'session'.", "session", event)
             ]
+        if "output_modalities" in update:  # the GA field given: a beta `modalities` set before it no longer holds
+            self.session.pop("modalities", None)
         merge_session(self.session, {k: v for k, v in update.items() if k not in ("model", "id", "object")})
         audio = self.session.get("audio")
         audio_in = audio.get("input") if isinstance(audio, dict) else None
@@ -658,9 +682,7 @@ class EndpointConnection:
         self.idle_epoch += 1
         in_conversation = params.get("conversation", "auto") != "none"
         self.response_requests += 1
-        modalities = (
-            params.get("output_modalities") or params.get("modalities") or self.session.get("output_modalities")
-        )
+        modalities = params.get("output_modalities") or params.get("modalities") or _session_modalities(self.session)
         if not isinstance(modalities, list):
             modalities = ["audio"]
         audio = params.get("audio")
@@ -693,10 +715,11 @@ class EndpointConnection:
             cancelled = [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run, turn.cancel))]
             return [*out, turn.note("cancel", event), *cancelled, *self._closing_after(run)]
         recorded = self.source.take() if self.source is not None else None
+        first = self.options.first_output_delay
         if turn is not None and (turn.text is not None or turn.calls):
             gen = self.responses.answer(run, params, turn.text, turn.calls)
         elif recorded is not None:
-            gen = play(self.responses, run, recorded)
+            gen, first = play(self.responses, run, recorded), 0.0  # a recorded response keeps its own pacing
         else:
             gen = self.responses.scripted(run, params)
         if turn is not None and turn.audio_pace is not None:
@@ -707,7 +730,7 @@ class EndpointConnection:
             out.append(turn.note("audio_burst", event))
         if turn is not None and turn.barge_in is not None:
             self.barging[run.response.id] = turn
-        self.responses.begin(run, gen)
+        self.responses.begin(run, _after(first, gen) if first > 0 else gen)
         out.extend(self._pump(run))
         return out
 
@@ -740,6 +763,9 @@ class EndpointConnection:
             until = lambda r: r.audio_samples * 1000 >= heard * 1000 * rate  # noqa: E731 (ms of output audio sent)
         events, pause = self.responses.pump(run, until)
         out = [self._event(e) for e in self._rate_limits_after(events)]
+        if run.finished and run.audio_started and run.response.status == "completed":
+            # the call has played the answer (the sideband recording: after `response.done` and the rate limits)
+            out.append(self._event({"type": "output_audio_buffer.stopped", "response_id": run.response.id}))
         if barge is not None and until is not None and until(run) and not run.finished:
             del self.barging[run.response.id]
             out.extend(self._barge_in(run, barge))
@@ -802,6 +828,20 @@ class EndpointConnection:
             message = "Cancellation failed: no active response found"
             return [self._error("response_cancel_not_active", message, None, event)]
         return [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run))]
+
+
+def _after(seconds: float, gen: Steps) -> Steps:
+    """`gen`, a pause of `seconds` first."""
+    yield seconds
+    yield from gen
+
+
+def _session_modalities(session: dict[str, Any]) -> Any:
+    """What a response of the session answers in: the beta `modalities` a beta client (Voice Live, Azure's preview
+    API) set on the session (`["text"]`: text only; with `audio`: audio and its transcript), else the GA
+    `output_modalities`."""
+    beta = session.get("modalities")
+    return beta if isinstance(beta, list) and beta else session.get("output_modalities")
 
 
 def _transcribes(session: dict[str, Any]) -> bool:

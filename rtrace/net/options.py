@@ -47,6 +47,10 @@ ENDPOINT_OPTIONS: tuple[EndpointOption, ...] = (
     EndpointOption("close_code", "int", "Close code of the faults: 1006 no close frame (drops), 1000, 1001, 1011, ..."),
     EndpointOption("duplicate_id", "text", "append_duplicate, ignore or reject.", "append_duplicate", sweep=False),
     EndpointOption("story_chunk_delay", "duration", "Pause before each delta of a story (60ms).", sweep=False),
+    EndpointOption("preamble", "text", "A message before each call, in one response: auto (as the model: "
+                   "gpt-realtime-2.1 does, gpt-realtime not), on, off.", "auto"),
+    EndpointOption("first_output_delay", "duration",
+                   "Pause from response.created to the first output item (the real server's ~300ms; 0)."),
     EndpointOption("fault_times", "int", "Times each fault fires per server (0: every time).", 1),
     EndpointOption("tool", "text", "Call this tool on each user turn: NAME, or NAME='{\"k\": 1}' for its arguments."),
     EndpointOption("audio_tone", "float", "Output audio: a tone of this many Hz (0: silence)."),

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.audio import delta_bytes
 from ..core.catalog import normalize_type
-from .responses import Responses, Run, Steps, tokens
+from .responses import OpenItem, Responses, Run, Steps, tokens
 from .wire import item_text
 
 
@@ -115,17 +115,20 @@ def play(responses: Responses, run: Run, recorded: RecordedResponse) -> Steps:
             continue  # sent with the output item events, with this connection's predecessors
         if etype == "response.output_item.done":
             item = event.get("item")
-            if isinstance(item, dict) and run.open_item is not None and run.open_item.wire is not None:
-                run.open_item.wire.clear()
-                run.open_item.wire.update(item)
+            open_ = _open_item(run, item.get("id") if isinstance(item, dict) else None)
+            if isinstance(item, dict) and open_ is not None and open_.item.wire is not None:
+                open_.item.wire.clear()
+                open_.item.wire.update(item)
                 run.output_tokens += tokens(item_text(item) + str(item.get("arguments") or ""))
-                yield from responses.end_item(run, str(item.get("status") or "completed"))
+                yield from responses.end_item(run, str(item.get("status") or "completed"), open_.item.id)
             continue
         if etype == "response.done":
             yield _done(responses, run, event)
             return
         if etype in ("response.output_text.delta", "response.output_audio_transcript.delta"):
-            run.open_text += str(event.get("delta") or "")
+            open_ = _open_item(run, event.get("item_id"))
+            if open_ is not None:
+                open_.text += str(event.get("delta") or "")
         elif etype == "response.output_audio.delta":
             target = run.items.get(str(event.get("item_id")))
             if target is not None:
@@ -135,6 +138,13 @@ def play(responses: Responses, run: Run, recorded: RecordedResponse) -> Steps:
             event["response_id"] = run.response.id
         yield event
     yield responses.finish(run, "completed")
+
+
+def _open_item(run: Run, item_id: Any) -> OpenItem | None:
+    """The item being generated that a recorded event names (this connection's id), else the one that started
+    last (a recording's items may interleave: a preamble message open while its call streams)."""
+    named = next((s for s in run.open_items if s.item.id == item_id), None)
+    return named or (run.open_items[-1] if run.open_items else None)
 
 
 def _new_ids(responses: Responses, item: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:

@@ -30,8 +30,12 @@ from .wire import (
     usage,
 )
 
-#: Models whose assistant messages carry a `phase` (the realapi recordings of gpt-realtime-2.1 and 2.1-mini).
+#: Models whose assistant messages carry a `phase` (the realapi recordings of gpt-realtime-2.1 and 2.1-mini), and
+#: that say a preamble before a call: a `commentary` message, then the call, in one response (the recording
+#: `text-and-tool-one-response`; gpt-realtime answers a call alone in all three of its tool recordings).
 PHASED_MODELS = ("gpt-realtime-2.1",)
+#: What the default script's preamble says before a call.
+PREAMBLE_TEXT = "One moment, I'll check that for you."
 
 #: What a response generator yields: a server event, or a pause of that many seconds before the next one.
 Steps = Generator[dict[str, Any] | float, None, None]
@@ -54,6 +58,23 @@ class ScriptOptions(Protocol):
     audio_pace: float
     obfuscation: bool
     real_ids: bool
+    preamble: bool | None
+    sideband: bool
+
+
+@dataclasses.dataclass(eq=False)
+class OpenItem:
+    """An output item being generated: the item, its output index, its text so far, and the item before it when
+    it entered the conversation (what its `conversation.item.done` says once it has been deleted)."""
+
+    item: Item
+    index: int
+    text: str = ""
+    previous: str | None = None
+
+    def ids(self, response_id: str) -> dict[str, Any]:
+        """The fields that name a message's content part in its events."""
+        return {"response_id": response_id, "item_id": self.item.id, "output_index": self.index, "content_index": 0}
 
 
 @dataclasses.dataclass(eq=False)
@@ -75,22 +96,33 @@ class Run:
     #: The output items by id, payload (`Item.wire`) included, in the order of `response.output`; for an
     #: in-conversation response these are the `Item`s the conversation holds.
     items: dict[str, Item] = dataclasses.field(default_factory=dict)
-    #: The item being generated, its output index, its text so far, and the item before it when it entered the
-    #: conversation (what its `conversation.item.done` says once it has been deleted).
-    open_item: Item | None = None
-    open_index: int = 0
-    open_text: str = ""
-    open_previous: str | None = None
+    #: The items being generated, in the order they started: more than one when a preamble message stays open
+    #: while the call after it streams, as the real server's does.
+    open_items: list[OpenItem] = dataclasses.field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
     #: This response's own audio pace (a schedule's `audio_pace`), else the options'; and a hold before its first
     #: audio delta (`audio_burst`: the audio then comes at once).
     audio_pace: float | None = None
     audio_hold: float = 0.0
+    #: On a WebRTC call's sideband socket: whether `output_audio_buffer.started` was sent (its audio plays on the
+    #: call, not on the socket).
+    audio_started: bool = False
 
     @property
     def finished(self) -> bool:
         return not self.response.open
+
+    @property
+    def open_item(self) -> Item | None:
+        """The item that started last of those being generated (None: none is)."""
+        return self.open_items[-1].item if self.open_items else None
+
+    def open_one(self, item_id: str | None = None) -> OpenItem:
+        """The item being generated with that id (None: the one that started last)."""
+        if item_id is None:
+            return self.open_items[-1]
+        return next(s for s in self.open_items if s.item.id == item_id)
 
 
 def chunks(text: str, n: int) -> list[str]:
@@ -258,16 +290,24 @@ class Responses:
         return {"type": "response.done", "response": self.response_object(run, details, used)}
 
     def cancel(self, run: Run, reason: str = "client_cancelled") -> list[dict[str, Any]]:
-        """`response.cancel` (or the user speaking: `turn_detected`): the generator stops, the open item ends
-        `incomplete`, the response `cancelled`."""
+        """A response cancelled (`response.cancel`: `client_cancelled`; the user speaking, or the server on its own:
+        `turn_detected`), in the real server's shape (the realapi recording `webrtc-barge-ins-and-tool-call`): the
+        generator stops; each item still being generated ends `incomplete` with its done events (a message's text
+        so far), the items already done stay as they are; `response.done` says `cancelled` with the reason. Cancelled
+        before any output: that `response.done` alone, `output: []` and usage all zero (the model read nothing). On a
+        sideband socket whose call was playing the answer, `output_audio_buffer.cleared` first."""
         if run.gen is not None:
             run.gen.close()
         events: list[dict[str, Any]] = []
-        if run.open_item is not None:
-            if run.open_item.type == "message":
-                events.extend(self.close_message(run, "incomplete"))
+        if run.audio_started:  # the call's audio stops at once (the WebRTC barge-ins of the recording)
+            events.append({"type": "output_audio_buffer.cleared", "response_id": run.response.id})
+        for open_ in list(run.open_items):
+            if open_.item.type == "message":
+                events.extend(self.close_message(run, "incomplete", open_.item.id))
             else:
-                events.extend(self.end_item(run, "incomplete"))
+                events.extend(self.end_item(run, "incomplete", open_.item.id))
+        if not run.response.output:
+            run.input_tokens = run.output_tokens = 0
         events.append(self.finish(run, "cancelled", {"type": "cancelled", "reason": reason}))
         return events
 
@@ -287,37 +327,37 @@ class Responses:
         item.wire = wire
         item.source = "response"
         item.response_id = run.response.id
-        run.open_item = item
-        run.open_index = len(run.response.output)
-        run.open_text = ""
-        run.open_previous = None
+        open_ = OpenItem(item, len(run.response.output))
+        run.open_items.append(open_)
         run.response.output.append(item.id)
         run.items[item.id] = item
         events: list[dict[str, Any]] = [
             {
                 "type": "response.output_item.added",
                 "response_id": run.response.id,
-                "output_index": run.open_index,
+                "output_index": open_.index,
                 "item": copy_json(wire),
             }
         ]
         if run.response.in_conversation:
-            run.open_previous = self.conv.tail
-            self.conv.insert(item, run.open_previous)
+            open_.previous = self.conv.tail
+            self.conv.insert(item, open_.previous)
         if run.response.in_conversation or self.options.out_of_band_item_events:
             events.append(
-                {"type": "conversation.item.added", "previous_item_id": run.open_previous, "item": copy_json(wire)}
+                {"type": "conversation.item.added", "previous_item_id": open_.previous, "item": copy_json(wire)}
             )
         return events
 
-    def end_item(self, run: Run, status: str) -> list[dict[str, Any]]:
+    def end_item(self, run: Run, status: str, item_id: str | None = None) -> list[dict[str, Any]]:
         """`conversation.item.done` (in the conversation, or out of band when asked) and `response.output_item.done`
-        of the open item, with `status`, in the real server's order."""
-        item = run.open_item
-        assert item is not None and item.wire is not None
+        of the item being generated with that id (None: the one that started last), with `status`, in the real
+        server's order."""
+        open_ = run.open_one(item_id)
+        item = open_.item
+        assert item.wire is not None
         wire = item.wire
         wire["status"] = status
-        run.open_item = None
+        run.open_items.remove(open_)
         old_call = item.call_id
         update_item(item, wire)
         item.done = True
@@ -326,7 +366,7 @@ class Responses:
         events: list[dict[str, Any]] = []
         if run.response.in_conversation or self.options.out_of_band_item_events:
             # the real server says the item is done in the conversation first, then in the response
-            previous = self.conv.previous_of(item.id) if item.id in self.conv else run.open_previous
+            previous = self.conv.previous_of(item.id) if item.id in self.conv else open_.previous
             if previous is not None and previous in self.conv and self.conv.previous_of(previous) is None:
                 # every realapi recording: the done of an item that follows the conversation's first item says
                 # null (its `conversation.item.added` names it)
@@ -336,7 +376,7 @@ class Responses:
             {
                 "type": "response.output_item.done",
                 "response_id": run.response.id,
-                "output_index": run.open_index,
+                "output_index": open_.index,
                 "item": copy_json(wire),
             }
         )
@@ -354,37 +394,53 @@ class Responses:
             )
         return "text", "output_text", "response.output_text.delta", "response.output_text.done", "text"
 
-    def message(self, run: Run, text: str, n_chunks: int, delay: float, final: bool = True) -> Steps:
-        """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each. An audio answer
-        streams each transcript delta's audio right after it (`audio`). The gpt-realtime-2.1 models mark it with
-        its `phase`: `final_answer`, or `commentary` for a preamble a call follows (`final` false)."""
+    def message(self, run: Run, text: str, n_chunks: int, delay: float) -> Steps:
+        """An assistant message of `text` in `n_chunks` deltas, `delay` seconds before each, then its done events
+        (`open_message`, `close_message`)."""
+        opened = yield from self.open_message(run, text, n_chunks, delay)
+        yield from self.close_message(run, "completed", opened.item.id)
+
+    def open_message(
+        self, run: Run, text: str, n_chunks: int, delay: float, final: bool = True
+    ) -> Generator[dict[str, Any] | float, None, OpenItem]:
+        """An assistant message started and streamed: `text` in `n_chunks` deltas, `delay` seconds before each; an
+        audio answer streams each transcript delta's audio right after it (`audio`). Returns it still open (its
+        done events are `close_message`'s). The gpt-realtime-2.1 models mark it with its `phase`: `final_answer`,
+        or `commentary` for a preamble a call follows (`final` false)."""
         part_type, _, delta_type, _, key = self._text_parts(run)
         wire = assistant_message(self.new_item_id())
-        if str(self.session.get("model") or "").startswith(PHASED_MODELS):
+        if self.phased():
             wire["phase"] = "final_answer" if final else "commentary"
         yield from self.start_item(run, wire)
-        ids = {
-            "response_id": run.response.id,
-            "item_id": wire["id"],
-            "output_index": run.open_index,
-            "content_index": 0,
-        }
+        opened = run.open_one()
+        ids = opened.ids(run.response.id)
         yield {"type": "response.content_part.added", **ids, "part": {"type": part_type, key: ""}}
         for chunk in chunks(text, n_chunks):
             if delay > 0:
                 yield delay
-            run.open_text += chunk
+            opened.text += chunk
             run.output_tokens += tokens(chunk)
             yield self.delta({"type": delta_type, **ids, "delta": chunk})
             if part_type == "audio":
                 yield from self.audio(run, ids, len(chunk) * self.options.audio_ms_per_char)
-        yield from self.close_message(run)
+        return opened
+
+    def phased(self) -> bool:
+        """Whether the session's model marks its messages with a `phase` (`PHASED_MODELS`)."""
+        return str(self.session.get("model") or "").startswith(PHASED_MODELS)
+
+    def preambles(self) -> bool:
+        """Whether the default script says a preamble before a call: `ScriptOptions.preamble`, else as the model
+        does (the `PHASED_MODELS`)."""
+        given = self.options.preamble
+        return self.phased() if given is None else given
 
     def audio(self, run: Run, ids: dict[str, Any], ms: int) -> Steps:
         """`response.output_audio.delta`s holding `ms` milliseconds of the run's format, `audio_delta_ms` each:
         silence, or a tone of `audio_tone_hz`; `audio_pace` seconds of pause per second of audio before each
         but the message's first (0: as fast as it is made, 1: in real time). The item's audio length is what
-        was sent (what a truncate is checked against)."""
+        was sent (what a truncate is checked against). On a sideband socket the call plays it: no delta is sent,
+        `output_audio_buffer.started` says when it began (`audio_started`)."""
         o = self.options
         rate, codec = run.audio_format
         item = run.open_item
@@ -397,26 +453,42 @@ class Responses:
                 yield run.audio_hold
                 run.audio_hold = 0.0
             elif pace > 0 and item.audio_bytes > 0:
+                yield from self.audio_started(run)  # time passes: the call has begun to play it
                 yield piece / 1000 * pace
             count = rate * piece // 1000
             data = encode(tone(count, rate, o.audio_tone_hz, run.audio_samples), codec)
             run.audio_samples += count
             item.audio_bytes += len(data)
-            yield {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(data).decode("ascii")}
+            if not o.sideband:  # on a WebRTC call's sideband socket the audio goes over the call's media
+                yield {"type": "response.output_audio.delta", **ids, "delta": base64.b64encode(data).decode("ascii")}
 
-    def close_message(self, run: Run, status: str = "completed") -> Iterator[dict[str, Any]]:
-        """The done events of the open message, its content the text so far (an audio answer gets its length)."""
+    def audio_started(self, run: Run) -> Iterator[dict[str, Any]]:
+        """On a sideband socket, once per response: `output_audio_buffer.started`, the call playing the answer's
+        audio (the realapi recording `webrtc-sideband-audio-turn`: after the transcript deltas of a short answer,
+        before `response.output_audio.done`)."""
+        if self.options.sideband and not run.audio_started:
+            run.audio_started = True
+            yield {"type": "output_audio_buffer.started", "response_id": run.response.id}
+
+    def close_message(
+        self, run: Run, status: str = "completed", item_id: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The done events of a message being generated (that id; None: the one that started last), its content the
+        text so far (an audio answer gets its length)."""
         part_type, item_part, _, done_type, key = self._text_parts(run)
-        item = run.open_item
-        assert item is not None and item.wire is not None
-        ids = {"response_id": run.response.id, "item_id": item.id, "output_index": run.open_index, "content_index": 0}
-        text = run.open_text
+        opened = run.open_one(item_id)
+        item = opened.item
+        assert item.wire is not None
+        ids = opened.ids(run.response.id)
+        text = opened.text
         if part_type == "audio":
+            if item.audio_bytes > 0:
+                yield from self.audio_started(run)
             yield {"type": "response.output_audio.done", **ids}
         yield {"type": done_type, **ids, key: text}
         yield {"type": "response.content_part.done", **ids, "part": {"type": part_type, key: text}}
         item.wire["content"] = [{"type": item_part, key: text}]
-        yield from self.end_item(run, status)
+        yield from self.end_item(run, status, item.id)
 
     def delta(self, event: dict[str, Any]) -> dict[str, Any]:
         """A text delta as the real server sends it: with its `obfuscation` padding (`ScriptOptions.obfuscation`)."""
@@ -425,19 +497,26 @@ class Responses:
             event["obfuscation"] = obfuscation(str(event.get("delta") or ""), self.deltas)
         return event
 
-    def function_call(self, run: Run, name: str, arguments: str, index: int) -> Steps:
-        """A call of `name` with `arguments`, in deltas as a message's text (`text_chunks`)."""
+    def function_call(
+        self, run: Run, name: str, arguments: str, index: int, preamble: OpenItem | None = None
+    ) -> Steps:
+        """A call of `name` with `arguments`, in deltas as a message's text (`text_chunks`). A `preamble` message
+        still open ends after the call's argument deltas, before the call's own done events: the real server's
+        order of a message and a call in one response (the realapi recording `text-and-tool-one-response`)."""
         item_id = self.new_item_id()
         call_id = self.call_id(item_id, index)
         wire = function_call(item_id, call_id, name)
         yield from self.start_item(run, wire)
-        ids = {"response_id": run.response.id, "item_id": item_id, "output_index": run.open_index, "call_id": call_id}
+        ids = {"response_id": run.response.id, "item_id": item_id, "output_index": run.open_one().index,
+               "call_id": call_id}  # fmt: skip
         for piece in chunks(arguments, self.options.text_chunks) if self.options.text_chunks <= 0 else [arguments]:
             yield self.delta({"type": "response.function_call_arguments.delta", **ids, "delta": piece})
+        if preamble is not None:
+            yield from self.close_message(run, "completed", preamble.item.id)
         yield {"type": "response.function_call_arguments.done", **ids, "name": name, "arguments": arguments}
         wire["arguments"] = arguments
         run.output_tokens += tokens(arguments)
-        yield from self.end_item(run, "completed")
+        yield from self.end_item(run, "completed", item_id)
 
     # -- the default script -------------------------------------------------------------------------------
 
@@ -474,7 +553,11 @@ class Responses:
         tools = declared_tools(self.session, params) or [DEFAULT_TOOL]
         reply = choose_reply(context, tools, tool_choice(self.session, params), o.tool)
         if reply.kind == "call" and reply.tool is not None:
-            yield from self.function_call(run, reply.tool.name, self.arguments(reply.tool, reply.text), 0)
+            arguments = self.arguments(reply.tool, reply.text)
+            preamble = None
+            if self.preambles():
+                preamble = yield from self.open_message(run, PREAMBLE_TEXT, o.text_chunks, 0.0, final=False)
+            yield from self.function_call(run, reply.tool.name, arguments, 0, preamble)
         elif reply.kind == "story":
             yield from self.message(run, o.story_text, o.story_chunks, o.story_chunk_delay)
         else:
@@ -483,21 +566,27 @@ class Responses:
 
     def answer(self, run: Run, params: dict[str, Any], text: str | None, calls: Sequence[Call]) -> Steps:
         """A script turn's answer: `text` (`{user}` and `{output}` filled in), then `calls` (arguments given, or
-        made from the declared tool's schema)."""
+        made from the declared tool's schema); a text before calls is their preamble, ending after the first
+        call's argument deltas (`function_call`)."""
         o = self.options
         context = self.context(params)
         run.input_tokens = sum(tokens(str(w.get("output") or item_text(w))) for w in context) + 10
         user, _ = last_user_text(context)
         last = context[-1] if context else {}
         output = str(last.get("output") or "") if last.get("type") == "function_call_output" else ""
+        preamble = None
         if text is not None:
             filled = text.replace("{user}", user or "").replace("{output}", output)
-            yield from self.message(run, filled, o.text_chunks, 0.0, final=not calls)
+            opened = yield from self.open_message(run, filled, o.text_chunks, 0.0, final=not calls)
+            if calls:
+                preamble = opened
+            else:
+                yield from self.close_message(run, "completed", opened.item.id)
         tools = declared_tools(self.session, params)
         for index, call in enumerate(calls):
             tool = next((t for t in tools if t.name == call.name), Tool(call.name))
             arguments = call.arguments if call.arguments is not None else arguments_json(tool, user or "", o.seed)
-            yield from self.function_call(run, tool.name, arguments, index)
+            yield from self.function_call(run, tool.name, arguments, index, preamble if index == 0 else None)
         yield self.finish(run, "completed")
 
     def arguments(self, tool: Tool, text: str) -> str:

@@ -42,7 +42,7 @@ from .common import (
     until_stopped,
     warn_unless_loopback,
 )
-from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from .endpoint import PREAMBLE_MODES, EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .lateness import Lateness
 from .options import ENDPOINT_OPTIONS, OPTION_BY_FIELD
@@ -632,6 +632,12 @@ def options_from_cli(**given: Any) -> ServerOptions:
     endpoint.duplicate_id = duplicate_id
     if story_chunk_delay is not None:
         endpoint.story_chunk_delay = parse_duration(story_chunk_delay, "--story-chunk-delay")
+    preamble = v["preamble"]
+    if preamble not in PREAMBLE_MODES:
+        raise ValueError(f"--preamble must be auto, on or off, not {preamble!r}")
+    endpoint.preamble = PREAMBLE_MODES[preamble]
+    if v["first_output_delay"] is not None:
+        endpoint.first_output_delay = parse_duration(v["first_output_delay"], "--first-output-delay")
     if close_code is not None and not valid_close_code(close_code):
         raise ValueError(
             f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "

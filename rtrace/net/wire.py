@@ -164,6 +164,12 @@ def opaque_id(prefix: str, *key: object, length: int = 21) -> str:
     return f"{prefix}_{''.join(chars)}"
 
 
+def hex_id(prefix: str, *key: object, length: int = 16) -> str:
+    """An id of `length` hex digits made from `key` (the real server's `output_audio_buffer.*` event ids:
+    `event_fd8cb17ab18a4a3f`)."""
+    return f"{prefix}_{hashlib.sha256(repr(key).encode()).hexdigest()[:length]}"
+
+
 def ga_rate_limits(tokens_used: int, limit: int = 15_000_000) -> list[dict[str, Any]]:
     """What the GA server's `rate_limits.updated` says after a response (the realapi recordings): tokens only."""
     return [{"name": "tokens", "limit": limit, "remaining": max(0, limit - tokens_used), "reset_seconds": 0.001}]
