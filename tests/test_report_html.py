@@ -17,6 +17,7 @@ import orjson
 import pytest
 from hypothesis import given
 
+from rtrace.core import loader as loader_module
 from rtrace.core.conversation import Conversation, Item
 from rtrace.core.describe import describe
 from rtrace.core.facts import ChangeAnswered, ItemAdded
@@ -709,3 +710,40 @@ def test_analyze_with_html_reads_the_trace_once_even_to_quote_its_last_lines(tmp
     wanted = {w["line"] for f in found["findings"] for w in f["witness"]}
     assert max(wanted) > len(padding)
     assert shown["raw"] == {str(k): v for k, v in sorted(read_lines(trace, wanted).items())}  # from the start
+
+
+def _page_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    def made() -> Any:
+        trace, data = html_report.analyze(str(path), Config(), RULES)
+        return trace, None if data is None else data.json()
+
+    fast = made()
+    with monkeypatch.context() as m:
+        m.setattr(loader_module, "_scanner", None)
+        pure = made()
+    return fast, pure
+
+
+@pytest.mark.skipif(loader_module._scanner is None, reason="the C scanner is not built")
+def test_the_page_data_on_the_fast_path_is_the_pure_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page data and the report of every sample, and of a session of text and audio deltas on two connections
+    (quiet records the scanner takes, with their times and types, as `QuietRows`), are the pure path's."""
+    from .conftest import SAMPLES
+
+    ids = {"response_id": "r1", "item_id": "i1", "output_index": 0, "content_index": 0}
+    lines = []
+    for n in (1, 2):
+        lines += [
+            {"t": 0.1 * n, "dir": "meta", "conn": n, "event": {"type": "connection.opened", "path": "/v1/realtime"}},
+            {"t": 0.2 * n, "dir": "server", "conn": n, "event": {"type": "session.created", "session": {}}},
+            {"t": 0.3 * n, "dir": "client", "conn": n, "event": {"type": "response.create"}},
+        ]
+    for k in range(600):
+        n = 1 + k % 2
+        kind = ("response.output_text.delta", "response.output_audio_transcript.delta", "rate_limits.updated")[k % 3]
+        lines.append({"t": 1 + k / 100, "dir": "server", "conn": n, "event": {"type": kind, **ids, "delta": "w"}})
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    for path in [*sorted(SAMPLES.rglob("*.jsonl")), mixed]:
+        fast, pure = _page_both_ways(path, monkeypatch)
+        assert fast == pure, path

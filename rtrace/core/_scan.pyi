@@ -3,5 +3,11 @@
 from typing import Any
 
 def scan(
-    buffer: bytes, start: int, end: int, table: dict[bytes, int], seen: set[int], keep: int = 0
+    buffer: bytes,
+    start: int,
+    end: int,
+    table: dict[bytes, int],
+    seen: set[int],
+    keep: int = 0,
+    detail: bool = False,
 ) -> list[Any]: ...

@@ -189,7 +189,7 @@ class LogReader(TraceReader):
             self._set_header()
 
     def _entries(
-        self, table: dict[bytes, int] | None = None, until_line: int | None = None, keep: int = 0
+        self, table: dict[bytes, int] | None = None, until_line: int | None = None, keep: int = 0, detail: bool = False
     ) -> Iterator[Row]:
         t0: float | None = None
         for lineno, raw, _ in self.raw_lines():
