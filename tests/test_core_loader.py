@@ -685,6 +685,34 @@ def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(
 
 
 @needs_scanner
+@BOUNDED
+@given(st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)))
+def test_with_detail_a_quiet_run_has_each_lines_time_and_type(lines: list[bytes], seen: set[int]) -> None:
+    """With `detail` (the HTML report's fold) the scanner takes the same lines as without, and a quiet run carries
+    each line's `t` and raw type, as a full parse reads them."""
+    block = b"".join(line + b"\n" for line in lines)
+    plain = SCANNER.scan(block, 0, len(block), TABLE, set(seen))  # type: ignore[union-attr]
+    detailed = SCANNER.scan(block, 0, len(block), TABLE, set(seen), 0, True)  # type: ignore[union-attr]
+    assert [type(e) for e in plain] == [type(e) for e in detailed]
+    k = 0
+    for a, b in zip(plain, detailed, strict=True):
+        if type(a) is bytes:
+            assert a == b
+            k += 1
+            continue
+        if len(a) == 4:
+            assert b[:4] == a and len(b) == 6
+            times, types = b[4], b[5]
+            assert len(times) == len(types) == a[0]
+            for j in range(a[0]):
+                obj = orjson.loads(lines[k + j])
+                assert (times[j], types[j]) == (obj["t"], obj["event"]["type"])
+        else:
+            assert a == b  # audio runs are the same
+        k += a[0]
+
+
+@needs_scanner
 def test_the_scanner_takes_the_canonical_lines_of_every_quiet_type() -> None:
     """Lines as rtrace writes them (and with spaces, as Python's json does) are taken: the fast path is used."""
     lines = []
