@@ -267,11 +267,10 @@ def check_invariants(state: Any) -> None:
         assert [item.id for item in conv] == ids
         assert conv.head == (ids[0] if ids else None)
         assert conv.tail == (ids[-1] if ids else None)
-        assert set(conv._prev) == set(conv.items) == set(conv._next)
         for k, item_id in enumerate(ids):
             assert conv.items[item_id].id == item_id
             assert conv.previous_of(item_id) == (ids[k - 1] if k else None)
-            assert conv._next[item_id] == (ids[k + 1] if k + 1 < len(ids) else None)
+            assert conv.items[item_id].next_id == (ids[k + 1] if k + 1 < len(ids) else None)
         for call_id, item_id in conv.by_call.items():
             item = conv.items.get(item_id)
             assert item is not None and item.type == "function_call" and item.call_id == call_id, (call_id, item_id)

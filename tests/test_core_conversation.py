@@ -92,6 +92,37 @@ def test_conversation_matches_a_list_model(ops: list[tuple[bool, str, str | None
         assert [conv.previous_of(i) for i in model] == [None, *model][: len(model)]
 
 
+@BOUNDED
+@given(
+    st.lists(st.sampled_from("abcde"), unique=True),
+    st.lists(st.tuples(st.booleans(), st.sampled_from("abcdefg"), st.sampled_from([None, "a", "c", "f", "x"]))),
+)
+def test_a_linked_copy_follows_a_list_model_and_leaves_the_conversation_alone(
+    held: list[str], ops: list[tuple[bool, str, str | None]]
+) -> None:
+    conv = Conversation()
+    for item_id in held:
+        conv.append(Item(id=item_id, type="message"))
+    view = conv.linked_copy()
+    model = list(held)
+    for is_insert, item_id, prev in ops:
+        if is_insert:
+            known = view.insert(Item(id=item_id, type="message"), prev)
+            if item_id not in model:
+                assert known == (prev is None or prev in model)
+                where = 0 if prev is None else model.index(prev) + 1 if prev in model else len(model)
+                model.insert(where, item_id)
+        else:
+            view.remove(item_id)
+            if item_id in model:
+                model.remove(item_id)
+        assert view.ids() == model
+        assert view.tail == (model[-1] if model else None)
+        assert all((i in view) == (i in model) for i in "abcdefgx")
+    assert conv.ids() == held
+    assert [conv.previous_of(i) for i in held] == [None, *held][: len(held)]
+
+
 # -- items --------------------------------------------------------------------------------------------------
 
 

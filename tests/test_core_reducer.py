@@ -25,7 +25,7 @@ from rtrace.core.facts import (
     ServerError,
     SessionUpdated,
 )
-from rtrace.core.reducer import finish, step
+from rtrace.core.reducer import SENT_KEPT, finish, step
 from rtrace.core.state import Connection, TraceState, client_view, unfinished_call
 from rtrace.core.trace import Record
 
@@ -137,6 +137,28 @@ def test_item_done_without_added_adds_it() -> None:
     line = t.s("conversation.item.done", previous_item_id=None, item={"id": "a", "type": "message", "status": "x"})
     assert t.ids() == ["a"]
     assert t.fact(line, ItemDone).item.status == "x"
+
+
+def test_item_done_folds_its_wire_item_unless_the_added_just_before_read_the_same() -> None:
+    """`done` right after `added` with the same wire item changes nothing (the reducer skips that fold); a
+    different wire item, or a record between the two, is folded as always."""
+    msg = {"id": "a", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}
+    t = Trace()
+    t.s("conversation.item.added", previous_item_id=None, item=msg)
+    t.s("conversation.item.done", previous_item_id=None, item=msg)
+    item = t.conn().conv.items["a"]
+    assert (item.done, item.text, item.role, item.status) == (True, "hi", "user", None)
+    t = Trace()
+    t.s("conversation.item.added", previous_item_id=None, item=msg)
+    t.s("conversation.item.done", previous_item_id=None, item={**msg, "status": "completed", "call_id": "k"})
+    item = t.conn().conv.items["a"]
+    assert (item.status, item.call_id) == ("completed", "k")
+    t = Trace()
+    t.s("conversation.item.added", previous_item_id=None, item=msg)
+    t.s("conversation.item.truncated", item_id="a", content_index=0, audio_end_ms=0)
+    assert t.conn().conv.items["a"].text == ""
+    t.s("conversation.item.done", previous_item_id=None, item=msg)
+    assert t.conn().conv.items["a"].text == "hi"  # the done's wire item is folded again
 
 
 # -- creates, deletes, acks ---------------------------------------------------------------------------------
@@ -330,6 +352,29 @@ def test_a_schema_error_is_joined_to_the_create_holding_the_value_it_names_not_t
     error = {**_err("Invalid value: 'x'.", code="invalid_value"), "param": "item.content[0].type"}
     fact = t.fact(t.s("error", error=error), ServerError)
     assert fact.cause is not None and (fact.cause.line, fact.how) == (first, "order")
+
+
+def test_a_change_sent_behind_a_long_queue_is_still_joined_by_the_field_an_error_names() -> None:
+    """Past `SENT_KEPT` waiting changes a create keeps its event as JSON text, not the parsed dict: the error that
+    names a field of it (once the queue ahead of it is answered) finds it all the same."""
+    t = Trace()
+    ids = [f"i{k}" for k in range(SENT_KEPT + 10)]
+    for item_id in ids:
+        t.create(item_id, content=[{"type": "input_text", "text": item_id}])
+    bad = t.c("conversation.item.create", item={"type": "message", "role": "assistant", "content": [{"type": "text"}]})
+    late = t.conn().pending[t.records[bad - 1].seq]
+    assert isinstance(late.sent, str)  # kept as text, not as the parsed event
+    prev = None
+    for item_id in ids:  # every create before it is acknowledged
+        t.added(item_id, prev)
+        prev = item_id
+    error = {
+        **_err("Invalid value: 'text'. Value must be 'output_text'.", code="invalid_value"),
+        "param": "item.content[0].type",
+    }
+    fact = t.fact(t.s("error", error=error), ServerError)
+    assert fact.cause is not None and (fact.cause.line, fact.how) == (bad, "named-field")
+    assert fact.cause.sent is None  # dropped once answered
 
 
 def test_quoted_id_join_is_restricted_to_what_the_code_answers() -> None:

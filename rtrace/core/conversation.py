@@ -63,6 +63,10 @@ class Item:
     #: The full wire item (the fake server's; the analyzer keeps no payloads and leaves it None). For a duplicate
     #: id, the first copy's payload stands for every copy.
     wire: dict[str, Any] | None = None
+    #: The ids before and after it in the `Conversation` that holds it (None: at that end, or in none): the links
+    #: live on the item, not in two dicts of the conversation (an item is in one conversation at most).
+    prev_id: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    next_id: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def label(self) -> str:
         """How people call this item: `function_call item_x (call_y)`, `user message item_z`."""
@@ -73,47 +77,93 @@ class Item:
         return f"{self.type} {self.id}"
 
 
+_intern = sys.intern
+
+
 def item_from_event(obj: dict[str, Any]) -> Item | None:
-    """An `Item` from a wire item object, or None when it has no usable id."""
+    """An `Item` from a wire item object, or None when it has no usable id (what `update_item` folds into a new
+    `Item(id, type)`, read in one pass: an item is made for every create and every item the server adds)."""
     item_id = obj.get("id")
     if not isinstance(item_id, str) or not item_id:
         return None
     kind = obj.get("type")
-    item = Item(id=item_id, type=sys.intern(kind) if type(kind) is str and kind else str(kind or "unknown"))
-    update_item(item, obj)
-    return item
+    get = obj.get
+    # Roles, names and statuses repeat across items: each is kept once (`sys.intern`), not once per item.
+    role = get("role")
+    role = _intern(role) if type(role) is str else None
+    call_id = get("call_id")
+    if type(call_id) is not str or not call_id:
+        call_id = None
+    name = get("name")
+    name = _intern(name) if type(name) is str else None
+    status = get("status")
+    status = _intern(status) if type(status) is str else None
+    args = get("arguments")
+    if type(args) is str:
+        arguments, arguments_len = args[:ARGUMENTS_CHARS], len(args)
+    else:
+        arguments, arguments_len = "", 0
+    text = ""
+    output = get("output")
+    if type(output) is str:
+        text = output[:PREVIEW_CHARS]
+    content = get("content")
+    if type(content) is list and content:
+        text = _content_text(content) or text
+    return Item(
+        item_id,
+        _intern(kind) if type(kind) is str and kind else str(kind or "unknown"),
+        role,
+        call_id,
+        name,
+        status,
+        arguments,
+        arguments_len,
+        False,
+        text,
+    )
 
 
 def update_item(item: Item, obj: dict[str, Any]) -> None:
     """Fold a (possibly partial) wire item object into `item`."""
-    # Roles, names and statuses repeat across items: each is kept once (`sys.intern`), not once per item.
-    role = obj.get("role")
+    get = obj.get
+    role = get("role")
     if type(role) is str:
-        item.role = sys.intern(role)
-    call_id = obj.get("call_id")
+        item.role = _intern(role)
+    call_id = get("call_id")
     if type(call_id) is str and call_id:
         item.call_id = call_id
-    name = obj.get("name")
+    name = get("name")
     if type(name) is str:
-        item.name = sys.intern(name)
-    status = obj.get("status")
+        item.name = _intern(name)
+    status = get("status")
     if type(status) is str:
-        item.status = sys.intern(status)
-    args = obj.get("arguments")
-    if isinstance(args, str) and (args or not item.arguments):
+        item.status = _intern(status)
+    args = get("arguments")
+    if type(args) is str and (args or not item.arguments):
         item.arguments = args[:ARGUMENTS_CHARS]
         item.arguments_len = len(args)
-    output = obj.get("output")
-    if isinstance(output, str):
+    output = get("output")
+    if type(output) is str:
         item.text = output[:PREVIEW_CHARS]
-    content = obj.get("content")
-    if isinstance(content, list) and content:
+    content = get("content")
+    if type(content) is list and content:
         text = _content_text(content)
         if text:
             item.text = text
 
 
 def _content_text(content: list[Any]) -> str:
+    """The preview of a content list: the text (else the transcript) of each part, joined by spaces, cut to
+    `PREVIEW_CHARS`."""
+    if len(content) == 1:  # the usual case: one part, no list to join
+        part = content[0]
+        if type(part) is dict:
+            value = part.get("text")
+            if type(value) is str and value:
+                return value[:PREVIEW_CHARS]
+            value = part.get("transcript")
+            return value[:PREVIEW_CHARS] if type(value) is str else ""
     parts: list[str] = []
     size = 0
     for part in content:
@@ -132,14 +182,13 @@ def _content_text(content: list[Any]) -> str:
 
 class Conversation:
     """Ordered items, linked by id. Insert-after, delete and the call_id lookups are O(1) whatever the length of the
-    conversation; iteration is in conversation order."""
+    conversation; iteration is in conversation order. The links are the items' own (`Item.prev_id`, `next_id`):
+    an item is in one conversation at most (each end makes its items from the wire)."""
 
-    __slots__ = ("_calls", "_next", "_prev", "by_call", "head", "items", "outputs_by_call", "tail")
+    __slots__ = ("_calls", "by_call", "head", "items", "outputs_by_call", "tail")
 
     def __init__(self) -> None:
         self.items: dict[str, Item] = {}
-        self._next: dict[str, str | None] = {}
-        self._prev: dict[str, str | None] = {}
         self.head: str | None = None
         self.tail: str | None = None
         #: call_id -> id of the `function_call` item that carries it (the latest indexed, when several do).
@@ -158,10 +207,12 @@ class Conversation:
         return item_id in self.items
 
     def __iter__(self) -> Iterator[Item]:
+        items = self.items
         cur = self.head
         while cur is not None:
-            yield self.items[cur]
-            cur = self._next[cur]
+            item = items[cur]
+            yield item
+            cur = item.next_id
 
     def ids(self) -> list[str]:
         return [item.id for item in self]
@@ -169,40 +220,49 @@ class Conversation:
     def get(self, item_id: str) -> Item | None:
         return self.items.get(item_id)
 
-    def linked_copy(self) -> Conversation:
-        """A conversation in the same order holding the same items, whose own inserts and removes leave this one
-        alone (its call_id indexes start empty: it is for its order, `Connection.expected_ids`)."""
-        copy = Conversation()
-        copy.items, copy._next, copy._prev = dict(self.items), dict(self._next), dict(self._prev)
-        copy.head, copy.tail = self.head, self.tail
-        return copy
+    def linked_copy(self) -> Order:
+        """The order of this conversation as an `Order` whose own inserts and removes leave this one alone (for
+        `Connection.expected_ids`; O(items), as what it is for)."""
+        return Order(self)
 
     def previous_of(self, item_id: str) -> str | None:
-        return self._prev.get(item_id)
+        item = self.items.get(item_id)
+        return None if item is None else item.prev_id
 
     def insert(self, item: Item, previous_id: str | None) -> bool:
         """Insert `item` after `previous_id` (None: first). False (and appended at the end) when the previous id
         is unknown. A duplicate id is not inserted again: its `copies` count grows (see `Item.copies`)."""
-        existing = self.items.get(item.id)
+        items = self.items
+        item_id = item.id
+        existing = items.get(item_id)
         if existing is not None:
             existing.copies += 1
             return True
-        found = previous_id is None or previous_id in self.items
-        after = previous_id if found else self.tail
-        self.items[item.id] = item
-        if after is None:
+        found = True
+        before = None
+        if previous_id is not None:
+            before = items.get(previous_id)
+            if before is None:
+                found = False
+                if self.tail is not None:
+                    before = items[self.tail]
+        items[item_id] = item
+        if before is None:
             nxt = self.head
-            self.head = item.id
+            self.head = item_id
+            item.prev_id = None
         else:
-            nxt = self._next[after]
-            self._next[after] = item.id
-        self._prev[item.id] = after
-        self._next[item.id] = nxt
+            # The links hold the id strings the conversation has (the items' own), not the event's copies.
+            nxt = before.next_id
+            before.next_id = item_id
+            item.prev_id = before.id
+        item.next_id = nxt
         if nxt is None:
-            self.tail = item.id
+            self.tail = item_id
         else:
-            self._prev[nxt] = item.id
-        self._index(item)
+            items[nxt].prev_id = item_id
+        if item.call_id is not None:
+            self._index(item)
         return found
 
     def append(self, item: Item) -> None:
@@ -210,20 +270,22 @@ class Conversation:
 
     def remove(self, item_id: str) -> Item | None:
         """Take `item_id` out, with all its copies (see the ground rules); the item, or None when it is not here."""
-        item = self.items.pop(item_id, None)
+        items = self.items
+        item = items.pop(item_id, None)
         if item is None:
             return None
-        before = self._prev.pop(item_id)
-        after = self._next.pop(item_id)
+        before, after = item.prev_id, item.next_id
+        item.prev_id = item.next_id = None
         if before is None:
             self.head = after
         else:
-            self._next[before] = after
+            items[before].next_id = after
         if after is None:
             self.tail = before
         else:
-            self._prev[after] = before
-        self._unindex(item)
+            items[after].prev_id = before
+        if item.call_id is not None:
+            self._unindex(item)
         return item
 
     def reindex(self, item: Item, old_call_id: str | None) -> None:
@@ -279,3 +341,55 @@ class Conversation:
                 outs.discard(item.id)
                 if not outs:
                     del self.outputs_by_call[item.call_id]
+
+
+class Order:
+    """The order of a `Conversation`'s ids, copied (`Conversation.linked_copy`): inserts and removes change only
+    the copy. Ids only: an insert takes an `Item` for the same calls as the conversation's, keeps its id."""
+
+    __slots__ = ("_next", "_prev")
+
+    def __init__(self, conv: Conversation) -> None:
+        # None stands for both ends: `_next[None]` is the first id, `_prev[None]` the last.
+        self._next: dict[str | None, str | None] = {None: conv.head}
+        self._prev: dict[str | None, str | None] = {None: conv.tail}
+        for item in conv:
+            self._next[item.id] = item.next_id
+            self._prev[item.id] = item.prev_id
+
+    @property
+    def tail(self) -> str | None:
+        return self._prev[None]
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id is not None and item_id in self._next
+
+    def insert(self, item: Item, previous_id: str | None) -> bool:
+        """As `Conversation.insert` (an id already here is not inserted again)."""
+        item_id = item.id
+        if item_id in self:
+            return True
+        found = previous_id is None or previous_id in self
+        after = previous_id if found else self.tail
+        nxt = self._next[after]
+        self._next[after] = item_id
+        self._prev[item_id] = after
+        self._next[item_id] = nxt
+        self._prev[nxt] = item_id
+        return found
+
+    def remove(self, item_id: str) -> None:
+        if item_id not in self:
+            return
+        before = self._prev.pop(item_id)
+        after = self._next.pop(item_id)
+        self._next[before] = after
+        self._prev[after] = before
+
+    def ids(self) -> list[str]:
+        out: list[str] = []
+        cur = self._next[None]
+        while cur is not None:
+            out.append(cur)
+            cur = self._next[cur]
+        return out

@@ -41,12 +41,15 @@ def _s(value: Any, limit: int = _SHORT) -> str:
 def item_label(item: Any) -> str:
     if not isinstance(item, dict):
         return "item"
-    kind = item.get("type") or "item"
-    item_id = item.get("id") or "(no id)"
+    get = item.get
+    kind = get("type") or "item"
+    item_id = get("id") or "(no id)"
+    if type(item_id) is not str or len(item_id) > _SHORT:  # (a short string is its own `_s`: one call a change)
+        item_id = _s(item_id)
     if kind == "message":
-        return f"{item.get('role') or '?'} message {_s(item_id)}"
-    call = item.get("call_id")
-    return f"{kind} {_s(item_id)}" + (f" ({_s(call)})" if call else "")
+        return f"{get('role') or '?'} message {item_id}"
+    call = get("call_id")
+    return f"{kind} {item_id}" + (f" ({_s(call)})" if call else "")
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -59,7 +62,12 @@ def describe(event_type: str, event: dict[str, Any]) -> str:
     ev = event
     if event_type == "conversation.item.create":
         prev = ev.get("previous_item_id")
-        where = " at the start" if prev == "root" else (f" after {_s(prev)}" if prev else " at the end")
+        if prev == "root":
+            where = " at the start"
+        elif not prev:
+            where = " at the end"
+        else:
+            where = f" after {prev if type(prev) is str and len(prev) <= _SHORT else _s(prev)}"
         return f"create {item_label(ev.get('item'))}{where}"
     if event_type in ("conversation.item.added", "conversation.item.done"):
         verb = "added" if event_type.endswith("added") else "done"

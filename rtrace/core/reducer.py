@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from .audio import bytes_for_ms, delta_bytes, session_format
 from .catalog import error_answers
 from .conversation import ARGUMENTS_CHARS, Item, item_from_event, update_item
@@ -53,13 +55,15 @@ from .facts import (
     ServerError,
     SessionUpdated,
 )
-from .fields import CHECKS, FIELDS, checked
-from .state import Change, Connection, Response, TraceState
+from .fields import CHECKS, FIELDS, Check, checked
+from .state import NAMING_LIMIT, Change, Connection, Response, TraceState
 from .trace import Record
 
 # -- the fold ---------------------------------------------------------------------------------------------
 
 Handler = Callable[[TraceState, Connection, Record, list[Fact]], None]
+
+_CREATE = "conversation.item.create"
 
 
 def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple[Fact, ...]]:
@@ -67,22 +71,33 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
     if state.first_t is None:
         state.first_t = rec.t
     conn = state.conns.get(rec.conn)
-    handler = _TABLE.get((rec.dir, rec.type))
-    opens = conn is None or (not conn.open and rec.type == "connection.opened" and rec.dir == "meta")
-    if conn is not None and not opens and handler is None:
-        tick(state, conn, rec.t, rec.line)
-        return state, NO_FACTS
-    facts: list[Fact] = []
-    if state.awaiting:
-        _overdue(state, rec, facts)
-    if conn is None or opens:
+    rtype = rec.type
+    found = _STEPS.get((rec.dir, rtype))
+    if conn is not None and (conn.ended_by is None or rtype != "connection.opened" or rec.dir != "meta"):
+        if found is None:
+            tick(state, conn, rec.t, rec.line)
+            return state, NO_FACTS
+        facts: list[Fact] = []
+        if state.awaiting:
+            _overdue(state, rec, facts)
+    else:  # a connection opens (a new ordinal, or one that ended opened again)
+        facts = []
+        if state.awaiting:
+            _overdue(state, rec, facts)
         conn = _open(state, rec, facts)
-    tick(state, conn, rec.t, rec.line)
-    if handler is None:
+    # `tick`, inline: every record of a transition comes this way.
+    t = rec.t
+    state.records += 1
+    state.last_t = t
+    state.last_line = rec.line
+    state.current = conn.n
+    conn.events += 1
+    conn.last_t = t
+    if found is None:
         return state, facts if facts else NO_FACTS
-    check = CHECKS.get(rec.type)
+    handler, check = found
     if check is not None and not check(rec.event):
-        rec = checked(state, rec, FIELDS[rec.type])
+        rec = checked(state, rec, FIELDS[rtype])
     handler(state, conn, rec, facts)
     if conn.ended_by is not None:
         _after_close(conn, rec, facts)
@@ -291,21 +306,50 @@ def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[F
 # -- client events ----------------------------------------------------------------------------------------
 
 
-def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change:
+#: A change sent while this many others of its connection wait keeps its event as JSON text (`Change.sent`):
+#: the errors that name a field (`Pending.naming`) look at the oldest `NAMING_LIMIT` waiting, so the events
+#: of a short queue stay parsed, and a pipeline of 200,000 creates keeps each one's in a quarter of the memory.
+SENT_KEPT = NAMING_LIMIT
+
+
+def _send(
+    conn: Connection,
+    rec: Record,
+    facts: list[Fact],
+    item_id: str | None = None,
+    item: Item | None = None,
+    previous_item_id: str | None = None,
+    audio_end_ms: int | None = None,
+    conversation: str = "auto",
+    metadata: dict[str, Any] | None = None,
+) -> Change:
     ev = rec.event
     event_id = ev.get("event_id")
+    pending = conn.pending
+    sent: dict[str, Any] | str = ev
+    if len(pending) >= SENT_KEPT:
+        try:
+            # A str: orjson's bytes keep the buffer they were written in (4 KiB), the decoded text only its length.
+            sent = orjson.dumps(ev).decode()
+        except (orjson.JSONEncodeError, RecursionError):  # an event built in memory (tests), not one read from JSON
+            pass
     change = Change(
-        kind=rec.type,
-        conn=conn.n,
-        seq=rec.seq,
-        line=rec.line,
-        t=rec.t,
-        event_id=event_id if isinstance(event_id, str) else None,
-        summary=describe(rec.type, ev),
-        sent=ev,
-        **kw,
+        rec.type,
+        conn.n,
+        rec.seq,
+        rec.line,
+        rec.t,
+        event_id if type(event_id) is str else None,
+        describe(rec.type, ev),
+        item_id,
+        item,
+        previous_item_id,
+        audio_end_ms,
+        conversation,
+        metadata,
+        sent,
     )
-    conn.pending.add(change)
+    pending.add(change)
     if conn.early is not None:
         conn.early.append(change)
     facts.append(ChangeSent(rec, change))
@@ -315,42 +359,41 @@ def _send(conn: Connection, rec: Record, facts: list[Fact], **kw: Any) -> Change
 def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     ev = rec.event
     raw_item = ev.get("item")
-    item = item_from_event(raw_item) if isinstance(raw_item, dict) else None
-    if item is None and isinstance(raw_item, dict):
-        # No id: the server will choose one. Keep the item for its type and call_id.
-        item = Item(id="", type=str(raw_item.get("type") or "unknown"))
-        update_item(item, raw_item)
-    if item is not None:
+    item = None
+    if isinstance(raw_item, dict):
+        item = item_from_event(raw_item)
+        if item is None:
+            # No id: the server will choose one. Keep the item for its type and call_id.
+            item = Item(id="", type=str(raw_item.get("type") or "unknown"))
+            update_item(item, raw_item)
         item.source = "client"
         item.created_line = rec.line
         item.created_t = rec.t
         item.arguments_done = True
     prev = ev.get("previous_item_id")
-    if isinstance(prev, str) and prev:
+    if type(prev) is str and prev:
         # Usually the id of an item held or being created: keep that string, not a copy per create.
         held = conn.conv.items.get(prev)
         if held is not None:
             prev = held.id
         else:
-            before = conn.pending.oldest("conversation.item.create", prev)
-            prev = before.item_id if before is not None and before.item_id is not None else prev
-    _send(
-        conn,
-        rec,
-        facts,
-        item_id=item.id if item is not None and item.id else None,
-        item=item,
-        previous_item_id=prev if isinstance(prev, str) and prev else None,
-    )
+            before = conn.pending.oldest(_CREATE, prev)
+            if before is not None and before.item_id is not None:
+                prev = before.item_id
+    else:
+        prev = None
+    _send(conn, rec, facts, item.id if item is not None and item.id else None, item, prev)
 
 
 def _c_item_ref(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     item_id = rec.event.get("item_id")
-    kw: dict[str, Any] = {"item_id": item_id if isinstance(item_id, str) else None}
+    item_id = item_id if isinstance(item_id, str) else None
     if rec.type == "conversation.item.truncate":
         end = rec.event.get("audio_end_ms")
-        kw["audio_end_ms"] = end if isinstance(end, int) and not isinstance(end, bool) else None
-    _send(conn, rec, facts, **kw)
+        end = end if isinstance(end, int) and not isinstance(end, bool) else None
+        _send(conn, rec, facts, item_id, audio_end_ms=end)
+    else:
+        _send(conn, rec, facts, item_id)
 
 
 def _c_response_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
@@ -451,40 +494,48 @@ def _s_session(state: TraceState, conn: Connection, rec: Record, facts: list[Fac
 def _s_item_added(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     ev = rec.event
     raw = ev.get("item")
-    item = item_from_event(raw) if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        return
+    item = item_from_event(raw)
     if item is None:
         return
     prev = ev.get("previous_item_id")
     prev = prev if isinstance(prev, str) and prev else None
     item.added_line = rec.line
     item.added_t = rec.t
-    change = _oldest(conn, "conversation.item.create", item.id)
+    item_id = item.id
+    pending = conn.pending
+    change = pending.oldest(_CREATE, item_id)
     how = "item-id"
-    if change is None and conn.active is not None and item.id in conn.active.output:
-        item.source = "response"
-        item.response_id = conn.active.id
-    elif change is None and item.id in conn.committed_audio:
-        conn.committed_audio.discard(item.id)
-        item.source = "audio"
-    elif change is None:
-        # A create without a client-chosen id: the oldest id-less create of the same item type.
-        change = conn.pending.oldest_idless_create(item.type)
-        how = "order"
-        if change is None and conn.active is not None:
-            # A response item whose output_item.added was not recorded.
+    if change is None:
+        active = conn.active
+        if active is not None and item_id in active.output:
             item.source = "response"
-            item.response_id = conn.active.id
-            conn.active.output.append(item.id)
+            item.response_id = active.id
+        elif item_id in conn.committed_audio:
+            conn.committed_audio.discard(item_id)
+            item.source = "audio"
+        else:
+            # A create without a client-chosen id: the oldest id-less create of the same item type.
+            change = pending.oldest_idless_create(item.type)
+            how = "order"
+            if change is None and active is not None:
+                # A response item whose output_item.added was not recorded.
+                item.source = "response"
+                item.response_id = active.id
+                active.output.append(item_id)
     if change is not None:
         item.source = "client"
         item.created_line = change.line
         item.created_t = change.t
     item.arguments_done = item.source != "response" or item.status == "completed"
-    duplicate = item.id in conn.conv
+    items = conn.conv.items
+    duplicate = item_id in items
     known = conn.conv.insert(item, prev)
     if rec.raw_type == "conversation.item.created" and item.source != "response":
         item.done = True
-    facts.append(ItemAdded(rec, conn, conn.conv.items[item.id], prev, known, duplicate))
+    facts.append(ItemAdded(rec, conn, items[item_id], prev, known, duplicate))
+    state.last_added = None if duplicate else (item, raw, state.records)
     if change is not None:
         _answer(conn, change, rec, "confirmed", how, facts)
 
@@ -494,16 +545,21 @@ def _s_item_done(state: TraceState, conn: Connection, rec: Record, facts: list[F
     if not isinstance(raw, dict):
         return
     item_id = raw.get("id")
-    item = conn.conv.get(item_id) if isinstance(item_id, str) else None
+    item = conn.conv.items.get(item_id) if isinstance(item_id, str) else None
     if item is None:
         # `done` with no `added` (a recorder that missed it): add it where the event says.
         _s_item_added(state, conn, rec, facts)
         item = conn.conv.get(item_id) if isinstance(item_id, str) else None
         if item is None:
             return
-    old_call = item.call_id
-    update_item(item, raw)
-    conn.conv.reindex(item, old_call)
+    last = state.last_added
+    if last is None or last[0] is not item or last[2] != state.records - 1 or last[1] != raw:
+        # (Else the record before this one added the item from this same wire item: folding it again changes
+        # nothing.)
+        old_call = item.call_id
+        update_item(item, raw)
+        if item.call_id != old_call:
+            conn.conv.reindex(item, old_call)
     item.done = True
     item.arguments_done = item.arguments_done or item.status == "completed"
     facts.append(ItemDone(rec, conn, item))
@@ -744,6 +800,10 @@ _TABLE: dict[tuple[str, str], Handler] = {
     ("local", "local.generation.closed"): _l_generation,
 }
 
+#: `_TABLE` with each type's compiled field check (`fields.CHECKS`; None: no field is read): one lookup a record.
+_STEPS: dict[tuple[str, str], tuple[Handler, Check | None]] = {
+    key: (handler, CHECKS.get(key[1])) for key, handler in _TABLE.items()
+}
 #: The (direction, type) pairs that change the model; any other record only moves the clocks (see `tick`).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(_TABLE)
 #: The pairs whose only change is an item's audio length (see `audio_run`).

@@ -31,10 +31,14 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
+import orjson
+
 from .audio import DEFAULT_FORMAT, audio_ms
 from .conversation import Conversation, Item
 
 ChangeStatus = Literal["pending", "confirmed", "rejected", "indeterminate"]
+#: How many of the oldest pending changes `Pending.naming` looks at (errors are rare; the cost stays linear).
+NAMING_LIMIT = 64
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -60,15 +64,17 @@ class Change:
     #: For response.create: `response.conversation` ("auto" or "none") and the metadata it asked to echo.
     conversation: str = "auto"
     metadata: dict[str, Any] | None = None
+    #: The client event as sent, while the change waits (an error that names a field of it, `param`, is joined
+    #: by it: `Pending.naming`); dropped once answered. As its JSON text when the change was sent behind
+    #: `reducer.SENT_KEPT` others still waiting (a pipeline): the text takes a quarter of the parsed event's
+    #: memory, and is parsed again only when an error makes `naming` walk that far.
+    sent: dict[str, Any] | str | None = None
     status: ChangeStatus = "pending"
     #: The line and time of the answer (confirmation, error, or the close that made it indeterminate).
     answer_line: int | None = None
     answer_t: float | None = None
     #: For rejected changes: the error object.
     error: dict[str, Any] | None = None
-    #: The client event as sent, while the change waits (an error that names a field of it, `param`, is joined
-    #: by it); dropped once answered.
-    sent: dict[str, Any] | None = None
 
     @property
     def short(self) -> str:
@@ -102,7 +108,7 @@ class _Queue:
 #: One key's pending changes: the change itself when it is the only one (the usual case: no container), else a
 #: `_Queue`.
 _Bucket = Change | _Queue
-#: An index with nothing filed in it yet, shared (never written: `Pending._keys` makes a real one first).
+#: An index with nothing filed in it yet, shared (never written: `Pending.add` makes a real one first).
 _NONE: dict[Any, Any] = {}
 
 
@@ -116,6 +122,23 @@ def _file(index: dict[Any, _Bucket], key: Any, change: Change) -> None:
         held.live += 1
     else:
         index[key] = _Queue(held, change)  # type: ignore[arg-type]
+
+
+def _unfile(index: dict[Any, _Bucket], key: Any, change: Change, seqs: dict[int, Change]) -> None:
+    """Take `change`, just removed from `seqs` (the pending changes by seq), from under `key` of `index`."""
+    held = index[key]
+    if held is change:
+        del index[key]
+        return
+    assert type(held) is _Queue
+    held.live -= 1
+    if not held.live:
+        del index[key]
+        return
+    held.dead += 1
+    if held.dead > held.live:
+        held.changes = [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
+        held.head = held.dead = 0
 
 
 class Pending:
@@ -143,8 +166,10 @@ class Pending:
         self._items: dict[str, dict[str, _Bucket]] = _NONE
         #: Creates without an item id, by the type of the item they carry (None: no item).
         self._idless: dict[str | None, _Bucket] = _NONE
-        #: By `event_id`, any kind.
-        self._events: dict[str, _Bucket] = _NONE
+        #: By `event_id`, any kind: None until an event id is looked up (an error that carries one, a response
+        #: that echoes one), then built from `_seqs` and kept (most traces never look one up: a change costs no
+        #: entry there).
+        self._events: dict[str, _Bucket] | None = None
         #: Creates by the call_id of their item, and by their `previous_item_id` (that one only once an error quoted
         #: an id: None until then, built from `_seqs` when first needed).
         self._calls: dict[str, _Bucket] = _NONE
@@ -192,69 +217,70 @@ class Pending:
 
     def add(self, change: Change) -> None:
         """File a change just sent (its seq is the newest)."""
-        if change.seq in self._seqs:
+        seqs = self._seqs
+        if change.seq in seqs:
             raise ValueError(f"a change of seq {change.seq} is pending already")
-        self._seqs[change.seq] = change
-        for index, key in self._keys(change, file=True):
-            _file(index, key, change)
+        seqs[change.seq] = change
+        # Each index it belongs in, made real first (`remove` takes it out of the same ones).
+        kind = change.kind
+        if self._kinds is _NONE:
+            self._kinds, self._items = {}, {}
+        _file(self._kinds, kind, change)
+        item_id = change.item_id
+        if item_id is not None:
+            by_id = self._items.get(kind)
+            if by_id is None:
+                self._items[kind] = {item_id: change}
+            elif item_id not in by_id:
+                by_id[item_id] = change
+            else:
+                _file(by_id, item_id, change)
+        event_id = change.event_id
+        if event_id is not None and self._events is not None:
+            _file(self._events, event_id, change)
+        if kind == _CREATE:
+            item = change.item
+            if item_id is None:
+                if self._idless is _NONE:
+                    self._idless = {}
+                _file(self._idless, item.type if item is not None else None, change)
+            if item is not None and item.call_id is not None:
+                if self._calls is _NONE:
+                    self._calls = {}
+                _file(self._calls, item.call_id, change)
+            if change.previous_item_id is not None and self._prevs is not None:
+                _file(self._prevs, change.previous_item_id, change)
+        elif kind == "response.create":
+            if self._replies is _NONE:
+                self._replies = {}
+            _file(self._replies, change.conversation != "none", change)
 
     def remove(self, change: Change) -> None:
         """Take an answered change out (KeyError when it is not pending)."""
-        if self._seqs.get(change.seq) is not change:
-            raise KeyError(change.seq)
-        del self._seqs[change.seq]
         seqs = self._seqs
-        for index, key in self._keys(change):
-            held = index[key]
-            if held is change:
-                del index[key]
-                continue
-            assert type(held) is _Queue
-            held.live -= 1
-            if not held.live:
-                del index[key]
-                continue
-            held.dead += 1
-            if held.dead > held.live:
-                held.changes = [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
-                held.head = held.dead = 0
+        if seqs.get(change.seq) is not change:
+            raise KeyError(change.seq)
+        del seqs[change.seq]
+        kind = change.kind
+        _unfile(self._kinds, kind, change, seqs)
+        if change.item_id is not None:
+            _unfile(self._items[kind], change.item_id, change, seqs)
+        if change.event_id is not None and self._events is not None:
+            _unfile(self._events, change.event_id, change, seqs)
+        if kind == _CREATE:
+            item = change.item
+            if change.item_id is None:
+                _unfile(self._idless, item.type if item is not None else None, change, seqs)
+            if item is not None and item.call_id is not None:
+                _unfile(self._calls, item.call_id, change, seqs)
+            if change.previous_item_id is not None and self._prevs is not None:
+                _unfile(self._prevs, change.previous_item_id, change, seqs)
+        elif kind == "response.create":
+            _unfile(self._replies, change.conversation != "none", change, seqs)
         self._removed += 1
         if self._removed > 2 * len(seqs) + 64:
             self._seqs = dict(seqs)  # a copy keeps no slot of the removed keys: walks stay O(pending)
             self._removed = 0
-
-    def _keys(self, change: Change, file: bool = False) -> list[tuple[dict[Any, _Bucket], Any]]:
-        """The (index, key) pairs `change` is filed under (with `file`, each index made real first)."""
-        kind = change.kind
-        if file and self._kinds is _NONE:
-            self._kinds, self._items = {}, {}
-        keys: list[tuple[dict[Any, _Bucket], Any]] = [(self._kinds, kind)]
-        if change.item_id is not None:
-            by_id = self._items.get(kind)
-            if by_id is None:
-                by_id = self._items[kind] = {}
-            keys.append((by_id, change.item_id))
-        if change.event_id is not None:
-            if file and self._events is _NONE:
-                self._events = {}
-            keys.append((self._events, change.event_id))
-        if kind == _CREATE:
-            item = change.item
-            if change.item_id is None:
-                if file and self._idless is _NONE:
-                    self._idless = {}
-                keys.append((self._idless, item.type if item is not None else None))
-            if item is not None and item.call_id is not None:
-                if file and self._calls is _NONE:
-                    self._calls = {}
-                keys.append((self._calls, item.call_id))
-            if change.previous_item_id is not None and self._prevs is not None:
-                keys.append((self._prevs, change.previous_item_id))
-        elif kind == "response.create":
-            if file and self._replies is _NONE:
-                self._replies = {}
-            keys.append((self._replies, change.conversation != "none"))
-        return keys
 
     # -- lookups ----------------------------------------------------------------------------------------------
 
@@ -290,7 +316,11 @@ class Pending:
         """The oldest pending change of `kind` (about `item_id`, when given)."""
         if item_id is None:
             return self._first(self._kinds, kind)
-        return self._first(self._items.get(kind), item_id)
+        by_id = self._items.get(kind)
+        held = by_id.get(item_id) if by_id else None
+        if held is None or type(held) is not _Queue:  # (`_first`, inline: one change is the usual case)
+            return held  # type: ignore[return-value]
+        return self._first(by_id, item_id)
 
     def oldest_of(self, kinds: Iterable[str] | None) -> Change | None:
         """The oldest pending change of any of `kinds` (None: of any kind)."""
@@ -319,6 +349,13 @@ class Pending:
 
     def with_event_id(self, event_id: str, kind: str | None = None) -> Change | None:
         """The oldest pending change (of `kind`, when given) that carries `event_id`."""
+        if not self._seqs:
+            return None
+        if self._events is None:
+            self._events = {}
+            for filed in self._seqs.values():
+                if filed.event_id is not None:
+                    _file(self._events, filed.event_id, filed)
         for change in self._all(self._events, event_id):
             if kind is None or change.kind == kind:
                 return change
@@ -343,7 +380,9 @@ class Pending:
                     found = change
         return found
 
-    def naming(self, param: str, quoted: set[str], kinds: frozenset[str] | None, limit: int = 64) -> Change | None:
+    def naming(
+        self, param: str, quoted: set[str], kinds: frozenset[str] | None, limit: int = NAMING_LIMIT
+    ) -> Change | None:
         """The oldest pending change (of one of `kinds`; None: any), among the first `limit`, whose event as sent
         has the field `param` (`item.content[0].type`) holding one of the `quoted` values (any value when none is
         quoted). Errors are rare and the walk stops at `limit`: the cost stays linear in the trace."""
@@ -353,9 +392,10 @@ class Pending:
         for n, change in enumerate(self._seqs.values()):
             if n >= limit:
                 return None
-            if (kinds is not None and change.kind not in kinds) or change.sent is None:
+            sent = change.sent
+            if (kinds is not None and change.kind not in kinds) or sent is None:
                 continue
-            found, value = lookup(change.sent, path)
+            found, value = lookup(orjson.loads(sent) if type(sent) is str else sent, path)
             if found and (not quoted or (isinstance(value, str | int | float) and str(value) in quoted)):
                 return change
         return None
@@ -558,6 +598,10 @@ class TraceState:
     field_problems: list[tuple[int, tuple[str | int, ...], str, Any]] = dataclasses.field(default_factory=list)
     #: How many there were in all.
     field_problem_count: int = 0
+    #: The item the latest `conversation.item.added` put in a conversation, the wire item it was read from, and
+    #: `records` then: a `conversation.item.done` right after it with the same wire item (the usual pair) has
+    #: nothing to fold into it (`reducer._s_item_done`).
+    last_added: tuple[Item, dict[str, Any], int] | None = None
 
     def conn(self, n: int) -> Connection | None:
         return self.conns.get(n)
