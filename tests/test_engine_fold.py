@@ -394,11 +394,12 @@ class _Explodes(RULES[0]):  # type: ignore[misc, valid-type]
         super().__init__(config)
         self.seen = 0
 
-    def handlers(self) -> Any:
+    def subscribed(self) -> Any:
         from rtrace.core.facts import FACTS
+        from rtrace.rules.base import Narrowing, Subscription
 
         for fact_class in FACTS:
-            yield fact_class, self.boom
+            yield Subscription(fact_class, self.boom, Narrowing())
 
     def boom(self, fact: Any, state: Any) -> None:
         self.seen += 1

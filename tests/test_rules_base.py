@@ -2,16 +2,37 @@
 
 from __future__ import annotations
 
+import pickle
 import typing
+from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrace.core.facts import FACTS, ChangeAnswered, ChangeSent, ConnClosed, Fact
-from rtrace.core.state import Change, TraceState
+from rtrace.core.conversation import Item
+from rtrace.core.facts import (
+    FACTS,
+    KIND_OF,
+    ChangeAnswered,
+    ChangeSent,
+    ConnClosed,
+    Fact,
+    ItemAdded,
+    ItemDeleted,
+)
+from rtrace.core.facts import item_type as item_type_of
+from rtrace.core.loader import load
+from rtrace.core.reducer import finish, step
+from rtrace.core.state import Change, Connection, TraceState
+from rtrace.core.trace import Record
+from rtrace.engine.fold import analyze_records
 from rtrace.rules import RULES
-from rtrace.rules.base import Bursts, Config, Rule, Witness, as_json, ms, on
+from rtrace.rules.base import Bursts, Config, Finding, Rule, Witness, as_json, ms, on
+
+from .conftest import SAMPLES
+from .strategies import BOUNDED, envelopes, to_records
 
 
 class Dummy(Rule[Config]):
@@ -196,3 +217,143 @@ def test_every_threshold_is_an_analyze_option_a_settings_key_and_in_the_docs() -
         key = field.name.replace("_", "-")
         assert f"--{key}" in options and KEYS[key] == (field.name, "duration") and field.name in settings_fields
         assert field.metadata["help"] and f"--{key}" in docs
+
+
+# -- narrowed subscriptions ---------------------------------------------------------------------------------------
+
+
+def every_handler_called(records: list[Record], config: Config) -> tuple[list[Finding], list[str]]:
+    """Fold `records` with every rule, calling every handler with every fact of its classes, narrowed or not: the
+    findings of the handlers (and `finish`) called with what they take, and a problem for each call with what a
+    narrowing (`on(kinds=..., items=..., after=...)`) says the handler does not take that returned a finding or
+    changed its rule."""
+    state = TraceState()
+    rules = [cls(config) for cls in RULES]
+    subs = [(rule, sub) for rule in rules for sub in rule.subscribed()]
+    findings: list[Finding] = []
+    problems: list[str] = []
+
+    seen: set[type[Fact]] = set()
+
+    def deliver(facts: Sequence[Fact]) -> None:
+        for fact in facts:
+            cls = type(fact)
+            kind = KIND_OF[cls](fact) if cls in KIND_OF else None
+            item_type = item_type_of(fact)
+            for rule, sub in subs:
+                if sub.fact is not cls:
+                    continue
+                if sub.narrowing.takes(kind, item_type) and sub.narrowing.awake(seen):
+                    findings.extend(sub.handler(fact, state) or ())
+                    continue
+                before = pickle.dumps(vars(rule))
+                if sub.handler(fact, state) or pickle.dumps(vars(rule)) != before:
+                    name = f"{type(rule).__name__}.{sub.handler.__name__}"
+                    problems.append(f"{name} acted on {cls.__name__} ({kind}, {item_type}) at line {fact.rec.line}")
+            seen.add(cls)
+
+    for rec in records:
+        deliver(step(state, rec)[1])
+    deliver(finish(state))
+    for rule in rules:
+        findings.extend(rule.finish(state) or ())
+    return sorted(findings, key=Finding.sort_key), problems
+
+
+def test_a_narrowed_handler_does_nothing_with_what_it_does_not_take_on_every_sample() -> None:
+    """The engine never calls a handler with a fact its narrowing leaves out: on every sample, calling it anyway
+    finds nothing and changes nothing, and the findings are the fold's."""
+    narrowed = [r for r in RULES if any(n.narrows for n in r.narrowings.values())]
+    assert len(narrowed) >= 10
+    for path in sorted(SAMPLES.rglob("*.jsonl")):
+        records, _ = load(path)
+        findings, problems = every_handler_called(records, Config())
+        assert problems == [], path
+        assert findings == analyze_records(records, Config())[0], path
+
+
+@BOUNDED
+@given(envelopes(max_size=50))
+def test_a_narrowed_handler_does_nothing_with_what_it_does_not_take_on_random_traces(
+    lines: list[dict[str, Any]],
+) -> None:
+    records = to_records(lines)
+    findings, problems = every_handler_called(records, Config(ack_timeout=0.2))
+    assert problems == []
+    assert findings == analyze_records(records, Config(ack_timeout=0.2))[0]
+
+
+class Narrowed(Dummy):
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.seen: list[tuple[str, str]] = []
+
+    @on(ChangeSent, kinds=["response.create", "conversation.item.create"], items=["function_call_output"])
+    def sent(self, fact: ChangeSent, state: TraceState) -> None:
+        self.seen.append(("sent", fact.change.kind))
+
+    @on(ChangeSent)
+    def every(self, fact: ChangeSent, state: TraceState) -> None:
+        self.seen.append(("every", fact.change.kind))
+
+    @on(ItemAdded, ItemDeleted, items=["message"])
+    def item(self, fact: ItemAdded | ItemDeleted, state: TraceState) -> None:
+        self.seen.append(("item", type(fact).__name__))
+
+    @on(ChangeSent, kinds=["response.create"], after=[ConnClosed])
+    def later(self, fact: ChangeSent, state: TraceState) -> None:
+        self.seen.append(("later", fact.change.kind))
+
+
+def test_a_fact_reaches_the_handlers_that_take_it_in_subscription_order() -> None:
+    """A narrowing by kind and by item type takes what both name; an item-less fact (a response.create, a delete of
+    an item never seen) is no item type; a kind or type no narrowing names reaches only the handlers that take any;
+    a dormant handler (`after`) takes nothing before the first fact of the class it waits for."""
+    from rtrace.engine.fold import _Dispatch
+
+    dispatch = _Dispatch(Config(), [Narrowed])
+    rule = dispatch.active[0]
+    assert isinstance(rule, Narrowed)
+    rec = Record(0, 1, 0.0, "client", 1, {}, "x", "x")
+    output = Item(id="o", type="function_call_output", call_id="k")
+    message = Item(id="m", type="message")
+
+    def change(kind: str, item: Item | None = None) -> ChangeSent:
+        return ChangeSent(rec, Change(kind, 1, 0, 1, 0.0, item=item))
+
+    conn = Connection(1, 1, 0.0)
+    facts: list[Fact] = [
+        change("conversation.item.create", output),
+        change("conversation.item.create", message),
+        change("response.create"),
+        change("conversation.item.delete"),
+        ItemAdded(rec, conn, message, None, True, False),
+        ItemAdded(rec, conn, Item(id="x", type="a type of its own"), None, True, False),
+        ItemDeleted(rec, conn, "m", message, None),
+        ItemDeleted(rec, conn, "q", None, None),
+    ]
+    dispatch.feed(facts, TraceState())
+    assert rule.seen == [
+        ("sent", "conversation.item.create"),
+        ("every", "conversation.item.create"),
+        ("every", "conversation.item.create"),
+        ("every", "response.create"),
+        ("every", "conversation.item.delete"),
+        ("item", "ItemAdded"),
+        ("item", "ItemDeleted"),
+    ]
+    rule.seen.clear()  # `later` takes its facts from the one after the first ConnClosed on, in the same feed too
+    dispatch.feed([ConnClosed(rec, conn, [], None), change("response.create")], TraceState())
+    dispatch.feed([change("response.create")], TraceState())
+    assert rule.seen == [("every", "response.create"), ("later", "response.create")] * 2
+
+
+def test_a_narrowing_names_what_its_facts_carry() -> None:
+    with pytest.raises(TypeError, match="no change kind"):
+        on(ItemAdded, kinds=["conversation.item.create"])
+    with pytest.raises(TypeError, match="no item type"):
+        on(ConnClosed, items=["message"])
+    with pytest.raises(ValueError, match="empty"):
+        on(ChangeSent, items=[""])
+    with pytest.raises(ValueError, match="no fact class"):
+        on(ChangeSent, after=[])

@@ -128,3 +128,28 @@ def test_a_pipeline_of_calls_and_outputs_is_judged_in_linear_time() -> None:
         analyze_records(records, Config(), (OutputForUnknownCall, UnansweredFunctionCall, DeletedFunctionCallOutput))
 
     assert growth(lambda n: pipelined_creates(n, pairs=True), fold, 100) < LINEAR
+
+
+def test_the_oldest_waiting_output_rejected_makes_the_next_one_the_clock(tmp_path: Path) -> None:
+    """RT125 looks at the waiting outputs only once a fact comes `reply_timeout` after the oldest: when that one is
+    rejected, the next one is the oldest, even one written with an earlier time (a recorder's clocks disagree), and
+    its wait is reported at the first fact past its own timeout."""
+    from tests.tracebuilder import TraceBuilder, fco
+
+    from .make_samples import tool_turn
+
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    b.t = 5.0
+    first = b.create(fco("item_oa", "call_1"), prev="item_fc1")
+    b.t = 1.0
+    second = b.create(fco("item_ob", "call_2"), prev="item_fc1")
+    b.t = 6.0
+    b.client({"type": "session.update", "session": {}})
+    b.error("invalid_tool_call_id", "Tool call ID 'call_1' not found in conversation.", b.event_id(first))
+    b.t = 11.5
+    past = b.client({"type": "session.update", "session": {}})
+    b.close(dt=1.0)
+    [finding] = by_slug(b.write(tmp_path / "late.jsonl"), "no-response-after-tool-output")
+    assert finding.at_line == past and second in finding.lines and first not in finding.lines

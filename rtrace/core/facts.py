@@ -6,6 +6,8 @@ report, listed in `FACTS`. Pure data.
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from .conversation import Item
@@ -187,3 +189,32 @@ FACTS: tuple[type[Fact], ...] = (
     LocalGeneration,
     SessionUpdated,
 )
+
+
+# -- what a subscription can narrow a fact to ------------------------------------------------------------------
+
+
+#: The client event type of a fact's change (`conversation.item.create`, `response.create`, ...), by fact class: what
+#: `rules.base.on(kinds=...)` narrows a subscription to. The engine reads it once per fact, before any handler.
+KIND_OF: dict[type[Fact], Callable[[Any], str]] = {
+    ChangeSent: operator.attrgetter("change.kind"),
+    ChangeAnswered: operator.attrgetter("change.kind"),
+}
+#: The item a fact is about (None: it has none, e.g. a change that is not a create, a delete of an item never seen
+#: added), by fact class: its type (`message`, `function_call`, ...) is what `rules.base.on(items=...)` narrows a
+#: subscription to.
+ITEM_OF: dict[type[Fact], Callable[[Any], Item | None]] = {
+    ChangeSent: operator.attrgetter("change.item"),
+    ChangeAnswered: operator.attrgetter("change.item"),
+    ItemAdded: operator.attrgetter("item"),
+    ItemDone: operator.attrgetter("item"),
+    ItemUpdated: operator.attrgetter("item"),
+    ItemDeleted: operator.attrgetter("item"),
+}
+
+
+def item_type(fact: Fact) -> str | None:
+    """The type of the item `fact` is about (`ITEM_OF`), None when it has none."""
+    get = ITEM_OF.get(type(fact))
+    item = None if get is None else get(fact)
+    return None if item is None else item.type

@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.facts import Fact
+from ..core.facts import ITEM_OF, KIND_OF, Fact
 from ..core.severity import FAIL_ON_LEVELS, SEVERITY_RANK, failing  # noqa: F401  (the rules' vocabulary)
 from ..core.state import Change, Connection, Response, TraceState
 from ..core.trace import Record
@@ -167,19 +167,80 @@ Handler = Callable[[Any, Any, TraceState], Iterable[Finding] | None]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def on(*classes: type[Fact]) -> Callable[[_F], _F]:
+def on(
+    *classes: type[Fact],
+    kinds: Iterable[str] | None = None,
+    items: Iterable[str] | None = None,
+    after: Iterable[type[Fact]] | None = None,
+) -> Callable[[_F], _F]:
     """Subscribe a rule method to these fact classes: the engine calls `method(fact, state)` for each such fact
     `step` reports, in trace order. Dispatch is by class; the method's `fact` annotation names the same classes
-    (tests/test_rules_base.py holds both, and that every class is one `step` reports: `core.facts.FACTS`)."""
+    (tests/test_rules_base.py holds both, and that every class is one `step` reports: `core.facts.FACTS`).
+
+    The rest narrows it to what it does something with, so that the engine never calls it for the rest: `kinds` to
+    the facts whose change is one of these client event types (`core.facts.KIND_OF`: the change facts), `items` to
+    those about an item of one of these types (`core.facts.ITEM_OF`; an item-less fact is none of them), and
+    `after` to the facts that come after the first of one of these classes the trace reports (a reconnect rule's
+    handlers before any `Reconnected`). The engine reads the kind and the item type once per fact. A narrowing only
+    declares what the handler would do nothing with: its own checks stay, and tests/test_rules_base.py calls every
+    handler with what it does not take, to see it return nothing and keep its rule as it was."""
+    narrowing = Narrowing(
+        None if kinds is None else frozenset(kinds),
+        None if items is None else frozenset(items),
+        None if after is None else frozenset(after),
+    )
+    if "" in (narrowing.kinds or ()) or "" in (narrowing.items or ()):
+        raise ValueError("no change kind or item type is empty")
+    if narrowing.after is not None and not narrowing.after:
+        raise ValueError("after names no fact class")
+    for fact_class in classes:
+        if narrowing.kinds is not None and fact_class not in KIND_OF:
+            raise TypeError(f"{fact_class.__name__} has no change kind to narrow to (core.facts.KIND_OF)")
+        if narrowing.items is not None and fact_class not in ITEM_OF:
+            raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_OF)")
 
     def mark(method: _F) -> _F:
         setattr(method, _SUBSCRIBES, classes)
+        setattr(method, _NARROWS, narrowing)
         return method
 
     return mark
 
 
+class Narrowing(NamedTuple):
+    """What a subscription takes of its fact classes (`on`): the change kinds, the item types, and the fact classes
+    one of which must have come first (None: any)."""
+
+    kinds: frozenset[str] | None = None
+    items: frozenset[str] | None = None
+    after: frozenset[type[Fact]] | None = None
+
+    @property
+    def narrows(self) -> bool:
+        """Whether it narrows by the kind or the item type (what the engine reads of each fact)."""
+        return self.kinds is not None or self.items is not None
+
+    def takes(self, kind: str | None, item_type: str | None) -> bool:
+        """Whether a fact whose change kind and item type are these is for the handler."""
+        return (self.kinds is None or kind in self.kinds) and (self.items is None or item_type in self.items)
+
+    def awake(self, seen: Set[type[Fact]]) -> bool:
+        """Whether the handler takes facts once the trace reported facts of the classes `seen`."""
+        return self.after is None or not self.after.isdisjoint(seen)
+
+
+class Subscription(NamedTuple):
+    """One handler of a rule instance and what it takes: `handler(fact, state)` for each fact of class `fact`
+    that `narrowing` takes."""
+
+    fact: type[Fact]
+    handler: Callable[[Any, TraceState], Iterable[Finding] | None]
+    narrowing: Narrowing
+
+
 _SUBSCRIBES = "__rtrace_subscribes__"
+_NARROWS = "__rtrace_narrows__"
+_ANY = Narrowing()
 
 
 #: What a capture may lack, and what a rule then cannot judge: the client's reconnect replay (a log, which is written
@@ -212,16 +273,21 @@ class Rule(Generic[ConfigT]):
     needs: ClassVar[tuple[str, ...]] = ()
     #: Fact class -> names of the methods subscribed to it (collected from `@on` when the class is made).
     subscriptions: ClassVar[dict[type[Fact], tuple[str, ...]]] = {}
+    #: Method name -> what it takes of the facts it is subscribed to (`on(kinds=..., items=...)`).
+    narrowings: ClassVar[dict[str, Narrowing]] = {}
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         subs: dict[type[Fact], tuple[str, ...]] = {}
+        narrowings: dict[str, Narrowing] = {}
         for klass in reversed(cls.__mro__):
             for name, value in vars(klass).items():
                 for fact_class in getattr(value, _SUBSCRIBES, ()):
                     if name not in subs.get(fact_class, ()):
                         subs[fact_class] = (*subs.get(fact_class, ()), name)
+                    narrowings[name] = getattr(value, _NARROWS, _ANY)
         cls.subscriptions = subs
+        cls.narrowings = narrowings
 
     def __init__(self, config: ConfigT) -> None:
         self.config = config
@@ -231,6 +297,12 @@ class Rule(Generic[ConfigT]):
         for fact_class, names in self.subscriptions.items():
             for name in names:
                 yield fact_class, getattr(self, name)
+
+    def subscribed(self) -> Iterator[Subscription]:
+        """Each handler with its fact class and what it takes of it (`on`), in the order of `handlers`."""
+        for fact_class, names in self.subscriptions.items():
+            for name in names:
+                yield Subscription(fact_class, getattr(self, name), self.narrowings.get(name, _ANY))
 
     def finish(self, state: TraceState) -> Iterable[Finding] | None:
         """Called once at the end of the trace, after every connection has ended."""

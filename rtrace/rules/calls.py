@@ -61,7 +61,7 @@ class OutputForUnknownCall(Rule[Config]):
         #: point; the finding checks the conversation as it is): where to look for the call's home.
         self.homes: dict[str, list[int]] = {}
 
-    @on(ItemAdded, ItemDone, ItemUpdated)
+    @on(ItemAdded, ItemDone, ItemUpdated, items=["function_call"])
     def call_seen(self, fact: ItemAdded | ItemDone | ItemUpdated, state: TraceState) -> None:
         item = fact.item
         if item.type == "function_call" and item.call_id:
@@ -69,7 +69,7 @@ class OutputForUnknownCall(Rule[Config]):
             if not homes or homes[-1] != fact.conn.n:
                 homes.append(fact.conn.n)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["conversation.item.create"], items=["function_call_output"])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
         item = change.item
@@ -77,12 +77,12 @@ class OutputForUnknownCall(Rule[Config]):
             if item.call_id and state.conns[change.conn].expected_call(item.call_id) is None:
                 self.suspect[change.seq] = change
 
-    @on(ItemDeleted)
+    @on(ItemDeleted, items=["function_call"])
     def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
         if fact.item is not None and fact.item.type == "function_call" and fact.item.call_id:
             self.deleted_call.setdefault(fact.conn.n, {})[fact.item.call_id] = Witness.of(fact.rec)
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=["conversation.item.create"], items=["function_call_output"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         change = fact.change
         suspect = self.suspect.pop(change.seq, None)
@@ -202,13 +202,13 @@ class ArgumentsLostInReplay(Rule[Config]):
         #: call_id -> the start of its arguments (as quoted in a finding) and where they were done.
         self.args: dict[str, tuple[str, Witness]] = {}
 
-    @on(ItemDone)
+    @on(ItemDone, items=["function_call"])
     def done(self, fact: ItemDone, state: TraceState) -> None:
         item = fact.item
         if item.type == "function_call" and item.call_id and item.arguments.strip():
             self.args[item.call_id] = (item.arguments[:ARGUMENTS_QUOTED], Witness.of(fact.rec))
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["conversation.item.create"], items=["function_call"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         sent = change.item

@@ -55,7 +55,7 @@ class StaleSnapshotDelete(Rule[Config]):
         #: conn -> the current burst and its deletes waiting for a create: (delete, item, create, reference rtt).
         self.waiting: dict[int, tuple[Burst, list[tuple[Change, Item, Witness | None, float]]]] = {}
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=["conversation.item.create"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
         change = fact.change
         if change.kind == "conversation.item.create" and change.status == "confirmed":
@@ -66,7 +66,7 @@ class StaleSnapshotDelete(Rule[Config]):
                 if len(samples) > 64:
                     del samples[0]
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=ITEM_CHANGES)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind not in ITEM_CHANGES:
@@ -195,7 +195,7 @@ class AckTimeout(Rule[Config]):
         "Correlate answers by item id and error.event_id; on a timeout, resync the conversation instead of assuming it."
     )
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=ITEM_CHANGES)
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         change = fact.change
         latency = change.latency()
@@ -257,7 +257,7 @@ class TruncateBeyondAudio(Rule[Config]):
     fix = "Clamp audio_end_ms to the audio actually received; delete instead of truncating at 0; skip replayed items."
     needs = ("output-audio-bytes",)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["conversation.item.truncate"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "conversation.item.truncate" or not change.item_id or change.audio_end_ms is None:
@@ -334,12 +334,12 @@ class LocalServerDivergence(Rule[Config]):
         else:
             self.open.pop(conn.n, None)
 
-    @on(ChangeSent, ChangeAnswered)
+    @on(ChangeSent, ChangeAnswered, after=[LocalSnapshot])
     def change(self, fact: ChangeSent | ChangeAnswered, state: TraceState) -> list[Finding] | None:
         conn = state.conns.get(fact.change.conn)
         return self._judge(fact, conn) if conn is not None else None
 
-    @on(ItemAdded, ItemDeleted, ConnClosed)
+    @on(ItemAdded, ItemDeleted, ConnClosed, after=[LocalSnapshot])
     def server(self, fact: ItemAdded | ItemDeleted | ConnClosed, state: TraceState) -> list[Finding] | None:
         if not isinstance(fact, ConnClosed):
             self.diffs.pop(fact.conn.n, None)  # the conversation changed

@@ -90,7 +90,7 @@ class FunctionCallLostOnReconnect(Rule[Config]):
         super().__init__(config)
         self.replays: dict[int, _Replay] = {}
 
-    @on(ConnClosed)
+    @on(ConnClosed, after=[Reconnected])
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
         replay = self.replays.pop(fact.conn.n, None)
         return self._judge(replay, fact.rec.line, None) if replay else None
@@ -109,7 +109,7 @@ class FunctionCallLostOnReconnect(Rule[Config]):
                 return out  # judged already: the pairing became known after the trigger
         return None
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=[_CREATE, "response.create"], after=[Reconnected])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         replay = self.replays.get(change.conn)
@@ -251,7 +251,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
         for change in fact.early:
             self._resent(change)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=[_CREATE, _DELETE], after=[ConnClosed, SentIntoClosing])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         self._resent(fact.change)
 
@@ -537,18 +537,18 @@ class ReconnectRestoresNothing(Rule[Config]):
             return self._settle(fact.conn.n, fact.rec.line)
         return None
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=[*_SETTINGS, _CREATE, "response.create"], after=[Reconnected])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         return self._change(fact.change, fact.rec.line) if fact.change.conn in self.watch else None
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=[_CREATE], after=[Reconnected])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         watch = self.watch.get(fact.change.conn)
         if watch is None or fact.change not in watch.candidates:
             return None
         return self._settle(fact.change.conn, fact.rec.line)
 
-    @on(ResponseCreated)
+    @on(ResponseCreated, after=[Reconnected])
     def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
         n = fact.conn.n
         watch = self.watch.get(n)
@@ -557,7 +557,7 @@ class ReconnectRestoresNothing(Rule[Config]):
         watch.trigger = (Witness.of(fact.rec), "the server starts a response")
         return self._settle(n, fact.rec.line)
 
-    @on(ConnClosed)
+    @on(ConnClosed, after=[Reconnected])
     def conn_closed(self, fact: ConnClosed, state: TraceState) -> None:
         if fact.conn.n in self.watch:
             self._unwatch(fact.conn.n)  # a candidate never answered: whether it restored is not known
@@ -748,11 +748,11 @@ class ResponseCreateLostOnReconnect(Rule[Config]):
         for change in fact.early:
             self._asked(change.conn, change.kind)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["response.create"], after=[Reconnected, SentIntoClosing])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         self._asked(fact.change.conn, fact.change.kind)
 
-    @on(ResponseCreated)
+    @on(ResponseCreated, after=[Reconnected, SentIntoClosing])
     def response_created(self, fact: ResponseCreated, state: TraceState) -> None:
         if fact.response.request is None:
             self._asked(fact.conn.n, "response.create")

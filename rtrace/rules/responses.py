@@ -208,7 +208,7 @@ class FailedResponseNotRetried(Rule[Config]):
         if resp.status == "failed" and not resp.output:
             self.failed.append((resp, Witness.of(fact.rec)))
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         if fact.change.kind == "response.create":
             self.failed.clear()
@@ -286,7 +286,7 @@ class RetryRacedByNewResponse(Rule[Config]):
         else:
             self.after_failure[fact.conn.n] = (failed, Witness.of(fact.rec))
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "response.create":
@@ -335,7 +335,7 @@ class ConcurrentResponseCreate(Rule[Config]):
         super().__init__(config)
         self.suspect: dict[int, tuple[Change, Witness | None]] = {}
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
         if change.kind != "response.create" or change.conversation == "none":
@@ -349,7 +349,7 @@ class ConcurrentResponseCreate(Rule[Config]):
                 self.suspect[change.seq] = (change, Witness.sent(other))
                 break
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=["response.create"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         change = fact.change
         entry = self.suspect.pop(change.seq, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from ..core.conversation import Item
@@ -20,7 +21,9 @@ from ..core.facts import (
     SessionUpdated,
 )
 from ..core.state import Change, Connection, Response, TraceState, unfinished_call
-from .base import Burst, Bursts, Config, Finding, Rule, Witness, ms, on
+from .base import ITEM_CHANGES, Burst, Bursts, Config, Finding, Rule, Witness, ms, on
+
+_FUNCTION_ITEMS = ("function_call", "function_call_output")
 
 
 class DeletedFunctionCallOutput(Rule[Config]):
@@ -67,7 +70,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
         #: The burst of each delete still waiting for its answer.
         self.burst_of: dict[int, Burst] = {}
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=(*ITEM_CHANGES, "conversation.item.retrieve"))
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
         if change.kind.startswith("conversation.item.") and state.conns[change.conn].open:
@@ -76,7 +79,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
             if change.kind == "conversation.item.delete":
                 self.burst_of[change.seq] = burst
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=["conversation.item.delete"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
         self.burst_of.pop(fact.change.seq, None)
 
@@ -86,7 +89,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
             self.burst_of.pop(change.seq, None)
         self.bursts.forget(fact.conn.n)
 
-    @on(ItemDeleted)
+    @on(ItemDeleted, items=["function_call_output"])
     def deleted(self, fact: ItemDeleted, state: TraceState) -> list[Finding] | None:
         delete, gone, conn = fact.change, fact.item, fact.conn
         if delete is None or gone is None or gone.type != "function_call_output" or not gone.call_id:
@@ -197,7 +200,7 @@ class UnansweredFunctionCall(Rule[Config]):
         #: The seqs of `pipelined` by connection.
         self.pipelined_on: dict[int, list[int]] = {}
 
-    @on(ItemAdded, ItemDone)
+    @on(ItemAdded, ItemDone, items=_FUNCTION_ITEMS)
     def item(self, fact: ItemAdded | ItemDone, state: TraceState) -> None:
         item, conn = fact.item, fact.conn
         if item.type == "function_call" and item.call_id and isinstance(fact, ItemAdded):
@@ -208,7 +211,7 @@ class UnansweredFunctionCall(Rule[Config]):
             self.failed.pop((conn.n, item.call_id), None)
             self.answered_calls.add(item.call_id)
 
-    @on(ChangeAnswered)
+    @on(ChangeAnswered, kinds=["conversation.item.create"], items=_FUNCTION_ITEMS)
     def answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.status == "rejected" and (call_id := _output_call(change)) is not None:
@@ -217,7 +220,7 @@ class UnansweredFunctionCall(Rule[Config]):
             return self._pipelined_ready(state.conns[change.conn], fact.rec.line, closing=False)
         return None
 
-    @on(ItemDeleted)
+    @on(ItemDeleted, items=_FUNCTION_ITEMS)
     def deleted(self, fact: ItemDeleted, state: TraceState) -> None:
         gone, conn = fact.item, fact.conn
         if gone is None or not gone.call_id:
@@ -272,7 +275,7 @@ class UnansweredFunctionCall(Rule[Config]):
             return None
         return self._pipelined_ready(fact.conn, fact.rec.line, closing=False)
 
-    @on(ChangeSent)
+    @on(ChangeSent, kinds=["response.create"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
         if change.kind != "response.create" or change.conversation == "none":
@@ -470,8 +473,6 @@ class UnansweredFunctionCall(Rule[Config]):
         return out
 
 
-_FUNCTION_ITEMS = ("function_call", "function_call_output")
-
 
 class _Pipelined:
     """A response.create sent while creates of function items were pending (`UnansweredFunctionCall`)."""
@@ -568,49 +569,79 @@ class NoResponseAfterToolOutput(Rule[Config]):
         self.waiting: dict[int, dict[int, Change]] = {}
         #: call_ids whose output the server confirmed: a later create of an output for them is a replay.
         self.answered: set[str] = set()
+        #: No connection's oldest waiting output was sent before this (exact after each look at the outputs,
+        #: lowered as one becomes the oldest): until a fact comes `reply_timeout` after it, none is overdue and the
+        #: outputs are not looked at (a fold of outputs waiting for long would look at them at every fact).
+        self.earliest = math.inf
+        self.limit = config.reply_timeout
 
-    @on(ChangeSent, ChangeAnswered, ItemAdded, ResponseCreated, ResponseDone, ServerError, SessionUpdated, ConnClosed)
-    def clock(
-        self,
-        fact: ChangeSent
-        | ChangeAnswered
-        | ItemAdded
-        | ResponseCreated
-        | ResponseDone
-        | ServerError
-        | SessionUpdated
-        | ConnClosed,
-        state: TraceState,
-    ) -> list[Finding] | None:
-        out = self._overdue(fact) if self.waiting else None
-        if isinstance(fact, ChangeSent):
-            change = fact.change
-            call_id = _output_call(change)
-            if call_id is not None and call_id not in self.answered:
-                self.waiting.setdefault(change.conn, {})[change.seq] = change
-            elif change.kind == "response.create":
-                self.waiting.pop(change.conn, None)
-        elif isinstance(fact, ChangeAnswered) and (call_id := _output_call(fact.change)) is not None:
-            if fact.change.status == "confirmed":
+    @on(ChangeSent)
+    def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
+        change = fact.change
+        call_id = _output_call(change)
+        if call_id is not None and call_id not in self.answered:
+            outputs = self.waiting.setdefault(change.conn, {})
+            if not outputs:
+                self._oldest(change)
+            outputs[change.seq] = change
+        elif change.kind == "response.create":
+            self.waiting.pop(change.conn, None)
+        return out
+
+    @on(ChangeAnswered)
+    def change_answered(self, fact: ChangeAnswered, state: TraceState) -> list[Finding] | None:
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
+        change = fact.change
+        if (call_id := _output_call(change)) is not None:
+            if change.status == "confirmed":
                 self.answered.add(call_id)
-            outputs = self.waiting.get(fact.change.conn)
-            if fact.change.status == "rejected" and outputs is not None:
-                outputs.pop(fact.change.seq, None)
-        elif isinstance(fact, ResponseCreated) and fact.response.request is None:
-            self.waiting.pop(fact.conn.n, None)
-        elif isinstance(fact, ConnClosed):
+            outputs = self.waiting.get(change.conn)
+            if change.status == "rejected" and outputs:
+                oldest = next(iter(outputs))
+                outputs.pop(change.seq, None)
+                if outputs and oldest == change.seq:
+                    self._oldest(next(iter(outputs.values())))
+        return out
+
+    @on(ResponseCreated)
+    def response_created(self, fact: ResponseCreated, state: TraceState) -> list[Finding] | None:
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
+        if fact.response.request is None:
             self.waiting.pop(fact.conn.n, None)
         return out
 
-    def _overdue(self, fact: Fact) -> list[Finding] | None:
-        t, limit = fact.rec.t, self.config.reply_timeout
+    @on(ConnClosed)
+    def closed(self, fact: ConnClosed, state: TraceState) -> list[Finding] | None:
+        out = None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
+        self.waiting.pop(fact.conn.n, None)
+        return out
+
+    @on(ItemAdded, ResponseDone, ServerError, SessionUpdated)
+    def clock(
+        self, fact: ItemAdded | ResponseDone | ServerError | SessionUpdated, state: TraceState
+    ) -> list[Finding] | None:
+        """Any other fact only moves the clock."""
+        return None if fact.rec.t - self.earliest <= self.limit else self._overdue(fact)
+
+    def _oldest(self, change: Change) -> None:
+        """`change` is now the oldest waiting output of its connection."""
+        if not change.t >= self.earliest:  # (a time that is not a number lowers it too: every fact looks)
+            self.earliest = change.t
+
+    def _overdue(self, fact: Fact) -> list[Finding]:
+        """The findings of the connections whose oldest waiting output is overdue at `fact` (each handler calls it
+        only when `earliest` says one may be: a call per fact costs what the rest of the handler does)."""
+        t, limit = fact.rec.t, self.limit
         out = []
+        self.earliest = math.inf
         for n, sent in list(self.waiting.items()):
             if not sent:
                 del self.waiting[n]
                 continue
             first = next(iter(sent.values()))
             if t - first.t <= limit:
+                self._oldest(first)
                 continue
             del self.waiting[n]
             outputs = list(sent.values())
