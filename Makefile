@@ -160,13 +160,15 @@ harden: $(STAMP)
 	$(BIN)/python -m bench.harden $(HARDEN_ARGS)
 
 # Benchmarks of issues 7 and 15 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table
-# (with DuckDB's read_json as the reference of a columnar reader, installed into .venv if missing).
+# (with DuckDB's read_json as the reference of a columnar reader and msgspec's typed decoder as the next floor,
+# installed into .venv if missing).
 # Also the fake server's ack-latency accuracy and the recorder's added latency against mitmdump (reverse mode),
 # mitmproxy from its own venv so it never meets the project's dependencies; and of issue 15, the HTML report of
 # the 1M-event session in headless Chromium and the Dask engine's cost per trace (2,000 small traces).
 bench: $(STAMP) .venv-mitm/.installed browser
 	command -v jq >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq)
 	$(BIN)/python -c "import duckdb" 2>/dev/null || $(BIN)/python -m pip install -q 'duckdb>=1.0'  # issue 15's reference
+	$(BIN)/python -c "import msgspec" 2>/dev/null || $(BIN)/python -m pip install -q 'msgspec>=0.18'  # issue 27's typed limit
 	$(BIN)/python -m bench.generate
 	$(BIN)/python -m bench.run
 	$(BIN)/python bench/bench_serve.py

@@ -12,12 +12,15 @@ finding, no input problem). `html-report` and `show-at` run that analysis too, a
 `show-at`). On every other shape, at the sizes of `--report-sizes` (default 16x), `rtrace report -o x.html` is timed
 too: the `vs analyze` column is the report's time over the analysis's (for `show-at`, show's over analyze's).
 
-Verdict per shape: `linear` when the exponent from 4x to 16x is at most 1.1, the 16x run is within 3x the floor
-(for `html-report`: within 2x the analysis) and under 100 MB peak RSS, the HTML report is within 2x the analysis,
-`show --at` within 1.1x the analysis of its prefix (no slower, give or take the machine's noise), and every size
-measured is clean (the ratios are judged at the largest size only, as start-up is most of a 1x run). The exit
-status is 1 if any shape fails, so the suite can gate. Prints a table; writes
-`bench/out/scale.json`.
+Each run's CPU seconds (user + system, `wait4`) are kept beside its wall time: the machine is shared, and the ratio
+of CPU times moves far less with its load than the ratio of wall times. The `x floor (CPU)` column and the verdict
+use the CPU ratio (issue 27), the `x floor (wall)` column is the wall ratio.
+
+Verdict per shape: `linear` when the exponent from 4x to 16x is at most 1.1, the 4x run (`JUDGED_SIZE`, the size
+issue 27 states its targets at; the largest when 4x was not run) is within 3x the floor in CPU time and under
+100 MB peak RSS, the HTML report is within 2x the analysis and `show --at` within 1.1x the analysis of its prefix
+(both in CPU time, at the largest size), and every size measured is clean. The exit status is 1 if any shape fails,
+so the suite can gate. Prints a table (each target beside its column); writes `bench/out/scale.json`.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ REPEAT_UNDER = 20.0
 MAX_EXPONENT = 1.1
 MAX_RATIO = 3.0
 MAX_RSS_MB = 100.0
+#: The size at which the ratio to the floor and the peak RSS are judged (issue 27: "<= 3x, <= 100 MB at 4S"; at 1x
+#: start-up is most of a run); the largest measured when it was not.
+JUDGED_SIZE = 4
 #: `rtrace report -o x.html` over `rtrace analyze -j 1` of the same trace (issue 27: within 2x).
 MAX_REPORT_RATIO = 2.0
 #: `rtrace show --at N` over `rtrace analyze -j 1` of the N lines: no slower, give or take a shared machine's noise.
@@ -78,6 +84,7 @@ def timed(cmd: list[str], timeout: float | None) -> dict[str, Any]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {
         "wall_s": elapsed,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
         "rss_mb": usage.ru_maxrss / 1024,
         "exit": proc.returncode,
         "timed_out": killed.is_set(),
@@ -93,7 +100,8 @@ def best(cmd: list[str], repeat: int, timeout: float | None) -> dict[str, Any]:
         if run["timed_out"] or run["wall_s"] > REPEAT_UNDER:
             break
     fastest = min(runs, key=lambda r: (r["timed_out"], r["wall_s"]))
-    return {**fastest, "rss_mb": max(r["rss_mb"] for r in runs), "runs": len(runs)}
+    cpu = min(r["cpu_s"] for r in runs if r["timed_out"] == fastest["timed_out"])
+    return {**fastest, "cpu_s": cpu, "rss_mb": max(r["rss_mb"] for r in runs), "runs": len(runs)}
 
 
 def commands(case: Case, tmp: Path) -> tuple[list[str], list[str] | None]:
@@ -123,6 +131,8 @@ def measure(case: Case, repeat: int, timeout: float, tmp: Path, with_report: boo
         "runs": found["runs"],
         "rss_mb": found["rss_mb"],
         "floor_s": floor["wall_s"],
+        "cpu_s": found["cpu_s"],
+        "floor_cpu_s": floor["cpu_s"],
         "reference_s": None,
         "reference_timed_out": False,
     }
@@ -132,6 +142,7 @@ def measure(case: Case, repeat: int, timeout: float, tmp: Path, with_report: boo
     if reference is not None:
         ref = best(reference, repeat, timeout)
         row["reference_s"] = ref["wall_s"]
+        row["reference_cpu_s"] = ref["cpu_s"]
         row["reference_timed_out"] = ref["timed_out"]
         check = ref
         if found["exit"] != 0 and not found["timed_out"]:
@@ -145,11 +156,35 @@ def measure(case: Case, repeat: int, timeout: float, tmp: Path, with_report: boo
         row["report_s"], row["report_timed_out"] = report["wall_s"], report["timed_out"]
         row["report_rss_mb"] = report["rss_mb"]
         row["vs_analyze"] = report["wall_s"] / found["wall_s"]
+        row["cpu_vs_analyze"] = report["cpu_s"] / found["cpu_s"]
     elif kind != "analyze" and row["reference_s"] and not row["reference_timed_out"]:
         row["vs_analyze"] = row["rtrace_s"] / row["reference_s"]
+        row["cpu_vs_analyze"] = row["cpu_s"] / row["reference_cpu_s"]
     row["ratio"] = row["rtrace_s"] / row["floor_s"]
+    row["cpu_ratio"] = row["cpu_s"] / row["floor_cpu_s"]
     row["us_per_line"] = row["rtrace_s"] / max(case.lines, 1) * 1e6
     return row
+
+
+def judged_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row whose ratio to the floor and peak RSS are judged: `JUDGED_SIZE`, else the largest size."""
+    for r in rows:
+        if r["size"] == JUDGED_SIZE:
+            return r
+    return max(rows, key=lambda r: r["size"])
+
+
+def ratio_of(row: dict[str, Any]) -> float:
+    """The ratio to the floor a row is judged by: of CPU seconds (rtrace's over the floor's, each a subprocess; what
+    a shared machine's load moves least), or of wall time in results that have no CPU figures."""
+    cpu: float | None = row.get("cpu_ratio")
+    return float(row["ratio"]) if cpu is None else cpu
+
+
+def vs_analyze_of(row: dict[str, Any]) -> float | None:
+    """The report's (or show's) time over the analysis's, of CPU seconds when measured, else of wall time."""
+    cpu: float | None = row.get("cpu_vs_analyze")
+    return row.get("vs_analyze") if cpu is None else cpu
 
 
 def judge(rows: list[dict[str, Any]], timeout: float, kind: str = "analyze") -> dict[str, Any]:
@@ -170,23 +205,30 @@ def judge(rows: list[dict[str, Any]], timeout: float, kind: str = "analyze") -> 
         bound = "> " if out["exponent_is_bound"] else ""
         failures.append("not linear" if exp is None else f"exponent {bound}{exp:.2f}")
     top = max(rows, key=lambda r: r["size"])
+    judged = judged_row(rows)
+    out["judged_size"] = judged["size"]
     if top.get("skipped"):
         failures.append(f"{top['size']}x not run")
     elif top["timed_out"]:
         failures.append(f"{top['size']}x > {timeout:.0f} s")
-    elif kind != "report" and top["ratio"] > MAX_RATIO:
-        failures.append(f"{top['ratio']:.2f}x floor" if top["ratio"] < 10 else f"{top['ratio']:.1f}x floor")
+    if judged is not top and not judged.get("skipped") and judged["timed_out"]:
+        failures.append(f"{judged['size']}x > {timeout:.0f} s")
+    if not judged.get("skipped") and not judged["timed_out"] and kind != "report":
+        ratio = ratio_of(judged)
+        if ratio > MAX_RATIO:
+            failures.append(f"{ratio:.2f}x floor" if ratio < 10 else f"{ratio:.1f}x floor")
     limit = MAX_SHOW_RATIO if kind == "show-at" else MAX_REPORT_RATIO
     for r in [top] if not top.get("skipped") else []:  # as for the floor: at 1x, start-up is most of the time
+        vs = vs_analyze_of(r)
         if r.get("report_timed_out"):
             failures.append(f"report at {r['size']}x > {timeout:.0f} s")
-        elif r.get("vs_analyze") is not None and r["vs_analyze"] > limit:
+        elif vs is not None and vs > limit:
             what = "show" if kind == "show-at" else "report"
-            failures.append(f"{what} {r['vs_analyze']:.2f}x analyze at {r['size']}x")
+            failures.append(f"{what} {vs:.2f}x analyze at {r['size']}x")
     if kind == "report" and not top.get("skipped") and not top["timed_out"] and top.get("vs_analyze") is None:
         failures.append("no analysis to compare with")
-    if not top.get("skipped") and top["rss_mb"] >= MAX_RSS_MB:
-        failures.append(f"{'>= ' if top['timed_out'] else ''}{top['rss_mb']:.0f} MB")
+    if not judged.get("skipped") and judged["rss_mb"] >= MAX_RSS_MB:
+        failures.append(f"{'>= ' if judged['timed_out'] else ''}{judged['rss_mb']:.0f} MB at {judged['size']}x")
     dirty = [f"{r['size']}x" for r in rows if r.get("clean") is False]
     if dirty:
         failures.append(f"not clean at {', '.join(dirty)}")
@@ -229,13 +271,16 @@ def _time(r: dict[str, Any], key: str = "rtrace_s", timed_out: str = "timed_out"
 
 
 def table(results: dict[str, Any]) -> str:
-    columns = ["shape", "size", "n", "lines", "MB", "rtrace", "floor", f"x floor (<= {MAX_RATIO:g}x)", "us/line"]
-    columns += [f"peak RSS (< {MAX_RSS_MB:.0f} MB)", "clean", "reference"]
-    columns += [f"vs analyze (<= {MAX_REPORT_RATIO:g}x; show {MAX_SHOW_RATIO:g}x)", "exponent 4x-16x", "verdict"]
+    columns = ["shape", "size", "n", "lines", "MB", "rtrace", "floor", "x floor (wall)"]
+    columns += [f"x floor (CPU; <= {MAX_RATIO:g}x at {JUDGED_SIZE}x)", "us/line"]
+    columns += [f"peak RSS (< {MAX_RSS_MB:.0f} MB at {JUDGED_SIZE}x)", "clean", "reference"]
+    columns += [f"vs analyze (CPU; <= {MAX_REPORT_RATIO:g}x, show {MAX_SHOW_RATIO:g}x)", "exponent 4x-16x", "verdict"]
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for s in results["shapes"]:
+        judged_size = judged_row(s["sizes"])["size"]
         for k, r in enumerate(s["sizes"]):
             last = k == len(s["sizes"]) - 1
+            at_judged = r["size"] == judged_size
             exp, verdict = "", ""
             if last:
                 e = s["exponent"]
@@ -244,22 +289,27 @@ def table(results: dict[str, Any]) -> str:
                 verdict = s["verdict"]
             name = s["shape"] if k == 0 else ""
             if r.get("skipped"):
-                cells = [name, f"{r['size']}x", f"{r['n']:,} {s['unit']}", "", "", "not run", "", "", "", "", ""]
+                cells = [name, f"{r['size']}x", f"{r['n']:,} {s['unit']}", "", "", "not run", "", "", "", "", "", ""]
                 out.append("| " + " | ".join([*cells, "", "", exp, verdict]) + " |")
                 continue
-            ratio = f"{r['ratio']:.2f}x" if r["ratio"] < 10 else f"{r['ratio']:.1f}x"
-            ratio = f"> {ratio}" if r["timed_out"] else ratio
-            judged = last and s.get("kind", "analyze") != "report"  # the ratios and RSS are judged at the largest size
-            ratio += (" ok" if r["ratio"] <= MAX_RATIO else " MISSED") if judged and not r["timed_out"] else ""
+            wall = f"{r['ratio']:.2f}x" if r["ratio"] < 10 else f"{r['ratio']:.1f}x"
+            wall = f"> {wall}" if r["timed_out"] else wall
+            cpu = r.get("cpu_ratio")
+            ratio = "-" if cpu is None else f"{cpu:.2f}x" if cpu < 10 else f"{cpu:.1f}x"
+            judged = at_judged and s.get("kind", "analyze") != "report"  # ratio and RSS: judged at JUDGED_SIZE
+            ratio += (" ok" if ratio_of(r) <= MAX_RATIO else " MISSED") if judged and not r["timed_out"] else ""
             rss = f"{'>= ' if r['timed_out'] else ''}{r['rss_mb']:.0f} MB"
-            rss += (" ok" if r["rss_mb"] < MAX_RSS_MB else " MISSED") if last and not r["timed_out"] else ""
+            rss += (" ok" if r["rss_mb"] < MAX_RSS_MB else " MISSED") if at_judged and not r["timed_out"] else ""
             clean = {True: "yes", False: "NO", None: "?"}[r["clean"]]
             ref = ""
             if r["reference_s"] is not None:
                 ref = f"analyze {_time(r, 'reference_s', 'reference_timed_out')}"
             elif r.get("report_s") is not None:
                 ref = f"report {_time(r, 'report_s', 'report_timed_out')}, {r['report_rss_mb']:.0f} MB"
-            vs = f"{r['vs_analyze']:.2f}x" if r.get("vs_analyze") is not None else ""
+            vs_cpu = vs_analyze_of(r)
+            vs = f"{vs_cpu:.2f}x" if vs_cpu is not None else ""
+            if r.get("cpu_vs_analyze") is not None and r.get("vs_analyze") is not None:
+                vs += f" (wall {r['vs_analyze']:.2f}x)"
             n = f"{r['n']:,} {s['unit']}" + (f" (--at {r['at']:,})" if "at" in r else "")
             cells = [
                 name,
@@ -269,6 +319,7 @@ def table(results: dict[str, Any]) -> str:
                 f"{r['mb']:.0f}" if r["mb"] >= 10 else f"{r['mb']:.1f}",
                 _time(r),
                 f"{r['floor_s']:.2f} s",
+                wall,
                 ratio,
                 f"{'> ' if r['timed_out'] else ''}{r['us_per_line']:.1f}",
                 rss,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
 import os
+import random
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -636,11 +638,11 @@ def _expected(raw: bytes) -> tuple[str, float, int, str, Any] | None:
     return "quiet", t, conn, direction, None
 
 
-def _scanned(lines: list[bytes], seen: set[int]) -> list[tuple[int, tuple[Any, ...]]]:
+def _scanned(lines: list[bytes], seen: set[int], keep: int = 0) -> list[tuple[int, tuple[Any, ...]]]:
     """The runs the scanner makes of `lines` (a block of them), each with the index of its last line."""
     block = b"".join(line + b"\n" for line in lines)
     out, k = [], 0
-    for entry in SCANNER.scan(block, 0, len(block), TABLE, seen):  # type: ignore[union-attr]
+    for entry in SCANNER.scan(block, 0, len(block), TABLE, seen, keep):  # type: ignore[union-attr]
         if type(entry) is bytes:
             assert entry == lines[k]
             k += 1
@@ -653,14 +655,19 @@ def _scanned(lines: list[bytes], seen: set[int]) -> list[tuple[int, tuple[Any, .
 
 @needs_scanner
 @BOUNDED
-@given(st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)))
-def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(lines: list[bytes], seen: set[int]) -> None:
+@given(
+    st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)), st.integers(0, 3)
+)
+def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(
+    lines: list[bytes], seen: set[int], keep: int
+) -> None:
     """Every line of a run the scanner takes is a record a full parse reads as quiet (or an audio delta) on a
     connection the reader has seen, with the run's direction and connection; the run's t is its last line's, and
-    an audio run's item and bytes are its lines'."""
+    an audio run's item and bytes are its lines'. A connection it is told to keep (`show --conn`) is in no run."""
     known = set(seen)
-    for last, entry in _scanned(lines, seen):
+    for last, entry in _scanned(lines, seen, keep):
         count, t, conn, d = entry[:4]
+        assert conn != keep
         first = last - count + 1
         before = {got[2] for got in map(_expected, lines[:first]) if got is not None}
         assert conn in known | before, "a connection's first line must be left whole"
@@ -675,6 +682,34 @@ def test_the_scanner_takes_only_lines_a_full_parse_reads_the_same(lines: list[by
                 item_id, n_bytes, times, sizes = entry[4:]
                 assert audio == (item_id, sizes[k - last + count - 1]) and times[k - last + count - 1] == t_k
                 assert n_bytes == sum(sizes)
+
+
+@needs_scanner
+@BOUNDED
+@given(st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)))
+def test_with_detail_a_quiet_run_has_each_lines_time_and_type(lines: list[bytes], seen: set[int]) -> None:
+    """With `detail` (the HTML report's fold) the scanner takes the same lines as without, and a quiet run carries
+    each line's `t` and raw type, as a full parse reads them."""
+    block = b"".join(line + b"\n" for line in lines)
+    plain = SCANNER.scan(block, 0, len(block), TABLE, set(seen))  # type: ignore[union-attr]
+    detailed = SCANNER.scan(block, 0, len(block), TABLE, set(seen), 0, True)  # type: ignore[union-attr]
+    assert [type(e) for e in plain] == [type(e) for e in detailed]
+    k = 0
+    for a, b in zip(plain, detailed, strict=True):
+        if type(a) is bytes:
+            assert a == b
+            k += 1
+            continue
+        if len(a) == 4:
+            assert b[:4] == a and len(b) == 6
+            times, types = b[4], b[5]
+            assert len(times) == len(types) == a[0]
+            for j in range(a[0]):
+                obj = orjson.loads(lines[k + j])
+                assert (times[j], types[j]) == (obj["t"], obj["event"]["type"])
+        else:
+            assert a == b  # audio runs are the same
+        k += a[0]
 
 
 @needs_scanner
@@ -931,3 +966,35 @@ def test_open_trace_gives_the_plain_bytes_of_a_compressed_file(tmp_path: Path) -
     assert [is_trace_name(n) for n in ("a.jsonl", "a.jsonl.gz", "a.jsonl.zst", "a.json", "a.gz")] == [
         True, True, True, False, False,
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("bom", [b"", codecs.BOM_UTF8])
+@pytest.mark.parametrize("fast", [True, False])
+def test_marks_are_where_their_lines_start_in_the_file(tmp_path: Path, bom: bytes, fast: bool) -> None:
+    """Each mark (line, offset) of a reader is the byte where that line starts in the file (a BOM, lines across
+    blocks, an oversized line and blank lines included): what a report seeks to when it quotes a line."""
+    rnd = random.Random(7)
+    line = b'{"t":0.5,"dir":"server","conn":1,"event":{"type":"rate_limits.updated","x":"%s"}}'
+    lines = [line % (b"y" * rnd.randint(0, 3000)) for _ in range(900)]
+    lines[300] = b'{"x":"' + b"z" * 700_000 + b'"}'  # over the limit below, across blocks
+    lines[400] = b""
+    path = tmp_path / "t.jsonl"
+    data = bom + b"\n".join(lines) + b"\n"
+    path.write_bytes(data)
+    starts = [len(bom), *[k + 1 for k in range(len(data)) if data[k] == 0x0A][:-1]]
+    with TraceReader.open(path, max_line_bytes=500_000) as reader:
+        if fast:
+            list(reader.rows().entries(TRANSITIONS, AUDIO_DELTAS))
+        else:
+            list(reader)
+    assert reader.marks is not None and len(reader.marks) > 4
+    for line, offset in reader.marks:
+        assert starts[line - 1] == offset, line
+
+
+def test_a_compressed_or_utf16_trace_has_no_marks() -> None:
+    """Offsets into decompressed or converted bytes are not the file's: no marks (a report reads from the start)."""
+    plain = b'{"t":0.5,"dir":"server","conn":1,"event":{"type":"rate_limits.updated"}}\n' * 3
+    for data in (gzip.compress(plain, mtime=0), plain.decode().encode("utf-16")):
+        reader = TraceReader(io.BytesIO(data), "t.jsonl")
+        assert len(list(reader)) == 3 and reader.marks is None

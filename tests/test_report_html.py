@@ -17,6 +17,7 @@ import orjson
 import pytest
 from hypothesis import given
 
+from rtrace.core import loader as loader_module
 from rtrace.core.conversation import Conversation, Item
 from rtrace.core.describe import describe
 from rtrace.core.facts import ChangeAnswered, ItemAdded
@@ -26,6 +27,7 @@ from rtrace.core.secrets import scrub_text
 from rtrace.core.state import Connection, TraceState, client_view, divergence
 from rtrace.engine.fold import Fold, Report, analyze_path
 from rtrace.report import html as html_report
+from rtrace.report.excerpt import read_lines
 from rtrace.rules import RULES
 from rtrace.rules.base import Config
 
@@ -673,3 +675,75 @@ def test_analyze_with_html_reads_each_trace_once_and_writes_the_report_page(
     assert main(["report", str(trace), "-o", str(report_page)]) == 0
     assert len(opened) == 1
     assert page.read_bytes() == report_page.read_bytes()
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through system calls so far (Linux: /proc/self/io)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts reads through /proc/self/io (Linux)")
+def test_analyze_with_html_reads_the_trace_once_even_to_quote_its_last_lines(tmp_path: Path) -> None:
+    """The page quotes the lines that prove each finding; they are read from where the analysis's reader saw them
+    start, not by reading the file again from its start: a 6 MB trace whose findings are at its end costs one
+    reading of it (counted in bytes: 1.35x its size, 2.35x when the page quoted them by reading it again), and
+    the page quotes what a reading from the start finds."""
+    from rtrace.cli import main
+
+    lines = (REAL / "tool-output-race.livekit-1.8.8.jsonl").read_bytes().splitlines(keepends=True)
+    quiet = b'{"t":0.0001,"dir":"server","conn":1,"event":{"type":"rate_limits.updated","rate_limits":[],"x":"%s"}}\n'
+    padding = [quiet % (b"p" * 200)] * 25_000
+    trace = tmp_path / "padded.jsonl"
+    trace.write_bytes(b"".join([*lines[:2], *padding, *lines[2:]]))
+    size = trace.stat().st_size
+    assert main(["analyze", str(trace), "-f", "json", "-o", str(tmp_path / "warm.json")]) == 1  # imports done
+    page = tmp_path / "a.html"
+    before = _bytes_read()
+    assert main(["analyze", str(trace), "--html", str(page), "-f", "json", "-o", str(tmp_path / "a.json")]) == 1
+    read = _bytes_read() - before
+    assert size < read < 1.5 * size, (read, size)  # once, and the importers' look at its start (1-2 MB, twice)
+    [shown] = embedded(page.read_text())["traces"]
+    [found] = orjson.loads((tmp_path / "a.json").read_bytes())["traces"]
+    wanted = {w["line"] for f in found["findings"] for w in f["witness"]}
+    assert max(wanted) > len(padding)
+    assert shown["raw"] == {str(k): v for k, v in sorted(read_lines(trace, wanted).items())}  # from the start
+
+
+def _page_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    def made() -> Any:
+        trace, data = html_report.analyze(str(path), Config(), RULES)
+        return trace, None if data is None else data.json()
+
+    fast = made()
+    with monkeypatch.context() as m:
+        m.setattr(loader_module, "_scanner", None)
+        pure = made()
+    return fast, pure
+
+
+@pytest.mark.skipif(loader_module._scanner is None, reason="the C scanner is not built")
+def test_the_page_data_on_the_fast_path_is_the_pure_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page data and the report of every sample, and of a session of text and audio deltas on two connections
+    (quiet records the scanner takes, with their times and types, as `QuietRows`), are the pure path's."""
+    from .conftest import SAMPLES
+
+    ids = {"response_id": "r1", "item_id": "i1", "output_index": 0, "content_index": 0}
+    lines = []
+    for n in (1, 2):
+        lines += [
+            {"t": 0.1 * n, "dir": "meta", "conn": n, "event": {"type": "connection.opened", "path": "/v1/realtime"}},
+            {"t": 0.2 * n, "dir": "server", "conn": n, "event": {"type": "session.created", "session": {}}},
+            {"t": 0.3 * n, "dir": "client", "conn": n, "event": {"type": "response.create"}},
+        ]
+    for k in range(600):
+        n = 1 + k % 2
+        kind = ("response.output_text.delta", "response.output_audio_transcript.delta", "rate_limits.updated")[k % 3]
+        lines.append({"t": 1 + k / 100, "dir": "server", "conn": n, "event": {"type": kind, **ids, "delta": "w"}})
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    for path in [*sorted(SAMPLES.rglob("*.jsonl")), mixed]:
+        fast, pure = _page_both_ways(path, monkeypatch)
+        assert fast == pure, path

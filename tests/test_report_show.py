@@ -19,7 +19,8 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from rtrace.core.loader import load
+from rtrace.core import loader as loader_module
+from rtrace.core.loader import TraceReader, load
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 from rtrace.engine.fold import fold_state as fold
@@ -183,6 +184,73 @@ def test_render_timeline_of_one_connection() -> None:
     out = io.StringIO()
     assert render_timeline(records, 9, Console(file=out, width=200, color_system=None)) == {1, 2}
     assert out.getvalue() == ""  # not a connection of the trace: the caller says so (`show --conn`: exit 2)
+
+
+def _two_connections(path: Path, deltas: int) -> None:
+    """Connection 1 streams `deltas` text deltas (quiet lines the scanner takes), then connection 2 has four events."""
+    ids = {"response_id": "r1", "item_id": "i1", "output_index": 0, "content_index": 0}
+    events: list[tuple[int, str, dict[str, Any]]] = [
+        (1, "meta", {"type": "connection.opened", "path": "/v1/realtime"}),
+        (1, "server", {"type": "session.created", "event_id": "e0", "session": {}}),
+        (1, "client", {"type": "response.create", "event_id": "c1"}),
+        (1, "server", {"type": "response.created", "event_id": "e1", "response": {"id": "r1"}}),
+    ]
+    events += [(1, "server", {"type": "response.output_text.delta", **ids, "delta": "w "}) for _ in range(deltas)]
+    events += [
+        (2, "meta", {"type": "connection.opened", "path": "/v1/realtime"}),
+        (2, "server", {"type": "session.created", "event_id": "e2", "session": {}}),
+        (2, "server", {"type": "rate_limits.updated", "event_id": "e3", "rate_limits": []}),
+        (2, "server", {"type": "rate_limits.updated", "event_id": "e4", "rate_limits": []}),
+    ]
+    lines = [{"t": k / 1000, "dir": d, "conn": n, "event": ev} for k, (n, d, ev) in enumerate(events)]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+
+@pytest.mark.skipif(loader_module._scanner is None, reason="the C scanner is not built")
+def test_show_conn_parses_only_the_lines_of_its_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show --conn N` (a timeline) reads the other connections' quiet lines on the scanner's fast path: counted,
+    of 3,000 deltas on connection 1 none is parsed into objects (the path that left it parsed every line), and the
+    timeline is the one the pure path prints."""
+    from rtrace.cli import main
+
+    path = tmp_path / "two.jsonl"
+    _two_connections(path, 3000)
+    parsed = 0
+    loads = orjson.loads
+
+    def counted(data: Any) -> Any:
+        nonlocal parsed
+        parsed += 1
+        return loads(data)
+
+    monkeypatch.setattr(orjson, "loads", counted)
+    assert main(["show", str(path), "--conn", "2"]) == 0
+    fast = capsys.readouterr().out
+    assert parsed < 20, parsed  # connection 2's four lines, connection 1's first ones; no delta
+    assert fast.count("rate_limits") == 2, fast
+    monkeypatch.setattr(loader_module, "_scanner", None)
+    assert main(["show", str(path), "--conn", "2"]) == 0
+    assert capsys.readouterr().out == fast
+    assert parsed > 3000
+
+
+def test_the_timeline_on_the_fast_path_is_the_one_of_the_records_on_every_sample() -> None:
+    """`render_timeline` of what `TraceReader.rows` returns (the scanner's runs for the other connections) prints
+    what it prints of the records one by one (the pure path), for every connection of every sample and one past."""
+    from .conftest import SAMPLES
+
+    def timeline(records: Any, conn: int) -> tuple[str, set[int]]:
+        out = io.StringIO()
+        seen = render_timeline(records, conn, Console(file=out, width=200, color_system=None))
+        return out.getvalue(), seen
+
+    for path in sorted(SAMPLES.rglob("*.jsonl")):
+        records, _ = load(path)
+        for conn in sorted({r.conn for r in records} | {99}):
+            with TraceReader.open(path) as reader:
+                assert timeline(reader.rows(), conn) == timeline(records, conn), (path, conn)
 
 
 def _rec(line: int, direction: str, event: dict[str, object]) -> Record:

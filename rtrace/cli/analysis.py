@@ -391,7 +391,7 @@ def show(
     console = stdout_console()
     with TraceReader.open(path, max_line_bytes=max_line_bytes) as reader:
         if conn is not None and at is None:
-            conns = show_view.render_timeline(reader, conn, console)
+            conns = show_view.render_timeline(reader.rows(), conn, console)
             count = reader.count
         else:
             state = state_at(reader, at)

@@ -13,14 +13,17 @@ integer from 1) and `event` (an object whose own `type` is a string in `table`) 
 any key of the line's top level or of the event's. Anything else (an escape in a type, a duplicate key, a number
 near the limits of a double, a lone surrogate, nesting deeper than 64) is left to the full parse, which decides.
 
-`scan(buffer, start, end, table, seen)` reads the lines of buffer[start:end] (each ended by a newline, the last
-one maybe not). `table` maps a raw type (bytes) to an int: bit k set when the type is quiet in direction k (client,
-server, meta, local), bit 4 + k when it is an audio delta there. `seen` is the set of connections the reader has
-yielded a record of: a line of another connection is left to the full parse (and its connection added), for the fold
-must meet each connection's first record whole. Returns a list, in line order: each line left to the full parse, as
-bytes; and for each run of consecutive taken lines of one kind, direction and connection (and item, for audio deltas)
-a tuple: (count, t of the last, conn, dir index) for quiet ones; (count, t of the last, conn, dir index, item_id,
-audio bytes, each line's t, each line's bytes) for audio deltas.
+`scan(buffer, start, end, table, seen[, keep, detail])` reads the lines of buffer[start:end] (each ended by a newline, the
+last one maybe not). `table` maps a raw type (bytes) to an int: bit k set when the type is quiet in direction k
+(client, server, meta, local), bit 4 + k when it is an audio delta there. `seen` is the set of connections the reader
+has yielded a record of: a line of another connection is left to the full parse (and its connection added), for the
+fold must meet each connection's first record whole. `keep` names a connection whose every line is left to the full
+parse (`show --conn`, which prints its records one by one; 0, the default, is none). With `detail`, a quiet run also
+carries each line's t and raw type (the HTML report's timeline has a point for every event). Returns a list, in line order:
+each line left to the full parse, as bytes; and for each run of consecutive taken lines of one kind, direction and
+connection (and item, for audio deltas) a tuple: (count, t of the last, conn, dir index) for quiet ones, (count, t of
+the last, conn, dir index, each line's t, each line's raw type) with `detail`; (count, t of the last, conn, dir index,
+item_id, audio bytes, each line's t, each line's bytes) for audio deltas.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -421,15 +424,21 @@ typedef struct {
     P item;            /* audio: the item id of the run */
     Py_ssize_t item_n;
     long long bytes;
-    PyObject *times, *sizes;
+    PyObject *times, *sizes; /* audio: each line's t and bytes; quiet, with `detail`: each line's t and raw type */
 } Run;
 
 static int flush(Run *r, PyObject *out) {
     if (r->kind == OTHER)
         return 0;
     PyObject *entry = NULL, *t = float_of(&r->t);
-    if (t != NULL && r->kind == QUIET) {
+    if (t != NULL && r->kind == QUIET && r->times == NULL) {
         entry = Py_BuildValue("(nOli)", r->count, t, r->conn, r->dir);
+    } else if (t != NULL && r->kind == QUIET) {
+        PyObject *times = PyList_AsTuple(r->times), *types = PyList_AsTuple(r->sizes);
+        if (times && types)
+            entry = Py_BuildValue("(nOliOO)", r->count, t, r->conn, r->dir, times, types);
+        Py_XDECREF(times);
+        Py_XDECREF(types);
     } else if (t != NULL) {
         PyObject *item = PyUnicode_DecodeUTF8((const char *)r->item, r->item_n, NULL);
         PyObject *times = PyList_AsTuple(r->times), *sizes = PyList_AsTuple(r->sizes);
@@ -454,8 +463,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t a, b;
     PyObject *table, *seen;
-    if (!PyArg_ParseTuple(args, "y*nnO!O!", &view, &a, &b, &PyDict_Type, &table, &PySet_Type, &seen))
+    long keep = 0;
+    int detail = 0;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!|lp", &view, &a, &b, &PyDict_Type, &table, &PySet_Type, &seen, &keep,
+                          &detail))
         return NULL;
+    PyObject *type_str = NULL; /* with `detail`: the raw type of the last quiet line, as a str */
+    P type_s = NULL;
+    Py_ssize_t type_n = -1;
     Run run = {OTHER, 0, 0, 0, {0}, NULL, 0, 0, NULL, NULL};
     PyObject *out = PyList_New(0);
     if (out == NULL) {
@@ -479,7 +494,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         Line ln;
         int d = -1;
         long conn = -1;
-        if (scan_line(p, end, &ln) && (d = dir_index(&ln.dir)) >= 0 && (conn = conn_value(&ln.conn)) > 0) {
+        if (scan_line(p, end, &ln) && (d = dir_index(&ln.dir)) >= 0 && (conn = conn_value(&ln.conn)) > 0 &&
+            conn != keep) {
             long bits;
             if (last_type_n == ln.type.n && memcmp(last_type, ln.type.s, ln.type.n) == 0) {
                 bits = last_bits;
@@ -543,6 +559,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                     run.item = ln.item.s;
                     run.item_n = ln.item.n;
                     run.bytes = 0;
+                }
+                if (kind == AUDIO || detail) {
                     run.times = PyList_New(0);
                     run.sizes = PyList_New(0);
                     if (run.times == NULL || run.sizes == NULL)
@@ -551,6 +569,21 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             }
             run.count++;
             run.t = ln.t;
+            if (kind == QUIET && detail) {
+                if (type_n != ln.type.n || memcmp(type_s, ln.type.s, ln.type.n) != 0) {
+                    Py_XDECREF(type_str);
+                    type_str = PyUnicode_DecodeUTF8((const char *)ln.type.s, ln.type.n, NULL);
+                    if (type_str == NULL)
+                        goto fail;
+                    type_s = ln.type.s;
+                    type_n = ln.type.n;
+                }
+                PyObject *t = float_of(&ln.t);
+                int rc = t ? PyList_Append(run.times, t) | PyList_Append(run.sizes, type_str) : -1;
+                Py_XDECREF(t);
+                if (rc < 0)
+                    goto fail;
+            }
             if (kind == AUDIO) {
                 long long size = audio_bytes(&ln.delta);
                 PyObject *t = float_of(&ln.t), *s = PyLong_FromLongLong(size);
@@ -566,9 +599,11 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     }
     if (flush(&run, out) < 0)
         goto fail;
+    Py_XDECREF(type_str);
     PyBuffer_Release(&view);
     return out;
 fail:
+    Py_XDECREF(type_str);
     Py_XDECREF(run.times);
     Py_XDECREF(run.sizes);
     Py_DECREF(out);
@@ -578,8 +613,8 @@ fail:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(buffer, start, end, table, seen) -> list: the lines of buffer[start:end] a full parse would only count, as "
-     "runs, and the others as bytes (see the module's source)."},
+     "scan(buffer, start, end, table, seen, keep=0, detail=False) -> list: the lines of buffer[start:end] a full parse would only "
+     "count, as runs, and the others as bytes (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 

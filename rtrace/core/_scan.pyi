@@ -2,4 +2,12 @@
 
 from typing import Any
 
-def scan(buffer: bytes, start: int, end: int, table: dict[bytes, int], seen: set[int]) -> list[Any]: ...
+def scan(
+    buffer: bytes,
+    start: int,
+    end: int,
+    table: dict[bytes, int],
+    seen: set[int],
+    keep: int = 0,
+    detail: bool = False,
+) -> list[Any]: ...

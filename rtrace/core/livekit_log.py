@@ -188,7 +188,9 @@ class LogReader(TraceReader):
             self.log_format = kind
             self._set_header()
 
-    def _entries(self, table: dict[bytes, int] | None = None, until_line: int | None = None) -> Iterator[Row]:
+    def _entries(
+        self, table: dict[bytes, int] | None = None, until_line: int | None = None, keep: int = 0, detail: bool = False
+    ) -> Iterator[Row]:
         t0: float | None = None
         for lineno, raw, _ in self.raw_lines():
             if until_line is not None and lineno > until_line:

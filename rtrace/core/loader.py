@@ -44,7 +44,18 @@ from .inputs import (
     special_allowed,
 )
 from .jsonpos import _skip_space, _skip_value, column_of
-from .trace import DIRECTIONS, AudioRun, Direction, Header, Problem, QuietRun, Record, dumps_header, dumps_record
+from .trace import (
+    DIRECTIONS,
+    AudioRun,
+    Direction,
+    Header,
+    Problem,
+    QuietRows,
+    QuietRun,
+    Record,
+    dumps_header,
+    dumps_record,
+)
 
 #: Lines longer than this are skipped without being held in memory (a 50 MB line is a recording bug).
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -91,12 +102,16 @@ class Rows:
         transitions: frozenset[tuple[str, str]],
         audio: frozenset[tuple[str, str]],
         until_line: int | None = None,
-    ) -> Iterator[Row | QuietRun | AudioRun]:
+        keep: int = 0,
+        detail: bool = False,
+    ) -> Iterator[Row | QuietRun | QuietRows | AudioRun]:
         """The records for a fold, with the lines a full parse would only count taken as runs (see
         `TraceReader._entries`): a line whose (dir, type) is not in `transitions` (it only moves the clocks), or
-        is in `audio` (an audio delta: only an item's audio length moves). Without the C scanner, every record
-        comes as a `Row`: the fold then makes the same runs itself, at the speed of the pure path."""
-        return self.reader._entries(scan_table(transitions, audio), until_line)
+        is in `audio` (an audio delta: only an item's audio length moves). `keep`: a connection whose records all
+        come as `Row`s (0: none). `detail`: a run of quiet records comes as `QuietRows` (each one's `t` and type).
+        Without the C scanner, every record comes as a `Row`: the fold then makes the same runs itself, at the speed
+        of the pure path."""
+        return self.reader._entries(scan_table(transitions, audio), until_line, keep, detail)
 
 
 _TABLES: dict[tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]], dict[bytes, int]] = {}
@@ -179,6 +194,11 @@ class TraceReader:
         self.unusable: str | None = None
         self._decompressed: _Decompressed | None = None
         self._on_read = on_read
+        #: Where lines start in the file, (line, byte offset), one every block or so, once read: what a report
+        #: quoting a few lines seeks to (`report.excerpt.read_lines`) instead of reading the file again up to
+        #: them. None when the bytes read are not the file's own (compressed, UTF-16, a later part of a trace).
+        self.marks: list[tuple[int, int]] | None = None
+        self._offset = 0  # of the next block in the file, while `marks` is kept
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
@@ -231,8 +251,11 @@ class TraceReader:
             stream = io.BufferedReader(_Recoded(stream, codec), _CHUNK)
         elif head.startswith(codecs.BOM_UTF8):
             stream.read(3)
+            self._offset = 3
             if self._limit is not None:
                 self._limit -= 3
+        if codec is None and compression is None:
+            self.marks = []
         return stream
 
     def _blocks(self, regions: bool = False) -> Iterator[tuple[int, list[bytes | int] | Region, bool]]:
@@ -270,6 +293,11 @@ class TraceReader:
                     return
             if left > 0:
                 left -= len(block)
+            if self.marks is not None:  # the first line that starts in this block, and where
+                nl = block.find(b"\n")
+                if nl >= 0:
+                    self.marks.append((lineno + 1, self._offset + nl + 1))
+                self._offset += len(block)
             if skipped >= 0:
                 nl = block.find(b"\n")
                 if nl < 0:
@@ -397,8 +425,8 @@ class TraceReader:
         return Rows(self)
 
     def _entries(
-        self, table: dict[bytes, int] | None = None, until_line: int | None = None
-    ) -> Iterator[Row | QuietRun | AudioRun]:
+        self, table: dict[bytes, int] | None = None, until_line: int | None = None, keep: int = 0, detail: bool = False
+    ) -> Iterator[Row | QuietRun | QuietRows | AudioRun]:
         """The records (`Row`s) of the trace, up to `until_line` when given. With `table` (see `Rows.entries`) and
         the C scanner built, runs of lines it takes (`_scan.scan`) come as a `QuietRun` (no transition) or an
         `AudioRun` (audio deltas of one item) instead. A run's connection is always
@@ -420,7 +448,7 @@ class TraceReader:
                         for _ in range(max(0, until_line - start + 1)):
                             b = block.index(b"\n", b) + 1
                         n = until_line - start + 1
-                    plan: list[Any] = scan(block, a, b, table, seen)  # type: ignore[arg-type,misc]
+                    plan: list[Any] = scan(block, a, b, table, seen, keep, detail)  # type: ignore[arg-type,misc]
                     final = start + n - 1
                 else:
                     if until_line is not None and start + len(lines) > until_line:
@@ -440,6 +468,8 @@ class TraceReader:
                         self.last_t = t
                         if len(raw) == 4:
                             yield QuietRun(count, nxt - 1, t, conn, dirs[d])
+                        elif len(raw) == 6:
+                            yield QuietRows(count, nxt - 1, t, conn, dirs[d], raw[4], raw[5], seq)
                         else:
                             yield AudioRun(count, nxt - 1, t, conn, dirs[d], *raw[4:], seq)  # type: ignore[call-arg]
                         continue

@@ -76,6 +76,26 @@ class QuietRun(NamedTuple):
     dir: Direction
 
 
+class QuietRows(NamedTuple):
+    """A `QuietRun` with each record's `t` and type: what the reader's fast path yields for an observer of the fold
+    that records every event (the HTML report's timeline), which a quiet record's event itself does not concern."""
+
+    #: How many records.
+    size: int
+    #: The line of the last one.
+    line: int
+    #: The `t` of the last one.
+    t: float
+    conn: int
+    dir: Direction
+    #: Each one's `t`.
+    times: tuple[float, ...]
+    #: Each one's type as written (a beta name stays a beta name).
+    raw_types: tuple[str, ...]
+    #: The `seq` of the first.
+    seq: int
+
+
 class AudioRun(NamedTuple):
     """Audio deltas in a row for one item on one connection and direction (`reducer.AUDIO_DELTAS`), as the reader's
     fast path takes them: the clocks move and the item's audio grows by `n_bytes` (`reducer.audio_run`), or each

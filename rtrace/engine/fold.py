@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..core.audio import audio_bytes
+from ..core.describe import DESCRIBED
 from ..core.escape import printable
 from ..core.facts import ITEM_OF, KIND_OF, NO_FACTS, Fact
-from ..core.loader import Row, TraceReader, column_of, json_kind, lines_at
+from ..core.loader import _GA_NAMES, Row, TraceReader, column_of, json_kind, lines_at
 from ..core.reducer import AUDIO_DELTAS, TRANSITIONS, audio_run, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import Connection, TraceState
-from ..core.trace import DIRECTIONS, AudioRun, Direction, Header, Problem, QuietRun, Record, dumps_record
+from ..core.trace import DIRECTIONS, AudioRun, Direction, Header, Problem, QuietRows, QuietRun, Record, dumps_record
 from ..rules import RULES, select_rules
 from ..rules.base import NEEDS, Config, Finding, Narrowing, Rule, Subscription
 
@@ -51,6 +52,9 @@ class TraceReport:
     failed_rules: tuple[str, ...] = ()
     #: Rules that could not judge all of this trace, and why (`blind_notes`): what the capture lacks.
     not_judged: list[NotJudged] = dataclasses.field(default_factory=list)
+    #: Where some lines start in the file (`TraceReader.marks`), for a report that quotes lines of it: they are read
+    #: from there, not from the start (`report.excerpt.read_lines`). Empty when unknown.
+    line_marks: Sequence[tuple[int, int]] = dataclasses.field(default=(), compare=False, repr=False)
 
     def counts(self) -> Counter[str]:
         return Counter(f.severity for f in self.findings)
@@ -270,14 +274,22 @@ class _Dispatch:
 
 class Observer(Protocol):
     """What a consumer watches of a fold besides the rules (the HTML report's timeline and snapshots): called
-    after each record is folded, with the facts it revealed (none for a quiet record) and the state after it."""
+    after each record is folded, with the facts it revealed (none for a quiet record) and the state after it. A
+    quiet record of a type `describe` has nothing to say of (not in `describe.DESCRIBED`) may come with an empty
+    event: the reader's fast path did not parse it (`OBSERVED`). An observer with a `quiet(seq, line, times,
+    direction, conn, types)` attribute is given such records in a row at once (consecutive lines of one connection,
+    `seq` and `line` the first's, no facts; the state is the one after the last)."""
 
     def __call__(self, row: Row, facts: Sequence[Fact], state: TraceState) -> None: ...
 
 
 #: What a fold takes: a record as a `Row`, or a run of records the reader's fast path (`loader.Rows.entries`) or
 #: `digest` took whole.
-Entry = Row | QuietRun | AudioRun
+Entry = Row | QuietRun | QuietRows | AudioRun
+#: What a fold with an observer has the reader parse: the transitions, and every record `describe` summarises (the
+#: observer reads their event); the other quiet records come as `QuietRows`, their times and types only.
+OBSERVED = TRANSITIONS | frozenset((d, etype) for d in DIRECTIONS for etype in DESCRIBED)
+_NO_EVENT: dict[str, Any] = {}
 #: The event type of the audio deltas a run folds, by direction.
 _AUDIO_TYPES = {direction: etype for direction, etype in AUDIO_DELTAS}
 
@@ -341,6 +353,9 @@ class Fold:
         if entries is not None and self.observer is None:
             self._entries(entries(TRANSITIONS, AUDIO_DELTAS, until_line))
             return
+        if entries is not None:  # an observer sees every record: quiet ones come with their times and types
+            self._entries(entries(OBSERVED, frozenset(), until_line, detail=True))
+            return
         if until_line is not None:
             rows = itertools.takewhile(lambda row: row[1] <= until_line, rows)
         self._entries(rows)
@@ -380,7 +395,11 @@ class Fold:
                     quiet = None
                 self._audio(entry, seq0, line0)  # type: ignore[arg-type]
                 continue
-            seq, line, t, direction, n, event, etype, raw_type = entry  # type: ignore[misc]
+            if kind is QuietRows:  # only for an observer, which sees each record
+                self._quiet_rows(entry, seq0, line0)  # type: ignore[arg-type]
+                continue
+            row: Row = entry  # type: ignore[assignment]
+            seq, line, t, direction, n, event, etype, raw_type = row
             by_dir[direction] += 1
             known = conns.get(n)
             if known is not None and (direction, etype) not in transitions:
@@ -418,6 +437,27 @@ class Fold:
         if facts:
             self.dispatch.feed(facts, self.state)
         return facts
+
+    def _quiet_rows(self, run: QuietRows, seq0: int, line0: int) -> None:
+        """Fold quiet records for the observer: through its `quiet` when it has one (the clocks move once, as for a
+        `QuietRun`, and it is given all of them at once), else one by one as their rows would be (their event left
+        empty)."""
+        count, line, t, n, direction, times, raw_types, seq = run
+        state, observer, ga = self.state, self.observer, _GA_NAMES
+        assert observer is not None
+        self.by_dir[direction] += count
+        conn = state.conns[n]
+        first = line - count + 1
+        seq += seq0
+        quiet = getattr(observer, "quiet", None)
+        if quiet is not None:
+            tick(state, conn, t, line + line0, count)
+            quiet(seq, first, times, direction, n, [ga[raw] for raw in raw_types])
+            return
+        for k in range(count):
+            t, raw = times[k], raw_types[k]
+            tick(state, conn, t, first + k + line0)
+            observer((seq + k, first + k, t, direction, n, _NO_EVENT, ga[raw], raw), NO_FACTS, state)
 
     def _audio(self, run: AudioRun, seq0: int, line0: int) -> None:
         """Fold a run of audio deltas, its seqs and lines counting from `seq0` and `line0`."""
@@ -625,7 +665,9 @@ def analyze_path(
 ) -> TraceReport:
     """Analyze one trace file. Raises `loader.UnreadableInput` only when the file cannot be opened."""
     with TraceReader.open(path, **reader_kw) as reader:
-        return analyze_reader(reader, config, rules, observer)
+        report = analyze_reader(reader, config, rules, observer)
+        report.line_marks = reader.marks or ()
+        return report
 
 
 def analyze_reader(

@@ -82,6 +82,8 @@ def analyze_file(
                 report = analyze_path(
                     readable, config, rules, observer, max_line_bytes=max_line_bytes, on_read=on_read
                 )
+            if readable != path:  # a conversion's lines, not the file's
+                report.line_marks = ()
         report.path = path
         return report
     except UnreadableInput as e:

@@ -6,8 +6,10 @@ scrubbed of credentials before it leaves this module. It never returns a line it
 
 from __future__ import annotations
 
+import bisect
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -59,12 +61,34 @@ def quote_line(raw: bytes) -> str:
     return json_visible(orjson.dumps(scrub(obj))).decode("utf-8")
 
 
-def read_lines(path: str | os.PathLike[str], lines: Iterable[int]) -> dict[int, str]:
-    """The quoted text of the given 1-based lines of a file ({} when it cannot be read, e.g. stdin)."""
-    wanted = set(lines)
+def read_lines(
+    path: str | os.PathLike[str], lines: Iterable[int], marks: Sequence[tuple[int, int]] = ()
+) -> dict[int, str]:
+    """The quoted text of the given 1-based lines of a file ({} when it cannot be read, e.g. stdin). `marks`, where
+    some lines start in the file as its reader found them (`TraceReader.marks`, `TraceReport.line_marks`): each
+    line is read from the mark before it, not from the start of the file (a trace read once, not twice)."""
+    wanted = sorted(set(lines))
     found: dict[int, str] = {}
     if not wanted or os.fspath(path) in ("-", "<stdin>"):
         return found
+    try:
+        with open_trace(path) as fp:
+            at = 1  # the line `fp` is at
+            for lineno in wanted:
+                k = bisect.bisect_right(marks, (lineno, sys.maxsize)) - 1
+                if k >= 0 and marks[k][0] > at:
+                    fp.seek(marks[k][1])
+                    at = marks[k][0]
+                while at < lineno and fp.readline():
+                    at += 1
+                raw = fp.readline() if at == lineno else b""
+                if not raw:
+                    break
+                found[lineno] = quote_line(raw.rstrip(b"\r\n").removeprefix(b"\xef\xbb\xbf"))
+                at += 1
+    except (OSError, UnreadableInput):
+        return found
+    return found
     last = max(wanted)
     try:
         with open_trace(path) as fp:

@@ -234,6 +234,34 @@ class TraceData:
             if facts:
                 changed(index, facts, state)
 
+        def quiet(
+            seq: int, line: int, times: Sequence[float], direction: str, conn: int, etypes: Sequence[str]
+        ) -> None:
+            """What `observe` does for each of quiet records in a row (`seq` and `line` the first's): no facts, no
+            summary (their types are not in `DESCRIBED`), consecutive lines of one connection."""
+            nonlocal t0, prev_t, prev_line, prev_conn
+            if t0 is None:
+                t0 = self._t0 = times[0]
+            by_type = kind_index.get(direction)
+            if by_type is None:
+                by_type = kind_index[direction] = {}
+            if conn != prev_conn:
+                runs([seq, conn])
+                prev_conn = conn
+            if line != prev_line + 1:
+                jumps([seq, line])
+            prev_line = line + len(times) - 1
+            for t, etype in zip(times, etypes, strict=True):
+                x = (t - t0) / unit
+                ticks = round(x) if -1e13 < x < 1e13 else (10**13 if x > 0 else -(10**13))
+                t_out(ticks - prev_t)
+                prev_t = ticks
+                kind = by_type.get(etype)
+                if kind is None:
+                    kind = by_type[etype] = kinds((direction, etype))
+                k_out(kind)
+
+        observe.quiet = quiet  # type: ignore[attr-defined]  # for the fold's runs of quiet records (`QuietRows`)
         return observe
 
     def _changed(self, index: int, facts: Sequence[Fact], state: TraceState) -> None:
@@ -456,7 +484,7 @@ def trace_json(
             out["unreadable"] = str(e)
             return out
     out["data"] = pack(data.fields(), compress_over)
-    raw = read_lines(trace.path, {w.line for f in trace.findings for w in f.witness})
+    raw = read_lines(trace.path, {w.line for f in trace.findings for w in f.witness}, trace.line_marks)
     out["raw"] = {str(k): v for k, v in sorted(raw.items())}
     return out
 

@@ -104,7 +104,7 @@ def render_trace(trace: TraceReport) -> str:
     if not trace.findings:
         out += ["No findings.", ""]
         return "\n".join(out)
-    lines = read_lines(trace.path, {w.line for f in trace.findings for w in f.witness})
+    lines = read_lines(trace.path, {w.line for f in trace.findings for w in f.witness}, trace.line_marks)
     for k, finding in enumerate(trace.findings, start=1):
         out.append(render_finding(k, finding, lines))
     return "\n".join(out)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -13,8 +13,9 @@ from rich.text import Text
 from ..core.conversation import Item
 from ..core.describe import describe
 from ..core.escape import shown
+from ..core.loader import Rows
 from ..core.state import Connection, TraceState, client_view, divergence
-from ..core.trace import Record
+from ..core.trace import AudioRun, QuietRun, Record
 
 #: A cell: runs of text, each with its style ("" for none).
 Cell = list[tuple[str, str]]
@@ -209,9 +210,15 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
         out.append(f"response {shown(resp.id, 60)} generating since line {resp.created_line}\n", "cyan")
 
 
-def render_timeline(records: Iterable[Record], conn: int, console: Console, until: int | None = None) -> set[int]:
+def render_timeline(
+    records: Iterable[Record] | Rows, conn: int, console: Console, until: int | None = None
+) -> set[int]:
     """One line per event of connection `conn`: line, time, direction, summary. Returns the connections the
-    trace has (nothing is printed when `conn` is not one of them: the caller says so)."""
+    trace has (nothing is printed when `conn` is not one of them: the caller says so). What `TraceReader.rows`
+    returns is read on its fast path: the other connections' lines the scanner takes come as runs, of which only
+    the connection counts (`Rows.entries` with every type quiet, `conn`'s records kept whole)."""
+    if isinstance(records, Rows):
+        records = _timeline_records(records, conn, until)
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("line", justify="right", style="dim")
     table.add_column("t", justify="right", style="dim")
@@ -238,3 +245,14 @@ def render_timeline(records: Iterable[Record], conn: int, console: Console, unti
     if rows:
         console.print(table)
     return seen
+
+
+def _timeline_records(rows: Rows, conn: int, until: int | None) -> Iterator[Record]:
+    """The records of `rows` as the timeline reads them: `conn`'s whole, the others' as parsed or as runs, each run
+    a record of its connection (`render_timeline` only counts them)."""
+    for entry in rows.entries(frozenset(), frozenset(), until, conn):
+        if type(entry) is tuple:
+            yield Record(*entry)
+        else:
+            run: QuietRun | AudioRun = entry  # type: ignore[assignment]
+            yield Record(0, run.line, run.t, run.dir, run.conn, {}, "", "")
