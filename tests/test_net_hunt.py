@@ -74,7 +74,11 @@ def test_the_latency_bug_is_found_shrunk_and_reproduced(found) -> None:  # type:
         assert [f.kind for f in bug.schedule.faults] == ["latency"]
         latency = bug.schedule.latency()[0]
         assert 0 < latency <= bug.found.latency()[0] == 0.05
-        if latency / 2 >= SHRINK_FLOOR:  # half of it was tried: it never held, or held at under RELIABLE
+        # the shrinker tries the clean schedule first: where that held by chance (the race without a fault, on a
+        # loaded machine) and then re-ran under RELIABLE, the bug is the step before it and halving was not tried
+        shrunk = [r for r in result.runs if r.phase == "shrinking"]
+        by_chance = any(r.schedule.clean and r.key_of.get(bug.key.finding) for r in shrunk)
+        if latency / 2 >= SHRINK_FLOOR and not by_chance:  # half of it was tried: it never held, or under RELIABLE
             half = [r for r in result.runs if r.schedule.latency()[0] == round(latency / 2, 4)]
             assert [r for r in half if r.phase == "shrinking"]
             measured = [bool(r.key_of.get(bug.key.finding)) for r in half if r.phase == "reproducing"]
