@@ -795,13 +795,15 @@ def _smaller_values(f: Fault) -> list[Fault]:
     return out
 
 
-def shrink(schedule: Schedule, allow_clean: bool = False) -> GeneratorType[Schedule, bool, Schedule]:
+def shrink(
+    schedule: Schedule, allow_clean: bool = False, exclude: Iterable[Schedule] = ()
+) -> GeneratorType[Schedule, bool, Schedule]:
     """Shrink `schedule`: yields candidates, each answered with whether it still reproduces (`send`); returns the
     smallest that did (greedy, restarting after each success: drop a fault, then make one smaller). The result is
     1-minimal: no single step from it reproduces. A clean schedule is a candidate only with `allow_clean` (the
-    finding was in the clean run)."""
+    finding was in the clean run). `exclude`: candidates never yielded (steps that held only by chance before)."""
     current = schedule
-    tried: set[Schedule] = {schedule}
+    tried: set[Schedule] = {schedule, *exclude}
     while True:
         moved = False
         for candidate in _candidates(current):
