@@ -286,6 +286,13 @@ def test_the_reaction_is_what_the_client_did_after_the_fault() -> None:
     assert reaction([*CLEAN, fault, closed])[0] == "gave up"
     assert reaction([*CLEAN, fault, rec("client", {"type": "response.create"})]) == ("continued", ("response.create",))
     assert reaction(CLEAN) == ("continued", ())
+    # a fault that did not close: the client went on and closed at its own end (continued), or closed at once
+    went_on = rec("client", {"type": "response.create"})
+    by_client = rec("meta", {"type": "connection.closed", "by": "client", "code": 1000})
+    by_server = rec("meta", {"type": "connection.closed", "by": "server", "code": 1011})
+    assert reaction([*CLEAN, fault, went_on, by_client])[0] == "continued"
+    assert reaction([*CLEAN, fault, by_client])[0] == "gave up"
+    assert reaction([*CLEAN, fault, went_on, by_server])[0] == "gave up"
 
 
 def test_acted_names_the_faults_whose_notes_are_in_the_trace() -> None:

@@ -710,27 +710,34 @@ def reaction(
     `turns`, only the notes of the schedule's own turns count (script turns 1 to `turns`, as `acted` reads them:
     the faults of a user's script the schedule runs on are the client's world, not the fault it reacts to).
 
-    Classes: `reconnected` (a new connection after the one the fault closed), `gave up` (a connection closed by a
-    fault and none after it), `continued` (no close: the client went on). The actions are the specs of the client
-    events after the fault, a new connection as `connect`."""
+    Classes: `reconnected` (a new connection after the one the fault closed), `gave up` (the faulted connection
+    closed and none after it: by the server - the fault - or by the client with nothing sent after the fault),
+    `continued` (no close, or the client went on after a fault that did not close and closed at its own end).
+    The actions are the specs of the client events after the fault, a new connection as `connect`."""
     start = next((i for i, r in enumerate(records) if _fault_note(r, turns) is not None), None)
     if start is None:
         return "continued", ()
     faulted = records[start].get("conn")
     closed = False
+    gave_up = False
     reconnected = False
+    sent = False  # a client event on the faulted connection after the fault, before it closed
     actions: list[str] = []
     for rec in records[start + 1 :]:
         etype = _etype(rec)
-        if rec.get("dir") == "meta" and etype == "connection.closed" and rec.get("conn") == faulted:
+        if rec.get("dir") == "meta" and etype == "connection.closed" and rec.get("conn") == faulted and not closed:
             closed = True
+            event = rec.get("event")
+            gave_up = not sent or (isinstance(event, dict) and event.get("by") != "client")
         elif rec.get("dir") == "meta" and etype == "connection.opened":
             reconnected = reconnected or closed or rec.get("conn") != faulted
             if len(actions) < limit:
                 actions.append("connect")
-        elif rec.get("dir") == "client" and len(actions) < limit:
-            actions.append(event_spec(rec["event"], "client"))
-    kind = "reconnected" if reconnected else ("gave up" if closed else "continued")
+        elif rec.get("dir") == "client":
+            sent = sent or (rec.get("conn") == faulted and not closed)
+            if len(actions) < limit:
+                actions.append(event_spec(rec["event"], "client"))
+    kind = "reconnected" if reconnected else ("gave up" if gave_up else "continued")
     return kind, tuple(actions)
 
 
