@@ -2,7 +2,8 @@
 
 It waits only ACK_WAIT seconds for the ack of its tool output; when the ack is late it drops the output from its
 local conversation, and its sync loop later deletes the output the server did confirm (a stale local copy). At low
-latency the ack beats the wait and nothing goes wrong.
+latency the ack beats the wait and nothing goes wrong. With `SWEEP_CLIENT_TOOL=NAME` it needs its first
+response to call that tool (or exits 3), as an agent whose test scripts the model's tool call.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ async def main() -> int:
         await ws.send(json.dumps({"type": "response.create"}))
         done = await until("response.done")
         call = done["response"]["output"][0]
+        if call.get("name") != os.environ.get("SWEEP_CLIENT_TOOL", call.get("name")):
+            print(f"sweep_client: no call of {os.environ['SWEEP_CLIENT_TOOL']} (got {call})", file=sys.stderr)
+            return 3  # an agent that needs its tool called: only a script that calls it lets it run
         await asyncio.sleep(0.02)  # the tool runs
         output = {"type": "function_call_output", "id": "item_output1", "call_id": call["call_id"], "output": "sunny"}
         await ws.send(create(output))

@@ -43,3 +43,48 @@ def test_hunt_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "give --budget or --runs" in capsys.readouterr().err
     assert main(["hunt", "--runs", "1", "--schedule", str(tmp_path / "none.toml"), "--", "true"]) == 2
     assert "cannot read the schedule" in capsys.readouterr().err
+
+
+SCRIPT = """# the agent's test scripts the model: its tool is called on the user's question
+[[turn]]
+when = { user = "weather" }
+call = { name = "get_forecast", arguments = { city = "Paris" } }
+"""
+
+
+def test_hunt_runs_every_schedule_on_the_users_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--script FILE`: an agent that needs its tool call scripted runs (the clean run too) on the user's script,
+    the hunt's faults acting on top of it; each bug's script holds both, and its command names the script."""
+    import sys
+
+    from rtrace.net.hunt import load_schedule
+    from rtrace.net.script import load_script
+
+    script = tmp_path / "agent.toml"
+    script.write_text(SCRIPT, encoding="utf-8")
+    client = ["env", "SWEEP_CLIENT_TOOL=get_forecast", sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    base = ["hunt", "--runs", "1", "--repro-runs", "2", "--shrink-runs", "1", "-f", "json"]
+    # without the script the agent cannot run at all: nothing to hunt
+    assert main([*base, "--out", str(tmp_path / "bare"), "--", *client]) == 4
+    capsys.readouterr()
+    assert main([*base, "--script", str(script), "--out", str(tmp_path / "h"), "--", *client]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["baseline"]["exit"] == "exit 0"
+    (bug,) = [b for b in doc["bugs"] if b["rule"] == "RT101"]
+    assert bug["rate"] == 1.0 and [f["kind"] for f in bug["schedule"]["faults"]] == ["latency"]
+    command = bug["command"].split()
+    assert command[:5] == ["rtrace", "hunt", "--script", str(script), "--schedule"]
+    # the bug's script runs by hand with serve --script: the user's turn is in it
+    by_hand = load_script(bug["script_path"])
+    assert [t.calls[0].name for t in by_hand.turns if t.calls] == ["get_forecast"]
+    assert load_schedule(bug["script_path"]).to_json() == bug["schedule"]
+    again = ["hunt", "--script", str(script), "--schedule", command[5], "--runs", "1", "-f", "json"]
+    assert main([*again, "--out", str(tmp_path / "again"), "--", *client]) == 1
+    assert [b["rule"] for b in json.loads(capsys.readouterr().out)["bugs"]] == ["RT101"]
+
+
+def test_hunt_script_errors_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[turn]]\nwhen = { user = 3 }\n", encoding="utf-8")
+    assert main(["hunt", "--runs", "1", "--script", str(bad), "--out", str(tmp_path), "--", "true"]) == 2
+    assert "bad.toml:" in capsys.readouterr().err

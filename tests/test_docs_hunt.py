@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtrace.cli import main
+from rtrace.net.server import ServerOptions
 
 from .test_readme import blocks
 
@@ -49,6 +50,7 @@ def test_every_hunt_command_in_the_doc_is_one_the_cli_takes(line: str, monkeypat
     argv = shlex.split(text.replace("${{ github.run_number }}", "7"))
     taken: list[object] = []
     monkeypatch.setattr("rtrace.net.hunt.load_schedule", lambda path: taken.append(path))
+    monkeypatch.setattr("rtrace.net.server.options_from_cli", lambda **given: taken.append(given) or ServerOptions())
     monkeypatch.setattr("rtrace.net.hunt.hunt", lambda *a, **k: pytest.skip("the command line was taken"))
     if "COMMAND" in argv:
         argv[argv.index("COMMAND")] = "true"

@@ -452,6 +452,29 @@ def test_the_tls_option_serves_wss_and_names_what_a_client_trusts(
     assert (tmp_path / "tls" / "ca.pem").is_file()
 
 
+def test_a_hunt_in_a_test_runs_on_the_markers_script(users: pytest.Pytester) -> None:
+    """`@pytest.mark.rtrace(hunt=..., script=...)`: the test's script is the base of every run of its hunt (the
+    client needs its tool called, or exits 3: without the script the clean run fails), and each bug's command
+    re-runs it with that script."""
+    client = Path(__file__).parent / "sweep_client.py"
+    users.makefile(".toml", agent='[[turn]]\nwhen = { user = "weather" }\ncall = { name = "get_forecast" }\n')
+    users.makepyfile(
+        test_agent=f"""
+        import os, subprocess, sys
+        import pytest
+
+        @pytest.mark.rtrace(hunt="4s", hunt_runs=2, script="agent.toml")
+        def test_agent(rtrace_server):
+            env = {{**os.environ, **rtrace_server.env, "SWEEP_CLIENT_TOOL": "get_forecast"}}
+            assert subprocess.run([sys.executable, {str(client)!r}], env=env).returncode == 0
+        """
+    )
+    result = users.runpytest("-p", "no:cacheprovider", "--rtrace-traces", "traces")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*clean run: exit 0, no finding*", "*bug *: RT101 deleted-function-call-output*"])
+    result.stdout.fnmatch_lines(["*reproduce: rtrace hunt --script *agent.toml --schedule *bug-1.toml --runs 2 -- *"])
+
+
 def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate(users: pytest.Pytester) -> None:
     """`@pytest.mark.rtrace(hunt=...)`: the test is the command of a hunt (a child pytest per run, against the
     hunt's server); it fails with the bugs found. The client (tests/sweep_client.py) deletes its tool output when
@@ -473,7 +496,7 @@ def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate(users: pyte
     result.stdout.fnmatch_lines(["*rtrace hunt: * runs * seed 0; stopped: budget*", "*clean run: exit 0, no finding*"])
     result.stdout.fnmatch_lines(["*bug *: RT101 deleted-function-call-output (error)*",
                                  "*minimal schedule: ack latency *ms on every server event*",
-                                 "*reproduced 2/2 runs*"])  # fmt: skip
+                                 "*reproduced ?/2 runs*"])  # fmt: skip  # 1/2 on a loaded machine: a rate, not a count
     out = result.stdout.str()
     command = next(line for line in out.splitlines() if "reproduce: rtrace hunt --schedule" in line)
     assert "-m pytest" in command and "test_agent.py::test_agent" in command

@@ -7,17 +7,34 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import random
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rtrace.engine.fold import analyze_path
-from rtrace.net.hunt import CommandTarget, HuntOptions, hunt, hunt_async, load_schedule, records_of
-from rtrace.net.schedule import SURVIVAL, Fault, Schedule
+from rtrace.net.hunt import (
+    RELIABLE,
+    Bug,
+    CommandTarget,
+    HuntOptions,
+    Run,
+    _judge,
+    _merged,
+    _severity_rank,
+    hunt,
+    hunt_async,
+    load_schedule,
+    records_of,
+)
+from rtrace.net.schedule import SHRINK_FLOOR, SURVIVAL, BugKey, Fault, Schedule
 from rtrace.net.script import load_script
 from rtrace.net.server import ServerOptions
 from rtrace.net.sweep import CommandNotFound
+from rtrace.report.hunt import render
 from rtrace.rules import RULES
 
 CLIENT = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
@@ -43,12 +60,26 @@ def test_the_clean_run_comes_first_and_learns_the_surface(found) -> None:  # typ
 
 
 def test_the_latency_bug_is_found_shrunk_and_reproduced(found) -> None:  # type: ignore[no-untyped-def]
+    """The client waits 30 ms for its ack: found under the systematic 50 ms, shrunk as far as it reproduces. How
+    far that is depends on the machine (on a loaded one 25 ms plus the load is late too: the exact stop is
+    tests of recorded runs, below), so what is checked is what holds on any machine: latency alone, no more
+    than it was found with, re-run at a rate a real bug meets, and 1-minimal as run - half of it was tried and
+    never reproduced."""
     result, _ = found
     (bug,) = [b for b in result.bugs if b.rule == "RT101"]
     assert bug.slug == "deleted-function-call-output" and bug.key.items == ("function_call", "function_call_output")
-    assert [f.kind for f in bug.schedule.faults] == ["latency"]
-    assert 0.03 <= bug.schedule.latency()[0] <= 0.05  # the client waits 30 ms for its ack
-    assert bug.hits == bug.tries == 3
+    if bug.schedule.clean:  # a machine so loaded that even the clean run's ack came after 30 ms: the baseline
+        assert "RT101" in {f.rule for f in result.baseline}
+    else:
+        assert [f.kind for f in bug.schedule.faults] == ["latency"]
+        latency = bug.schedule.latency()[0]
+        assert 0 < latency <= bug.found.latency()[0] == 0.05
+        if latency / 2 >= SHRINK_FLOOR:  # half of it was tried: it never held, or held at under RELIABLE
+            half = [r for r in result.runs if r.schedule.latency()[0] == round(latency / 2, 4)]
+            assert [r for r in half if r.phase == "shrinking"]
+            measured = [bool(r.key_of.get(bug.key.finding)) for r in half if r.phase == "reproducing"]
+            assert not any(r.key_of.get(bug.key.finding) for r in half) or sum(measured) < RELIABLE * len(measured)
+    assert bug.tries == 3 and bug.hits >= 2  # at RELIABLE or more
     # the script runs by hand; its schedule reads back; the minimized trace still shows the finding
     assert bug.script is not None and load_schedule(bug.script) == bug.schedule
     load_script(bug.script)
@@ -183,13 +214,226 @@ def test_findings_that_restate_the_injected_fault_are_no_bug() -> None:
     assert not echoes(finding("RT101", "error"), {"latency", "close", "error"})
 
 
-def test_a_warning_on_the_items_of_an_error_of_the_same_run_is_reported_with_it() -> None:
-    from rtrace.net.hunt import consequence_of
-    from rtrace.rules.base import Finding
+REAL = Path(__file__).parent.parent / "sample_traces" / "real"
 
-    deleted = Finding("RT101", "d", "error", 1, "m", "e", (), {"call_ids": ("c1",)}, "f", 9)
-    unanswered = Finding("RT103", "u", "warning", 1, "m", "e", (), {"call_ids": ("c1",)}, "f", 12)
-    other = Finding("RT122", "l", "warning", 1, "m", "e", (), {"items": ("u9",)}, "f", 14)
-    findings = [deleted, unanswered, other]
-    assert consequence_of(unanswered, findings) is deleted
-    assert consequence_of(other, findings) is None and consequence_of(deleted, findings) is None
+
+def judged(trace: Path, schedule: Schedule = Schedule()) -> Run:
+    run = Run(1, "systematic", schedule, trace, 0, 1.0)
+    _judge(run)
+    return run
+
+
+def test_a_stale_delete_and_the_output_it_deleted_are_one_defect_on_the_real_1_8_8_trace() -> None:
+    """livekit-agents 1.8.8's #7880 race as recorded: RT102 (the stale delete) and RT101 (the output it deleted)
+    name one delete and one call, with the call reported unanswered after it (RT103): one key, RT101's."""
+    run = judged(REAL / "tool-output-race.livekit-1.8.8.jsonl", Schedule((Fault("latency", "all", "*", 0.05),)))
+    assert {f.rule for f in run.findings} >= {"RT101", "RT102", "RT103"}
+    (key,) = run.keys
+    assert key.rule == "RT101" and key.items == ("function_call", "function_call_output")
+    assert {rule for rule, _ in run.about[key.finding]} == {"RT101", "RT102", "RT103"}
+
+
+def test_the_call_lost_on_reconnect_names_the_bug_its_consequences_follow_from() -> None:
+    """livekit-agents 1.8.4 as recorded: the call left out of the reconnect (RT105) and its output then sent for
+    a call the new session does not know (RT104, answered with an error: RT112) are one defect, RT105's (its
+    evidence starts first)."""
+    run = judged(REAL / "reconnect-during-tool.livekit-1.8.4.jsonl")
+    (key,) = run.keys
+    assert key.rule == "RT105"
+    assert {"RT104", "RT105", "RT103"} <= {rule for rule, _ in run.about[key.finding]}
+
+
+@dataclasses.dataclass
+class RecordedTarget:
+    """A client whose runs are real recordings: livekit-agents 1.8.8's race when the acks are 30 ms late or more
+    (its window), the fixed 1.8.9's session otherwise. No timing: what the hunt decides is all there is."""
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        late = max([options.latency, *options.latency_by_type.values()])
+        name = "tool-output-race.livekit-1.8.8.jsonl" if late >= 0.03 else "tool-output-race.livekit-1.8.9.jsonl"
+        assert options.record is not None
+        Path(options.record).write_bytes((REAL / name).read_bytes())
+        return 0, []
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return f"replay {script}"
+
+
+def test_one_defect_seen_by_two_rules_is_one_bug_listing_both(tmp_path: Path) -> None:
+    """The real 1.8.8 race under the hunt: RT101 and RT102 every time together on one delete and one call, so one
+    bug (RT101's) whose rules are both; its schedule shrinks to the latency the race needs exactly (25 ms is
+    under the window); the call unanswered in the clean run too (RT103) stays a bug of its own."""
+    options = HuntOptions(budget=None, runs=3, timeout=30, shrink_runs=1, repro_runs=2, out_dir=tmp_path)
+    result = asyncio.run(hunt_async(RecordedTarget(), options))
+    race = [b for b in result.bugs if {"RT101", "RT102"} & {rule for rule, _ in b.rules}]
+    assert len(race) == 1, [b.key.text() for b in result.bugs]
+    (bug,) = race
+    assert bug.rule == "RT101" and bug.rules[0][0] == "RT101" and "RT102 stale-snapshot-delete" in bug.also
+    assert bug.schedule.latency()[0] == 0.05 and (bug.hits, bug.tries) == (2, 2)
+    assert [b.schedule.clean for b in result.bugs if b.rule == "RT103"] == [True]
+    doc = json.loads(render(result, "json"))
+    (entry,) = [b for b in doc["bugs"] if b["rule"] == "RT101"]
+    assert {"rule": "RT102", "slug": "stale-snapshot-delete"} in entry["rules"]
+
+
+def _bug(rule: str, covers: set[str], severity: str = "error", reaction: str = "continued",
+         faultless: bool = False) -> Bug:  # fmt: skip
+    key = BugKey(rule, (), ("latency",), reaction)
+    schedule = Schedule() if faultless else Schedule((Fault("latency", "all", "*", 0.05),))
+    return Bug(key, severity, rule.lower(), "m", "e", "f", schedule, schedule, 1, 1,
+               covers={(c, ()) for c in covers | {rule}})  # fmt: skip
+
+
+_bugs = st.lists(
+    st.builds(_bug, st.sampled_from(["RT101", "RT102", "RT103", "RT105"]),
+              st.sets(st.sampled_from(["RT101", "RT102", "RT103", "RT105"]), max_size=2),
+              st.sampled_from(["error", "warning"]), st.sampled_from(["continued", "reconnected"]), st.booleans()),
+    max_size=6,
+)  # fmt: skip
+
+
+@given(_bugs, st.randoms(use_true_random=False))
+def test_merged_bugs_are_one_entry_per_defect_whatever_the_order(bugs: list[Bug], rnd: random.Random) -> None:
+    def fresh(bs: list[Bug]) -> list[Bug]:
+        return [dataclasses.replace(b, rules=list(b.rules), also=list(b.also), covers=set(b.covers)) for b in bs]
+
+    out = _merged(fresh(bugs))
+    faultless = {b.key.finding for b in bugs if b.schedule.clean}
+
+    def merge_key(b: Bug) -> object:  # a finding some bug showed with no fault is one bug, whatever its faults
+        return b.key.finding if b.key.finding in faultless else b.key
+
+    keys = [merge_key(b) for b in out]
+    assert len(keys) == len(set(keys)) and set(keys) == {merge_key(b) for b in bugs}  # one entry each, all kept
+    for entry in out:  # no rule is lost: each bug's rules and findings are in the entry of its key
+        mine = [b for b in bugs if merge_key(b) == merge_key(entry)]
+        assert {r for b in mine for r in b.rules} == set(entry.rules) and entry.rules[0] == (entry.rule, entry.slug)
+        assert set().union(*(b.covers for b in mine)) == entry.covers
+    assert [_severity_rank(b.severity) for b in out] == sorted(_severity_rank(b.severity) for b in out)
+    shuffled = fresh(bugs)
+    rnd.shuffle(shuffled)
+    again = _merged(shuffled)
+    assert [(merge_key(b), sorted(b.rules)) for b in again] == [(merge_key(b), sorted(b.rules)) for b in out]
+
+
+def test_the_users_script_is_the_base_the_schedule_runs_on(tmp_path: Path) -> None:
+    """`--script`: the schedule's fault turns come first, the user's after them (numbered after them); the clean
+    schedule runs the user's script alone; a fault the user's script injects is the client's world: its echo is
+    no bug, and the client's reaction is to the hunt's fault, not to the script's."""
+    from rtrace.net.hunt import injected_kinds, server_options
+    from rtrace.net.schedule import reaction
+    from rtrace.net.script import parse_script
+
+    text = ('[[turn]]\nwhen = { user = "order" }\ncall = { name = "lookup_order" }\n\n'
+            '[[turn]]\nwhen = { event = "session.update" }\nerror = "invalid_value"\n')  # fmt: skip
+    users = parse_script(text, "agent.toml")
+    template = ServerOptions(schedule=users)
+    drop = Schedule((Fault("drop", "event", "response.create", 1006),), 4)
+    options = server_options(template, drop, tmp_path / "t.jsonl", {})
+    turns = options.schedule.turns
+    assert [(t.index, t.close, t.calls[0].name if t.calls else None) for t in turns] == [
+        (1, 1006, None), (2, None, "lookup_order"), (3, None, None)]  # fmt: skip
+    assert server_options(template, Schedule(), tmp_path / "c.jsonl", {}).schedule.turns == users.turns
+    assert injected_kinds(Schedule(), users) == {"error"} and injected_kinds(drop, users) == {"drop", "error"}
+    note = {"t": 0, "dir": "meta", "conn": 1, "event": {"type": "fault.injected", "fault": "script", "spec": "turn 3"}}
+    ours = {"t": 1, "dir": "meta", "conn": 1, "event": {"type": "fault.injected", "fault": "script", "spec": "turn 1"}}
+    sent = {"t": 2, "dir": "client", "conn": 1, "event": {"type": "response.create"}}
+    assert reaction([note, sent, ours], turns=1) == ("continued", ())
+    assert reaction([note, sent, ours]) == ("continued", ("response.create",))
+
+
+@dataclasses.dataclass
+class RaceTarget:
+    """A client with a race it shows with no fault at all, except in the hunt's one clean run (where it happened
+    not to): the recorded 1.8.8 race every run but the first."""
+
+    runs: int = 0
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        self.runs += 1
+        name = "tool-output-race.livekit-1.8.8.jsonl" if self.runs > 1 else "tool-output-race.livekit-1.8.9.jsonl"
+        assert options.record is not None
+        Path(options.record).write_bytes((REAL / name).read_bytes())
+        return 0, []
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return f"replay {script}"
+
+
+def test_a_race_the_client_has_with_no_fault_is_one_bug_whatever_fault_found_it(tmp_path: Path) -> None:
+    """Found under a latency and under a drop, the race reproduces with no fault (the shrinker tries the clean
+    schedule though the clean run did not show it): one bug, its schedule the clean one."""
+    from rtrace.net.hunt import Hunt, _confirm
+
+    (tmp_path / "runs").mkdir()
+
+    async def go() -> list[Bug]:
+        hunt = Hunt(RaceTarget(), HuntOptions(budget=None, runs=2, shrink_runs=1, repro_runs=2, out_dir=tmp_path))
+        clean = await hunt.run(Schedule(), "clean run")
+        latency = await hunt.run(Schedule((Fault("latency", "all", "*", 0.05),)), "systematic")
+        drop = await hunt.run(Schedule((Fault("drop", "event", "response.create", 1006),)), "systematic")
+        assert not clean.key_of.get(("RT101", ("function_call", "function_call_output")))
+        return (await _confirm(hunt, [clean, latency, drop]))[0]
+
+    (race,) = [b for b in asyncio.run(go()) if b.rule == "RT101"]
+    assert race.schedule.clean and not race.found.clean and race.rate == 1.0
+
+
+def test_a_finding_one_bug_reproduced_with_no_fault_merges_the_schedules_it_was_found_under() -> None:
+    latency = Schedule((Fault("latency", "all", "*", 0.0063),))
+    drop = Schedule((Fault("drop", "event", "conversation.item.create:function_call_output", 1006),))
+    items = ("function_call", "function_call_output")
+    by_latency = Bug(BugKey("RT101", items, ("latency",), "continued"), "error", "deleted-function-call-output",
+                     "m", "e", "f", latency, latency, 4, 5, without_fault=(2, 5))  # fmt: skip
+    by_drop = Bug(BugKey("RT101", items, ("drop event",), "reconnected"), "error", "deleted-function-call-output",
+                  "m", "e", "f", drop, drop, 5, 5)  # fmt: skip
+    lost = Bug(BugKey("RT105", ("function_call",), ("drop event",), "reconnected"), "error", "lost", "m", "e", "f",
+               drop, drop, 5, 5)  # fmt: skip
+    out = _merged([by_drop, lost, by_latency])
+    assert [b.rule for b in out] == ["RT101", "RT105"]
+    assert out[0] is by_latency and by_latency.variants == [f"{drop.describe()} (5/5)"]
+    # without a faultless reproduction the fault is part of what the bug is about: two entries
+    by_latency.without_fault, by_latency.variants = None, []
+    assert len(_merged([by_drop, by_latency])) == 2
+
+
+@dataclasses.dataclass
+class FaultedRaceTarget:
+    """The recorded 1.8.8 race under any fault, 1.8.9's session with none; a run with a turn fault notes it as
+    acted (a drop's note), so the fault is among the faults of the race's key."""
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        faulted = bool(options.latency or options.schedule.turns)
+        name = "tool-output-race.livekit-1.8.8.jsonl" if faulted else "tool-output-race.livekit-1.8.9.jsonl"
+        assert options.record is not None
+        Path(options.record).write_bytes((REAL / name).read_bytes())
+        if options.schedule.turns:
+            note = {"t": 0.5, "dir": "meta", "conn": 1, "event": {"type": "fault.injected", "fault": "script",
+                                                                  "spec": "turn 1"}}  # fmt: skip
+            with open(options.record, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(note) + "\n")
+        return 0, []
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return f"replay {script}"
+
+
+def test_the_cap_on_bugs_takes_each_finding_once_before_its_variants(tmp_path: Path) -> None:
+    """`max_bugs` candidates: a finding the search saw under several faults is one candidate before the others
+    are a second (livekit 1.8.8's race under five faults left no room for its other bugs)."""
+    from rtrace.net.hunt import Hunt, _confirm
+
+    (tmp_path / "runs").mkdir()
+
+    async def go() -> tuple[list[Bug], list[Bug]]:
+        hunt = Hunt(FaultedRaceTarget(), HuntOptions(budget=None, runs=3, shrink_runs=1, repro_runs=1,
+                                                     max_bugs=2, out_dir=tmp_path))  # fmt: skip
+        clean = await hunt.run(Schedule(), "clean run")
+        latency = await hunt.run(Schedule((Fault("latency", "all", "*", 0.05),)), "systematic")
+        drop = await hunt.run(Schedule((Fault("drop", "event", "response.create", 1006),)), "systematic")
+        assert {k.faults for r in (latency, drop) for k in r.keys if k.rule == "RT101"} == {("latency",),
+                                                                                           ("drop event",)}
+        return await _confirm(hunt, [clean, latency, drop])
+
+    bugs, unconfirmed = asyncio.run(go())
+    assert sorted(b.rule for b in bugs + unconfirmed) == ["RT101", "RT103"]  # not the race twice

@@ -20,8 +20,10 @@ from rtrace.net.schedule import (
     acted,
     bug_key,
     error_code,
+    item_calls_of,
     item_kinds,
     item_kinds_of,
+    linked,
     random_fault,
     reaction,
     shrink,
@@ -298,6 +300,61 @@ def test_acted_names_the_faults_whose_notes_are_in_the_trace() -> None:
 def test_a_survival_key_reads_as_the_client_not_surviving() -> None:
     key = BugKey(SURVIVAL, ("exit 1",), ("drop event",), "gave up")
     assert key.text() == "client-did-not-survive on exit 1 under drop event, client gave up"
+
+
+_ids = st.dictionaries(
+    st.sampled_from(["items", "call_ids", "event_ids"]), st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=2),
+    max_size=2,
+)  # fmt: skip
+
+
+def _names(ids: dict[str, list[str]], calls: dict[str, str]) -> set[tuple[str, str]]:
+    out = {(kind, v) for kind, values in ids.items() for v in values}
+    return out | {("call_ids", calls[v]) for v in ids.get("items", ()) if v in calls}
+
+
+@given(st.lists(_ids, max_size=8), st.dictionaries(st.sampled_from(["a", "b"]), st.sampled_from(["c", "d"])),
+       st.randoms(use_true_random=False))  # fmt: skip
+def test_linked_groups_findings_that_name_one_item_or_call_and_no_others(
+    ids: list[dict[str, list[str]]], calls: dict[str, str], rnd: random.Random
+) -> None:
+    groups = linked(ids, calls)
+    # a partition of the findings, each group in input order, the groups in order of their first member
+    assert sorted(i for g in groups for i in g) == list(range(len(ids)))
+    assert all(g == sorted(g) for g in groups) and [g[0] for g in groups] == sorted(g[0] for g in groups)
+    group_of = {i: n for n, g in enumerate(groups) for i in g}
+    for i in range(len(ids)):
+        for j in range(len(ids)):
+            if _names(ids[i], calls) & _names(ids[j], calls):  # one id in common (an item's call counts): one group
+                assert group_of[i] == group_of[j]
+    for g in groups:  # and a group is held together by such links only (connected, not merged by chance)
+        reached, frontier = {g[0]}, [g[0]]
+        while frontier:
+            i = frontier.pop()
+            for j in g:
+                if j not in reached and _names(ids[i], calls) & _names(ids[j], calls):
+                    reached.add(j)
+                    frontier.append(j)
+        assert reached == set(g)
+    # what the findings name decides, not the order they came in
+    order = list(range(len(ids)))
+    rnd.shuffle(order)
+    shuffled = linked([ids[i] for i in order], calls)
+    assert {frozenset(order[i] for i in g) for g in shuffled} == {frozenset(g) for g in groups}
+
+
+def test_an_output_and_its_call_are_linked_through_the_call_id() -> None:
+    records = [rec("server", {"type": "response.done", "response": {"output": [
+                   {"type": "function_call", "id": "fc1", "call_id": "c1"}]}}),
+               rec("client", {"type": "conversation.item.create", "item": {
+                   "type": "function_call_output", "id": "out1", "call_id": "c1"}})]  # fmt: skip
+    calls = item_calls_of(records)
+    assert calls == {"fc1": "c1", "out1": "c1"}
+    unanswered = {"call_ids": ["c1"], "items": ["fc1"]}
+    output_lost = {"items": ["out1"]}
+    other = {"items": ["u1"]}
+    assert linked([unanswered, output_lost, other], calls) == [[0, 1], [2]]
+    assert linked([unanswered, output_lost, other]) == [[0], [1], [2]]
 
 
 # -- the server's own behaviours: jitter, cancels, rate limits, transcriptions, barge-ins, audio pacing -----------

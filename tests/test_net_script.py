@@ -407,6 +407,27 @@ def test_nth_needs_an_event_or_sent_condition() -> None:
         parse_script("[[turn]]\nwhen = { nth = 2 }\nclose = 1006\n")
 
 
+def test_two_scripts_added_number_their_turns_apart_so_each_fires_and_is_noted_as_itself() -> None:
+    """A hunt's fault turns on top of a user's script: the sum numbers the second script's turns after the
+    first's (as its TOML does), so a user's turn that answered every response does not use up the fires of the
+    hunt's turn 1, and each note names its own turn."""
+    from rtrace.net.faults import Faults
+
+    faults = parse_script('[[turn]]\nwhen = { event = "response.create", nth = 2 }\nclose = 1006\n', "<schedule>")
+    users = parse_script('[[turn]]\nwhen = { user = "hello" }\ntext = "hi there"\n', "agent.toml")
+    schedule = faults + users
+    assert [t.index for t in schedule.turns] == [1, 2] and [t.line for t in schedule.turns] == [1, 1]
+    assert [t.index for t in parse_script(schedule.to_toml()).turns] == [1, 2]
+    assert [t.index for t in (Schedule.of(Faults(drop_on=["response.create"])) + users).turns] == [1, 1]
+    d = Driver(EndpointConnection(1, schedule=schedule))
+    d.open()
+    d.send(user("hello", "A"))
+    first = d.send({"type": "response.create"})
+    assert "hi there" in json.dumps(done_of(first)) and not d.closes
+    d.send({"type": "response.create"})  # the 2nd: the hunt's turn acts, as itself
+    assert d.closes and d.closes[0][0] == 1006 and d.meta[-1]["spec"] == "turn 1"
+
+
 # -- the server's own behaviours: cancels, rate limits, failed transcriptions, barge-ins, slow and bursty audio ------
 
 HEARD = {"transcription": {"model": "whisper-1"}, "turn_detection": {"type": "server_vad"}}

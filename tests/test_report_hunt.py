@@ -25,7 +25,9 @@ def result(tmp_path: Path) -> HuntResult:
               "deleted-function-call-output", f"output deleted {HOSTILE}", "Line 16 created ...", "Diff pushes ...",
               Schedule((Fault("latency", "all", "*", 0.05),)), latency, 9, 10,
               trace=tmp_path / "run0002.jsonl", minimized=tmp_path / "bug-1.min.jsonl", script=tmp_path / "bug-1.toml",
-              command="rtrace hunt --schedule bug-1.toml --runs 10 -- python agent.py", shrink_runs=3)  # fmt: skip
+              command="rtrace hunt --schedule bug-1.toml --runs 10 -- python agent.py", shrink_runs=3,
+              also=["RT102 stale-snapshot-delete"],
+              rules=[("RT101", "deleted-function-call-output"), ("RT102", "stale-snapshot-delete")])  # fmt: skip
     survival = Bug(BugKey(SURVIVAL, ("exit 1",), ("drop event",), "gave up"), "error", SURVIVAL,
                    "the client did not survive this fault (exit 1)", "...", "Make the client recover", drop, drop,
                    3, 3, command="rtrace hunt ...", how="exit 1")  # fmt: skip
@@ -45,6 +47,10 @@ def test_json_carries_each_bugs_rule_id_slug_rate_script_and_command(tmp_path: P
     assert first["serve_args"] == ["--latency", "25ms", "--seed", "5"]
     assert first["minimized_trace"].endswith("bug-1.min.jsonl") and first["command"].startswith("rtrace hunt")
     assert doc["bugs"][1]["rule"] == SURVIVAL
+    # one defect seen by two rules is one entry that carries each rule's id and slug
+    assert first["rules"] == [{"rule": "RT101", "slug": "deleted-function-call-output"},
+                              {"rule": "RT102", "slug": "stale-snapshot-delete"}]  # fmt: skip
+    assert doc["bugs"][1]["rules"] == [{"rule": SURVIVAL, "slug": SURVIVAL}]
     assert [b["slug"] for b in doc["not_reproduced"]] == ["stale-snapshot-delete"]
     assert doc["baseline"] == {"exit": "exit 0", "trace": str(tmp_path / "run0001.jsonl"), "findings": []}
     assert doc == result_json(result(tmp_path)) | {"command": doc["command"]}
@@ -62,6 +68,7 @@ def test_terminal_lists_bugs_then_what_did_not_reproduce(tmp_path: Path) -> None
     text = out.getvalue()
     assert "bug 1: RT101 deleted-function-call-output (error)" in text
     assert "reproduced 9/10 runs" in text and "minimal schedule: ack latency 25ms on every server event" in text
+    assert "with it (the same defect, seen by other rules): RT102 stale-snapshot-delete" in text
     assert "bug 2: client-did-not-survive (error)" in text
     assert "not reproduced (0/10 re-runs, not a bug): RT102 stale-snapshot-delete" in text
     assert "\x1b" not in text and "\u202e" not in text

@@ -16,6 +16,7 @@ from .root import ExitCode, UsageError, app
 HUNT_EXAMPLES = """Examples:
   rtrace hunt --budget 10m -- python my_agent_test.py     # the agent reads OPENAI_BASE_URL
   rtrace hunt --runs 40 -j 2 -o hunt.sarif -- npm test
+  rtrace hunt --script agent.toml --budget 5m -- python my_agent_test.py   # the faults on top of your script
   rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
 
 
@@ -43,6 +44,10 @@ def hunt(
     schedule: Annotated[
         list[Path] | None, typer.Option(help="Only re-run this bug script (a bug-N.toml a hunt wrote).")
     ] = None,
+    script: Annotated[
+        Path | None,
+        typer.Option(help="Your scenario script (as serve --script): every run, the clean one too, runs on it."),
+    ] = None,
 ) -> None:
     """Look for bugs by itself: a clean run, then each single fault at each point of what the client did, then
     random combinations; each bug shrunk, re-run and minimized. Exit 1 on a bug at or above --fail-on, 4 when
@@ -50,6 +55,7 @@ def hunt(
     from ..core.durations import parse_duration
     from ..net.hunt import HuntOptions, load_schedule
     from ..net.hunt import hunt as run_hunt
+    from ..net.server import ServerOptions, options_from_cli
     from ..report.hunt import progress_line, render, render_terminal
 
     try:
@@ -62,12 +68,14 @@ def hunt(
         if jobs < 1 or shrink_runs < 1 or repro_runs < 1 or max_bugs < 0:
             raise ValueError("--jobs, --shrink-runs and --repro-runs must be at least 1")
         schedules = [load_schedule(p) for p in schedule] if schedule else None
+        template = options_from_cli(script=script) if script is not None else ServerOptions()
         fmt = output_format(format, output)
         if fmt in (ReportFormat.concise, ReportFormat.github):
             raise UsageError(f"hunt reports bugs, not findings: --format {fmt.value} is analyze's (see --help)")
         options = HuntOptions(
             budget=seconds or None, runs=runs, jobs=jobs, timeout=limit, seed=seed, shrink_runs=shrink_runs,
-            repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules,
+            repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules, template=template,
+            script=script,
         )  # fmt: skip
         err = stderr_console()
         result = run_hunt(command, options, lambda p: err.print(progress_line(p), markup=False, soft_wrap=True))

@@ -176,8 +176,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     path, _, rest = pyfuncitem.nodeid.partition("::")
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(root),
                f"{root / path}::{rest}" if rest else str(root / path)]  # fmt: skip
+    script = Path(template.schedule.path) if template.schedule.path else None  # the marker's: the runs' base
     options = HuntOptions(budget=budget, timeout=max(60.0, budget), out_dir=folder, template=template,
-                          shrink_runs=min(2, runs), repro_runs=runs, max_bugs=5)  # fmt: skip
+                          shrink_runs=min(2, runs), repro_runs=runs, max_bugs=5, script=script)  # fmt: skip
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the test's own loop, if any, stays untouched
         result = pool.submit(hunt, command, options).result()
     if result.clean_failed:

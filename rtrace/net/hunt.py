@@ -49,13 +49,16 @@ from .schedule import (
     Surface,
     acted,
     bug_key,
+    item_calls_of,
     item_kinds_of,
+    linked,
     reaction,
     shrink,
     surface_of,
     systematic,
 )
 from .script import SCRIPT_BYTES, parse_script
+from .script import Schedule as ScriptSchedule
 from .server import ServerOptions, run_server
 from .sweep import check_command, command_env, how_ended, run_command
 
@@ -65,13 +68,15 @@ REPRO_RUNS = 10
 MAX_BUGS = 10
 #: The line of a bug's script that holds its schedule as JSON (`load_schedule`).
 SCHEDULE_LINE = "# rtrace-schedule: "
+#: What a finding is about (`BugKey.finding`): its rule and the kinds of its items.
+About = tuple[str, tuple[str, ...]]
 
 
 @dataclasses.dataclass
 class HuntOptions:
     """What a hunt is told (durations in seconds)."""
 
-    #: Seconds the search may take (None: no limit; then `runs` must be given).
+    #: Seconds the search may take, from the end of the clean run (None: no limit; then `runs` must be given).
     budget: float | None = 600.0
     #: Runs the search may take (None: no limit).
     runs: int | None = None
@@ -84,8 +89,11 @@ class HuntOptions:
     max_bugs: int = MAX_BUGS
     #: Where traces, scripts and minimized traces go.
     out_dir: Path = Path("rtrace-hunt")
-    #: The options every run's server starts from (a tool, transcripts...); the schedule sets its faults.
+    #: The options every run's server starts from (a tool, transcripts, the user's script...); the schedule sets
+    #: its latency and adds its faults' turns before the template's own (`server_options`).
     template: ServerOptions = dataclasses.field(default_factory=ServerOptions)
+    #: The user's script the template's schedule was read from (`--script`): named in each bug's command.
+    script: Path | None = None
     #: Only these schedules, `runs` times each (`--schedule`): no clean run's surface, no search.
     schedules: list[Schedule] | None = None
 
@@ -101,15 +109,19 @@ class Run:
     exit_code: int | None
     seconds: float
     findings: list[Finding] = dataclasses.field(default_factory=list)
-    #: The key of each finding, and of the client's failure (the same order; the failure last).
+    #: One key per defect of the run - a group of findings that name one item or call (`schedule.linked`), keyed
+    #: by its primary finding (`primary_order`) - then the client's failure.
     keys: list[BugKey] = dataclasses.field(default_factory=list)
     reaction: tuple[str, tuple[str, ...]] = ("continued", ())
     problem: str | None = None
     stderr_tail: list[str] = dataclasses.field(default_factory=list)
-    #: Rule id of an error finding -> the findings of the run that follow from it (`consequence_of`).
-    also: dict[str, set[str]] = dataclasses.field(default_factory=dict)
-    #: The first finding of each key.
-    finding_of: dict[BugKey, Finding] = dataclasses.field(default_factory=dict)
+    #: What each finding kept is about -> what the findings of its group are about (itself included).
+    about: dict[About, set[About]] = dataclasses.field(default_factory=dict)
+    #: What each finding kept is about -> its key in this run, and its first finding.
+    key_of: dict[About, BugKey] = dataclasses.field(default_factory=dict)
+    finding_of: dict[About, Finding] = dataclasses.field(default_factory=dict)
+    #: Seconds from the hunt's start to the end of this run.
+    ended: float = 0.0
 
     @property
     def survived(self) -> bool:
@@ -123,6 +135,7 @@ class Run:
         """What the random phase is told about the run: its keys, its rules, the client's reaction sequence."""
         out: set[Any] = set(self.keys)
         out |= {("rule", k.rule) for k in self.keys}
+        out |= {("finding", a) for a in self.about}
         out.add(("reaction", self.reaction))
         return out
 
@@ -152,8 +165,21 @@ class Bug:
     shrink_runs: int = 0
     #: How the command ended (survival findings), else "".
     how: str = ""
-    #: Findings of the same runs that follow from this one (`consequence_of`): reported with it, not apart.
+    #: The other findings of the defect, `RULE slug` each: linked to this one (`schedule.linked`) in every run
+    #: that reproduced it - one bug seen by several rules, reported once.
     also: list[str] = dataclasses.field(default_factory=list)
+    #: Every rule of the bug, (id, slug), its own first.
+    rules: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: What its findings are about (its own and `also`'s).
+    covers: set[About] = dataclasses.field(default_factory=set)
+    #: (hits, runs) of the clean schedule when it reproduced the bug too: no fault is needed (a race).
+    without_fault: tuple[int, int] | None = None
+    #: The other schedules it was confirmed under, with their rates (bugs merged into this one).
+    variants: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.rules = self.rules or [(self.key.rule, self.slug)]
+        self.covers = self.covers or {self.key.finding}
 
     @property
     def rule(self) -> str:
@@ -175,6 +201,7 @@ class Progress:
     phase: str
     runs: int
     bugs: int
+    #: Seconds the search has taken (0 until the clean run is done: the budget is the search's).
     elapsed: float
     budget: float | None
     last: Run | None = None
@@ -219,6 +246,8 @@ class CommandTarget:
     """The user's command, run against a server in this process, told its URL as `sweep` tells it."""
 
     command: list[str]
+    #: The user's script every run's schedule runs on (`--script`).
+    script: Path | None = None
 
     async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
         async with run_server(options) as srv:
@@ -226,13 +255,15 @@ class CommandTarget:
             return await run_command(self.command, env, timeout, "hunt", echo=False)
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
-        args = ["rtrace", "hunt", "--schedule", str(script), "--runs", str(runs), "--", *self.command]
+        base = ["--script", str(self.script)] if self.script is not None else []
+        args = ["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *self.command]
         return shlex.join(args)
 
 
 def server_options(template: ServerOptions, schedule: Schedule, trace: Path, header: dict[str, Any]) -> ServerOptions:
-    """The options of one run: `template` with the schedule's latency, turns (before the template's own) and seed,
-    recording to `trace` with the hunt's header fields."""
+    """The options of one run: `template` with the schedule's latency, turns (before the template's own: the
+    user's script is the base the faults act on, its turns numbered after theirs) and seed, recording to `trace`
+    with the hunt's header fields."""
     default, by_type = schedule.latency()
     jitter, jitter_by_type = schedule.jitter()
     turns = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
@@ -275,43 +306,55 @@ FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
 }
 
 
+def injected_kinds(schedule: Schedule, base: ScriptSchedule) -> set[str]:
+    """The kinds of fault a run injects: its schedule's, and those the turns of the user's script inject (an
+    `error` it answers with, a `close`, a `fail`ed response, an `expire`): what `echoes` forgives."""
+    kinds: set[str] = {f.kind for f in schedule.faults}
+    for turn in base.turns:
+        kinds |= {kind for kind, value in (("error", turn.error), ("close", turn.close), ("fail", turn.fail),
+                                           ("expire", turn.expire)) if value is not None}  # fmt: skip
+    return kinds
+
+
 def echoes(finding: Finding, injected: set[str]) -> bool:
     """Whether `finding` only restates a fault of a kind in `injected` (`FAULT_ECHOES`)."""
     kinds, severity = FAULT_ECHOES.get(finding.rule, (frozenset(), None))
     return bool(kinds & injected) and severity in (None, finding.severity)
 
 
-def _ids(finding: Finding) -> set[str]:
-    return {i for values in finding.ids.values() for i in values}
+def primary_order(finding: Finding) -> tuple[int, int, int, str]:
+    """Which finding of a defect names it: the most severe, then the one whose evidence starts first (its first
+    witness line: the cause, whose story the others continue - a deleted output goes back to its call, the stale
+    delete that deleted it only to the delete), then the one certain first, then the lowest rule id."""
+    first = min(finding.lines) if finding.lines else finding.at_line
+    return (_severity_rank(finding.severity), first, finding.at_line, finding.rule)
 
 
-def consequence_of(finding: Finding, findings: list[Finding]) -> Finding | None:
-    """The error finding of the same run a warning (or info) finding follows from: one about the same item or call
-    (an output deleted, then the call reported unanswered: one bug, reported once with its consequences)."""
-    if finding.severity == "error":
-        return None
-    mine = _ids(finding)
-    return next((f for f in findings if f.severity == "error" and f is not finding and mine & _ids(f)), None)
-
-
-def keys_of(run: Run, records: list[dict[str, Any]]) -> list[BugKey]:
-    """The keys of a run's findings (but those that restate an injected fault, and those that follow from an
-    error finding of the run: `Run.also`), and of the client's failure."""
+def keys_of(run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None = None) -> list[BugKey]:
+    """The keys of a run's defects (findings that restate a fault the run's schedule or the user's script `base`
+    injected left out; findings that name one item or call one defect, keyed by its primary: `Run.about`), and
+    of the client's failure."""
     kinds = item_kinds_of(records)
+    calls = item_calls_of(records)
     faults = acted(run.schedule, records)
     reacted = run.reaction[0]
-    injected: set[str] = {f.kind for f in run.schedule.faults}
+    injected = injected_kinds(run.schedule, base or ScriptSchedule())
     kept = [f for f in run.findings if not echoes(f, injected)]
     keys: list[BugKey] = []
-    for f in kept:
-        cause = consequence_of(f, kept)
-        if cause is not None:
-            run.also.setdefault(cause.rule, set()).add(f"{f.rule} {f.slug}")
-            continue
-        key = bug_key(f.rule, f.ids, kinds, faults, reacted)
+    for group in linked([f.ids for f in kept], calls):
+        members = [kept[i] for i in group]
+        abouts: set[About] = set()
+        for f in members:
+            key = bug_key(f.rule, f.ids, kinds, faults, reacted)
+            run.key_of.setdefault(key.finding, key)
+            run.finding_of.setdefault(key.finding, f)
+            abouts.add(key.finding)
+        for about in abouts:
+            run.about.setdefault(about, set()).update(abouts)
+        primary = min(members, key=primary_order)
+        key = bug_key(primary.rule, primary.ids, kinds, faults, reacted)
         if key not in keys:
             keys.append(key)
-            run.finding_of[key] = f
     if not run.survived and run.phase != "clean run":
         how = run.how().split(" ")[0] if run.exit_code is None or run.exit_code < 0 else run.how()
         keys.append(BugKey(SURVIVAL, (how,), faults, reacted))
@@ -333,6 +376,8 @@ class Hunt:
         self.progress = progress
         self.clock = clock
         self.started = clock()
+        #: When the search started (the clean run done): what `budget` counts from.
+        self.search_started: float | None = None
         self.count = 0
         self.runs: list[Run] = []
         self.baseline: set[tuple[str, tuple[str, ...]]] = set()
@@ -345,6 +390,10 @@ class Hunt:
     def elapsed(self) -> float:
         return self.clock() - self.started
 
+    def searched(self) -> float:
+        """Seconds the search has taken (0 before it starts)."""
+        return 0.0 if self.search_started is None else self.clock() - self.search_started
+
     async def run(self, schedule: Schedule, phase: str) -> Run:
         self.count += 1
         index = self.count
@@ -355,17 +404,13 @@ class Hunt:
             start = self.clock()
             code, tail = await self.target.run(options, self.options.timeout)
         run = Run(index, phase, schedule, trace, code, self.clock() - start, stderr_tail=tail)
-        records = records_of(trace)
-        try:
-            run.findings = analyze_path(trace).findings if trace.exists() else []
-        except Exception as e:  # an unreadable trace is a result of the run
-            run.problem = str(e)
-        run.reaction = reaction(records)
-        run.keys = keys_of(run, records)
+        # off the event loop: the servers of the runs still going share it, and their timing is what is measured
+        await asyncio.to_thread(_judge, run, self.options.template.schedule)
+        run.ended = self.elapsed()
         self.runs.append(run)
         self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
         if self.progress is not None:
-            self.progress(Progress(phase, len(self.runs), len(self.bugs_so_far), self.elapsed(),
+            self.progress(Progress(phase, len(self.runs), len(self.bugs_so_far), self.searched(),
                                    self.options.budget, run))  # fmt: skip
         return run
 
@@ -376,9 +421,21 @@ class Hunt:
         o = self.options
         if o.runs is not None and searched >= o.runs:
             return "runs"
-        if o.budget is not None and self.elapsed() >= o.budget:
+        if o.budget is not None and self.searched() >= o.budget:
             return "budget"
         return None
+
+
+def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
+    """A run's findings, the client's reaction to the schedule's faults and the keys, from its trace (`base`: the
+    user's script the schedule ran on)."""
+    records = records_of(run.trace)
+    try:
+        run.findings = analyze_path(run.trace).findings if run.trace.exists() else []
+    except Exception as e:  # an unreadable trace is a result of the run
+        run.problem = str(e)
+    run.reaction = reaction(records, turns=len(run.schedule.turn_faults()))
+    run.keys = keys_of(run, records, base)
 
 
 async def hunt_async(
@@ -395,6 +452,7 @@ async def hunt_async(
     if not clean.survived:
         return HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
     hunt.baseline = {k.finding for k in clean.keys}
+    hunt.search_started = hunt.clock()  # the budget is the search's: a slow clean run does not eat it
     jobs = max(1, options.jobs)
     queue = systematic(surface, options.seed)
     generator = Generator(surface, options.seed)
@@ -415,34 +473,32 @@ async def hunt_async(
 
 
 async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
-    """`--schedule`: each schedule `runs` times (default `repro_runs`); each finding a bug with its rate."""
+    """`--schedule`: each schedule `runs` times (default `repro_runs`); each defect a bug with its rate."""
     o = hunt.options
     times = o.runs or o.repro_runs
-    runs: list[Run] = []
+    found: list[Bug] = []
     for schedule in schedules:
-        runs += await hunt.batch([schedule] * times, "re-run")
-    bugs: dict[BugKey, Bug] = {}
-    for run in runs:
-        for key in run.keys:
-            bug = bugs.get(key) or _bug(key, run, run.schedule)
-            bugs[key] = bug
-            bug.hits += 1
-    for bug in bugs.values():
-        bug.tries = sum(1 for r in runs if r.schedule == bug.schedule)
-    found = list(bugs.values())
-    await _finish(hunt, found)
-    return HuntResult([], o, None, Surface(), hunt.runs, found, [], hunt.elapsed(), "runs")
+        runs = await hunt.batch([schedule] * times, "re-run")
+        wanted = dict.fromkeys(k.finding for r in runs for k in _findings_first(r.keys))
+        for want in wanted:
+            hits = [r for r in runs if _holds(r, want) is not None]
+            bug = _bug_of(want, hits, schedule)
+            bug.hits, bug.tries = len(hits), len(runs)
+            found.append(bug)
+    bugs = _merged(found)
+    await _finish(hunt, bugs)
+    return HuntResult([], o, None, Surface(), hunt.runs, bugs, [], hunt.elapsed(), "runs")
 
 
 def _finding_of(run: Run, key: BugKey) -> Finding | None:
-    return run.finding_of.get(key) or next((f for f in run.findings if f.rule == key.rule), None)
+    return run.finding_of.get(key.finding) or next((f for f in run.findings if f.rule == key.rule), None)
 
 
 def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
     finding = _finding_of(run, key) if key.rule != SURVIVAL else None
     if finding is not None:
         return Bug(key, finding.severity, finding.slug, finding.message, finding.explanation, finding.fix,
-                   run.schedule, schedule, 0, 0, trace=run.trace, also=sorted(run.also.get(key.rule, ())))  # fmt: skip
+                   run.schedule, schedule, 0, 0, trace=run.trace)  # fmt: skip
     how = run.how()
     message = f"the client did not survive this fault ({how})"
     explanation = (
@@ -455,13 +511,62 @@ def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
                trace=run.trace, how=how)  # fmt: skip
 
 
-def _holds(run: Run, want: tuple[str, tuple[str, ...]]) -> BugKey | None:
-    return next((k for k in run.keys if k.finding == want), None)
+def _bug_of(want: About, hits: list[Run], schedule: Schedule) -> Bug:
+    """The bug of the runs of `schedule` that showed `want` (`hits`, at least one): the findings linked to it in
+    every one of them are one defect with it, named by the primary of them (`primary_order`, in the first run)."""
+    first = hits[0]
+    if want not in first.about:  # the client's failure: a key of its own
+        key = next(k for k in first.keys if k.finding == want)
+        return _bug(key, first, schedule)
+    common = set.intersection(*(r.about.get(want, {want}) for r in hits))
+    order = sorted(common, key=lambda a: primary_order(first.finding_of[a]))
+    bug = _bug(first.key_of[order[0]], first, schedule)
+    for about in order[1:]:
+        slug = first.finding_of[about].slug
+        if (about[0], slug) not in bug.rules:
+            bug.rules.append((about[0], slug))
+            bug.also.append(f"{about[0]} {slug}")
+    bug.covers = common
+    return bug
+
+
+def _holds(run: Run, want: About) -> BugKey | None:
+    """The key `want` has in `run` when the run showed it (as a defect's primary or as one of its findings)."""
+    return run.key_of.get(want) or next((k for k in run.keys if k.finding == want), None)
+
+
+def _bug_order(bug: Bug) -> tuple[Any, ...]:
+    return (_severity_rank(bug.severity), bug.rule == SURVIVAL, bug.rule, bug.schedule.cost, bug.key)
+
+
+def _merged(bugs: list[Bug]) -> list[Bug]:
+    """One entry per key, the most severe first: a bug found again with another schedule that shrank to the same,
+    or a candidate whose finding came in every reproducing run with a finding that names its defect better (a
+    stale delete with the output it deleted: `_bug_of` keys it by that one), joins the first; its rules join it.
+    A finding that some bug reproduced with no fault at all is one bug whatever the faults it was found under
+    (the fault acted, but is not what causes it: livekit-agents 1.8.8's race shows on a connection a close
+    replaced as on the first); the other schedules are listed with it (`variants`)."""
+    faultless = {b.key.finding for b in bugs if b.without_fault or b.schedule.clean}
+    out: dict[Any, Bug] = {}
+    for bug in sorted(bugs, key=_bug_order):
+        keeper = out.setdefault(bug.key.finding if bug.key.finding in faultless else bug.key, bug)
+        if keeper is bug:
+            continue
+        if bug.schedule != keeper.schedule:
+            keeper.variants.append(f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})")
+        keeper.without_fault = keeper.without_fault or bug.without_fault
+        for rule, slug in bug.rules:
+            if (rule, slug) not in keeper.rules:
+                keeper.rules.append((rule, slug))
+                keeper.also.append(f"{rule} {slug}")
+        keeper.covers |= bug.covers
+    return list(out.values())
 
 
 async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug]]:
     """Shrink, re-run and minimize each candidate bug (see the module docstring), `jobs` runs at once across
-    them; the most severe candidates first when there are more than `max_bugs`."""
+    them; when there are more than `max_bugs`, each finding once first (the most severe first), then the same
+    findings under other kinds of fault."""
     o = hunt.options
     hunt.phase = "shrinking"
     first: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[BugKey, Run, Finding | None]] = {}
@@ -470,27 +575,39 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
             first.setdefault((key.rule, key.items, key.faults), (key, run, _finding_of(run, key)))
     ranked = sorted(first.values(), key=lambda c: (_severity_rank(c[2].severity if c[2] else "error"),
                                                    c[0].rule == SURVIVAL, c[1].schedule.cost, c[1].index))  # fmt: skip
+    # each finding once before any finding again under other faults (often one race the faults only moved: a
+    # finding `_merged` may make one bug): the cap keeps distinct findings, not variants of the first one
+    seen: set[Any] = set()
+    fresh: list[tuple[BugKey, Run, Finding | None]] = []
+    again: list[tuple[BugKey, Run, Finding | None]] = []
+    for c in ranked:
+        about = c[0] if c[0].rule == SURVIVAL else c[0].finding
+        (again if about in seen else fresh).append(c)
+        seen.add(about)
+    ranked = fresh + again
     outcomes = await asyncio.gather(*(_confirm_one(hunt, key, run) for key, run, _ in ranked[: o.max_bugs]))
-    merged: dict[BugKey, Bug] = {}
-    unconfirmed: list[Bug] = []
-    for bug in outcomes:
-        if not bug.reproduced:
-            unconfirmed.append(bug)
-        elif bug.key not in merged:  # one bug, found again with another schedule that shrank to the same
-            merged[bug.key] = bug
-    bugs = sorted(merged.values(), key=lambda b: (_severity_rank(b.severity), b.rule, b.key))
+    unconfirmed = [bug for bug in outcomes if not bug.reproduced]
+    bugs = _merged([bug for bug in outcomes if bug.reproduced])
     await _finish(hunt, bugs)
     return bugs, unconfirmed
 
 
+#: A shrunk schedule whose rate is below this is measured against the steps before it (see `_confirm_one`).
+RELIABLE = 0.5
+
+
 async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
-    """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). A shrinking
-    step that held only by chance shows as a rate of 0: the steps before it are measured then, back to the
-    schedule the search found, and the first that reproduces is the bug's."""
+    """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). The shrinker
+    may reach the clean schedule (a race the client has without any fault, which one clean run may not have
+    shown; not for the client's failure, judged against its clean run). A shrinking step that held only by
+    chance (a loaded machine, a flaky race) shows as a rate under `RELIABLE`: the steps before it are measured
+    then, back to the schedule the search found, and the first that reproduces at `RELIABLE` or more is the
+    bug's (else the one with the best rate; none that reproduces: not a bug). What the clean schedule showed is
+    kept (`Bug.without_fault`): a finding it reproduced needs no fault, whatever fault it was found under."""
     o = hunt.options
     want = key.finding
     spent = 0
-    steps = shrink(run.schedule, allow_clean=want in hunt.baseline)
+    steps = shrink(run.schedule, allow_clean=key.rule != SURVIVAL)
     path = [run.schedule]
     try:
         candidate = next(steps)
@@ -508,15 +625,26 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
     except StopIteration:
         pass
     tries = 0
+    best: tuple[float, Schedule, list[Run], int] | None = None
+    clean: tuple[int, int] | None = None
     for final in reversed(path):
         reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
         tries += len(reruns)
-        hits = [(r, k) for r in reruns if (k := _holds(r, want)) is not None]
-        if hits:
-            bug = _bug(hits[0][1], hits[0][0], final)
-            bug.found = run.schedule
-            bug.hits, bug.tries, bug.shrink_runs = len(hits), len(reruns), spent
-            return bug
+        hits = [r for r in reruns if _holds(r, want) is not None]
+        rate = len(hits) / len(reruns)
+        if final.clean:
+            clean = (len(hits), len(reruns))
+        if hits and (best is None or rate > best[0]):
+            best = (rate, final, hits, len(reruns))
+        if rate >= RELIABLE:
+            break
+    if best is not None:
+        _, final, hits, runs = best
+        bug = _bug_of(want, hits, final)
+        bug.found = run.schedule
+        bug.hits, bug.tries, bug.shrink_runs = len(hits), runs, spent
+        bug.without_fault = clean if clean is not None and clean[0] else None
+        return bug
     bug = _bug(key, run, run.schedule)
     bug.tries, bug.shrink_runs = o.repro_runs, spent
     return bug
@@ -536,12 +664,24 @@ async def _finish(hunt: Hunt, bugs: list[Bug]) -> None:
     out = hunt.options.out_dir
     for n, bug in enumerate(bugs, 1):
         script = out / f"bug-{n}.toml"
-        text = bug.schedule.script_toml() + f"{SCHEDULE_LINE}{json.dumps(bug.schedule.to_json())}\n"
+        text = bug_script(bug.schedule, hunt.options.template.schedule)
         script.write_text(text, encoding="utf-8")
         bug.script = script
         bug.command = hunt.target.reproduce(script, bug.schedule, hunt.options.repro_runs)
         if bug.rule != SURVIVAL and bug.trace is not None:
             bug.minimized = await asyncio.to_thread(_minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl")
+
+
+def bug_script(schedule: Schedule, base: ScriptSchedule) -> str:
+    """The script of a bug's schedule (`bug-N.toml`): its turns, then those of the user's script it ran on
+    (`base`), so `rtrace serve --script` runs the whole of it by hand; its schedule as JSON in the last comment
+    (`load_schedule`)."""
+    text = schedule.script_toml()
+    if base:
+        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        ours = parse_script(text, "<schedule>") if schedule.turn_faults() else ScriptSchedule()
+        text = f"{head}\n# then the turns of {base.path or 'the script'} the hunt ran on\n\n{(ours + base).to_toml()}"
+    return text + f"{SCHEDULE_LINE}{json.dumps(schedule.to_json())}\n"
 
 
 def _minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
@@ -591,7 +731,7 @@ def hunt(
     check_command(command, "hunt")
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
-    result = asyncio.run(hunt_async(CommandTarget(command), options, progress))
+    result = asyncio.run(hunt_async(CommandTarget(command, options.script), options, progress))
     result.command = command
     return result
 

@@ -27,8 +27,9 @@ again by hand (`rtrace serve --script`, `rtrace sweep --script`). Pure: no I/O, 
   delay, a barge-in's moment or a burst's hold toward 0 and a slow pace toward real time, k toward 1) that is
   told whether each still reproduces; what it returns reproduces and no single step of it does (1-minimal over
   those steps).
-- **One bug, one entry** (`BugKey`, `bug_key`, `reaction`): what a finding is about - its rule, the kinds of the
-  items it names, the kinds of the faults that acted, the class of the client's reaction - never its lines or ids.
+- **One bug, one entry** (`BugKey`, `bug_key`, `reaction`, `linked`): what a finding is about - its rule, the
+  kinds of the items it names, the kinds of the faults that acted, the class of the client's reaction - never its
+  lines or ids; and which findings of one run are one defect (`linked`: they name one item or call).
 """
 
 from __future__ import annotations
@@ -661,15 +662,67 @@ def item_kinds_of(records: Iterable[dict[str, Any]]) -> dict[str, str]:
     return kinds
 
 
-def reaction(records: Sequence[dict[str, Any]], limit: int = 6) -> tuple[str, tuple[str, ...]]:
-    """What the client did after the first fault note of a trace: (its class, its first `limit` actions).
+def item_calls_of(records: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """Item id -> call id of every function call and function call output a trace's events carry (an output is
+    about its call: `linked` counts the two as one thing)."""
+    calls: dict[str, str] = {}
+
+    def note(item: Any) -> None:
+        if isinstance(item, dict) and isinstance(item.get("id"), str) and isinstance(item.get("call_id"), str):
+            calls.setdefault(item["id"], item["call_id"])
+
+    for rec in records:
+        event = rec.get("event")
+        if not isinstance(event, dict):
+            continue
+        note(event.get("item"))
+        response = event.get("response")
+        if isinstance(response, dict) and isinstance(response.get("output"), list):
+            for item in response["output"]:
+                note(item)
+    return calls
+
+
+def linked(ids: Sequence[Mapping[str, Sequence[str]]], calls: Mapping[str, str] | None = None) -> list[list[int]]:
+    """The findings of one run (their `Finding.ids`, by index) grouped by what they name: two are in one group when
+    they name one id of one kind (an item, a call, a client event, a response), an item counting as its call too
+    (`calls`, item id -> call id: a deleted output and its unanswered call are about one call); the relation is
+    closed transitively. Groups and their members in input order; every index in exactly one group. Findings of
+    one group are one defect seen by several rules (a stale delete and the output it deleted)."""
+    parent = list(range(len(ids)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[tuple[str, str], int] = {}
+    for i, named in enumerate(ids):
+        names = {(kind, str(v)) for kind, values in named.items() for v in values}
+        names |= {("call_ids", calls[v]) for v in named.get("items", ()) if calls and v in calls}
+        for name in sorted(names):
+            j = owner.setdefault(name, i)
+            a, b = root(i), root(j)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(ids)):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+def reaction(
+    records: Sequence[dict[str, Any]], limit: int = 6, turns: int | None = None
+) -> tuple[str, tuple[str, ...]]:
+    """What the client did after the first fault note of a trace: (its class, its first `limit` actions). With
+    `turns`, only the notes of the schedule's own turns count (script turns 1 to `turns`, as `acted` reads them:
+    the faults of a user's script the schedule runs on are the client's world, not the fault it reacts to).
 
     Classes: `reconnected` (a new connection after the one the fault closed), `gave up` (a connection closed by a
     fault and none after it), `continued` (no close: the client went on). The actions are the specs of the client
     events after the fault, a new connection as `connect`."""
-    start = next(
-        (i for i, r in enumerate(records) if r.get("dir") == "meta" and _etype(r) == "fault.injected"), None
-    )
+    start = next((i for i, r in enumerate(records) if _fault_note(r, turns) is not None), None)
     if start is None:
         return "continued", ()
     faulted = records[start].get("conn")
@@ -695,19 +748,26 @@ def _etype(rec: dict[str, Any]) -> str:
     return str(event.get("type")) if isinstance(event, dict) else ""
 
 
+def _fault_note(rec: dict[str, Any], turns: int | None = None) -> int | None:
+    """The turn number of a `fault.injected` note (0: a note of no script turn), None for any other record; with
+    `turns`, None also for a note of no script turn from 1 to `turns`."""
+    event = rec.get("event")
+    if rec.get("dir") != "meta" or not isinstance(event, dict) or event.get("type") != "fault.injected":
+        return None
+    spec = str(event.get("spec", ""))
+    scripted = event.get("fault", "script") == "script" and spec.startswith("turn ") and spec[5:].isdigit()
+    n = int(spec[5:]) if scripted else 0
+    if turns is not None and not 1 <= n <= turns:
+        return None
+    return n
+
+
 def acted(schedule: Schedule, records: Iterable[dict[str, Any]]) -> tuple[str, ...]:
     """The signatures of the faults of `schedule` that acted in its run: latency always (it delays every event it
     names), a turn when its note is in the trace (`fault = "script"`, `spec = "turn N"`, N its place in
     `turn_faults`)."""
     turns = schedule.turn_faults()
-    fired: set[int] = set()
-    for rec in records:
-        event = rec.get("event")
-        if rec.get("dir") != "meta" or not isinstance(event, dict) or event.get("type") != "fault.injected":
-            continue
-        spec = str(event.get("spec", ""))
-        if event.get("fault", "script") == "script" and spec.startswith("turn ") and spec[5:].isdigit():
-            fired.add(int(spec[5:]) - 1)
+    fired = {n - 1 for rec in records if (n := _fault_note(rec, len(turns))) is not None}
     out = {f.signature for f in schedule.faults if f.kind in ("latency", "jitter")}
     out |= {turns[i].signature for i in fired if i < len(turns)}
     return tuple(sorted(out))
@@ -783,8 +843,10 @@ __all__ = [
     "bug_key",
     "error_code",
     "event_spec",
+    "item_calls_of",
     "item_kinds",
     "item_kinds_of",
+    "linked",
     "reaction",
     "shrink",
     "single_faults",

@@ -246,8 +246,13 @@ class Schedule:
         return _schedule(faults.tables(), [], "<faults>", None)
 
     def __add__(self, other: Schedule) -> Schedule:
-        """`self`'s turns, then `other`'s (each keeps its numbers and lines); transcripts: `self`'s, else `other`'s."""
-        return Schedule(self.turns + other.turns, self.transcripts or other.transcripts, self.path or other.path)
+        """`self`'s turns, then `other`'s; transcripts: `self`'s, else `other`'s. Each turn keeps its line; a
+        script's turns are numbered by their place among the script turns of the sum (`other`'s after `self`'s:
+        notes name them apart and their fires are counted apart, as `to_toml` of the sum numbers them)."""
+        offset = sum(1 for t in self.turns if t.fault == SCRIPT)
+        moved = tuple(dataclasses.replace(t, index=t.index + offset) if t.fault == SCRIPT and offset else t
+                      for t in other.turns)  # fmt: skip
+        return Schedule(self.turns + moved, self.transcripts or other.transcripts, self.path or other.path)
 
     def __bool__(self) -> bool:
         return bool(self.turns or self.transcripts)

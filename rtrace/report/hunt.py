@@ -74,9 +74,13 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         say(f"bug {n}: {_rule_title(bug)} ({bug.severity}) - {bug.message}")
         say(f"  about: {bug.key.text()}")
         if bug.also:
-            say(f"  with it: {', '.join(bug.also)}")
+            say(f"  with it (the same defect, seen by other rules): {', '.join(bug.also)}")
         say(f"  minimal schedule: {bug.schedule.describe()} (found with: {bug.found.describe()})")
         say(f"  reproduced {rate(bug)} runs; shrinking took {bug.shrink_runs} runs")
+        if bug.without_fault is not None and not bug.schedule.clean:
+            say(f"  with no fault at all too: {bug.without_fault[0]}/{bug.without_fault[1]} runs (a race)")
+        if bug.variants:
+            say(f"  also under: {'; '.join(bug.variants)}")
         say(f"  why: {bug.explanation}")
         say(f"  fix: {bug.fix}")
         if bug.script is not None:
@@ -107,6 +111,10 @@ def bug_json(bug: Bug) -> dict[str, Any]:
         "fix": bug.fix,
         "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction},
         "with_it": bug.also,
+        "rules": [{"rule": rule, "slug": slug} for rule, slug in bug.rules],
+        "without_fault": None if bug.without_fault is None else
+                         {"reproduced": bug.without_fault[0], "runs": bug.without_fault[1]},
+        "also_under": bug.variants,
         "schedule": bug.schedule.to_json(),
         "schedule_text": bug.schedule.describe(),
         "script": bug.schedule.script_toml(),
@@ -167,6 +175,7 @@ def render_markdown(result: HuntResult) -> str:
     for n, bug in enumerate(result.bugs, 1):
         out += [f"## Bug {n}: {md_text(_rule_title(bug))} ({bug.severity})", "", md_text(bug.message), ""]
         out += [f"- **about**: {md_text(bug.key.text())}",
+                f"- **rules**: {md_text(', '.join(f'{r} {s}' for r, s in bug.rules))}",
                 f"- **minimal schedule**: {md_text(bug.schedule.describe())}",
                 f"- **reproduced**: {rate(bug)} runs",
                 f"- **minimized trace**: `{md_text(str(bug.minimized or bug.trace or '-'))}`", ""]  # fmt: skip
@@ -195,6 +204,7 @@ def render_html(result: HuntResult) -> str:
         parts.append(f"<h2 class='{e(bug.severity)}'>Bug {n}: {e(shown(_rule_title(bug)))} ({e(bug.severity)})</h2>")
         parts.append(f"<p>{e(shown(bug.message))}</p><ul>")
         parts.append(f"<li>about: {e(shown(bug.key.text()))}</li>")
+        parts.append(f"<li>rules: {e(shown(', '.join(f'{r} {s}' for r, s in bug.rules)))}</li>")
         parts.append(f"<li>minimal schedule: {e(shown(bug.schedule.describe()))}</li>")
         parts.append(f"<li>reproduced: {rate(bug)} runs</li>")
         where = shown(str(bug.minimized or bug.trace or "-"))
@@ -237,7 +247,8 @@ def render_sarif(result: HuntResult) -> str:
             "message": {"text": shown(f"{bug.message} (reproduced {rate(bug)}; schedule: {bug.schedule.describe()}; "
                                       f"reproduce: {bug.command})", 8192)},
             "partialFingerprints": {"rtraceBug/v1": bug.key.text()},
-            "properties": {"schedule": bug.schedule.to_json(), "rate": round(bug.rate, 3)},
+            "properties": {"schedule": bug.schedule.to_json(), "rate": round(bug.rate, 3),
+                           "rules": [{"rule": r, "slug": s} for r, s in bug.rules]},
         }
         if location is not None:
             entry["locations"] = [location]
