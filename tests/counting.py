@@ -103,3 +103,26 @@ def reconnects(n: int, unacked: bool = False) -> list[Record]:
         else:
             b.close(1000)
     return to_records(b.lines)
+
+
+class Parses:
+    """How many JSON documents rtrace parsed into objects (`orjson.loads` calls) since `count_parses` or the last
+    `n = 0`: the fast path's tests pin that the scanner took the other lines whole."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def count_parses(monkeypatch: Any) -> Parses:
+    """Counts `orjson.loads` calls from here to the test's end (`monkeypatch` undoes it)."""
+    import orjson
+
+    parses = Parses()
+    loads = orjson.loads
+
+    def counted(data: Any) -> Any:
+        parses.n += 1
+        return loads(data)
+
+    monkeypatch.setattr(orjson, "loads", counted)
+    return parses

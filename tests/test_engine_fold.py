@@ -19,6 +19,7 @@ from rtrace.rules import RULES
 from rtrace.rules.base import Config, Finding
 
 from .conftest import REAL, SAMPLES
+from .counting import count_parses
 from .strategies import BOUNDED, check_invariants, envelopes, event, to_records
 
 RACE_188 = REAL / "tool-output-race.livekit-1.8.8.jsonl"
@@ -221,21 +222,13 @@ def test_show_at_parses_only_the_lines_the_scanner_cannot_take(
 
     path = tmp_path / "deltas.jsonl"
     lines = _delta_trace(path, 3000)
-    parsed = 0
-    loads = orjson.loads
-
-    def counted(data: Any) -> Any:
-        nonlocal parsed
-        parsed += 1
-        return loads(data)
-
-    monkeypatch.setattr(orjson, "loads", counted)
+    parsed = count_parses(monkeypatch)
     assert main(["show", str(path), "--at", "2004", *extra]) == 0
     assert "after line 2004" in capsys.readouterr().out
-    assert 0 < parsed < 20, parsed  # the first lines of the connection, whole; no delta
-    parsed = 0
+    assert 0 < parsed.n < 20, parsed.n  # the first lines of the connection, whole; no delta
+    parsed.n = 0
     assert main(["show", str(path), "--at", str(lines), *extra]) == 0
-    assert parsed < 20, parsed
+    assert parsed.n < 20, parsed.n
 
 
 def test_fold_state_is_the_state_without_rules_or_finish() -> None:

@@ -276,6 +276,35 @@ def test_one_defect_seen_by_two_rules_is_one_bug_listing_both(tmp_path: Path) ->
     assert {"rule": "RT102", "slug": "stale-snapshot-delete"} in entry["rules"]
 
 
+@dataclasses.dataclass
+class ChanceTarget(RecordedTarget):
+    """`RecordedTarget`, but the second run with no fault at all (the shrinker's first candidate) shows the race:
+    a step that holds by chance, as on a loaded machine."""
+
+    clean_runs: int = 0
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        faultless = not options.latency and not options.latency_by_type and not options.schedule
+        self.clean_runs += faultless
+        if faultless and self.clean_runs == 2:
+            assert options.record is not None
+            Path(options.record).write_bytes((REAL / "tool-output-race.livekit-1.8.8.jsonl").read_bytes())
+            return 0, []
+        return await super().run(options, timeout)
+
+
+def test_shrinking_goes_on_past_a_step_that_held_by_chance(tmp_path: Path) -> None:
+    """The clean schedule held once while shrinking and never in its re-runs: the bug is the step before it, and
+    shrinking goes on from there (its halving tried, and not holding), instead of stopping one step short."""
+    options = HuntOptions(budget=None, runs=1, timeout=30, shrink_runs=1, repro_runs=2, out_dir=tmp_path,
+                          max_bugs=1)  # fmt: skip
+    result = asyncio.run(hunt_async(ChanceTarget(), options))
+    (bug,) = [b for b in result.bugs if b.rule == "RT101"]
+    assert bug.schedule.latency()[0] == 0.05 and bug.without_fault is None
+    shrinking = [r.schedule for r in result.runs if r.phase == "shrinking"]
+    assert Schedule() in shrinking and Schedule((Fault("latency", "all", "*", 0.025),)) in shrinking
+
+
 def _bug(rule: str, covers: set[str], severity: str = "error", reaction: str = "continued",
          faultless: bool = False) -> Bug:  # fmt: skip
     key = BugKey(rule, (), ("latency",), reaction)

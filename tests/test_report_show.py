@@ -27,6 +27,7 @@ from rtrace.engine.fold import fold_state as fold
 from rtrace.report.show import render_state, render_timeline, wrap
 
 from . import regen_show
+from .counting import count_parses
 
 TRACES = regen_show.traces()
 
@@ -217,23 +218,15 @@ def test_show_conn_parses_only_the_lines_of_its_connection(
 
     path = tmp_path / "two.jsonl"
     _two_connections(path, 3000)
-    parsed = 0
-    loads = orjson.loads
-
-    def counted(data: Any) -> Any:
-        nonlocal parsed
-        parsed += 1
-        return loads(data)
-
-    monkeypatch.setattr(orjson, "loads", counted)
+    parsed = count_parses(monkeypatch)
     assert main(["show", str(path), "--conn", "2"]) == 0
     fast = capsys.readouterr().out
-    assert parsed < 20, parsed  # connection 2's four lines, connection 1's first ones; no delta
+    assert parsed.n < 20, parsed.n  # connection 2's four lines, connection 1's first ones; no delta
     assert fast.count("rate_limits") == 2, fast
     monkeypatch.setattr(loader_module, "_scanner", None)
     assert main(["show", str(path), "--conn", "2"]) == 0
     assert capsys.readouterr().out == fast
-    assert parsed > 3000
+    assert parsed.n > 3000
 
 
 def test_the_timeline_on_the_fast_path_is_the_one_of_the_records_on_every_sample() -> None:

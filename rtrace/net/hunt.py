@@ -594,6 +594,8 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
 
 #: A shrunk schedule whose rate is below this is measured against the steps before it (see `_confirm_one`).
 RELIABLE = 0.5
+#: How many times shrinking goes on from a step before one that held only by chance (see `_confirm_one`).
+RESUMES = 2
 
 
 async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
@@ -601,46 +603,57 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
     may reach the clean schedule (a race the client has without any fault, which one clean run may not have
     shown; not for the client's failure, judged against its clean run). A shrinking step that held only by
     chance (a loaded machine, a flaky race) shows as a rate under `RELIABLE`: the steps before it are measured
-    then, back to the schedule the search found, and the first that reproduces at `RELIABLE` or more is the
-    bug's (else the one with the best rate; none that reproduces: not a bug). What the clean schedule showed is
+    then, back to the schedule the search found, and shrinking goes on from the first that reproduces at
+    `RELIABLE` or more, never through the chance steps again (at most `RESUMES` times), so the result is
+    1-minimal as measured; the bug's schedule is the last reliable step (else the one with the best rate; none
+    that reproduces: not a bug). What the clean schedule showed is
     kept (`Bug.without_fault`): a finding it reproduced needs no fault, whatever fault it was found under."""
     o = hunt.options
     want = key.finding
     spent = 0
-    steps = shrink(run.schedule, allow_clean=key.rule != SURVIVAL)
-    path = [run.schedule]
-    try:
-        candidate = next(steps)
-        while True:
-            hit = None
-            for _ in range(max(1, o.shrink_runs)):
-                spent += 1
-                again = await hunt.run(candidate, "shrinking")
-                if _holds(again, want) is not None:
-                    hit = again
-                    break
-            if hit is not None:
-                path.append(candidate)
-            candidate = steps.send(hit is not None)
-    except StopIteration:
-        pass
-    tries = 0
-    best: tuple[float, Schedule, list[Run], int] | None = None
     clean: tuple[int, int] | None = None
-    for final in reversed(path):
-        reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
-        tries += len(reruns)
-        hits = [r for r in reruns if _holds(r, want) is not None]
-        rate = len(hits) / len(reruns)
-        if final.clean:
-            clean = (len(hits), len(reruns))
-        if hits and (best is None or rate > best[0]):
-            best = (rate, final, hits, len(reruns))
-        if rate >= RELIABLE:
+    path = [run.schedule]
+    #: Each step measured: its rate, the re-runs that reproduced, how many there were.
+    measured: dict[Schedule, tuple[float, list[Run], int]] = {}
+    reliable: Schedule | None = None  # the smallest step measured at RELIABLE or more
+    for _ in range(RESUMES + 1):
+        steps = shrink(path[-1], allow_clean=key.rule != SURVIVAL, exclude=set(measured) | set(path))
+        try:
+            candidate = next(steps)
+            while True:
+                hit = None
+                for _ in range(max(1, o.shrink_runs)):
+                    spent += 1
+                    again = await hunt.run(candidate, "shrinking")
+                    if _holds(again, want) is not None:
+                        hit = again
+                        break
+                if hit is not None:
+                    path.append(candidate)
+                candidate = steps.send(hit is not None)
+        except StopIteration:
+            pass
+        at = len(path) - 1
+        while at >= 0:
+            final = path[at]
+            if final not in measured:
+                reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
+                hits = [r for r in reruns if _holds(r, want) is not None]
+                measured[final] = (len(hits) / len(reruns), hits, len(reruns))
+                if final.clean:
+                    clean = (len(hits), len(reruns))
+            if measured[final][0] >= RELIABLE:
+                reliable = final
+                break
+            at -= 1
+        if at < 0 or at == len(path) - 1:  # none held reliably, or the last step did: nothing to shrink on from
             break
-    if best is not None:
-        _, final, hits, runs = best
-        bug = _bug_of(want, hits, final)
+        path = path[: at + 1]  # shrink on from the last reliable step; the chance steps are `measured`: not again
+    if reliable is None and any(hits for _, hits, _ in measured.values()):
+        reliable = max((s for s in measured if measured[s][1]), key=lambda s: measured[s][0])
+    if reliable is not None:
+        _, hits, runs = measured[reliable]
+        bug = _bug_of(want, hits, reliable)
         bug.found = run.schedule
         bug.hits, bug.tries, bug.shrink_runs = len(hits), runs, spent
         bug.without_fault = clean if clean is not None and clean[0] else None

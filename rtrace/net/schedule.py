@@ -38,7 +38,7 @@ import dataclasses
 import json
 import random
 from collections.abc import Generator as GeneratorType
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from ..core.durations import format_duration
@@ -638,27 +638,29 @@ def item_kinds(ids: Mapping[str, Sequence[str]], kinds: dict[str, str]) -> tuple
     return tuple(sorted(found))
 
 
-def item_kinds_of(records: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """Item id -> kind of every item a trace's events carry (creates, adds, a response's outputs)."""
-    kinds: dict[str, str] = {}
-
-    def note(item: Any) -> None:
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            kind = item.get("type")
-            if kind == "message" and isinstance(item.get("role"), str):
-                kind = item["role"]
-            if isinstance(kind, str):
-                kinds.setdefault(item["id"], kind)
-
+def _items_in(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every item with an id a trace's events carry: an event's `item` (creates, adds) and a `response.done`'s
+    outputs."""
     for rec in records:
         event = rec.get("event")
         if not isinstance(event, dict):
             continue
-        note(event.get("item"))
         response = event.get("response")
-        if isinstance(response, dict) and isinstance(response.get("output"), list):
-            for item in response["output"]:
-                note(item)
+        outputs = response.get("output") if isinstance(response, dict) else None
+        for item in [event.get("item"), *(outputs if isinstance(outputs, list) else ())]:
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                yield item
+
+
+def item_kinds_of(records: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """Item id -> kind of every item a trace's events carry (a message's kind is its role)."""
+    kinds: dict[str, str] = {}
+    for item in _items_in(records):
+        kind = item.get("type")
+        if kind == "message" and isinstance(item.get("role"), str):
+            kind = item["role"]
+        if isinstance(kind, str):
+            kinds.setdefault(item["id"], kind)
     return kinds
 
 
@@ -666,20 +668,9 @@ def item_calls_of(records: Iterable[dict[str, Any]]) -> dict[str, str]:
     """Item id -> call id of every function call and function call output a trace's events carry (an output is
     about its call: `linked` counts the two as one thing)."""
     calls: dict[str, str] = {}
-
-    def note(item: Any) -> None:
-        if isinstance(item, dict) and isinstance(item.get("id"), str) and isinstance(item.get("call_id"), str):
+    for item in _items_in(records):
+        if isinstance(item.get("call_id"), str):
             calls.setdefault(item["id"], item["call_id"])
-
-    for rec in records:
-        event = rec.get("event")
-        if not isinstance(event, dict):
-            continue
-        note(event.get("item"))
-        response = event.get("response")
-        if isinstance(response, dict) and isinstance(response.get("output"), list):
-            for item in response["output"]:
-                note(item)
     return calls
 
 
@@ -804,13 +795,15 @@ def _smaller_values(f: Fault) -> list[Fault]:
     return out
 
 
-def shrink(schedule: Schedule, allow_clean: bool = False) -> GeneratorType[Schedule, bool, Schedule]:
+def shrink(
+    schedule: Schedule, allow_clean: bool = False, exclude: Iterable[Schedule] = ()
+) -> GeneratorType[Schedule, bool, Schedule]:
     """Shrink `schedule`: yields candidates, each answered with whether it still reproduces (`send`); returns the
     smallest that did (greedy, restarting after each success: drop a fault, then make one smaller). The result is
     1-minimal: no single step from it reproduces. A clean schedule is a candidate only with `allow_clean` (the
-    finding was in the clean run)."""
+    finding was in the clean run). `exclude`: candidates never yielded (steps that held only by chance before)."""
     current = schedule
-    tried: set[Schedule] = {schedule}
+    tried: set[Schedule] = {schedule, *exclude}
     while True:
         moved = False
         for candidate in _candidates(current):
