@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
 from rtrace.engine.fold import analyze_path
 from rtrace.rules.base import Config
+from rtrace.rules.pushes import StaleSnapshotDelete
 
 from .conftest import REAL, SAMPLES
 
@@ -50,3 +61,55 @@ def test_local_divergence_needs_nothing_pending() -> None:
     path = SAMPLES / "rules/local-server-divergence/positive-output-never-on-server.jsonl"
     [finding] = [f for f in analyze_path(path).findings if f.slug == "local-server-divergence"]
     assert "only the client has item_out1" in finding.explanation
+
+
+def _push_session(tmp_path: Path) -> Path:
+    """Two deletes of a response's item, each in a burst with a create. The reference for the first is the median
+    of one create's ack delay (10 ms); a slow create (200 ms) acked between them moves it to 105 ms, which the
+    second delete, 50 ms after its item, is inside of."""
+    lines: list[dict[str, Any]] = [{"t": 0.0, "dir": "meta", "conn": 1, "event": {"type": "connection.opened"}}]
+
+    def event(t: float, d: str, e: dict[str, Any]) -> None:
+        lines.append({"t": t, "dir": d, "conn": 1, "event": e})
+
+    def user(t: float, ack: float, n: int, prev: str | None) -> None:
+        content = [{"type": "input_text", "text": "hi"}]
+        item = {"id": f"item_u{n}", "type": "message", "role": "user", "content": content}
+        event(t, "client", {"type": "conversation.item.create", "item": item, "previous_item_id": prev})
+        event(t + ack, "server", {"type": "conversation.item.added", "previous_item_id": prev, "item": item})
+
+    def answer(t: float, n: int, prev: str) -> None:
+        item = {"id": f"item_a{n}", "type": "message", "role": "assistant", "status": "completed", "content": []}
+        resp = {"id": f"resp_{n}", "status": "in_progress", "output": []}
+        event(t, "server", {"type": "response.created", "response": resp})
+        event(t + 0.001, "server", {"type": "conversation.item.added", "previous_item_id": prev, "item": item})
+        event(t + 0.002, "server", {"type": "response.done", "response": {**resp, "status": "completed"}})
+
+    user(0.1, 0.01, 1, None)
+    answer(1.0, 1, "item_u1")
+    event(1.006, "client", {"type": "conversation.item.delete", "item_id": "item_a1"})  # 5 ms after: < 10 ms
+    user(1.0061, 0.2, 2, "item_u1")
+    answer(2.0, 2, "item_u2")
+    event(2.051, "client", {"type": "conversation.item.delete", "item_id": "item_a2"})  # 50 ms after: < 105 ms
+    user(2.0511, 0.01, 3, "item_u2")
+    path = tmp_path / "pushes.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return path
+
+
+def test_stale_snapshot_reference_follows_the_acks_between_deletes(tmp_path: Path) -> None:
+    found = [f for f in analyze_path(_push_session(tmp_path)).findings if f.slug == "stale-snapshot-delete"]
+    assert [f.explanation.count("item_a1") > 0 for f in found] == [True, False]
+    assert "item_a2" in found[1].explanation
+    assert "median ack delay (105 ms)" in found[1].explanation
+
+
+@given(st.lists(st.sampled_from([0.0, -0.0, 0.01, 0.5, math.inf, math.nan]) | st.floats(), min_size=1, max_size=150))
+def test_stale_snapshot_median_is_statistics_median_of_the_latest_64(delays: list[float]) -> None:
+    rule = StaleSnapshotDelete(Config())
+    for i, delay in enumerate(delays):
+        change = SimpleNamespace(kind="conversation.item.create", status="confirmed", conn=1, latency=lambda d=delay: d)
+        rule.answered(SimpleNamespace(change=change), None)  # type: ignore[arg-type]
+        got, want = rule._median_rtt(1), statistics.median(delays[max(0, i - 63) : i + 1])
+        same = got == want and math.copysign(1, got) == math.copysign(1, want)
+        assert same or (math.isnan(got) and math.isnan(want)), (got, want)

@@ -3,6 +3,8 @@ and a client whose own conversation drifts from the server's."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+
 from ..core.conversation import Item
 from ..core.facts import ChangeAnswered, ChangeSent, ConnClosed, Fact, ItemAdded, ItemDeleted, LocalSnapshot
 from ..core.state import Change, Connection, Divergence, TraceState, divergence
@@ -54,6 +56,9 @@ class StaleSnapshotDelete(Rule[Config]):
         self.rtts: dict[int, list[float]] = {}
         #: conn -> the current burst and its deletes waiting for a create: (delete, item, create, reference rtt).
         self.waiting: dict[int, tuple[Burst, list[tuple[Change, Item, Witness | None, float]]]] = {}
+        #: conn -> its `rtts` in ascending order (None once one is NaN, which has no place in an order): their
+        #: median is read at each delete of a response's item, which is no sort of up to 64 delays then.
+        self.ranked: dict[int, list[float] | None] = {}
 
     @on(ChangeAnswered, kinds=["conversation.item.create"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
@@ -62,9 +67,17 @@ class StaleSnapshotDelete(Rule[Config]):
             latency = change.latency()
             if latency is not None:
                 samples = self.rtts.setdefault(change.conn, [])
+                ranked = self.ranked.setdefault(change.conn, [])
                 samples.append(latency)
+                if ranked is not None:
+                    if latency == latency:
+                        insort(ranked, latency)  # after its equals: `ranked` is the stable sort of `samples`
+                    else:
+                        self.ranked[change.conn] = ranked = None
                 if len(samples) > 64:
-                    del samples[0]
+                    oldest = samples.pop(0)
+                    if ranked is not None:
+                        del ranked[bisect_left(ranked, oldest)]  # the first of its equals: the oldest of them
 
     @on(ChangeSent, kinds=ITEM_CHANGES)
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
@@ -85,18 +98,21 @@ class StaleSnapshotDelete(Rule[Config]):
         item = conn.conv.get(change.item_id)
         if item is None or not item.added_line:
             return None
-        create = Witness.created(item, conn) if item.source == "client" else None
-        if create is not None:
-            rtt = item.added_t - create.t
+        gap = change.t - item.added_t
+        if not 0 <= gap:  # (first: the reference below is the costly part, and a delete per item is common)
+            return None
+        # The reference: the item's own create's ack delay (when the client created it: `Witness.created` is
+        # that create), else the connection's median.
+        created = item.source == "client" and item.created_line is not None and item.created_t is not None
+        if created:
+            rtt = item.added_t - item.created_t  # type: ignore[operator]
         elif item.source == "response" and self.rtts.get(conn.n):
-            from statistics import median  # here: the module costs start-up time to every command
-
-            rtt = median(self.rtts[conn.n])
+            rtt = self._median_rtt(conn.n)
         else:
             return None
-        gap = change.t - item.added_t
-        if not 0 <= gap < rtt:
+        if not gap < rtt:
             return None
+        create = Witness.created(item, conn) if created else None
         self.waiting.setdefault(conn.n, (burst, []))[1].append((change, item, create, rtt))
         return self._judge_waiting(conn, burst)
 
@@ -105,7 +121,18 @@ class StaleSnapshotDelete(Rule[Config]):
         n = fact.conn.n
         self.bursts.forget(n)
         self.rtts.pop(n, None)
+        self.ranked.pop(n, None)
         self.waiting.pop(n, None)
+
+    def _median_rtt(self, n: int) -> float:
+        """The median of connection `n`'s latest create ack delays (it has some), as `statistics.median` gives it."""
+        ranked = self.ranked.get(n)
+        if ranked is None:
+            from statistics import median  # here: the module costs start-up time to every command
+
+            return median(self.rtts[n])
+        half = len(ranked) // 2
+        return ranked[half] if len(ranked) % 2 else (ranked[half - 1] + ranked[half]) / 2
 
     def _judge_waiting(self, conn: Connection, burst: Burst) -> list[Finding] | None:
         held = self.waiting.get(conn.n)

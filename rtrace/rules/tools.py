@@ -281,7 +281,9 @@ class UnansweredFunctionCall(Rule[Config]):
         if change.kind != "response.create" or change.conversation == "none":
             return None
         conn = state.conns[change.conn]
-        out = self._judge(conn, Witness.sent(change), "asks for a response", change.event_id)
+        out = None  # no call waiting, no finding: the witness is built only when `_judge` has calls to look at
+        if self.unanswered.get(conn.n):
+            out = self._judge(conn, Witness.sent(change), "asks for a response", change.event_id)
         if conn.pending.count("conversation.item.create") > 0 and conn.ended_by is None:
             self._pipeline(conn, change)
         return out
