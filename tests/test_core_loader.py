@@ -789,6 +789,22 @@ def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> N
         assert whole == [r for r in rows if r[1] <= until and r in got]
 
 
+def test_a_connection_to_keep_past_what_the_scanner_reads_is_no_connection_to_it() -> None:
+    """`keep` of any size (`show --conn 99999999999999999999999`) reads as `keep=0` does: the scanner takes no line
+    of a connection past nine digits, so each of them is parsed whole already."""
+    from .test_engine_fold import RACE_188
+
+    data = RACE_188.read_bytes()
+
+    def entries(keep: int) -> list[Any]:
+        reader = TraceReader(io.BytesIO(data), "t.jsonl")
+        return [type(e).__name__ for e in reader.rows().entries(TRANSITIONS, AUDIO_DELTAS, keep=keep)]
+
+    plain = entries(0)
+    for keep in (10**23, loader_module.SCANNED_CONN_MAX + 1, -1, -(10**30)):
+        assert entries(keep) == plain
+
+
 def test_a_line_end_is_looked_for_at_most_max_skip_factor_times_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     from rtrace.core import loader
 

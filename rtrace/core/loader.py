@@ -114,6 +114,9 @@ class Rows:
         return self.reader._entries(scan_table(transitions, audio), until_line, keep, detail)
 
 
+#: The largest connection number the C scanner takes a line of (nine digits); a line of a larger one is parsed whole.
+SCANNED_CONN_MAX = 999_999_999
+
 _TABLES: dict[tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]], dict[bytes, int]] = {}
 
 
@@ -438,6 +441,8 @@ class TraceReader:
         dirs = DIRECTIONS
         scan = _scanner.scan if _scanner is not None and table is not None else None
         seen: set[int] = set()  # the connections of the rows yielded: the scanner leaves their first line whole
+        if not 0 <= keep <= SCANNED_CONN_MAX:
+            keep = 0  # the scanner leaves every line of such a connection to the full parse already
         native = 0
         try:
             for start, lines, complete in self._blocks(regions=scan is not None):
