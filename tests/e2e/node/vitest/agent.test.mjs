@@ -29,11 +29,12 @@ async function readGeneration(gen) {
   return { text, calls };
 }
 
-// A reply asked for while the socket drops is rejected ("Session reconnected") and never sent again by the plugin:
-// ask once more on the new connection, as an agent that wants its answer does (the drop is this test's fault).
+// A reply asked for while the socket drops is lost: the plugin rejects it ("Session reconnected") or, when it went
+// out on the dying socket after that, lets it time out ("generateReply timed out."), and never sends it again. Ask
+// once more, as an agent that wants its answer does (the drop is this test's fault).
 function reply(session, tries = 3) {
   session.generateReply().catch((error) => {
-    if (tries > 1 && String(error?.message).includes('reconnected')) reply(session, tries - 1);
+    if (tries > 1 && /reconnected|timed out/.test(String(error?.message))) reply(session, tries - 1);
   });
 }
 
