@@ -805,6 +805,15 @@ def test_a_connection_to_keep_past_what_the_scanner_reads_is_no_connection_to_it
         assert entries(keep) == plain
 
 
+@needs_scanner
+def test_the_scanner_takes_lines_of_connections_up_to_scanned_conn_max_and_no_further() -> None:
+    """`SCANNED_CONN_MAX` is the C scanner's own limit: a quiet line of that connection is taken in a run, one of
+    the next is left to the full parse."""
+    for conn, taken in ((loader_module.SCANNED_CONN_MAX, True), (loader_module.SCANNED_CONN_MAX + 1, False)):
+        line = b'{"t":1.0,"dir":"server","conn":%d,"event":{"type":"response.text.delta"}}' % conn
+        assert bool(_scanned([line, line], {conn})) is taken
+
+
 def test_a_line_end_is_looked_for_at_most_max_skip_factor_times_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     from rtrace.core import loader
 
