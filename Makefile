@@ -7,16 +7,22 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test preflight docs lint unit dist e2e-envs e2e-locks browser bench bench-scale clean fuzz harden fidelity
 
 RUNTIME := $(VENV)/.runtime
+# What mypyc compiles (rtrace/_compiled.py, setup.py): an edit of one rebuilds the install.
+# Read by make itself (no shell at parse time): the quoted "rtrace.…" words of the file, as paths.
+comma := ,
+COMPILED_SOURCES := $(patsubst %,%.py,$(subst .,/,$(subst ",,$(subst $(comma),,$(filter "rtrace.%,$(file <rtrace/_compiled.py))))))
 
-# The tool alone (what `make demo` needs): rtrace editable with its four runtime dependencies.
-$(RUNTIME): pyproject.toml setup.py rtrace/core/_scan.c
+# The tool alone (what `make demo` needs): rtrace editable with its runtime dependencies, its fold not compiled
+# (RTRACE_MYPYC=0: mypyc takes a minute, the demo a second); the C scanner is built.
+$(RUNTIME): pyproject.toml setup.py rtrace/core/_scan.c rtrace/_compiled.py $(COMPILED_SOURCES)
 	@$(NEED_PYTHON) || exit 1
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e .
+	RTRACE_MYPYC=0 $(BIN)/python -m pip install -q -e .
 	touch $(RUNTIME)
 
-# The test toolchain on top (what `make test` needs).
+# The test toolchain on top (what `make test` needs), and rtrace rebuilt with its fold compiled (setup.py): the suite,
+# the benchmarks and the e2e servers run what an install with a compiler runs.
 $(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $(STAMP)
@@ -93,10 +99,12 @@ browser:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 # The package as users get it (issue 17): build the sdist and the wheel, check their metadata, install the wheel into a
-# clean venv and run the command from there (version, `python -m rtrace`, an analysis of a bundled sample).
+# clean venv and run the command from there (version, `python -m rtrace`, an analysis of a bundled sample); then the
+# sdist on a machine without a C compiler (`CC` names none): it installs pure, and gives the compiled wheel's report
+# of every sample.
 DIST := build/dist
 dist: $(STAMP)
-	rm -rf $(DIST) build/venv-wheel
+	rm -rf $(DIST) build/venv-wheel build/venv-sdist
 	$(BIN)/uv build -q --sdist --wheel --out-dir $(DIST)
 	$(BIN)/twine check --strict $(DIST)/*
 	$(BIN)/uv venv -q --python $(PYTHON) build/venv-wheel
@@ -106,6 +114,15 @@ dist: $(STAMP)
 	cd build && venv-wheel/bin/rtrace analyze ../sample_traces/real/tool-output-race.livekit-1.8.9.jsonl
 	cd build && venv-wheel/bin/rtrace analyze -f json ../sample_traces/real/tool-output-race.livekit-1.8.8.jsonl >/dev/null; \
 		test $$? -eq 1 || { echo "dist: the installed wheel did not find the 1.8.8 race (exit 1)" >&2; exit 1; }
+	cd build && venv-wheel/bin/python -c "import rtrace._compiled as c, sys; sys.exit(not c.compiled())" || \
+		{ echo "dist: the wheel's fold is not compiled" >&2; exit 1; }
+	$(BIN)/uv venv -q --python $(PYTHON) build/venv-sdist
+	CC=rtrace-no-compiler $(BIN)/uv pip install -q --no-cache --python build/venv-sdist/bin/python $(DIST)/*.tar.gz
+	cd build && venv-sdist/bin/python -c "import rtrace._compiled as c, sys; sys.exit(c.compiled())" || \
+		{ echo "dist: the sdist built without a compiler is compiled" >&2; exit 1; }
+	cd build && venv-wheel/bin/rtrace analyze -f json -j 1 ../sample_traces >wheel.json || test $$? -eq 1
+	cd build && venv-sdist/bin/rtrace analyze -f json -j 1 ../sample_traces >sdist.json || test $$? -eq 1
+	cmp -s build/wheel.json build/sdist.json || { echo "dist: the pure install's reports differ from the wheel's" >&2; exit 1; }
 
 # The fake endpoint against recordings of the real server (issue 25, bench/fidelity.py): each recorded session's
 # client events fed to serve, its answers compared with the recording; prints every difference that stays with its

@@ -16,6 +16,10 @@ Each run's CPU seconds (user + system, `wait4`) are kept beside its wall time: t
 of CPU times moves far less with its load than the ratio of wall times. The `x floor (CPU)` column and the verdict
 use the CPU ratio (issue 27), the `x floor (wall)` column is the wall ratio.
 
+When the fold is compiled (setup.py, `rtrace._compiled`), the analysis at the sizes of `--source-sizes` (default 4x)
+runs from source too (`RTRACE_PURE=1`, the pure path a machine without a compiler gets): the `from source` column is
+its CPU ratio to the floor, and what the compiler took off. The verdict judges the rtrace as installed.
+
 Verdict per shape: `linear` when the exponent from 4x to 16x is at most 1.1, the 4x run (`JUDGED_SIZE`, the size
 issue 27 states its targets at; the largest when 4x was not run) is within 3x the floor in CPU time and under
 100 MB peak RSS, the HTML report is within 2x the analysis and `show --at` within 1.1x the analysis of its prefix
@@ -43,6 +47,7 @@ import orjson
 
 from bench.run import FLOOR, ROOT, RTRACE, LoadSampler
 from bench.scale import DATA, DEFAULT_SEED, SHAPES, SIZES, Case, case_from_json
+from rtrace._compiled import PURE_ENV
 
 OUT = ROOT / "bench" / "out" / "scale.json"
 DEFAULT_TIMEOUT = 120.0
@@ -61,11 +66,13 @@ MAX_REPORT_RATIO = 2.0
 MAX_SHOW_RATIO = 1.1
 
 
-def timed(cmd: list[str], timeout: float | None) -> dict[str, Any]:
-    """Run `cmd` (output discarded); wall seconds, peak RSS in MB and exit status from `wait4`. Killed after
-    `timeout` seconds: then `timed_out` is set and `wall_s` is the time it ran."""
+def timed(cmd: list[str], timeout: float | None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `cmd` (output discarded; `env` added to the environment); wall seconds, peak RSS in MB and exit status
+    from `wait4`. Killed after `timeout` seconds: then `timed_out` is set and `wall_s` is the time it ran."""
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env={**os.environ, **(env or {})}
+    )
     killed = threading.Event()
 
     def kill() -> None:
@@ -91,11 +98,11 @@ def timed(cmd: list[str], timeout: float | None) -> dict[str, Any]:
     }
 
 
-def best(cmd: list[str], repeat: int, timeout: float | None) -> dict[str, Any]:
+def best(cmd: list[str], repeat: int, timeout: float | None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """The fastest of up to `repeat` runs (stops repeating after a slow or timed-out run); RSS is the largest."""
     runs = []
     for _ in range(repeat):
-        run = timed(cmd, timeout)
+        run = timed(cmd, timeout, env)
         runs.append(run)
         if run["timed_out"] or run["wall_s"] > REPEAT_UNDER:
             break
@@ -116,7 +123,17 @@ def commands(case: Case, tmp: Path) -> tuple[list[str], list[str] | None]:
     return [*RTRACE, "show", str(case.path), "--at", str(case.at)], analyze
 
 
-def measure(case: Case, repeat: int, timeout: float, tmp: Path, with_report: bool = False) -> dict[str, Any]:
+def compiled() -> bool:
+    """Whether the rtrace that is measured runs its compiled fold (`rtrace._compiled`), asked of a child process."""
+    ask = "import rtrace._compiled as c; print(c.compiled())"
+    done = subprocess.run([sys.executable, "-c", ask], cwd=ROOT, capture_output=True, text=True, check=False)
+    return done.stdout.strip() == "True"
+
+
+def measure(
+    case: Case, repeat: int, timeout: float, tmp: Path, with_report: bool = False, with_source: bool = False
+) -> dict[str, Any]:
+    """One size of one shape; `with_source`: the analysis run from source (`RTRACE_PURE=1`) too."""
     cmd, reference = commands(case, tmp)
     found = best(cmd, repeat, timeout)
     floor = best([sys.executable, "-c", FLOOR, str(case.floor_path)], repeat, None)
@@ -160,6 +177,10 @@ def measure(case: Case, repeat: int, timeout: float, tmp: Path, with_report: boo
     elif kind != "analyze" and row["reference_s"] and not row["reference_timed_out"]:
         row["vs_analyze"] = row["rtrace_s"] / row["reference_s"]
         row["cpu_vs_analyze"] = row["cpu_s"] / row["reference_cpu_s"]
+    if with_source and kind == "analyze" and not found["timed_out"]:
+        source = best(cmd, repeat, timeout, {PURE_ENV: "1"})
+        row["source_cpu_s"], row["source_timed_out"] = source["cpu_s"], source["timed_out"]
+        row["source_cpu_ratio"] = source["cpu_s"] / row["floor_cpu_s"]
     row["ratio"] = row["rtrace_s"] / row["floor_s"]
     row["cpu_ratio"] = row["cpu_s"] / row["floor_cpu_s"]
     row["us_per_line"] = row["rtrace_s"] / max(case.lines, 1) * 1e6
@@ -246,7 +267,14 @@ def prepare(name: str, size: int, seed: int, data: Path) -> Case:
 
 
 def run_shape(
-    name: str, sizes: list[int], repeat: int, timeout: float, seed: int, data: Path, report_sizes: set[int]
+    name: str,
+    sizes: list[int],
+    repeat: int,
+    timeout: float,
+    seed: int,
+    data: Path,
+    report_sizes: set[int],
+    source_sizes: set[int] = frozenset(),
 ) -> dict[str, Any]:
     shape = SHAPES[name]
     rows: list[dict[str, Any]] = []
@@ -257,7 +285,7 @@ def run_shape(
                 continue
             case = prepare(name, size, seed, data)
             print(f"  {name} {size}x ({case.lines:,} lines) ...", file=sys.stderr, flush=True)
-            rows.append(measure(case, repeat, timeout, Path(tmp), size in report_sizes))
+            rows.append(measure(case, repeat, timeout, Path(tmp), size in report_sizes, size in source_sizes))
     return {"shape": name, "unit": shape.unit, "kind": shape.kind, "base": shape.base, "sizes": rows}
 
 
@@ -273,6 +301,7 @@ def _time(r: dict[str, Any], key: str = "rtrace_s", timed_out: str = "timed_out"
 def table(results: dict[str, Any]) -> str:
     columns = ["shape", "size", "n", "lines", "MB", "rtrace", "floor", "x floor (wall)"]
     columns += [f"x floor (CPU; <= {MAX_RATIO:g}x at {JUDGED_SIZE}x)", "us/line"]
+    columns += ["from source (x floor, CPU)"]
     columns += [f"peak RSS (< {MAX_RSS_MB:.0f} MB at {JUDGED_SIZE}x)", "clean", "reference"]
     columns += [f"vs analyze (CPU; <= {MAX_REPORT_RATIO:g}x, show {MAX_SHOW_RATIO:g}x)", "exponent 4x-16x", "verdict"]
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -289,7 +318,7 @@ def table(results: dict[str, Any]) -> str:
                 verdict = s["verdict"]
             name = s["shape"] if k == 0 else ""
             if r.get("skipped"):
-                cells = [name, f"{r['size']}x", f"{r['n']:,} {s['unit']}", "", "", "not run", "", "", "", "", "", ""]
+                cells = [name, f"{r['size']}x", f"{r['n']:,} {s['unit']}", "", "", "not run", *[""] * 7]
                 out.append("| " + " | ".join([*cells, "", "", exp, verdict]) + " |")
                 continue
             wall = f"{r['ratio']:.2f}x" if r["ratio"] < 10 else f"{r['ratio']:.1f}x"
@@ -311,6 +340,10 @@ def table(results: dict[str, Any]) -> str:
             if r.get("cpu_vs_analyze") is not None and r.get("vs_analyze") is not None:
                 vs += f" (wall {r['vs_analyze']:.2f}x)"
             n = f"{r['n']:,} {s['unit']}" + (f" (--at {r['at']:,})" if "at" in r else "")
+            source = ""
+            if r.get("source_cpu_ratio") is not None:
+                gain = 1 - r["cpu_s"] / r["source_cpu_s"]
+                source = f"{'> ' if r['source_timed_out'] else ''}{r['source_cpu_ratio']:.2f}x (compiled {gain:+.0%})"
             cells = [
                 name,
                 f"{r['size']}x",
@@ -322,6 +355,7 @@ def table(results: dict[str, Any]) -> str:
                 wall,
                 ratio,
                 f"{'> ' if r['timed_out'] else ''}{r['us_per_line']:.1f}",
+                source,
                 rss,
                 clean,
                 ref,
@@ -346,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report-sizes", default="16", help="sizes at which `rtrace report` is timed too on analysis shapes ('': none)"
     )
+    parser.add_argument(
+        "--source-sizes",
+        default=str(JUDGED_SIZE),
+        help="sizes at which a compiled rtrace's analysis is timed from source too (RTRACE_PURE=1; '': none)",
+    )
     args = parser.parse_args(argv)
     if args.print is not None:
         saved = orjson.loads(args.print.read_bytes())
@@ -358,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
     sizes = sorted(int(x) for x in args.sizes.split(","))
     report_sizes = {int(x) for x in args.report_sizes.split(",") if x}
+    is_compiled = compiled()
+    source_sizes = {int(x) for x in args.source_sizes.split(",") if x} if is_compiled else set()
     # Measured as installed (see bench.run): compiled once, not at every start-up.
     compileall.compile_dir(ROOT / "rtrace", quiet=1)
     results: dict[str, Any] = {
@@ -367,13 +408,14 @@ def main(argv: list[str] | None = None) -> int:
         "timeout_s": args.timeout,
         "repeat": args.repeat,
         "seed": args.seed,
+        "compiled": is_compiled,
         "shapes": [],
     }
     started = time.perf_counter()
     with LoadSampler() as sampler:
         for name in names:
             print(f"{name}:", file=sys.stderr, flush=True)
-            shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data, report_sizes)
+            shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data, report_sizes, source_sizes)
             shape.update(judge(shape["sizes"], args.timeout, shape["kind"]))
             results["shapes"].append(shape)
     results["load_during"] = sampler.summary()
@@ -384,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     return report(results)
 
 
+def fold_of(results: dict[str, Any]) -> str:
+    """How the measured rtrace ran its fold: compiled (`setup.py`), or from source (no compiler, `RTRACE_PURE`)."""
+    return {True: "compiled (mypyc)", False: "from source"}.get(results.get("compiled"), "(build not recorded)")
+
+
 def report(results: dict[str, Any]) -> int:
     """Print the results; 1 if any shape is not linear."""
     before, after = results["load_before"], results["load_after"]
@@ -392,7 +439,7 @@ def report(results: dict[str, Any]) -> int:
     print(
         f"\n{results['date']} on {results['machine']}; best of {results['repeat']} (runs over {REPEAT_UNDER:.0f} s "
         f"once), timeout {results['timeout_s']:.0f} s; load average {before[0]:.2f} before, {after[0]:.2f} after"
-        f"{seen}; {results['total_s'] / 60:.1f} min\n"
+        f"{seen}; {results['total_s'] / 60:.1f} min; rtrace {fold_of(results)}\n"
     )
     print(table(results))
     failed = [s["shape"] for s in results["shapes"] if s["verdict"] != "linear"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import NoReturn
 
@@ -25,6 +27,31 @@ collect_ignore = ["e2e/regression_7880"]
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
 REAL = SAMPLES / "real"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked `source` (it reads what only the source has: the lines rtrace executes, the annotations of
+    its methods) runs in a process of its own where the fold runs from its source (`RTRACE_PURE=1`), when it is
+    compiled here."""
+    from rtrace import _compiled
+
+    if pyfuncitem.get_closest_marker("source") is None or os.environ.get(_compiled.PURE_ENV):
+        return None
+    if not _compiled.compiled():
+        return None
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid],
+        cwd=pyfuncitem.config.rootpath,
+        env={**os.environ, _compiled.PURE_ENV: "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"from source ({_compiled.PURE_ENV}=1):\n{proc.stdout[-6000:]}{proc.stderr[-2000:]}", pytrace=False)
+    return True
 
 
 @pytest.fixture(autouse=True)

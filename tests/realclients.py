@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -91,17 +92,22 @@ def trace_records(path: Path) -> Iterator[dict[str, Any]]:
                 yield record
 
 
-def rtrace_pythonpath(folder: Path) -> str:
+def rtrace_pythonpath(folder: Path, *extra: ModuleType) -> str:
     """A PYTHONPATH that makes rtrace importable in a client's venv without changing the client's own packages:
-    a folder of links to this checkout's `rtrace` and to orjson (the only runtime dependency the in-process
-    recorders use; the client keeps its own websockets)."""
+    a folder of links to this checkout's `rtrace`, to orjson and to mypy_extensions (the runtime dependencies the
+    in-process recorders use; the client keeps its own websockets), and to the packages `extra`."""
+    import mypy_extensions
     import orjson
 
     shim = folder / "rtrace-path"
     if not shim.exists():
         shim.mkdir(parents=True)
         (shim / "rtrace").symlink_to(ROOT / "rtrace")
-        (shim / "orjson").symlink_to(Path(orjson.__file__ or "").parent)
+        for module in (orjson, mypy_extensions, *extra):
+            src = Path(module.__file__ or "")
+            (shim / (src.parent.name if src.name == "__init__.py" else src.name)).symlink_to(
+                src.parent if src.name == "__init__.py" else src
+            )
     return str(shim)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 
 from rtrace.core.catalog import BETA_TO_GA
@@ -773,6 +774,7 @@ def _fold_without_rules(records: list[Record]) -> None:
     fold_state(records)
 
 
+@pytest.mark.source
 def test_an_ack_finds_its_id_less_create_without_walking_the_pipeline() -> None:
     """An ack of a create without an item id looked at every pending create for the oldest id-less one of its type:
     from 100 pipelined creates to 400 the lines executed grew 6.9 times; now 4 (the walk of a pipeline with ids
@@ -782,6 +784,7 @@ def test_an_ack_finds_its_id_less_create_without_walking_the_pipeline() -> None:
     assert growth(lambda n: pipelined_creates(n, ids=False), _fold_without_rules, 100) < LINEAR  # 6.9 before
 
 
+@pytest.mark.source
 def test_opening_a_connection_does_not_walk_the_connections_before_it() -> None:
     """`_open` looked at every connection ever seen to end the implicit ones and to know whether one was open."""
     from .counting import LINEAR, growth, reconnects

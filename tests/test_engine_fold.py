@@ -16,7 +16,7 @@ from rtrace.core.loader import TraceReader, UnreadableInput, load
 from rtrace.core.trace import QuietRun, Record
 from rtrace.engine.fold import Fold, Report, analyze_path, analyze_records, digest, fold_state, state_at
 from rtrace.rules import RULES
-from rtrace.rules.base import Config, Finding
+from rtrace.rules.base import Config, Finding, Rule
 
 from .conftest import REAL, SAMPLES
 from .counting import count_parses
@@ -377,11 +377,14 @@ def test_unknown_events_in_a_random_reconnect_change_only_line_numbers(
     ]
 
 
-class _Explodes(RULES[0]):  # type: ignore[misc, valid-type]
+class _Explodes(Rule[Config]):
     """A rule that raises on the third fact it is given (a rule bug met by one input)."""
 
     id = "RT999"
     slug = "explodes"
+    severity = "error"
+    title = "explodes"
+    fix = "none"
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)

@@ -21,6 +21,7 @@ from rtrace.engine.fold import analyze_path
 from rtrace.integrations.livekit import conversation_items, record_session
 
 from .conftest import client_python
+from .realclients import rtrace_pythonpath
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-proj-LIVEKITKEY0123456789SECRET"
@@ -179,15 +180,9 @@ DRIVER = ROOT / "tests" / "e2e" / "livekit_record_driver.py"
 
 def shim_path(tmp_path: Path) -> Path:
     """rtrace and its runtime dependencies, for the client venv (which has livekit but not rtrace)."""
-    import orjson
     import websockets
 
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    for name, module in (("rtrace", ROOT / "rtrace"), ("orjson", orjson), ("websockets", websockets)):
-        src = module if isinstance(module, Path) else Path(module.__file__ or "").parent
-        (shim / name).symlink_to(src)
-    return shim
+    return Path(rtrace_pythonpath(tmp_path, websockets))
 
 
 def run_client(version: str, scenario: str, tmp_path: Path, **faults: Any) -> tuple[Path, dict[str, Any]]:

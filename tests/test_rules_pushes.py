@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rtrace.core.facts import ChangeAnswered
+from rtrace.core.state import Change, TraceState
+from rtrace.core.trace import Record
 from rtrace.engine.fold import analyze_path
 from rtrace.rules.base import Config
 from rtrace.rules.pushes import StaleSnapshotDelete
@@ -107,9 +109,10 @@ def test_stale_snapshot_reference_follows_the_acks_between_deletes(tmp_path: Pat
 @given(st.lists(st.sampled_from([0.0, -0.0, 0.01, 0.5, math.inf, math.nan]) | st.floats(), min_size=1, max_size=150))
 def test_stale_snapshot_median_is_statistics_median_of_the_latest_64(delays: list[float]) -> None:
     rule = StaleSnapshotDelete(Config())
+    rec = Record(0, 1, 0.0, "server", 1, {}, "conversation.item.added", "conversation.item.added")
     for i, delay in enumerate(delays):
-        change = SimpleNamespace(kind="conversation.item.create", status="confirmed", conn=1, latency=lambda d=delay: d)
-        rule.answered(SimpleNamespace(change=change), None)  # type: ignore[arg-type]
+        change = Change("conversation.item.create", 1, i, 1, 0.0, status="confirmed", answer_t=delay)  # latency: delay
+        rule.answered(ChangeAnswered(rec, change, "item-id"), TraceState())
         got, want = rule._median_rtt(1), statistics.median(delays[max(0, i - 63) : i + 1])
         same = got == want and math.copysign(1, got) == math.copysign(1, want)
         assert same or (math.isnan(got) and math.isnan(want)), (got, want)

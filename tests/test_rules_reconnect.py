@@ -113,6 +113,7 @@ def test_a_response_create_unanswered_at_a_final_close_is_lost_with_the_session(
     assert "changes-lost-at-final-close" in slugs and "response-create-lost-on-reconnect" not in slugs
 
 
+@pytest.mark.source
 def test_changes_lost_on_many_reconnects_are_tracked_in_linear_time() -> None:
     """RT106 kept every change lost at a close forever and walked the list at every create (RT124 rebuilt its list
     at every response.create, RT122 looked at every connection per close): from 60 reconnects that each lose a

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rtrace.engine.fold import analyze_path
 from rtrace.rules.base import Config, Finding
 from rtrace.rules.calls import OutputForUnknownCall
@@ -117,6 +119,7 @@ def test_a_response_asked_for_after_the_timeout_is_late(tmp_path: Path) -> None:
     assert finding.at_line == late and late in finding.lines
 
 
+@pytest.mark.source
 def test_a_pipeline_of_calls_and_outputs_is_judged_in_linear_time() -> None:
     """Each output's call was looked for by walking every pending change (`Connection.expected_call`): from 100
     pipelined call + output pairs to 400, the lines executed grew 9.4 times (counted, not timed); now 4."""

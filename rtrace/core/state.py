@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from .audio import DEFAULT_FORMAT, audio_ms
 from .conversation import Conversation, Item
@@ -156,6 +157,9 @@ class Pending:
     __slots__ = ("_calls", "_events", "_idless", "_items", "_kinds", "_prevs", "_removed", "_replies", "_seqs")
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         #: Every pending change by seq, in seq order.
         self._seqs: dict[int, Change] = {}
         # The indexes, each the shared empty `_NONE` until a change is filed in it (most connections, and every
@@ -211,7 +215,7 @@ class Pending:
         return self._seqs.items()
 
     def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
+        self._reset()
 
     # -- adding and removing ----------------------------------------------------------------------------------
 
@@ -629,6 +633,7 @@ def client_view(conn: Connection) -> list[str]:
     return conn.expected_ids()
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True, slots=True)
 class Divergence:
     """Where the client view and the server conversation differ."""

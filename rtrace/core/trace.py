@@ -7,9 +7,11 @@ a record is written back. It does not read files (see `loader`) and knows nothin
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 FORMAT_VERSION = 1
 
@@ -113,13 +115,14 @@ class AudioRun(NamedTuple):
     #: The audio bytes of all of them.
     n_bytes: int
     #: Each one's `t`.
-    times: list[float]
+    times: Sequence[float]
     #: Each one's audio bytes.
-    sizes: list[int]
+    sizes: Sequence[int]
     #: The `seq` of the first.
     seq: int
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True)
 class Header:
     """The optional first line `{"rtrace": 1, ...}`: recorder, versions, model. Unknown keys are kept."""
@@ -128,6 +131,7 @@ class Header:
     fields: dict[str, Any]
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """Something wrong with the input at one place. A problem never stops the analysis."""

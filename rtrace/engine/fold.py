@@ -14,7 +14,9 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+
+from mypy_extensions import mypyc_attr
 
 from ..core.audio import audio_bytes
 from ..core.describe import DESCRIBED
@@ -29,6 +31,7 @@ from ..rules import RULES, select_rules
 from ..rules.base import NEEDS, Config, Finding, Narrowing, Rule, Subscription
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass
 class TraceReport:
     """What `rtrace analyze` learned about one trace."""
@@ -60,6 +63,7 @@ class TraceReport:
         return Counter(f.severity for f in self.findings)
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True)
 class NotJudged:
     """Rules (ids) that could not judge (part of) a trace as meant because the capture lacks what they need (`what`,
@@ -103,6 +107,7 @@ def blind_notes(
     return out
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass
 class Report:
     """The report object every renderer takes."""
@@ -116,6 +121,7 @@ class Report:
         return [f for t in self.traces for f in t.findings]
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True)
 class Failure:
     """A rule (or the fold itself) raised on the record at `line`: what is left of the analysis is reported."""
@@ -378,7 +384,7 @@ class Fold:
         for entry in entries:
             kind = type(entry)
             if kind is QuietRun:
-                k, line, t, n, direction = entry  # type: ignore[misc]
+                k, line, t, n, direction = cast(QuietRun, entry)
                 by_dir[direction] += k
                 conn = conns[n]
                 if conn is quiet:
@@ -595,17 +601,17 @@ def digest(rows: Iterable[Row]) -> Iterator[Entry]:
     crosses between processes is small.
     """
     entries = getattr(rows, "entries", None)
-    if entries is not None:  # what `TraceReader.rows` returns: its fast path
-        rows = entries(TRANSITIONS, AUDIO_DELTAS)
+    # Typed as entries, not rows: compiled code checks each item against the loop variable's type.
+    source: Iterable[Entry] = rows if entries is None else entries(TRANSITIONS, AUDIO_DELTAS)  # fast path
     transitions = TRANSITIONS
     seen: set[int] = set()
     # The current run of quiet records: its count, the line and `t` of its last, its connection and direction.
     count, last_line, last_t, run_conn = 0, 0, 0.0, 0
     run_dir: Direction = "meta"
-    for row in rows:
-        kind = type(row)
+    for entry in source:
+        kind = type(entry)
         if kind is QuietRun:  # a run the reader took joins the current run
-            k, line, t, n, direction = row  # type: ignore[misc]
+            k, line, t, n, direction = cast(QuietRun, entry)
             if count and run_conn == n and run_dir == direction:
                 count += k
                 last_line, last_t = line, t
@@ -618,8 +624,9 @@ def digest(rows: Iterable[Row]) -> Iterator[Entry]:
             if count:
                 yield QuietRun(count, last_line, last_t, run_conn, run_dir)
                 count = 0
-            yield row
+            yield entry
             continue
+        row = cast(Row, entry)
         _, line, t, direction, n, _, etype, _ = row
         if n in seen and (direction, etype) not in transitions:
             if count and run_conn == n and run_dir == direction:

@@ -237,7 +237,7 @@ def render_sarif(result: HuntResult) -> str:
             rule = next((r for r in RULES if r.id == bug.rule), None)
             name = rule.slug if rule is not None else SURVIVAL
             rules.append({"id": bug.rule, "name": name, "shortDescription": {"text": bug.message if rule is None
-                          else (rule.__doc__ or name).strip().splitlines()[0]}})  # fmt: skip
+                          else (rule.doc() or name).strip().splitlines()[0]}})  # fmt: skip
         where = bug.minimized or bug.trace or bug.script
         location = {"physicalLocation": {"artifactLocation": {"uri": str(where).replace("\\", "/")}}} if where else None
         entry: dict[str, Any] = {

@@ -6,11 +6,16 @@ report can be written without the trace at hand.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence, Set
+from pathlib import Path
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+
+from mypy_extensions import mypyc_attr
 
 from ..core.conversation import Item
 from ..core.describe import describe
@@ -24,6 +29,7 @@ Severity = Literal["error", "warning", "info"]
 _CITED_LINE = re.compile(r"\bline (\d+)\b")
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True, slots=True)
 class Witness:
     """One line of the trace that proves a finding, summarised."""
@@ -103,6 +109,7 @@ class Witness:
         return cls(conn.closed_line, conn.closed_t, "meta", conn.n, kind, text)
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True, slots=True)
 class Finding:
     rule: str
@@ -143,6 +150,7 @@ def _threshold(default: float, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+@mypyc_attr(native_class=False)  # crosses processes (pickled): a plain class where compiled
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Thresholds of the rules, declared once: each field is an `analyze` option (`--ack-timeout`, its `help`
@@ -200,8 +208,7 @@ def on(
             raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_OF)")
 
     def mark(method: _F) -> _F:
-        setattr(method, _SUBSCRIBES, classes)
-        setattr(method, _NARROWS, narrowing)
+        _MARKED[method.__qualname__] = (classes, narrowing)
         return method
 
     return mark
@@ -238,8 +245,11 @@ class Subscription(NamedTuple):
     narrowing: Narrowing
 
 
-_SUBSCRIBES = "__rtrace_subscribes__"
-_NARROWS = "__rtrace_narrows__"
+#: The handlers `on` marked whose class is still being made, by qualified name (`Rule.__init_subclass__` takes its
+#: own). A table rather than attributes on the method: a compiled method (setup.py) takes none.
+_MARKED: dict[str, tuple[tuple[type[Fact], ...], Narrowing]] = {}
+#: Each rule class's own marked handlers: method name -> (fact classes, narrowing).
+_OWN: dict[type, dict[str, tuple[tuple[type[Fact], ...], Narrowing]]] = {}
 _ANY = Narrowing()
 
 
@@ -253,6 +263,7 @@ NEEDS = {
 }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a rule of the user's own, or a test's, when compiled (setup.py)
 class Rule(Generic[ConfigT]):
     """Base class. A rule's docstring is its user documentation (`rtrace rules SLUG`).
 
@@ -280,12 +291,16 @@ class Rule(Generic[ConfigT]):
         super().__init_subclass__(**kw)
         subs: dict[type[Fact], tuple[str, ...]] = {}
         narrowings: dict[str, Narrowing] = {}
+        prefix = f"{cls.__qualname__}."
+        mine = [key for key in _MARKED if key.startswith(prefix) and "." not in key[len(prefix) :]]
+        marks = {key[len(prefix) :]: _MARKED.pop(key) for key in mine}
+        _OWN[cls] = {name: marks[name] for name in vars(cls) if name in marks}
         for klass in reversed(cls.__mro__):
-            for name, value in vars(klass).items():
-                for fact_class in getattr(value, _SUBSCRIBES, ()):
+            for name, (classes, narrowing) in _OWN.get(klass, {}).items():
+                for fact_class in classes:
                     if name not in subs.get(fact_class, ()):
                         subs[fact_class] = (*subs.get(fact_class, ()), name)
-                    narrowings[name] = getattr(value, _NARROWS, _ANY)
+                narrowings[name] = narrowing
         cls.subscriptions = subs
         cls.narrowings = narrowings
 
@@ -310,7 +325,9 @@ class Rule(Generic[ConfigT]):
 
     @classmethod
     def doc(cls) -> str:
-        return inspect.cleandoc(cls.__doc__ or "")
+        """The rule's manual: its docstring, read from its source where the class is compiled (mypyc keeps none)."""
+        doc = getattr(cls, "__doc__", None) or _source_doc(getattr(cls, "__module__", ""), cls.__qualname__)
+        return inspect.cleandoc(doc)
 
     def finding(
         self,
@@ -340,6 +357,30 @@ class Rule(Generic[ConfigT]):
             fix=self.fix,
             at_line=at_line,
         )
+
+
+_DOCS: dict[tuple[str, str], str] = {}
+
+
+def _source_doc(module: str, qualname: str) -> str:
+    """The docstring of class `qualname` in the source file of `module` (beside its compiled file), "" if none."""
+    key = (module, qualname)
+    if key not in _DOCS:
+        _DOCS[key] = ""
+        file = getattr(sys.modules.get(module), "__file__", None)
+        if file:
+            path = Path(file)
+            try:
+                nodes: list[ast.stmt] = ast.parse(path.with_name(path.name.split(".")[0] + ".py").read_bytes()).body
+            except (OSError, SyntaxError, ValueError):
+                nodes = []
+            found: ast.ClassDef | None = None
+            for name in qualname.split("."):
+                found = next((n for n in nodes if isinstance(n, ast.ClassDef) and n.name == name), None)
+                nodes = found.body if found is not None else []
+            if found is not None:
+                _DOCS[key] = ast.get_docstring(found, clean=False) or ""
+    return _DOCS[key]
 
 
 def ms(seconds: float) -> str:
