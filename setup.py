@@ -71,9 +71,12 @@ class BuildExt(build_ext):
     def build_extensions(self) -> None:
         self.check_extensions_list(self.extensions)
         fold = [e for e in self.extensions if e.name != SCANNER]
-        if not fold and self.inplace:  # a checkout built before: its compiled modules are not this source's
-            for module in [*(m[:-3].replace("/", ".") for m in compiled_sources()), GROUP + "__mypyc"]:
-                Path(self.get_ext_fullpath(module)).unlink(missing_ok=True)
+        if self.inplace:  # a checkout built before: a compiled module this build does not make would shadow its .py
+            building = {e.name for e in self.extensions}
+            for built in Path("rtrace").rglob("*.so"):
+                module = ".".join((*built.parent.parts, built.name.split(".")[0]))
+                if module not in building:
+                    built.unlink()
         for ext in self.extensions:
             if ext.name == SCANNER:
                 try:

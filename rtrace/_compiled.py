@@ -31,6 +31,7 @@ COMPILED = (
     "rtrace.core.state",
     "rtrace.core.trace",
     "rtrace.engine.fold",
+    "rtrace.report.html",
     "rtrace.rules.base",
     "rtrace.rules.calls",
     "rtrace.rules.protocol",
