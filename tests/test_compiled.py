@@ -78,6 +78,13 @@ def test_compiled_and_source_give_the_same_report_on_every_sample(tmp_path: Path
         compiled, pure = _run(args, pure=False, cwd=ROOT), _run(args, pure=True, cwd=ROOT)
         assert compiled[0] in (0, 1), compiled[2]
         assert compiled == pure
+    pages = {}
+    for pure_run in (False, True):  # the HTML report, whose page data is folded by compiled code too
+        page = tmp_path / f"{pure_run}.html"
+        done = _run(["report", *paths, "-o", str(page)], pure=pure_run, cwd=ROOT)
+        assert done[0] == 0, done[2]
+        pages[pure_run] = page.read_bytes()
+    assert pages[False] == pages[True]
 
 
 def _drawn(n: int) -> list[list[dict[str, Any]]]:
