@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import scale
-from bench.run_scale import judge
+from bench.run_scale import fold_of, judge, measure, table
 from rtrace.engine.fold import analyze_path
 
 #: Small sizes (in each shape's unit) that still hold every feature of the shape: tool turns, deletes, several
@@ -121,3 +121,16 @@ def test_verdict_of_the_report_and_show_rows() -> None:
     assert judge([_row(4, 1.0, vs_analyze=1.0), _row(16, 4.0, vs_analyze=1.05)], 120, "show-at")["verdict"] == "linear"
     show = judge([_row(4, 1.0, vs_analyze=1.0), _row(16, 4.0, vs_analyze=1.3)], 120, "show-at")
     assert show["verdict"] == "FAIL: show 1.30x analyze at 16x"
+
+
+def test_the_source_column_is_the_analysis_run_from_source(tmp_path: Path) -> None:
+    case = scale.ensure("pipelined-creates-no-ids", 1, data=tmp_path)
+    row = measure(case, 1, 120, tmp_path, with_source=True)
+    assert row["source_cpu_s"] > 0 and not row["source_timed_out"]
+    assert row["source_cpu_ratio"] == pytest.approx(row["source_cpu_s"] / row["floor_cpu_s"])
+    shape = {"shape": "pipelined-creates-no-ids", "unit": "items", "kind": "analyze", "sizes": [row]}
+    shape.update(judge([row], 120))
+    cell = f"{row['source_cpu_ratio']:.2f}x (compiled {1 - row['cpu_s'] / row['source_cpu_s']:+.0%})"
+    assert cell in table({"shapes": [shape]})
+    assert measure(case, 1, 120, tmp_path).get("source_cpu_s") is None  # only where asked
+    assert fold_of({"compiled": True}) == "compiled (mypyc)" and fold_of({"compiled": False}) == "from source"
