@@ -61,6 +61,8 @@ def compiled() -> list[Extension]:
     except (Exception, SystemExit) as e:  # mypy or mypyc refused them: rtrace stays pure
         print(f"rtrace: not compiling the fold ({e!r}); rtrace runs as plain Python", file=sys.stderr)
         return []
+    for extension in extensions:  # one that failed to build is not copied into an editable checkout
+        extension.optional = True
     return extensions
 
 
@@ -68,15 +70,20 @@ class BuildExt(build_ext):
     """Builds the scanner if it can, and mypyc's extensions all or none: they are one program (a shared library and
     a module for each of `COMPILED`), and a module compiled without the rest would not import."""
 
+    def run(self) -> None:
+        # setuptools builds with `inplace` off and copies the result into the checkout afterwards, so it is only seen
+        # here: a compiled module that this build does not make (one that left `COMPILED`, or every one of them when
+        # the fold is not compiled) would shadow its `.py` and break the import of the others.
+        if self.inplace or getattr(self, "editable_mode", False):
+            building = {e.name for e in self.extensions}
+            for built in Path("rtrace").rglob("*.so"):
+                if ".".join((*built.parent.parts, built.name.split(".")[0])) not in building:
+                    built.unlink()
+        super().run()
+
     def build_extensions(self) -> None:
         self.check_extensions_list(self.extensions)
         fold = [e for e in self.extensions if e.name != SCANNER]
-        if self.inplace:  # a checkout built before: a compiled module this build does not make would shadow its .py
-            building = {e.name for e in self.extensions}
-            for built in Path("rtrace").rglob("*.so"):
-                module = ".".join((*built.parent.parts, built.name.split(".")[0]))
-                if module not in building:
-                    built.unlink()
         for ext in self.extensions:
             if ext.name == SCANNER:
                 try:
@@ -94,6 +101,6 @@ class BuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension(SCANNER, ["rtrace/core/_scan.c"], extra_compile_args=["-O2"]), *compiled()],
+    ext_modules=[Extension(SCANNER, ["rtrace/core/_scan.c"], extra_compile_args=["-O2"], optional=True), *compiled()],
     cmdclass={"build_ext": BuildExt},
 )
