@@ -105,9 +105,8 @@ def rtrace_pythonpath(folder: Path, *extra: ModuleType) -> str:
         (shim / "rtrace").symlink_to(ROOT / "rtrace")
         for module in (orjson, mypy_extensions, *extra):
             src = Path(module.__file__ or "")
-            (shim / (src.parent.name if src.name == "__init__.py" else src.name)).symlink_to(
-                src.parent if src.name == "__init__.py" else src
-            )
+            target = src.parent if src.name == "__init__.py" else src  # a package's folder, or a module's file
+            (shim / target.name).symlink_to(target)
     return str(shim)
 
 

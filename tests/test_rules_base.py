@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import pickle
 import typing
 from collections.abc import Sequence
@@ -367,3 +369,25 @@ def test_a_narrowing_names_what_its_facts_carry() -> None:
         on(ChangeSent, items=[""])
     with pytest.raises(ValueError, match="no fact class"):
         on(ChangeSent, after=[])
+
+
+class Outer:
+    class Inner:
+        """The inner one's doc."""
+
+
+@pytest.mark.source  # compares with the docstrings Python keeps, which a compiled class has not
+def test_a_rule_manual_read_from_its_source_is_its_docstring_and_each_source_is_parsed_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rtrace.rules import base
+
+    parsed: list[str] = []
+    real_parse = ast.parse
+    monkeypatch.setattr(base, "_DOCS", {})
+    monkeypatch.setattr(base.ast, "parse", lambda source, *a, **k: parsed.append("x") or real_parse(source, *a, **k))
+    for rule in RULES:
+        assert inspect.cleandoc(base._source_doc(rule.__module__, rule.__qualname__)) == rule.doc(), rule.slug
+    assert len(parsed) == len({rule.__module__ for rule in RULES})  # one parse per module, not per rule
+    assert base._source_doc(__name__, "Outer.Inner") == "The inner one's doc."
+    assert base._source_doc(__name__, "Outer") == "" and base._source_doc("no.such.module", "X") == ""

@@ -359,28 +359,33 @@ class Rule(Generic[ConfigT]):
         )
 
 
-_DOCS: dict[tuple[str, str], str] = {}
+#: The class docstrings of each module read from its source, by qualified name (`_source_doc`).
+_DOCS: dict[str, dict[str, str]] = {}
 
 
 def _source_doc(module: str, qualname: str) -> str:
-    """The docstring of class `qualname` in the source file of `module` (beside its compiled file), "" if none."""
-    key = (module, qualname)
-    if key not in _DOCS:
-        _DOCS[key] = ""
+    """The docstring of class `qualname` in the source file of `module` (beside its compiled file), "" if none. Each
+    source is parsed once, for all its classes: the SARIF report asks for every rule's."""
+    docs = _DOCS.get(module)
+    if docs is None:
+        docs = _DOCS[module] = {}
         file = getattr(sys.modules.get(module), "__file__", None)
         if file:
             path = Path(file)
             try:
-                nodes: list[ast.stmt] = ast.parse(path.with_name(path.name.split(".")[0] + ".py").read_bytes()).body
+                tree = ast.parse(path.with_name(path.name.split(".")[0] + ".py").read_bytes())
             except (OSError, SyntaxError, ValueError):
-                nodes = []
-            found: ast.ClassDef | None = None
-            for name in qualname.split("."):
-                found = next((n for n in nodes if isinstance(n, ast.ClassDef) and n.name == name), None)
-                nodes = found.body if found is not None else []
-            if found is not None:
-                _DOCS[key] = ast.get_docstring(found, clean=False) or ""
-    return _DOCS[key]
+                tree = ast.Module(body=[], type_ignores=[])
+            _class_docs(tree.body, "", docs)
+    return docs.get(qualname, "")
+
+
+def _class_docs(nodes: list[ast.stmt], prefix: str, out: dict[str, str]) -> None:
+    """Each class among `nodes` (and the classes inside them) with its docstring, by qualified name, into `out`."""
+    for node in nodes:
+        if isinstance(node, ast.ClassDef):
+            out[prefix + node.name] = ast.get_docstring(node, clean=False) or ""
+            _class_docs(node.body, f"{prefix}{node.name}.", out)
 
 
 def ms(seconds: float) -> str:
