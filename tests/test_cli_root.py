@@ -191,3 +191,19 @@ def test_an_interrupt_is_130_and_a_bug_70_never_a_traceback(
     assert main(["analyze", str(RACE_189)]) == ExitCode.INTERNAL == 70
     err = capsys.readouterr().err
     assert "rtrace: internal error: RuntimeError: boom" in err and "Traceback" not in err
+
+
+def test_start_up_loads_only_what_analysis_needs() -> None:
+    """Every command pays for what `import rtrace.cli` loads: not the event loop or the websocket library (the
+    network commands import them when they run), not `decimal` (a fault's duration text) or `tempfile` (an output
+    file), and none of the secret value patterns (`core.secrets._patterns`, compiled at the first hinted text)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rtrace.cli, rtrace.core.secrets as s;"
+        "print([m for m in ('asyncio', 'websockets', 'decimal', 'tempfile') if m in sys.modules],"
+        " s._patterns.cache_info().currsize)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[] 0", done.stderr

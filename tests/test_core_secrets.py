@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 import sys
 from typing import Any
 
@@ -234,7 +235,7 @@ def test_secret_spans_keep_the_giveaway_prefix() -> None:
 def test_every_match_of_every_pattern_holds_a_hint(data: st.DataObject) -> None:
     """What lets `scrub_text` return a text without a hint untouched (and `may_hold_secret` say no): no pattern can
     match it. A new pattern needs its hint in `_HINT_WORDS`."""
-    pattern = data.draw(st.sampled_from(secrets._PATTERNS))
+    pattern = data.draw(st.sampled_from(secrets._patterns()))
     text = data.draw(st.from_regex(pattern))
     match = pattern.search(text)
     assert match is not None
@@ -250,7 +251,7 @@ _HINTY = [*"sk-ek_=BbearerAaicKk.?&;:/@%2dDpPwWoOtn xyz09", "\u212a", "\u017f", 
 @given(st.text(alphabet=st.sampled_from(_HINTY), max_size=60))
 def test_the_hint_check_changes_no_result(text: str) -> None:
     assert scrub_text(text) == secrets._scrub_text(text, 0)
-    spans = [m.span("s") for p in secrets._PATTERNS for m in p.finditer(text) if secrets._plausible(m)]
+    spans = [m.span("s") for p in secrets._patterns() for m in p.finditer(text) if secrets._plausible(m)]
     assert secret_spans(text) == secrets._merge(spans)
 
 
@@ -267,3 +268,29 @@ def test_the_hint_fold_covers_every_character_ignorecase_takes_for_an_ascii_lett
                 spelled = word.replace(folded[0], c, 1)
                 assert secrets._hinted(spelled), (hex(cp), word)
                 assert may_hold_secret(json.dumps({"x": spelled}, ensure_ascii=False).encode()), (hex(cp), word)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.text(alphabet="abk%-_:/", min_size=1, max_size=6), min_size=1, max_size=8),
+    st.text(alphabet="abk%-_:/0f\\u", max_size=30),
+)
+def test_a_trie_with_more_branches_matches_where_the_trie_or_a_branch_does(words: list[str], text: str) -> None:
+    """`_trie(words, *also)` puts `also` among the root's branches (one alternation, the faster search): it finds a
+    match exactly where the trie alone or one of `also` would."""
+    also = (r"%[0-9a-f]{2}", r"\\u")
+    words = sorted(set(words))
+    joined = re.compile(secrets._trie(words, *also)).search(text) is not None
+    apart = any(re.search(p, text) for p in (secrets._trie(words), *also))
+    assert joined == apart
+
+
+def test_the_value_patterns_are_compiled_on_the_first_hinted_text() -> None:
+    """Importing the module (which every `rtrace` command does) compiles none of the value patterns."""
+    code = (
+        "import rtrace.core.secrets as s; print(s._patterns.cache_info().currsize);"
+        "s.scrub_text('no hint here at all'); print(s._patterns.cache_info().currsize);"
+        "s.scrub_text('api_key=abcdefgh12345678'); print(s._patterns.cache_info().currsize)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["0", "0", "1"], done.stderr

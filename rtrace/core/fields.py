@@ -205,14 +205,26 @@ def compile_check(spec: Spec) -> Check:
     return check
 
 
-#: The compiled check of each event type's fields (`FIELDS`).
-CHECKS: dict[str, Check] = {kind: compile_check(spec) for kind, spec in FIELDS.items()}
+#: The compiled checks made so far, by event type (`check_of`).
+_CHECKS: dict[str, Check] = {}
+
+
+def check_of(kind: str) -> Check | None:
+    """The compiled check of the fields of `kind` (`FIELDS`), made at its first use; None when `step` reads none.
+    Compiling every type's at import was a twentieth of `rtrace`'s start-up, and a trace has few of the types."""
+    check = _CHECKS.get(kind)
+    if check is None:
+        spec = FIELDS.get(kind)
+        if spec is None:
+            return None
+        check = _CHECKS[kind] = compile_check(spec)
+    return check
 
 
 def checked(state: TraceState, rec: Record, spec: Spec, check: Check | None = None) -> Record:
     """`rec`, or when a field `step` reads has the wrong JSON type, a record without that field; each such field is
     an input problem kept on `state` (line, path, expected) for the engine to report. `check` is the spec's
-    compiled check (`CHECKS`), when the caller has it."""
+    compiled check (`check_of`), when the caller has it."""
     if check is not None and check(rec.event):
         return rec
     bad: list[tuple[tuple[str | int, ...], frozenset[type]]] = []

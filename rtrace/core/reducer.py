@@ -55,7 +55,7 @@ from .facts import (
     ServerError,
     SessionUpdated,
 )
-from .fields import CHECKS, FIELDS, Check, checked
+from .fields import FIELDS, Check, check_of, checked
 from .state import NAMING_LIMIT, Change, Connection, Response, TraceState
 from .trace import Record
 
@@ -800,9 +800,24 @@ _TABLE: dict[tuple[str, str], Handler] = {
     ("local", "local.generation.closed"): _l_generation,
 }
 
-#: `_TABLE` with each type's compiled field check (`fields.CHECKS`; None: no field is read): one lookup a record.
+
+
+def _first_check(key: tuple[str, str], handler: Handler) -> Check:
+    """What `_STEPS` holds for `key` until its first record: makes the type's compiled check (`fields.check_of`),
+    puts it in `_STEPS` in its own place and runs it, so only the types a trace has are compiled."""
+
+    def first(event: dict[str, Any]) -> bool:
+        check = check_of(key[1])
+        assert check is not None
+        _STEPS[key] = (handler, check)
+        return check(event)
+
+    return first
+
+
+#: `_TABLE` with each type's compiled field check (None: no field is read): one lookup a record.
 _STEPS: dict[tuple[str, str], tuple[Handler, Check | None]] = {
-    key: (handler, CHECKS.get(key[1])) for key, handler in _TABLE.items()
+    key: (handler, _first_check(key, handler) if key[1] in FIELDS else None) for key, handler in _TABLE.items()
 }
 #: The (direction, type) pairs that change the model; any other record only moves the clocks (see `tick`).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(_TABLE)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import IO, Any, TypeVar
@@ -53,6 +52,8 @@ def _regular_or_new(path: str) -> bool:
 
 def _new_file(path: str) -> tuple[IO[bytes], str]:
     """A new, empty temporary file beside `path`, open for writing, with the permissions `path` has (or would get)."""
+    import tempfile  # here: every command imports this module, few write a file (`tempfile` loads `random`)
+
     folder, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".rtrace-tmp")
     try:
@@ -162,6 +163,8 @@ def replacing_trace(path: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
     """`Replacing(path)`, compressed as its name says (`.gz`, `.bz2`, `.xz`, `.zst`; see `compression_for`): the
     trace is written plain to a temporary file (seekable, so a split secret is masked where it stands) and
     compressed into `path` only once complete. A plain name is `Replacing` itself."""
+    import tempfile
+
     codec = compression_for(path)
     if codec is None:
         with Replacing(path) as fp:

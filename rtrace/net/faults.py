@@ -20,7 +20,6 @@ carry (1000-1003, 1007-1014, 3000-4999; 1001 going away, 1011 server error, 1012
 from __future__ import annotations
 
 import dataclasses
-import decimal
 import difflib
 from collections.abc import Callable
 from typing import Any, Literal
@@ -65,6 +64,8 @@ _SPEC = "TYPE[:ITEM_TYPE]"
 
 def seconds_text(seconds: float) -> str:
     """Seconds as a duration that reads back exactly (`10.0s`, `0.00001s`; `rtrace.core.durations`)."""
+    import decimal  # here, not at the top: every command line builds its options from this module (8 ms)
+
     return f"{decimal.Decimal(repr(seconds)):f}s"
 
 

@@ -183,6 +183,8 @@ class TraceData:
         #: is acknowledged and when it is done; a replay describes the same items again). Cleared when full.
         self._entries: dict[tuple[Any, ...], int] = {}
         self._scrubbed: dict[str, str] = {}
+        #: Item text -> scrubbed, recent ones (a conversation repeats its phrases; labels, with ids, do not).
+        self._texts: dict[str, str] = {}
         self._t0: float | None = None
         #: The observer of the fold (`engine.fold.Observer`): records the event, then what its facts changed.
         self.observe = self._observer()
@@ -382,7 +384,12 @@ class TraceData:
             if item.copies > 1:
                 text = f"×{item.copies} {text}"
             label = scrub_text(item.label())[:SUMMARY_CHARS]
-            k = self.items.append((self.ids(item.id), label, scrub_text(text)[:ITEM_TEXT_CHARS]))
+            shown = self._texts.get(text)
+            if shown is None:
+                if len(self._texts) >= MEMO_SIZE:
+                    self._texts.clear()
+                shown = self._texts[text] = scrub_text(text)[:ITEM_TEXT_CHARS]
+            k = self.items.append((self.ids(item.id), label, shown))
             self._entries[key] = k
         return k
 
