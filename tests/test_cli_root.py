@@ -3,6 +3,8 @@ given bad values."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,9 +199,6 @@ def test_start_up_loads_only_what_analysis_needs() -> None:
     """Every command pays for what `import rtrace.cli` loads: not the event loop or the websocket library (the
     network commands import them when they run), not `decimal` (a fault's duration text) or `tempfile` (an output
     file), and none of the secret value patterns (`core.secrets._patterns`, compiled at the first hinted text)."""
-    import subprocess
-    import sys
-
     code = (
         "import sys, rtrace.cli, rtrace.core.secrets as s;"
         "print([m for m in ('asyncio', 'websockets', 'decimal', 'tempfile') if m in sys.modules],"

@@ -801,7 +801,6 @@ _TABLE: dict[tuple[str, str], Handler] = {
 }
 
 
-
 def _first_check(key: tuple[str, str], handler: Handler) -> Check:
     """What `_STEPS` holds for `key` until its first record: makes the type's compiled check (`fields.check_of`),
     puts it in `_STEPS` in its own place and runs it, so only the types a trace has are compiled."""

@@ -230,16 +230,14 @@ def _trie(words: list[str], *also: str) -> str:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def walk(node: dict[str, Any]) -> str:
-        if "" in node and len(node) == 1:
+    def walk(node: dict[str, Any], also: tuple[str, ...] = ()) -> str:
+        if "" in node and len(node) == 1 and not also:
             return ""
-        branches = [re.escape(ch) + walk(child) for ch, child in sorted(node.items()) if ch]
+        branches = [*(re.escape(ch) + walk(child) for ch, child in sorted(node.items()) if ch), *also]
         body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
         return f"(?:{body})?" if "" in node else body
 
-    if not also:
-        return walk(tree)
-    return "(?:" + "|".join([*(re.escape(ch) + walk(child) for ch, child in sorted(tree.items())), *also]) + ")"
+    return walk(tree, also)
 
 
 # Searched in lower-cased text (one C call), so the patterns themselves need no IGNORECASE.
