@@ -255,6 +255,25 @@ def test_the_hint_check_changes_no_result(text: str) -> None:
     assert secret_spans(text) == secrets._merge(spans)
 
 
+_B64_PIECES = st.lists(
+    st.sampled_from([*secrets._B64_WORDS, KEY.encode(), b"proj-", b"hello ", b"\0", b"~~"]), max_size=4
+)
+_WRAPS = st.sampled_from(["@", '{"k": "@"}', '["@"]', ' [ "@" ] ', "@ x", "x @", "@==", '{"@": 1}', '{"k": ["@", 2]}'])
+
+
+@settings(max_examples=300)
+@given(_B64_PIECES, st.integers(0, 2), st.booleans(), _WRAPS, st.integers(0, 8))
+def test_the_short_cut_changes_no_result_on_json_and_base64(
+    pieces: list[bytes], pad: int, urlsafe: bool, wrap: str, depth: int
+) -> None:
+    """Without a hint of a value pattern, only JSON or base64 whole is looked inside (`_unwraps`): a text of base64
+    words, bare, in JSON or in prose, gets from `scrub_text` what the full path gives."""
+    raw = b"\0" * pad + b"".join(pieces)
+    encoded = (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(raw).decode()
+    text = wrap.replace("@", encoded)
+    assert scrub_text(text, depth) == secrets._scrub_text(text, depth), text
+
+
 def test_the_hint_fold_covers_every_character_ignorecase_takes_for_an_ascii_letter() -> None:
     letter = re.compile("[a-z]", re.IGNORECASE)
     for cp in range(128, sys.maxunicode + 1):

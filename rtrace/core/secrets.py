@@ -334,11 +334,24 @@ def _decoded_b64(text: str) -> str | None:
 
 def scrub_text(text: str, depth: int = 0) -> str:
     """`text` with every secret the model finds replaced by `[redacted]`: value patterns, JSON in the string,
-    URL-encoded and base64 forms. A text shorter than any secret, or without a hint of a pattern or of a base64
-    form, is returned as it is after one search (what most texts a report quotes take)."""
-    if len(text) < 6 or (not _hinted(text) and _B64_HINT.search(text) is None):
+    URL-encoded and base64 forms. A text shorter than any secret, or without a hint of a pattern (nor, when it is
+    JSON or base64 whole, of a base64 form), is returned as it is after one search (what most texts a report
+    quotes take)."""
+    if len(text) < 6 or (not _hinted(text) and not (_unwraps(text) and _B64_HINT.search(text))):
         return text
     return _scrub_text(text, depth)
+
+
+def _json_like(stripped: str) -> bool:
+    """Whether `_scrub_text` reads the (stripped) text as the JSON it may hold."""
+    return stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]")
+
+
+def _unwraps(text: str) -> bool:
+    """Whether `text` is what `_scrub_text` looks inside of: JSON, or base64 whole. Without a hint of a value
+    pattern, only such a text can hide a secret, and only behind a base64 hint (a base64 run inside prose is not
+    decoded). Most report texts are prose: one cheap test here spares them the base64 search."""
+    return _B64_CANDIDATE.fullmatch(text) is not None or _json_like(text.strip())
 
 
 def _scrub_text(text: str, depth: int) -> str:
@@ -346,7 +359,7 @@ def _scrub_text(text: str, depth: int) -> str:
     if _PAYLOAD.fullmatch(text):
         return text  # an audio payload: see the module's notes on base64
     stripped = text.strip()
-    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]") and depth < 8:
+    if _json_like(stripped) and depth < 8:
         parsed = _json_in(stripped)
         if parsed is not None:
             clean = scrub_secrets(parsed, 0, depth + 1)

@@ -197,6 +197,7 @@ class TraceData:
         summary_at, summary_out = self.summary_at.append, self.summary.append
         kind_index: dict[str, dict[str, int]] = {}
         kinds, changed, described, unit, scrubbed = self.kinds, self._changed, DESCRIBED, TIME_UNIT, self._scrubbed
+        scrub_summary = self._summary
         t0: float | None = None
         prev_t, prev_line, prev_conn, prev_summary = 0, 0, -1, 0
 
@@ -228,11 +229,7 @@ class TraceData:
                     summary_at(index - prev_summary)
                     prev_summary = index
                     shown = scrubbed.get(summary)
-                    if shown is None:
-                        if len(scrubbed) >= MEMO_SIZE:
-                            scrubbed.clear()
-                        shown = scrubbed[summary] = scrub_text(summary)[:SUMMARY_CHARS]
-                    summary_out(shown)
+                    summary_out(shown if shown is not None else scrub_summary(summary))
             if facts:
                 changed(index, facts, state)
 
@@ -393,6 +390,16 @@ class TraceData:
             self._entries[key] = k
         return k
 
+    def _summary(self, summary: str) -> str:
+        """`summary` scrubbed and cut, kept while recent: the summary of an event that sends a change is the
+        change's, and the page shows both."""
+        shown = self._scrubbed.get(summary)
+        if shown is None:
+            if len(self._scrubbed) >= MEMO_SIZE:
+                self._scrubbed.clear()
+            shown = self._scrubbed[summary] = scrub_text(summary)[:SUMMARY_CHARS]
+        return shown
+
     def _change(self, change: Change) -> int:
         """A pending change as the page lists it and builds the client view from it: [line, summary, kind (1
         create, 2 delete, 0 other), item id index or -1, previous id index (-1 none, -2 root), item or -1]."""
@@ -401,7 +408,7 @@ class TraceData:
         return self.pending.append(
             (
                 change.line,
-                scrub_text(change.summary)[:SUMMARY_CHARS],
+                self._summary(change.summary),
                 _KIND_CODES.get(change.kind, 0),
                 self.ids(item_id) if item_id else NO_ID,
                 ROOT if prev == "root" else self.ids(prev) if prev else NO_ID,
