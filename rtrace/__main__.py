@@ -1,7 +1,5 @@
 """`python -m rtrace`: the same command line as `rtrace`."""
 
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()

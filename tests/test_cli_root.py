@@ -206,3 +206,26 @@ def test_start_up_loads_only_what_analysis_needs() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[] 0", done.stderr
+
+
+def test_the_program_exits_with_mains_code_and_only_the_last_collection_skipped(tmp_path: Path) -> None:
+    """`run` freezes the GC before the exit; `atexit` handlers, `weakref.finalize` and the flush of a file left
+    open still happen, and the exit code is `main`'s (in a child: a frozen GC would stay so in this process)."""
+    left_open, temp = tmp_path / "left-open.txt", tmp_path / "temp"
+    script = f"""
+import atexit, gc, shutil, sys, weakref
+from pathlib import Path
+import rtrace.cli.root as root
+root.main = lambda: 3
+f = open({str(left_open)!r}, "w")
+f.write("written, never closed")
+Path({str(temp)!r}).mkdir()
+weakref.finalize(root, shutil.rmtree, {str(temp)!r})
+atexit.register(lambda: print("atexit", gc.get_freeze_count() > 0, flush=True))
+sys.stdout.write("before ")
+root.run()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "before atexit True\n", "")
+    assert left_open.read_text() == "written, never closed"
+    assert not temp.exists()

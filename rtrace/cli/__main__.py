@@ -1,7 +1,5 @@
 """`python -m rtrace.cli`: the same command line as `rtrace`."""
 
-import sys
+from . import run
 
-from . import main
-
-sys.exit(main())
+run()
