@@ -56,3 +56,11 @@ def test_every_hunt_command_in_the_doc_is_one_the_cli_takes(line: str, monkeypat
         argv[argv.index("COMMAND")] = "true"
     with pytest.raises(pytest.skip.Exception):
         main(argv[1:])
+
+
+def test_the_fallbacks_the_doc_states_are_the_hunts() -> None:
+    from rtrace.net.hunt import FALLBACKS, RELIABLE
+
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    assert f"up to {words[FALLBACKS]} more of\n   the schedules the search saw it under" in DOC
+    assert RELIABLE == 0.5 and "reproduces in half of its re-runs" in DOC

@@ -466,3 +466,113 @@ def test_the_cap_on_bugs_takes_each_finding_once_before_its_variants(tmp_path: P
 
     bugs, unconfirmed = asyncio.run(go())
     assert sorted(b.rule for b in bugs + unconfirmed) == ["RT101", "RT103"]  # not the race twice
+
+
+@dataclasses.dataclass
+class ShownOnceTarget:
+    """The recorded 1.8.8 race under any latency and in the first run with no fault (the clean run), 1.8.9's
+    session in every other faultless run (every one but those whose count is in `also`): a race the clean run
+    showed by chance (livekit 1.8.8 on a loaded machine), that a latency shows every time."""
+
+    faultless: int = 0
+    also: tuple[int, ...] = ()
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        clean = not options.latency and not options.latency_by_type and not options.schedule
+        self.faultless += clean
+        race = not clean or self.faultless == 1 or self.faultless in self.also
+        name = "tool-output-race.livekit-1.8.8.jsonl" if race else "tool-output-race.livekit-1.8.9.jsonl"
+        assert options.record is not None
+        Path(options.record).write_bytes((REAL / name).read_bytes())
+        return 0, []
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return f"replay {script}"
+
+
+def test_a_finding_its_first_schedule_does_not_reproduce_is_confirmed_with_the_next_that_showed_it(
+    tmp_path: Path,
+) -> None:
+    """The cap leaves room for the race once, as the clean run found it; the clean schedule reproduces it in no
+    re-run, so the latency that also showed it is shrunk and re-run instead (the clean schedule not again): one
+    bug, under a latency, reproduced every time; the clean schedule's re-runs are counted, not lost."""
+    from rtrace.net.hunt import Hunt, _confirm
+
+    (tmp_path / "runs").mkdir()
+    target = ShownOnceTarget()
+
+    async def go() -> tuple[list[Bug], list[Bug]]:
+        hunt = Hunt(target, HuntOptions(budget=None, runs=2, shrink_runs=1, repro_runs=2, max_bugs=1,
+                                        out_dir=tmp_path))  # fmt: skip
+        clean = await hunt.run(Schedule(), "clean run")
+        latency = await hunt.run(Schedule((Fault("latency", "all", "*", 0.05),)), "systematic")
+        return await _confirm(hunt, [clean, latency])
+
+    bugs, unconfirmed = asyncio.run(go())
+    assert not unconfirmed
+    (race,) = bugs
+    assert race.rule == "RT101" and race.found.latency()[0] == 0.05
+    assert not race.schedule.clean and race.without_fault is None and (race.hits, race.tries) == (2, 2)
+    assert target.faultless == 3  # the clean run and its two re-runs: not shrunk to again
+    assert race.shrink_runs >= 1
+
+
+def test_a_finding_its_first_schedule_reproduces_rarely_takes_the_schedule_that_reproduces_it_best(
+    tmp_path: Path,
+) -> None:
+    """The clean schedule reproduces the race in one re-run of three (under `RELIABLE`): the latency that also
+    showed it is tried, reproduces it every time and is the bug's schedule; the faultless rate is kept with it."""
+    from rtrace.net.hunt import Hunt, _confirm
+
+    (tmp_path / "runs").mkdir()
+
+    async def go() -> list[Bug]:
+        hunt = Hunt(ShownOnceTarget(also=(3,)), HuntOptions(budget=None, runs=2, shrink_runs=1, repro_runs=3,
+                                                            max_bugs=1, out_dir=tmp_path))  # fmt: skip
+        clean = await hunt.run(Schedule(), "clean run")
+        latency = await hunt.run(Schedule((Fault("latency", "all", "*", 0.05),)), "systematic")
+        return (await _confirm(hunt, [clean, latency]))[0]
+
+    (race,) = asyncio.run(go())
+    assert 1 / 3 < RELIABLE
+    assert not race.schedule.clean and (race.hits, race.tries) == (3, 3) and race.without_fault == (1, 3)
+
+
+def test_a_finding_no_schedule_reproduces_stays_unconfirmed_after_its_fallbacks(tmp_path: Path) -> None:
+    """Shown by the clean run and a latency, then never again: the latency's schedule is tried after the clean
+    one's (shrunk, re-run), neither reproduces, and the finding is one unconfirmed entry (the first candidate's,
+    with every shrinking run counted), never a bug."""
+    from rtrace.net.hunt import Hunt, _confirm
+
+    (tmp_path / "runs").mkdir()
+
+    @dataclasses.dataclass
+    class TwiceTarget:
+        runs: int = 0
+
+        async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+            self.runs += 1
+            name = "tool-output-race.livekit-1.8.8.jsonl" if self.runs <= 2 else "tool-output-race.livekit-1.8.9.jsonl"
+            assert options.record is not None
+            Path(options.record).write_bytes((REAL / name).read_bytes())
+            return 0, []
+
+        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+            return f"replay {script}"
+
+    latency = Schedule((Fault("latency", "all", "*", 0.05),))
+
+    async def go() -> tuple[list[Bug], list[Bug], list[Run]]:
+        hunt = Hunt(TwiceTarget(), HuntOptions(budget=None, runs=2, shrink_runs=1, repro_runs=2, max_bugs=1,
+                                               out_dir=tmp_path))  # fmt: skip
+        found = [await hunt.run(Schedule(), "clean run"), await hunt.run(latency, "systematic")]
+        bugs, unconfirmed = await _confirm(hunt, found)
+        return bugs, unconfirmed, hunt.runs
+
+    bugs, unconfirmed, runs = asyncio.run(go())
+    assert not [b for b in bugs if b.rule == "RT101"]
+    (entry,) = [b for b in unconfirmed if b.rule == "RT101"]
+    assert entry.found.clean and entry.hits == 0
+    after = [r for r in runs if r.phase in ("shrinking", "reproducing")]
+    assert [r.schedule for r in after if r.phase == "reproducing"].count(latency) == 2  # the fallback, re-run
+    assert entry.shrink_runs == sum(r.phase == "shrinking" for r in after) > 0

@@ -15,8 +15,10 @@ the result, the progress it is told of.
 3. **The bugs**: candidates by (rule, items, faults that acted); for each, the cheapest schedule that showed it
    is shrunk (`schedule.shrink`; each candidate is re-run up to `shrink_runs` times: a flaky reproduction counts
    once it shows), its reproduction rate taken over `repro_runs` runs, and one reproducing trace minimized
-   (`rtrace.transform.minimize`). Bugs whose shrunk keys agree are one. A finding that reproduces in no re-run is
-   kept apart (`HuntResult.unconfirmed`), never reported as a bug.
+   (`rtrace.transform.minimize`). Where that does not reproduce it reliably, the next schedules that showed the
+   finding are tried too (a race the clean run showed by chance, and a latency shows every time). Bugs whose shrunk
+   keys agree are one. A finding that reproduces in no re-run is kept apart (`HuntResult.unconfirmed`), never
+   reported as a bug.
 4. **The client did not survive**: a run whose command exits non-zero, dies of a signal or outlives `timeout`
    is a finding of its own kind (`schedule.SURVIVAL`), shrunk and re-run the same way.
 
@@ -566,7 +568,9 @@ def _merged(bugs: list[Bug]) -> list[Bug]:
 async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug]]:
     """Shrink, re-run and minimize each candidate bug (see the module docstring), `jobs` runs at once across
     them; when there are more than `max_bugs`, each finding once first (the most severe first), then the same
-    findings under other kinds of fault."""
+    findings under other kinds of fault. A candidate that does not reproduce, or not reliably (under `RELIABLE`),
+    gives way to the next one left out of the cap that showed its finding (at most `FALLBACKS`; the steps measured
+    are not measured again), and the bug is the one of them with the best rate (the first on a tie)."""
     o = hunt.options
     hunt.phase = "shrinking"
     first: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[BugKey, Run, Finding | None]] = {}
@@ -581,24 +585,57 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     fresh: list[tuple[BugKey, Run, Finding | None]] = []
     again: list[tuple[BugKey, Run, Finding | None]] = []
     for c in ranked:
-        about = c[0] if c[0].rule == SURVIVAL else c[0].finding
+        about = _candidate_of(c[0])
         (again if about in seen else fresh).append(c)
         seen.add(about)
     ranked = fresh + again
-    outcomes = await asyncio.gather(*(_confirm_one(hunt, key, run) for key, run, _ in ranked[: o.max_bugs]))
+    # the rest, by finding: where a candidate's schedule does not reproduce it reliably (a race its cheapest schedule,
+    # often the clean one, showed by chance: livekit 1.8.8's on a loaded machine), the next schedule that showed it
+    spare: dict[Any, list[tuple[BugKey, Run, Finding | None]]] = {}
+    for c in ranked[o.max_bugs :]:
+        spare.setdefault(_candidate_of(c[0]), []).append(c)
+
+    async def confirm(key: BugKey, run: Run) -> Bug:
+        measured: dict[Schedule, tuple[float, list[Run], int]] = {}
+        best = await _confirm_one(hunt, key, run, measured)
+        others = spare.get(_candidate_of(key), [])
+        spent = best.shrink_runs
+        for _ in range(FALLBACKS):
+            if best.rate >= RELIABLE or not others:
+                break
+            other, found_by, _ = others.pop(0)
+            bug = await _confirm_one(hunt, other, found_by, measured)
+            spent += bug.shrink_runs
+            if bug.rate > best.rate:
+                best = bug
+        best.shrink_runs = spent
+        best.without_fault = _without_fault(measured)
+        return best
+
+    outcomes = await asyncio.gather(*(confirm(key, run) for key, run, _ in ranked[: o.max_bugs]))
     unconfirmed = [bug for bug in outcomes if not bug.reproduced]
     bugs = _merged([bug for bug in outcomes if bug.reproduced])
     await _finish(hunt, bugs)
     return bugs, unconfirmed
 
 
+def _candidate_of(key: BugKey) -> Any:
+    """What candidates of one bug share: the finding (whatever the faults it came under), or the client's
+    failure with the faults that caused it."""
+    return key if key.rule == SURVIVAL else key.finding
+
+
 #: A shrunk schedule whose rate is below this is measured against the steps before it (see `_confirm_one`).
 RELIABLE = 0.5
 #: How many times shrinking goes on from a step before one that held only by chance (see `_confirm_one`).
 RESUMES = 2
+#: How many other schedules that showed a finding are tried when the first does not reproduce it reliably (`_confirm`).
+FALLBACKS = 2
 
 
-async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
+async def _confirm_one(
+    hunt: Hunt, key: BugKey, run: Run, measured: dict[Schedule, tuple[float, list[Run], int]] | None = None
+) -> Bug:
     """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). The shrinker
     may reach the clean schedule (a race the client has without any fault, which one clean run may not have
     shown; not for the client's failure, judged against its clean run). A shrinking step that held only by
@@ -607,14 +644,15 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
     `RELIABLE` or more, never through the chance steps again (at most `RESUMES` times), so the result is
     1-minimal as measured; the bug's schedule is the last reliable step (else the one with the best rate; none
     that reproduces: not a bug). What the clean schedule showed is
-    kept (`Bug.without_fault`): a finding it reproduced needs no fault, whatever fault it was found under."""
+    kept (`Bug.without_fault`): a finding it reproduced needs no fault, whatever fault it was found under.
+    `measured`: the steps an earlier candidate of the same finding measured (each step measured: its rate, the
+    re-runs that reproduced, how many there were), neither measured nor shrunk through again; this one's are
+    added."""
     o = hunt.options
     want = key.finding
     spent = 0
-    clean: tuple[int, int] | None = None
     path = [run.schedule]
-    #: Each step measured: its rate, the re-runs that reproduced, how many there were.
-    measured: dict[Schedule, tuple[float, list[Run], int]] = {}
+    measured = {} if measured is None else measured
     reliable: Schedule | None = None  # the smallest step measured at RELIABLE or more
     for _ in range(RESUMES + 1):
         steps = shrink(path[-1], allow_clean=key.rule != SURVIVAL, exclude=set(measured) | set(path))
@@ -640,8 +678,6 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
                 reruns = await hunt.batch([final] * o.repro_runs, "reproducing")
                 hits = [r for r in reruns if _holds(r, want) is not None]
                 measured[final] = (len(hits) / len(reruns), hits, len(reruns))
-                if final.clean:
-                    clean = (len(hits), len(reruns))
             if measured[final][0] >= RELIABLE:
                 reliable = final
                 break
@@ -656,11 +692,16 @@ async def _confirm_one(hunt: Hunt, key: BugKey, run: Run) -> Bug:
         bug = _bug_of(want, hits, reliable)
         bug.found = run.schedule
         bug.hits, bug.tries, bug.shrink_runs = len(hits), runs, spent
-        bug.without_fault = clean if clean is not None and clean[0] else None
+        bug.without_fault = _without_fault(measured)
         return bug
     bug = _bug(key, run, run.schedule)
     bug.tries, bug.shrink_runs = o.repro_runs, spent
     return bug
+
+
+def _without_fault(measured: dict[Schedule, tuple[float, list[Run], int]]) -> tuple[int, int] | None:
+    """(hits, runs) of the clean schedule among the steps `measured`, when it reproduced the finding."""
+    return next(((len(hits), runs) for step, (_, hits, runs) in measured.items() if step.clean and hits), None)
 
 
 def _findings_first(keys: list[BugKey]) -> list[BugKey]:
