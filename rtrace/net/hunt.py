@@ -596,7 +596,7 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
         spare.setdefault(_candidate_of(c[0]), []).append(c)
 
     async def confirm(key: BugKey, run: Run) -> Bug:
-        measured: dict[Schedule, tuple[float, list[Run], int]] = {}
+        measured: Measured = {}
         best = await _confirm_one(hunt, key, run, measured)
         others = spare.get(_candidate_of(key), [])
         spent = best.shrink_runs
@@ -629,13 +629,13 @@ def _candidate_of(key: BugKey) -> Any:
 RELIABLE = 0.5
 #: How many times shrinking goes on from a step before one that held only by chance (see `_confirm_one`).
 RESUMES = 2
+#: Each step a candidate's confirmation measured: its rate, the re-runs that reproduced, how many there were.
+Measured = dict[Schedule, tuple[float, list[Run], int]]
 #: How many other schedules that showed a finding are tried when the first does not reproduce it reliably (`_confirm`).
 FALLBACKS = 2
 
 
-async def _confirm_one(
-    hunt: Hunt, key: BugKey, run: Run, measured: dict[Schedule, tuple[float, list[Run], int]] | None = None
-) -> Bug:
+async def _confirm_one(hunt: Hunt, key: BugKey, run: Run, measured: Measured) -> Bug:
     """One candidate: shrink its schedule, take the rate of the result; a bug (reproduced or not). The shrinker
     may reach the clean schedule (a race the client has without any fault, which one clean run may not have
     shown; not for the client's failure, judged against its clean run). A shrinking step that held only by
@@ -643,16 +643,14 @@ async def _confirm_one(
     then, back to the schedule the search found, and shrinking goes on from the first that reproduces at
     `RELIABLE` or more, never through the chance steps again (at most `RESUMES` times), so the result is
     1-minimal as measured; the bug's schedule is the last reliable step (else the one with the best rate; none
-    that reproduces: not a bug). What the clean schedule showed is
-    kept (`Bug.without_fault`): a finding it reproduced needs no fault, whatever fault it was found under.
-    `measured`: the steps an earlier candidate of the same finding measured (each step measured: its rate, the
-    re-runs that reproduced, how many there were), neither measured nor shrunk through again; this one's are
-    added."""
+    that reproduces: not a bug). `measured`: the steps an earlier candidate of the same finding measured, neither
+    measured nor shrunk through again; this one's are added (what the clean schedule showed among them is the
+    bug's `without_fault`, which `_confirm` sets: a finding it reproduced needs no fault, whatever fault it was
+    found under)."""
     o = hunt.options
     want = key.finding
     spent = 0
     path = [run.schedule]
-    measured = {} if measured is None else measured
     reliable: Schedule | None = None  # the smallest step measured at RELIABLE or more
     for _ in range(RESUMES + 1):
         steps = shrink(path[-1], allow_clean=key.rule != SURVIVAL, exclude=set(measured) | set(path))
@@ -692,14 +690,13 @@ async def _confirm_one(
         bug = _bug_of(want, hits, reliable)
         bug.found = run.schedule
         bug.hits, bug.tries, bug.shrink_runs = len(hits), runs, spent
-        bug.without_fault = _without_fault(measured)
         return bug
     bug = _bug(key, run, run.schedule)
     bug.tries, bug.shrink_runs = o.repro_runs, spent
     return bug
 
 
-def _without_fault(measured: dict[Schedule, tuple[float, list[Run], int]]) -> tuple[int, int] | None:
+def _without_fault(measured: Measured) -> tuple[int, int] | None:
     """(hits, runs) of the clean schedule among the steps `measured`, when it reproduced the finding."""
     return next(((len(hits), runs) for step, (_, hits, runs) in measured.items() if step.clean and hits), None)
 
