@@ -150,3 +150,64 @@ def test_a_stale_build_runs_from_source_and_says_so(tmp_path: Path) -> None:
     assert out.stdout.strip() == "False"
     assert out.stderr.count("running from source") == 1
     assert "rtrace.core.reducer is older than its source" in out.stderr
+
+
+def own_inits() -> list[type]:
+    """The dataclasses of the compiled modules that write their own `__init__` (not the one `dataclasses` makes)."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    found = []
+    for module in COMPILED:
+        for value in vars(importlib.import_module(module)).values():
+            if inspect.isclass(value) and value.__module__ == module and dataclasses.is_dataclass(value):
+                code = getattr(value.__dict__.get("__init__"), "__code__", None)
+                if code is not None and code.co_filename != "<string>":
+                    found.append(value)
+    return found
+
+
+def check_own_inits() -> list[str]:
+    """Each of `own_inits` takes its fields as the generated `__init__` would: the init fields in order, the same
+    defaults (a `default_factory` field defaults to None and gets a new value of the factory), and every field set.
+    Run from source (the check reads signatures and passes placeholder values)."""
+    import dataclasses
+    import inspect
+
+    checked = []
+    for cls in own_inits():
+        fields = dataclasses.fields(cls)
+        init = [f for f in fields if f.init]
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        assert [p.name for p in params] == [f.name for f in init], cls
+        for p, f in zip(params, init, strict=True):
+            if f.default is not dataclasses.MISSING:
+                assert type(p.default) is type(f.default) and p.default == f.default, (cls, f.name)
+            elif f.default_factory is not dataclasses.MISSING:
+                assert p.default is None, (cls, f.name)
+            else:
+                assert p.default is inspect.Parameter.empty, (cls, f.name)
+        required = {f.name: object() for f in init if f.default is f.default_factory is dataclasses.MISSING}
+        one, two = cls(**required), cls(**required)
+        for f in fields:
+            value = getattr(one, f.name)
+            if f.name in required:
+                assert value is required[f.name], (cls, f.name)
+            elif f.default_factory is not dataclasses.MISSING:
+                assert value == f.default_factory() and value is not getattr(two, f.name), (cls, f.name)
+            else:
+                assert type(value) is type(f.default) and value == f.default, (cls, f.name)
+        checked.append(cls.__qualname__)
+    return checked
+
+
+def test_a_dataclass_that_writes_its_own_init_takes_its_fields_as_the_generated_one_would() -> None:
+    env = {**os.environ, PURE_ENV: "1"}
+    code = "from tests.test_compiled import check_own_inits; print(' '.join(check_own_inits()))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    checked = set(out.stdout.split())
+    from rtrace.core.facts import FACTS
+
+    assert {"Item", "Change", "Response"} | {f.__qualname__ for f in FACTS} <= checked

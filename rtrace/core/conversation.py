@@ -20,10 +20,10 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-PREVIEW_CHARS = 200
-ARGUMENTS_CHARS = 512
+PREVIEW_CHARS: Final = 200
+ARGUMENTS_CHARS: Final = 512
 
 ItemSource = Literal["client", "response", "audio", "server"]
 
@@ -68,6 +68,52 @@ class Item:
     prev_id: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
     next_id: str | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
+    def __init__(
+        self,
+        id: str,
+        type: str,
+        role: str | None = None,
+        call_id: str | None = None,
+        name: str | None = None,
+        status: str | None = None,
+        arguments: str = "",
+        arguments_len: int = 0,
+        arguments_done: bool = False,
+        text: str = "",
+        audio_bytes: int = 0,
+        source: ItemSource = "server",
+        response_id: str | None = None,
+        added_line: int = 0,
+        added_t: float = 0.0,
+        created_line: int | None = None,
+        created_t: float | None = None,
+        done: bool = False,
+        copies: int = 1,
+        wire: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = id
+        self.type = type
+        self.role = role
+        self.call_id = call_id
+        self.name = name
+        self.status = status
+        self.arguments = arguments
+        self.arguments_len = arguments_len
+        self.arguments_done = arguments_done
+        self.text = text
+        self.audio_bytes = audio_bytes
+        self.source = source
+        self.response_id = response_id
+        self.added_line = added_line
+        self.added_t = added_t
+        self.created_line = created_line
+        self.created_t = created_t
+        self.done = done
+        self.copies = copies
+        self.wire = wire
+        self.prev_id = None
+        self.next_id = None
+
     def label(self) -> str:
         """How people call this item: `function_call item_x (call_y)`, `user message item_z`."""
         if self.type == "message":
@@ -77,7 +123,7 @@ class Item:
         return f"{self.type} {self.id}"
 
 
-_intern = sys.intern
+_intern: Final = sys.intern
 
 
 def item_from_event(obj: dict[str, Any]) -> Item | None:
@@ -87,27 +133,26 @@ def item_from_event(obj: dict[str, Any]) -> Item | None:
     if not isinstance(item_id, str) or not item_id:
         return None
     kind = obj.get("type")
-    get = obj.get
     # Roles, names and statuses repeat across items: each is kept once (`sys.intern`), not once per item.
-    role = get("role")
+    role = obj.get("role")
     role = _intern(role) if type(role) is str else None
-    call_id = get("call_id")
+    call_id = obj.get("call_id")
     if type(call_id) is not str or not call_id:
         call_id = None
-    name = get("name")
+    name = obj.get("name")
     name = _intern(name) if type(name) is str else None
-    status = get("status")
+    status = obj.get("status")
     status = _intern(status) if type(status) is str else None
-    args = get("arguments")
+    args = obj.get("arguments")
     if type(args) is str:
         arguments, arguments_len = args[:ARGUMENTS_CHARS], len(args)
     else:
         arguments, arguments_len = "", 0
     text = ""
-    output = get("output")
+    output = obj.get("output")
     if type(output) is str:
         text = output[:PREVIEW_CHARS]
-    content = get("content")
+    content = obj.get("content")
     if type(content) is list and content:
         text = _content_text(content) or text
     return Item(
@@ -126,27 +171,26 @@ def item_from_event(obj: dict[str, Any]) -> Item | None:
 
 def update_item(item: Item, obj: dict[str, Any]) -> None:
     """Fold a (possibly partial) wire item object into `item`."""
-    get = obj.get
-    role = get("role")
+    role = obj.get("role")
     if type(role) is str:
         item.role = _intern(role)
-    call_id = get("call_id")
+    call_id = obj.get("call_id")
     if type(call_id) is str and call_id:
         item.call_id = call_id
-    name = get("name")
+    name = obj.get("name")
     if type(name) is str:
         item.name = _intern(name)
-    status = get("status")
+    status = obj.get("status")
     if type(status) is str:
         item.status = _intern(status)
-    args = get("arguments")
+    args = obj.get("arguments")
     if type(args) is str and (args or not item.arguments):
         item.arguments = args[:ARGUMENTS_CHARS]
         item.arguments_len = len(args)
-    output = get("output")
+    output = obj.get("output")
     if type(output) is str:
         item.text = output[:PREVIEW_CHARS]
-    content = get("content")
+    content = obj.get("content")
     if type(content) is list and content:
         text = _content_text(content)
         if text:

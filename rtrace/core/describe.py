@@ -5,9 +5,9 @@ Pure functions of an event dict. Text from the trace is returned as is: escaping
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
-_SHORT = 60
+_SHORT: Final = 60
 #: The event types `describe` says more of than their type; of any other type the summary is the type itself.
 DESCRIBED: frozenset[str] = frozenset(
     {
@@ -41,14 +41,13 @@ def _s(value: Any, limit: int = _SHORT) -> str:
 def item_label(item: Any) -> str:
     if not isinstance(item, dict):
         return "item"
-    get = item.get
-    kind = get("type") or "item"
-    item_id = get("id") or "(no id)"
+    kind = item.get("type") or "item"
+    item_id = item.get("id") or "(no id)"
     if type(item_id) is not str or len(item_id) > _SHORT:  # (a short string is its own `_s`: one call a change)
         item_id = _s(item_id)
     if kind == "message":
-        return f"{get('role') or '?'} message {item_id}"
-    call = get("call_id")
+        return f"{item.get('role') or '?'} message {item_id}"
+    call = item.get("call_id")
     return f"{kind} {item_id}" + (f" ({_s(call)})" if call else "")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from .conversation import Item
 from .state import Change, Connection, Response
@@ -21,10 +21,17 @@ class Fact:
 
     rec: Record
 
+    def __init__(self, rec: Record) -> None:
+        self.rec = rec
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ConnOpened(Fact):
     conn: Connection
+
+    def __init__(self, rec: Record, conn: Connection) -> None:
+        self.rec = rec
+        self.conn = conn
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -38,6 +45,12 @@ class ConnClosed(Fact):
     #: The response that was generating, now orphaned.
     orphaned: Response | None
 
+    def __init__(self, rec: Record, conn: Connection, indeterminate: list[Change], orphaned: Response | None) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.indeterminate = indeterminate
+        self.orphaned = orphaned
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class SentIntoClosing(Fact):
@@ -47,6 +60,11 @@ class SentIntoClosing(Fact):
 
     conn: Connection
     changes: list[Change]
+
+    def __init__(self, rec: Record, conn: Connection, changes: list[Change]) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.changes = changes
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -59,10 +77,20 @@ class Reconnected(Fact):
     conn: Connection
     early: list[Change]
 
+    def __init__(self, rec: Record, previous: Connection, conn: Connection, early: list[Change]) -> None:
+        self.rec = rec
+        self.previous = previous
+        self.conn = conn
+        self.early = early
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ChangeSent(Fact):
     change: Change
+
+    def __init__(self, rec: Record, change: Change) -> None:
+        self.rec = rec
+        self.change = change
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -75,6 +103,11 @@ class ChangeAnswered(Fact):
     change: Change
     how: str
 
+    def __init__(self, rec: Record, change: Change, how: str) -> None:
+        self.rec = rec
+        self.change = change
+        self.how = how
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemAdded(Fact):
@@ -86,11 +119,32 @@ class ItemAdded(Fact):
     #: True when the id was already in the conversation (the API appends a second copy).
     duplicate: bool
 
+    def __init__(
+        self,
+        rec: Record,
+        conn: Connection,
+        item: Item,
+        previous_item_id: str | None,
+        position_known: bool,
+        duplicate: bool,
+    ) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.item = item
+        self.previous_item_id = previous_item_id
+        self.position_known = position_known
+        self.duplicate = duplicate
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemDone(Fact):
     conn: Connection
     item: Item
+
+    def __init__(self, rec: Record, conn: Connection, item: Item) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.item = item
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -101,6 +155,11 @@ class ItemUpdated(Fact):
     conn: Connection
     item: Item
 
+    def __init__(self, rec: Record, conn: Connection, item: Item) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.item = item
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemDeleted(Fact):
@@ -110,12 +169,25 @@ class ItemDeleted(Fact):
     item: Item | None
     change: Change | None
 
+    def __init__(self, rec: Record, conn: Connection, item_id: str, item: Item | None, change: Change | None) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.item_id = item_id
+        self.item = item
+        self.change = change
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class ItemTruncated(Fact):
     conn: Connection
     item_id: str
     audio_end_ms: int | None
+
+    def __init__(self, rec: Record, conn: Connection, item_id: str, audio_end_ms: int | None) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.item_id = item_id
+        self.audio_end_ms = audio_end_ms
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -124,6 +196,12 @@ class ResponseCreated(Fact):
     response: Response
     #: The in-conversation response that was still open and is now replaced (orphaned).
     replaced: Response | None
+
+    def __init__(self, rec: Record, conn: Connection, response: Response, replaced: Response | None) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.response = response
+        self.replaced = replaced
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -134,6 +212,15 @@ class ResponseDone(Fact):
     unknown: bool
     #: (line, t) of an earlier `response.done` of the same response (a duplicate terminal event), else None.
     again: tuple[int, float] | None = None
+
+    def __init__(
+        self, rec: Record, conn: Connection, response: Response, unknown: bool, again: tuple[int, float] | None = None
+    ) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.response = response
+        self.unknown = unknown
+        self.again = again
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -147,11 +234,32 @@ class ServerError(Fact):
     #: empty for a session-level error.
     answers: frozenset[str] | None = None
 
+    def __init__(
+        self,
+        rec: Record,
+        conn: Connection,
+        error: dict[str, Any],
+        cause: Change | None,
+        how: str | None,
+        answers: frozenset[str] | None = None,
+    ) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.error = error
+        self.cause = cause
+        self.how = how
+        self.answers = answers
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class LocalSnapshot(Fact):
     conn: Connection
     items: list[Item]
+
+    def __init__(self, rec: Record, conn: Connection, items: list[Item]) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.items = items
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -160,13 +268,23 @@ class LocalGeneration(Fact):
     opened: bool
     response_id: str | None
 
+    def __init__(self, rec: Record, conn: Connection, opened: bool, response_id: str | None) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.opened = opened
+        self.response_id = response_id
+
 
 @dataclasses.dataclass(slots=True, eq=False)
 class SessionUpdated(Fact):
     conn: Connection
 
+    def __init__(self, rec: Record, conn: Connection) -> None:
+        self.rec = rec
+        self.conn = conn
 
-NO_FACTS: tuple[Fact, ...] = ()
+
+NO_FACTS: Final[tuple[Fact, ...]] = ()
 
 
 #: Every fact class `step` (and `reducer.finish`) reports; a rule may subscribe to these only.
@@ -203,7 +321,7 @@ KIND_OF: dict[type[Fact], Callable[[Any], str]] = {
 #: The item a fact is about (None: it has none, e.g. a change that is not a create, a delete of an item never seen
 #: added), by fact class: its type (`message`, `function_call`, ...) is what `rules.base.on(items=...)` narrows a
 #: subscription to.
-ITEM_OF: dict[type[Fact], Callable[[Any], Item | None]] = {
+ITEM_OF: Final[dict[type[Fact], Callable[[Any], Item | None]]] = {
     ChangeSent: operator.attrgetter("change.item"),
     ChangeAnswered: operator.attrgetter("change.item"),
     ItemAdded: operator.attrgetter("item"),

@@ -5,11 +5,13 @@ The ground rule is the reducer's (`core/reducer.py`): a field is read only with 
 it; one of another type is an input problem (`TraceState.field_problems`, reported with its line and column by
 the engine) and the rest of the event is folded, so no handler and no rule ever meets a value of an unexpected
 type. The types are the exact Python types orjson gives (`bool` is neither an integer nor a number).
+
+`step` asks `fits` of every record with a spec: one walk that stops at the first wrong field. Only when it says no
+does `checked` walk again with `_wrong`, the reference, which finds the path of each wrong field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from .state import TraceState
@@ -113,9 +115,8 @@ for _kind in ("input_audio_buffer.clear", "output_audio_buffer.clear"):
 
 def _wrong(value: dict[str, Any], spec: Spec, path: tuple[str | int, ...], out: list[Any]) -> None:
     """Append (path, expected types) for each field below the object `value` whose type is not the spec's."""
-    get = value.get
     for key, types, inner in spec:
-        v = get(key)
+        v = value.get(key)
         if v is None:
             continue
         if type(v) not in types:
@@ -130,6 +131,29 @@ def _wrong(value: dict[str, Any], spec: Spec, path: tuple[str | int, ...], out: 
                         _wrong(x, below, (*path, key, i), out)
             elif type(v) is dict:
                 _wrong(v, inner, (*path, key), out)
+
+
+def fits(value: dict[str, Any], spec: Spec) -> bool:
+    """Whether every field `spec` names below the object `value` has its type (`_wrong` would find none): what
+    `step` asks of each record, answered without a path or a list."""
+    for key, types, inner in spec:
+        v = value.get(key)
+        if v is None:
+            continue
+        if type(v) not in types:
+            return False
+        if inner is None:
+            continue
+        if types is _ARR:
+            _, each, below = inner[0]
+            for x in v:
+                if type(x) not in each:
+                    return False
+                if below is not None and type(x) is dict and not fits(x, below):
+                    return False
+        elif type(v) is dict and not fits(v, inner):
+            return False
+    return True
 
 
 def _without(value: Any, path: tuple[str | int, ...]) -> Any:
@@ -148,85 +172,10 @@ def _without(value: Any, path: tuple[str | int, ...]) -> Any:
     return copy_list
 
 
-# -- the check, compiled ---------------------------------------------------------------------------------------
-#
-# `_wrong` walks a spec generically (a loop over its keys, a set lookup per type): the reference, and what finds
-# the paths of the wrong fields. Most events have none, so each spec is also compiled, once, into straight-line
-# code that only says whether every field is as expected (`Check`): the same walk, unrolled, with the exact type
-# tests inlined. `tests/test_core_fields.py` holds the two to the same answer on random events of every type.
-
-#: Whether every field a spec names has its type (True: `checked` has nothing to do).
-Check = Callable[[dict[str, Any]], bool]
-_TYPE_NAMES = {str: "str", int: "int", float: "float", dict: "dict", list: "list", bool: "bool"}
-
-
-def _wrong_type(var: str, types: frozenset[type]) -> str:
-    """A Python expression true when `var` is not of one of `types` (exactly, as `type(v) in types`)."""
-    return " and ".join(f"type({var}) is not {_TYPE_NAMES[t]}" for t in sorted(types, key=_TYPE_NAMES.__getitem__))
-
-
-def _emit(spec: Spec, var: str, out: list[str], depth: int) -> None:
-    pad = "    " * depth
-    get = f"g{depth}"
-    out.append(f"{pad}{get} = {var}.get")
-    for key, types, inner in spec:
-        v = f"v{depth}"
-        out.append(f"{pad}{v} = {get}({key!r})")
-        if inner is None:
-            out.append(f"{pad}if {v} is not None and {_wrong_type(v, types)}:")
-            out.append(f"{pad}    return False")
-            continue
-        out.append(f"{pad}if {v} is not None:")
-        out.append(f"{pad}    if {_wrong_type(v, types)}:")
-        out.append(f"{pad}        return False")
-        if types is _ARR:
-            _, each, below = inner[0]
-            x = f"x{depth}"
-            out.append(f"{pad}    for {x} in {v}:")
-            out.append(f"{pad}        if {_wrong_type(x, each)}:")
-            out.append(f"{pad}            return False")
-            if below is not None:
-                _emit(below, x, out, depth + 2)
-        elif types == _OBJ:
-            _emit(inner, v, out, depth + 1)
-        else:  # an object or something else: only an object has fields below
-            out.append(f"{pad}    if type({v}) is dict:")
-            _emit(inner, v, out, depth + 2)
-
-
-def compile_check(spec: Spec) -> Check:
-    """The spec as a function of an event: True when no field it names has another type (see `_wrong`)."""
-    out = ["def check(event):"]
-    _emit(spec, "event", out, 1)
-    out.append("    return True")
-    namespace: dict[str, Any] = {}
-    exec("\n".join(out), namespace)  # code made above from the spec alone, no input in it
-    check: Check = namespace["check"]
-    return check
-
-
-#: The compiled checks made so far, by event type (`check_of`).
-_CHECKS: dict[str, Check] = {}
-
-
-def check_of(kind: str) -> Check | None:
-    """The compiled check of the fields of `kind` (`FIELDS`), made at its first use; None when `step` reads none.
-    Compiling every type's at import was a twentieth of `rtrace`'s start-up, and a trace has few of the types."""
-    check = _CHECKS.get(kind)
-    if check is None:
-        spec = FIELDS.get(kind)
-        if spec is None:
-            return None
-        check = _CHECKS[kind] = compile_check(spec)
-    return check
-
-
-def checked(state: TraceState, rec: Record, spec: Spec, check: Check | None = None) -> Record:
+def checked(state: TraceState, rec: Record, spec: Spec) -> Record:
     """`rec`, or when a field `step` reads has the wrong JSON type, a record without that field; each such field is
-    an input problem kept on `state` (line, path, expected) for the engine to report. `check` is the spec's
-    compiled check (`check_of`), when the caller has it."""
-    if check is not None and check(rec.event):
-        return rec
+    an input problem kept on `state` (line, path, expected) for the engine to report. `step` calls it only when
+    `fits` says no."""
     bad: list[tuple[tuple[str | int, ...], frozenset[type]]] = []
     _wrong(rec.event, spec, (), bad)
     if not bad:

@@ -26,7 +26,7 @@ import heapq
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -55,7 +55,7 @@ from .facts import (
     ServerError,
     SessionUpdated,
 )
-from .fields import FIELDS, Check, check_of, checked
+from .fields import FIELDS, Spec, checked, fits
 from .state import NAMING_LIMIT, Change, Connection, Response, TraceState
 from .trace import Record
 
@@ -63,7 +63,7 @@ from .trace import Record
 
 Handler = Callable[[TraceState, Connection, Record, list[Fact]], None]
 
-_CREATE = "conversation.item.create"
+_CREATE: Final = "conversation.item.create"
 
 
 def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple[Fact, ...]]:
@@ -95,9 +95,9 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
     conn.last_t = t
     if found is None:
         return state, facts if facts else NO_FACTS
-    handler, check = found
-    if check is not None and not check(rec.event):
-        rec = checked(state, rec, FIELDS[rtype])
+    handler, spec = found
+    if spec is not None and not fits(rec.event, spec):
+        rec = checked(state, rec, spec)
     handler(state, conn, rec, facts)
     if conn.ended_by is not None:
         _after_close(conn, rec, facts)
@@ -169,7 +169,7 @@ def finish(state: TraceState) -> list[Fact]:
 #: A connection that ends at most this many seconds after a new one opened is the one the new one replaces:
 #: a client may open its new socket before the recorder notes the close of the old one (agents-js, 0.25 ms), or
 #: hold both for a moment. Past it, the new connection replaces the latest one that ended before it opened.
-OVERLAP_WINDOW = 1.0
+OVERLAP_WINDOW: Final = 1.0
 
 
 def _open(state: TraceState, rec: Record, facts: list[Fact]) -> Connection:
@@ -309,7 +309,7 @@ def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[F
 #: A change sent while this many others of its connection wait keeps its event as JSON text (`Change.sent`):
 #: the errors that name a field (`Pending.naming`) look at the oldest `NAMING_LIMIT` waiting, so the events
 #: of a short queue stay parsed, and a pipeline of 200,000 creates keeps each one's in a quarter of the memory.
-SENT_KEPT = NAMING_LIMIT
+SENT_KEPT: Final = NAMING_LIMIT
 
 
 def _send(
@@ -428,7 +428,7 @@ def _oldest(conn: Connection, kind: str, item_id: str | None = None) -> Change |
     return conn.pending.oldest(kind, item_id)
 
 
-_QUOTED = re.compile(r"'([^']{1,200})'")
+_QUOTED: Final = re.compile(r"'([^']{1,200})'")
 
 
 def _join_error(
@@ -685,7 +685,7 @@ def _s_response_done(state: TraceState, conn: Connection, rec: Record, facts: li
 
 #: Done responses a connection keeps (for late events that name them); older ones are forgotten, so an
 #: hour-long call does not keep every response it ever had.
-KEPT_DONE_RESPONSES = 64
+KEPT_DONE_RESPONSES: Final = 64
 
 
 def _forget_old_responses(conn: Connection, resp: Response) -> None:
@@ -801,22 +801,9 @@ _TABLE: dict[tuple[str, str], Handler] = {
 }
 
 
-def _first_check(key: tuple[str, str], handler: Handler) -> Check:
-    """What `_STEPS` holds for `key` until its first record: makes the type's compiled check (`fields.check_of`),
-    puts it in `_STEPS` in its own place and runs it, so only the types a trace has are compiled."""
-
-    def first(event: dict[str, Any]) -> bool:
-        check = check_of(key[1])
-        assert check is not None
-        _STEPS[key] = (handler, check)
-        return check(event)
-
-    return first
-
-
-#: `_TABLE` with each type's compiled field check (None: no field is read): one lookup a record.
-_STEPS: dict[tuple[str, str], tuple[Handler, Check | None]] = {
-    key: (handler, _first_check(key, handler) if key[1] in FIELDS else None) for key, handler in _TABLE.items()
+#: `_TABLE` with each type's field spec (`fields.FIELDS`; None: no field is read): one lookup a record.
+_STEPS: Final[dict[tuple[str, str], tuple[Handler, Spec | None]]] = {
+    key: (handler, FIELDS.get(key[1])) for key, handler in _TABLE.items()
 }
 #: The (direction, type) pairs that change the model; any other record only moves the clocks (see `tick`).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(_TABLE)

@@ -29,7 +29,7 @@ import dataclasses
 import itertools
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 from mypy_extensions import mypyc_attr
@@ -77,6 +77,46 @@ class Change:
     #: For rejected changes: the error object.
     error: dict[str, Any] | None = None
 
+    def __init__(
+        self,
+        kind: str,
+        conn: int,
+        seq: int,
+        line: int,
+        t: float,
+        event_id: str | None = None,
+        summary: str = "",
+        item_id: str | None = None,
+        item: Item | None = None,
+        previous_item_id: str | None = None,
+        audio_end_ms: int | None = None,
+        conversation: str = "auto",
+        metadata: dict[str, Any] | None = None,
+        sent: dict[str, Any] | str | None = None,
+        status: ChangeStatus = "pending",
+        answer_line: int | None = None,
+        answer_t: float | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.conn = conn
+        self.seq = seq
+        self.line = line
+        self.t = t
+        self.event_id = event_id
+        self.summary = summary
+        self.item_id = item_id
+        self.item = item
+        self.previous_item_id = previous_item_id
+        self.audio_end_ms = audio_end_ms
+        self.conversation = conversation
+        self.metadata = metadata
+        self.sent = sent
+        self.status = status
+        self.answer_line = answer_line
+        self.answer_t = answer_t
+        self.error = error
+
     @property
     def short(self) -> str:
         """`conversation.item.create` -> `create`."""
@@ -88,8 +128,8 @@ class Change:
 
 # -- pending changes -----------------------------------------------------------------------------------------
 
-_CREATE = "conversation.item.create"
-_DELETE = "conversation.item.delete"
+_CREATE: Final = "conversation.item.create"
+_DELETE: Final = "conversation.item.delete"
 
 
 class _Queue:
@@ -110,7 +150,7 @@ class _Queue:
 #: `_Queue`.
 _Bucket = Change | _Queue
 #: An index with nothing filed in it yet, shared (never written: `Pending.add` makes a real one first).
-_NONE: dict[Any, Any] = {}
+_NONE: Final[dict[Any, Any]] = {}
 
 
 def _file(index: dict[Any, _Bucket], key: Any, change: Change) -> None:
@@ -439,6 +479,34 @@ class Response:
     #: Set when the response never reached `response.done`: `replaced` or `closed`.
     orphaned: str | None = None
     error: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        id: str,
+        conn: int,
+        created_line: int,
+        created_t: float,
+        status: str = "in_progress",
+        done_line: int | None = None,
+        done_t: float | None = None,
+        output: list[str] | None = None,
+        request: Change | None = None,
+        in_conversation: bool = True,
+        orphaned: str | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        self.id = id
+        self.conn = conn
+        self.created_line = created_line
+        self.created_t = created_t
+        self.status = status
+        self.done_line = done_line
+        self.done_t = done_t
+        self.output = list() if output is None else output
+        self.request = request
+        self.in_conversation = in_conversation
+        self.orphaned = orphaned
+        self.error = error
 
     @property
     def open(self) -> bool:

@@ -14,7 +14,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -176,7 +176,7 @@ class _Route:
 
 #: What stands for every change kind and item type no narrowing names, and for no item (no event type or item type
 #: a narrowing names is empty).
-_OTHER = ""
+_OTHER: Final = ""
 
 
 class _Dispatch:
@@ -295,9 +295,9 @@ Entry = Row | QuietRun | QuietRows | AudioRun
 #: What a fold with an observer has the reader parse: the transitions, and every record `describe` summarises (the
 #: observer reads their event); the other quiet records come as `QuietRows`, their times and types only.
 OBSERVED = TRANSITIONS | frozenset((d, etype) for d in DIRECTIONS for etype in DESCRIBED)
-_NO_EVENT: dict[str, Any] = {}
+_NO_EVENT: Final[dict[str, Any]] = {}
 #: The event type of the audio deltas a run folds, by direction.
-_AUDIO_TYPES = {direction: etype for direction, etype in AUDIO_DELTAS}
+_AUDIO_TYPES: Final = {direction: etype for direction, etype in AUDIO_DELTAS}
 
 
 #: The collector's thresholds during a fold (see `steady_gc`).
@@ -379,11 +379,13 @@ class Fold:
     def _loop(self, entries: Iterable[Entry], seq0: int, line0: int) -> None:
         state, by_dir, observer, transitions = self.state, self.by_dir, self.observer, TRANSITIONS
         conns = state.conns
+        # The entry classes are the reader's (interpreted) module's: bound once, not looked up by name per entry.
+        quiet_run, audio_run_class, quiet_rows = QuietRun, AudioRun, QuietRows
         quiet: Connection | None = None  # the connection of the current run of quiet records, its count, last clock
         count, last_t, last_line = 0, 0.0, 0
         for entry in entries:
             kind = type(entry)
-            if kind is QuietRun:
+            if kind is quiet_run:
                 k, line, t, n, direction = cast(QuietRun, entry)
                 by_dir[direction] += k
                 conn = conns[n]
@@ -395,13 +397,13 @@ class Fold:
                     tick(state, quiet, last_t, last_line, count)
                 quiet, count, last_t, last_line = conn, k, t, line + line0
                 continue
-            if kind is AudioRun:
+            if kind is audio_run_class:
                 if quiet is not None:
                     tick(state, quiet, last_t, last_line, count)
                     quiet = None
                 self._audio(entry, seq0, line0)  # type: ignore[arg-type]
                 continue
-            if kind is QuietRows:  # only for an observer, which sees each record
+            if kind is quiet_rows:  # only for an observer, which sees each record
                 self._quiet_rows(entry, seq0, line0)  # type: ignore[arg-type]
                 continue
             row: Row = entry  # type: ignore[assignment]

@@ -25,7 +25,7 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -54,42 +54,42 @@ from ..rules.base import Config, Rule, as_json
 from .excerpt import read_lines, scrub
 
 #: Times are stored as integer steps of this many seconds (0.1 ms).
-TIME_UNIT = 1e-4
-SUMMARY_CHARS = 140
-ITEM_TEXT_CHARS = 80
+TIME_UNIT: Final = 1e-4
+SUMMARY_CHARS: Final = 140
+ITEM_TEXT_CHARS: Final = 80
 #: A trace's page data larger than this (JSON bytes) is embedded deflated (zlib) and base64-encoded; the page
 #: inflates it with the browser's `DecompressionStream`.
-COMPRESS_OVER = 256 * 1024
+COMPRESS_OVER: Final = 256 * 1024
 #: Entries of each memo of `TraceData` (item entries, scrubbed summaries) before it starts again.
-MEMO_SIZE = 1 << 12
+MEMO_SIZE: Final = 1 << 12
 
 # The operations of `TraceData.states`: each entry is one flat list of integers, the event's index, the connection,
 # then the operations, each an opcode and its arguments.
 # Items are indexes into `items` ([id index, label, text]), ids into `ids`, pending changes into `pending`.
 #: `INSERT k after`: the server conversation gets item k after the item of id index `after` (-1: first).
-INSERT = 0
+INSERT: Final = 0
 #: `REMOVE id`: the item of that id leaves the server conversation.
-REMOVE = 1
+REMOVE: Final = 1
 #: `REPLACE k`: the item of k's id is now shown as k (its text, copies or arguments changed).
-REPLACE = 2
+REPLACE: Final = 2
 #: `PEND p`: client change p is pending (after those already pending).
-PEND = 3
+PEND: Final = 3
 #: `ANSWER p`: client change p is no longer pending (answered, or indeterminate).
-ANSWER = 4
+ANSWER: Final = 4
 #: `LOCAL n k1..kn`: the client's latest local snapshot (`local.conversation`): these items, in its order.
-LOCAL = 5
+LOCAL: Final = 5
 #: `RESET`: a new connection under this ordinal: nothing in it yet.
-RESET = 6
+RESET: Final = 6
 #: `SERVER n k1..kn`: the server conversation is these items (a resync; see `TraceData._resync`).
-SERVER = 7
+SERVER: Final = 7
 #: `PENDING n p1..pn`: these client changes are pending (a resync).
-PENDING = 8
+PENDING: Final = 8
 
 #: Pending change kinds, as the page's client view needs them (`Connection.expected_ids`).
-_KIND_CODES = {"conversation.item.create": 1, "conversation.item.delete": 2}
+_KIND_CODES: Final = {"conversation.item.create": 1, "conversation.item.delete": 2}
 #: `previous_item_id` of a pending create: none given (-1), or the start of the conversation.
-NO_ID = -1
-ROOT = -2
+NO_ID: Final = -1
+ROOT: Final = -2
 
 
 class _Interner:

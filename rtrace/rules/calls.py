@@ -3,6 +3,8 @@ that receives it, and a call created again keeps its arguments."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..core.facts import (
     ChangeAnswered,
     ChangeSent,
@@ -170,7 +172,7 @@ class OutputForUnknownCall(Rule[Config]):
 
 
 #: How much of a call's arguments RT113 quotes (and keeps).
-ARGUMENTS_QUOTED = 80
+ARGUMENTS_QUOTED: Final = 80
 
 
 class ArgumentsLostInReplay(Rule[Config]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterable
+from typing import Final
 
 from ..core.conversation import Item
 from ..core.facts import (
@@ -19,9 +20,9 @@ from ..core.facts import (
 from ..core.state import Change, Connection, TraceState, unfinished_call
 from .base import Config, Finding, Rule, Witness, on
 
-_FUNCTION_ITEMS = ("function_call", "function_call_output")
-_CREATE = "conversation.item.create"
-_DELETE = "conversation.item.delete"
+_FUNCTION_ITEMS: Final = ("function_call", "function_call_output")
+_CREATE: Final = "conversation.item.create"
+_DELETE: Final = "conversation.item.delete"
 
 
 def _output_call(change: Change) -> str | None:
@@ -471,7 +472,7 @@ def _changes(n: int) -> str:
 
 
 #: Client events that restore the old session's settings on a new connection.
-_SETTINGS = ("session.update", "transcription_session.update")
+_SETTINGS: Final = ("session.update", "transcription_session.update")
 
 
 class ReconnectRestoresNothing(Rule[Config]):

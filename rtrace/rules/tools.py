@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Final
 
 from ..core.conversation import Item
 from ..core.facts import (
@@ -23,7 +24,7 @@ from ..core.facts import (
 from ..core.state import Change, Connection, Response, TraceState, unfinished_call
 from .base import ITEM_CHANGES, Burst, Bursts, Config, Finding, Rule, Witness, ms, on
 
-_FUNCTION_ITEMS = ("function_call", "function_call_output")
+_FUNCTION_ITEMS: Final = ("function_call", "function_call_output")
 
 
 class DeletedFunctionCallOutput(Rule[Config]):
