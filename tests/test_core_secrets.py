@@ -274,6 +274,44 @@ def test_the_short_cut_changes_no_result_on_json_and_base64(
     assert scrub_text(text, depth) == secrets._scrub_text(text, depth), text
 
 
+_needs_fast_hint = pytest.mark.skipif(secrets._fast_hinted is None, reason="the C scanner is not built")
+#: Pieces of the hint words, in both cases, with the characters around them and some that are not ASCII.
+_HINT_PIECES = st.sampled_from(
+    [
+        *secrets._HINT_WORDS,
+        *(w.upper() for w in secrets._HINT_WORDS),
+        *(w[:-1] for w in secrets._HINT_WORDS if len(w) > 1),
+        *"%0aAfFgG9 -_:/=xyz",
+        "\u017f",
+        "\u212a",
+        "\u0130",
+        "\xe9",
+    ]
+)
+
+
+@_needs_fast_hint
+@settings(max_examples=1000)
+@given(st.lists(_HINT_PIECES, max_size=8).map("".join))
+def test_the_c_screen_answers_as_the_hint_pattern(text: str) -> None:
+    """`_scan.hinted` is `_HINT` searched in the lowered text, on ASCII text; on any other it says None and the
+    pattern decides. `_hinted` gives the pattern's answer either way."""
+    pattern = secrets._HINT.search(secrets._lowered(text)) is not None
+    fast = secrets._fast_hinted(text)  # type: ignore[misc]
+    assert fast is (pattern if text.isascii() else None), text
+    assert secrets._hinted(text) is pattern
+
+
+@_needs_fast_hint
+def test_the_c_screen_finds_every_hint_word_at_every_place() -> None:
+    for word in secrets._HINT_WORDS:
+        for text in (word, word.upper(), f"x {word}", f"{word} x", f"ab{word.title()}cd"):
+            assert secrets._fast_hinted(text) is True, text  # type: ignore[misc]
+        assert secrets._fast_hinted(word[:-1]) is (secrets._HINT.search(word[:-1]) is not None)  # type: ignore[misc]
+    assert secrets._fast_hinted("a %2f") is secrets._fast_hinted("%Af") is True  # type: ignore[misc]
+    assert secrets._fast_hinted("%2") is secrets._fast_hinted("%g1") is False  # type: ignore[misc]
+
+
 def test_the_hint_fold_covers_every_character_ignorecase_takes_for_an_ascii_letter() -> None:
     letter = re.compile("[a-z]", re.IGNORECASE)
     for cp in range(128, sys.maxunicode + 1):

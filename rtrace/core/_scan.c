@@ -24,6 +24,12 @@ each line left to the full parse, as bytes; and for each run of consecutive take
 connection (and item, for audio deltas) a tuple: (count, t of the last, conn, dir index) for quiet ones, (count, t of
 the last, conn, dir index, each line's t, each line's raw type) with `detail`; (count, t of the last, conn, dir index,
 item_id, audio bytes, each line's t, each line's bytes) for audio deltas.
+
+`hinted(text)` is the other scan here: the secret screen of `rtrace.core.secrets` (`_hinted`), whether an ASCII text,
+lower-cased, holds one of the hint words given once to `set_hints(words)` or a `%` and two hex digits; None for a
+text that is not ASCII (folding and lower-casing those is left to Python) or before `set_hints`. It answers what the
+regular expression `secrets._HINT` answers (tests/test_core_secrets.py holds the two to the same answer), at a byte
+per step instead of a try of the whole alternation at most positions of the text.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -611,7 +617,96 @@ fail:
     return NULL;
 }
 
+/* -- the secret screen ---------------------------------------------------------------------------------------- */
+
+#define MAX_HINTS 64
+#define MAX_HINT_LEN 32
+
+static unsigned char hint_words[MAX_HINTS][MAX_HINT_LEN];
+static Py_ssize_t hint_lens[MAX_HINTS];
+static int n_hints = -1; /* -1: set_hints not called yet */
+/* For each byte, the first of the words (in order) that start with it, and how many in a row do (sorted words). */
+static unsigned char hint_first[256];
+static unsigned char hint_count[256];
+
+static inline unsigned char lower_ascii(unsigned char c) { return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c; }
+
+static inline int lower_hex(unsigned char c) {
+    c = lower_ascii(c);
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+static PyObject *set_hints(PyObject *self, PyObject *words) {
+    if (!PyTuple_Check(words) || PyTuple_GET_SIZE(words) > MAX_HINTS) {
+        PyErr_SetString(PyExc_TypeError, "set_hints takes a tuple of at most 64 bytes objects, sorted");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(words);
+    memset(hint_count, 0, sizeof hint_count);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *w = PyTuple_GET_ITEM(words, k);
+        if (!PyBytes_Check(w) || PyBytes_GET_SIZE(w) < 1 || PyBytes_GET_SIZE(w) > MAX_HINT_LEN) {
+            PyErr_SetString(PyExc_TypeError, "a hint word is bytes of 1 to 32 lower-case ASCII characters");
+            n_hints = -1;
+            return NULL;
+        }
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(w);
+        Py_ssize_t len = PyBytes_GET_SIZE(w);
+        for (Py_ssize_t i = 0; i < len; i++) {
+            if (b[i] >= 0x80 || lower_ascii(b[i]) != b[i]) {
+                PyErr_SetString(PyExc_TypeError, "a hint word is lower-case ASCII");
+                n_hints = -1;
+                return NULL;
+            }
+        }
+        if (k > 0 && hint_words[k - 1][0] > b[0]) {
+            PyErr_SetString(PyExc_TypeError, "the hint words are sorted");
+            n_hints = -1;
+            return NULL;
+        }
+        memcpy(hint_words[k], b, (size_t)len);
+        hint_lens[k] = len;
+        if (hint_count[b[0]]++ == 0)
+            hint_first[b[0]] = (unsigned char)k;
+    }
+    n_hints = (int)n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *hinted(PyObject *self, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "hinted takes a str");
+        return NULL;
+    }
+    if (n_hints < 0 || !PyUnicode_IS_ASCII(text))
+        Py_RETURN_NONE;
+    P s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = lower_ascii(s[i]);
+        if (c == '%' && i + 2 < n && lower_hex(s[i + 1]) && lower_hex(s[i + 2]))
+            Py_RETURN_TRUE;
+        int count = hint_count[c];
+        for (int k = hint_first[c]; count > 0; k++, count--) {
+            Py_ssize_t len = hint_lens[k];
+            if (i + len > n)
+                continue;
+            Py_ssize_t j = 1;
+            while (j < len && lower_ascii(s[i + j]) == hint_words[k][j])
+                j++;
+            if (j == len)
+                Py_RETURN_TRUE;
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef methods[] = {
+    {"set_hints", set_hints, METH_O,
+     "set_hints(words) -> None: the hint words `hinted` looks for (a sorted tuple of lower-case ASCII bytes)."},
+    {"hinted", hinted, METH_O,
+     "hinted(text) -> bool | None: whether the ASCII text, lower-cased, holds a hint word or %xx (None: not ASCII, or "
+     "no words set)."},
     {"scan", scan, METH_VARARGS,
      "scan(buffer, start, end, table, seen, keep=0, detail=False) -> list: the lines of buffer[start:end] a full parse would only "
      "count, as runs, and the others as bytes (see the module's source)."},

@@ -54,7 +54,7 @@ import base64
 import binascii
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from .trace import MAX_DEPTH, TOO_DEEP
@@ -267,9 +267,25 @@ def _lowered(text: str) -> str:
     return text.lower()
 
 
+#: The C scanner's screen (`_scan.c: hinted`), which answers as `_HINT` does on ASCII text; None without it (it is
+#: optional, as the scanner is, and a build older than the source may lack it).
+_fast_hinted: Callable[[str], bool | None] | None
+try:
+    from . import _scan
+
+    _scan.set_hints(tuple(w.encode() for w in sorted(set(_HINT_WORDS))))
+    _fast_hinted = _scan.hinted
+except (ImportError, AttributeError):
+    _fast_hinted = None
+
+
 def _hinted(text: str) -> bool:
     """Whether `text` holds a hint of `_HINT_WORDS` (every match of every pattern does: the fast path's premise,
     checked by tests/test_core_secrets.py for each pattern)."""
+    if _fast_hinted is not None:
+        fast = _fast_hinted(text)
+        if fast is not None:
+            return fast
     return _HINT.search(_lowered(text)) is not None
 
 
