@@ -34,6 +34,7 @@ COMPILED = (
     "rtrace.core.facts",
     "rtrace.core.fields",
     "rtrace.core.reducer",
+    "rtrace.core.secrets",
     "rtrace.core.state",
     "rtrace.core.trace",
     "rtrace.engine.fold",

@@ -367,7 +367,8 @@ def _unwraps(text: str) -> bool:
     """Whether `text` is what `_scrub_text` looks inside of: JSON, or base64 whole. Without a hint of a value
     pattern, only such a text can hide a secret, and only behind a base64 hint (a base64 run inside prose is not
     decoded). Most report texts are prose: one cheap test here spares them the base64 search."""
-    return _B64_CANDIDATE.fullmatch(text) is not None or _json_like(text.strip())
+    # A space is never in base64 whole (`_B64_CANDIDATE`): prose, most of what a report quotes, skips that match.
+    return (" " not in text and _B64_CANDIDATE.fullmatch(text) is not None) or _json_like(text.strip())
 
 
 def _scrub_text(text: str, depth: int) -> str:
