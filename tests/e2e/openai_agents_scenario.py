@@ -31,6 +31,16 @@ from scenario_common import (
 MODEL = "gpt-realtime"
 
 
+def close_code(exc: BaseException) -> int | None:
+    """The close code a websockets `ConnectionClosed*` received (1006: none received); None for another error. The
+    SDK reports a close either as an `exception` event of the stream or by raising out of it, whichever its tasks
+    reach first."""
+    if not hasattr(exc, "rcvd"):
+        return None
+    rcvd = exc.rcvd
+    return rcvd.code if rcvd is not None else 1006
+
+
 async def _run(args: Any, progress: Progress) -> None:
     from agents import FunctionTool
     from agents.realtime import RealtimeAgent, RealtimeRunner
@@ -84,9 +94,9 @@ async def _run(args: Any, progress: Progress) -> None:
                         await on_server(data.data)
                     elif data.type == "exception":
                         progress.error(f"{data.context}: {type(data.exception).__name__}: {data.exception}")
-                        if hasattr(data.exception, "rcvd"):  # websockets ConnectionClosed*
-                            rcvd = data.exception.rcvd
-                            progress.close_codes.append(rcvd.code if rcvd is not None else 1006)
+                        code = close_code(data.exception)
+                        if code is not None:
+                            progress.close_codes.append(code)
                     elif data.type == "connection_status":
                         progress.mark(f"connection_{data.status}")
                 elif etype == "tool_start":
@@ -146,6 +156,9 @@ async def _run(args: Any, progress: Progress) -> None:
                 progress.fail(f"the session never connected: {type(exc).__name__}: {exc}")
             elif exc is not None:
                 progress.error(f"session raised: {type(exc).__name__}: {exc}")
+                code = close_code(exc)
+                if code is not None and not progress.close_codes:  # the close came as this raise, not as an event first
+                    progress.close_codes.append(code)
                 progress.finish("the session raised after the socket closed (no reconnect)")
             else:
                 progress.finish("the session's event stream ended (socket closed, no reconnect)")
