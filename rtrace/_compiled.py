@@ -8,9 +8,10 @@ all of them are there and current: they call into each other's compiled code.
 
 A dataclass the fold makes per record (the facts, `Item`, `Change`, `Response`) writes its own `__init__`: the one
 `dataclasses` generates is made with `exec` when the class is created, so it runs as interpreted code even where
-mypyc compiles the class, and every construction went through the interpreter and generic attribute setting (a fifth
-of what a transition cost). `tests/test_compiled.py` holds each such `__init__` to the fields: their names, order and
-defaults, as the generated one would take them.
+mypyc compiles the class, and every construction went through the interpreter and generic attribute setting (`Item`'s
+alone, with `item_from_event`, was 16% of the samples of a pipelined trace: bench/BENCHMARKS.md, sixth round).
+`tests/test_compiled.py` holds each such `__init__` to the fields: their names, order and defaults, as the generated
+one would take them.
 
 This module imports nothing of rtrace and nothing outside the standard library: it runs first (`rtrace/__init__`),
 before any of them is imported, and setup.py reads `COMPILED` from it without importing rtrace.

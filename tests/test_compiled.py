@@ -3,6 +3,9 @@ on every sample trace and on traces drawn at random; the switch to the source; a
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import inspect
 import os
 import subprocess
 import sys
@@ -15,6 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from rtrace import _compiled
 from rtrace._compiled import COMPILED, PURE_ENV
+from rtrace.core.facts import FACTS
 
 from .conftest import ROOT, SAMPLES
 from .strategies import envelopes
@@ -154,10 +158,6 @@ def test_a_stale_build_runs_from_source_and_says_so(tmp_path: Path) -> None:
 
 def own_inits() -> list[type]:
     """The dataclasses of the compiled modules that write their own `__init__` (not the one `dataclasses` makes)."""
-    import dataclasses
-    import importlib
-    import inspect
-
     found = []
     for module in COMPILED:
         for value in vars(importlib.import_module(module)).values():
@@ -172,9 +172,6 @@ def check_own_inits() -> list[str]:
     """Each of `own_inits` takes its fields as the generated `__init__` would: the init fields in order, the same
     defaults (a `default_factory` field defaults to None and gets a new value of the factory), and every field set.
     Run from source (the check reads signatures and passes placeholder values)."""
-    import dataclasses
-    import inspect
-
     checked = []
     for cls in own_inits():
         fields = dataclasses.fields(cls)
@@ -208,6 +205,4 @@ def test_a_dataclass_that_writes_its_own_init_takes_its_fields_as_the_generated_
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     checked = set(out.stdout.split())
-    from rtrace.core.facts import FACTS
-
     assert {"Item", "Change", "Response"} | {f.__qualname__ for f in FACTS} <= checked

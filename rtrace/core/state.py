@@ -502,7 +502,7 @@ class Response:
         self.status = status
         self.done_line = done_line
         self.done_t = done_t
-        self.output = list() if output is None else output
+        self.output = [] if output is None else output
         self.request = request
         self.in_conversation = in_conversation
         self.orphaned = orphaned
