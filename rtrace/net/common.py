@@ -1,6 +1,6 @@
 """What the network modules share: the loopback names, URLs shown without secrets and mapped to an upstream,
-running in the foreground until Ctrl-C or SIGTERM, and the message of
-a trace that cannot be written any more.
+running in the foreground until Ctrl-C or SIGTERM, the message of a trace that cannot be written any more, and
+the fresh directory of a hunt's or a sweep's outputs (`fresh_run_dir`).
 
 Imports no other `rtrace.net` module, so `server`, `proxy`, `replay` and `sweep` never import each other for these.
 """
@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
 import signal
 import sys
 import urllib.parse
+from pathlib import Path
 from typing import IO
 
 from ..core.escape import shown
@@ -25,6 +28,36 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 #: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
 _PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
+
+
+def check_out_dir(out: Path, option: str = "--out") -> None:
+    """Raise ValueError (a message naming `option`) unless `out` is, or can be made, a writable directory."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {out}: a file, not a directory (give a directory; it is made if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = "a part of it is a file" if e.errno in (errno.ENOTDIR, errno.EEXIST) else (e.strerror or str(e))
+        raise ValueError(f"{option} {out}: cannot make the directory ({why})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {out}: cannot write there (permission denied)")
+
+
+def fresh_run_dir(out: Path, option: str = "--out") -> Path:
+    """A new directory `out/N` (N one more than the highest there) that no earlier hunt or sweep wrote into, made
+    now (`out` too). Raises ValueError naming `option` when it cannot be made there."""
+    check_out_dir(out, option)
+    taken = [int(p.name) for p in out.iterdir() if p.name.isdigit()]
+    n = max(taken, default=0) + 1
+    for _ in range(1000):
+        try:
+            (out / str(n)).mkdir()
+            return out / str(n)
+        except FileExistsError:  # another one made it meanwhile
+            n += 1
+        except OSError as e:
+            raise ValueError(f"{option} {out}: cannot make a directory in it ({e.strerror or e})") from None
+    raise ValueError(f"{option} {out}: no free directory name in it")
 
 
 def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
@@ -170,7 +203,9 @@ async def until_stopped() -> None:
 __all__ = [
     "LOOPBACK",
     "MAX_FRAME_BYTES",
+    "check_out_dir",
     "check_ws_url",
+    "fresh_run_dir",
     "host_for_url",
     "is_loopback",
     "safe_url",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import os
 import shlex
@@ -43,6 +44,8 @@ from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_
 from ..engine.fold import analyze_path
 from ..rules import RULES
 from ..rules.base import Finding
+from .common import fresh_run_dir
+from .processes import Ended, Stopped, Stopper, kill_strays_default
 from .schedule import (
     SURVIVAL,
     BugKey,
@@ -78,7 +81,8 @@ About = tuple[str, tuple[str, ...]]
 class HuntOptions:
     """What a hunt is told (durations in seconds)."""
 
-    #: Seconds the search may take, from the end of the clean run (None: no limit; then `runs` must be given).
+    #: Seconds the whole hunt may take - clean run, search, shrinking, reproduction - wall time (None: no limit;
+    #: then `runs` must be given). The search stops at `SEARCH_SHARE` of it; a run in flight at its end is cut.
     budget: float | None = 600.0
     #: Runs the search may take (None: no limit).
     runs: int | None = None
@@ -98,6 +102,17 @@ class HuntOptions:
     script: Path | None = None
     #: Only these schedules, `runs` times each (`--schedule`): no clean run's surface, no search.
     schedules: list[Schedule] | None = None
+    #: The bug numbers of `schedules` (`bug-4.toml` -> 4), so a re-run names its entries as the hunt did.
+    numbers: list[int | None] | None = None
+    #: Kill what a command left running outside its process group (`--kill-strays`; default on in CI).
+    kill_strays: bool = dataclasses.field(default_factory=kill_strays_default)
+    #: A run ends early once client and server were quiet this long after a fault, with no response done since
+    #: (the client hangs: the test's own deadline is not waited out); None: never.
+    quiet: float | None = 3.0
+    #: Write into a fresh directory under `out_dir` (`out_dir/N/`), never where another hunt wrote.
+    fresh_dir: bool = True
+    #: What stops the hunt early (signals, or another thread: the pytest plugin).
+    stopper: Stopper | None = None
 
 
 @dataclasses.dataclass
@@ -124,14 +139,31 @@ class Run:
     finding_of: dict[About, Finding] = dataclasses.field(default_factory=dict)
     #: Seconds from the hunt's start to the end of this run.
     ended: float = 0.0
+    #: Why rtrace cut the run (`budget`, or a stop): not judged; None: the command ended, or hit `--timeout`.
+    cut: str | None = None
+    #: Seconds of quiet after a fault that ended the run early (the client hung; `HuntOptions.quiet`), else None.
+    ended_early: float | None = None
+    #: Processes the command left running outside its process group, and whether they were killed.
+    strays: list[int] = dataclasses.field(default_factory=list)
+    strays_killed: bool = False
 
     @property
     def survived(self) -> bool:
         return self.exit_code == 0
 
     def how(self) -> str:
-        """How the command ended: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout`."""
+        """How the command ended: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout`, `hung (...)`."""
+        if self.ended_early is not None:
+            return f"hung (ended early: quiet {self.ended_early:g}s after the fault)"
         return how_ended(self.exit_code)
+
+    def left_running(self) -> str:
+        """What the command left running, in words ("" when nothing)."""
+        if not self.strays:
+            return ""
+        pids = ", ".join(str(p) for p in self.strays)
+        done = "killed" if self.strays_killed else "still running (--kill-strays ends them)"
+        return f"the command left pid {pids} running ({done})"
 
     def signals(self) -> set[Any]:
         """What the random phase is told about the run: its keys, its rules, the client's reaction sequence."""
@@ -203,10 +235,12 @@ class Progress:
     phase: str
     runs: int
     bugs: int
-    #: Seconds the search has taken (0 until the clean run is done: the budget is the search's).
+    #: Seconds the hunt has taken (the budget is the whole hunt's).
     elapsed: float
     budget: float | None
     last: Run | None = None
+    #: Seconds the run in flight has taken (a line while it goes on), else None.
+    running: float | None = None
 
 
 @dataclasses.dataclass
@@ -220,8 +254,16 @@ class HuntResult:
     #: Findings no re-run reproduced (not bugs).
     unconfirmed: list[Bug]
     elapsed: float
-    #: Why the search stopped: `budget`, `runs`, `space` (nothing left to draw), `clean run failed`.
+    #: Why the search stopped: `budget`, `runs`, `space` (nothing left to draw), `clean run failed`, `interrupted`.
     stopped: str
+    #: Wall seconds of each part of the hunt: `clean run`, `search`, `confirming` (shrinking, reproduction, scripts).
+    split: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: Set when a signal (or the plugin) stopped the hunt: its name; the report is partial then.
+    interrupted: str | None = None
+    #: What was not done (an interrupted hunt, a budget spent before the bugs were confirmed), in words.
+    not_done: list[str] = dataclasses.field(default_factory=list)
+    #: Processes commands left running outside their process group: (run, pid) each.
+    strays: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     @property
     def clean_failed(self) -> bool:
@@ -236,9 +278,10 @@ class HuntResult:
 
 
 class Target(Protocol):
-    """What a hunt runs: one run of the client under `options` (a server's), recorded to `options.record`."""
+    """What a hunt runs: one run of the client under `options` (a server's), recorded to `options.record`: how it
+    ended (`processes.Ended`, or its exit status and last stderr lines)."""
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]: ...
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]] | Ended: ...
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str: ...
 
@@ -250,11 +293,19 @@ class CommandTarget:
     command: list[str]
     #: The user's script every run's schedule runs on (`--script`).
     script: Path | None = None
+    #: `HuntOptions.kill_strays`, `HuntOptions.quiet`.
+    kill_strays: bool = False
+    quiet: float | None = None
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(self, options: ServerOptions, timeout: float) -> Ended:
         async with run_server(options) as srv:
             env = {**command_env(srv, options.latency), "RTRACE_HUNT": "1"}  # a pytest plugin hands out this server
-            return await run_command(self.command, env, timeout, "hunt", echo=False)
+            quiet = self.quiet
+
+            def hung() -> str | None:
+                return "quiet" if quiet is not None and srv.hung_after_fault(quiet) else None
+
+            return await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung)
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
@@ -388,44 +439,104 @@ class Hunt:
         self.traces = options.out_dir / "runs"
         #: At most `jobs` runs at once, whatever asks for them (the search's batches, the bugs' confirmations).
         self.slots = asyncio.Semaphore(max(1, options.jobs))
+        self.stopper = options.stopper or Stopper()
+        #: When the whole hunt must end (the budget, wall time), and the search (`SEARCH_SHARE` of it).
+        self.deadline = None if options.budget is None else self.started + options.budget
+        self.search_deadline = None if options.budget is None else self.started + options.budget * SEARCH_SHARE
+        #: Seconds between two progress lines while a run goes on (the clean run too).
+        self.heartbeat = HEARTBEAT
 
     def elapsed(self) -> float:
         return self.clock() - self.started
+
+    def time_left(self) -> float | None:
+        """Seconds of the budget left (None: no budget)."""
+        return None if self.deadline is None else self.deadline - self.clock()
 
     def searched(self) -> float:
         """Seconds the search has taken (0 before it starts)."""
         return 0.0 if self.search_started is None else self.clock() - self.search_started
 
+    def tell(self, phase: str, last: Run | None = None, running: float | None = None) -> None:
+        if self.progress is not None:
+            self.progress(Progress(phase, len(self.runs), len(self.bugs_so_far), self.elapsed(),
+                                   self.options.budget, last, running))  # fmt: skip
+
+    async def _beat(self, phase: str, start: float) -> None:
+        """A progress line every `heartbeat` seconds while a run goes on (from its start: the clean run too)."""
+        self.tell(phase, running=0.0)
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            self.tell(phase, running=self.clock() - start)
+
     async def run(self, schedule: Schedule, phase: str) -> Run:
-        self.count += 1
-        index = self.count
-        trace = self.traces / f"run{index:04d}.jsonl"
-        header = {"seed": schedule.seed, "schedule": schedule.to_json(), "run": index, "phase": phase}
-        options = server_options(self.options.template, schedule, trace, header)
+        """One run of `schedule`, judged. Raises `Stopped` (the hunt was stopped: the run ended, not judged) and
+        `Spent` (the budget ran out before it, or cut it)."""
+        if self.stopper.stopped:
+            raise Stopped(self.stopper.reason or "stopped")
         async with self.slots:
+            left = self.time_left()
+            if left is not None and left <= 0:
+                raise Spent()
+            self.count += 1
+            index = self.count
+            trace = self.traces / f"run{index:04d}.jsonl"
+            header = {"seed": schedule.seed, "schedule": schedule.to_json(), "run": index, "phase": phase}
+            options = server_options(self.options.template, schedule, trace, header)
+            limit = self.options.timeout if left is None else min(self.options.timeout, left)
             start = self.clock()
-            code, tail = await self.target.run(options, self.options.timeout)
-        run = Run(index, phase, schedule, trace, code, self.clock() - start, stderr_tail=tail)
-        # off the event loop: the servers of the runs still going share it, and their timing is what is measured
-        await asyncio.to_thread(_judge, run, self.options.template.schedule)
+            beat = asyncio.ensure_future(self._beat(phase, start))
+            try:
+                ended = await self.stopper.guard(self.target.run(options, limit))
+            finally:
+                beat.cancel()
+        if not isinstance(ended, Ended):
+            ended = Ended(*ended)
+        run = Run(index, phase, schedule, trace, ended.code, self.clock() - start, stderr_tail=ended.tail,
+                  strays=ended.strays, strays_killed=ended.strays_killed)  # fmt: skip
+        if ended.cut == "quiet":
+            run.ended_early = self.options.quiet
+        elif ended.code is None and limit < self.options.timeout:
+            run.cut = "budget"  # the budget's end, not the command's --timeout: not the client's failure
+        if run.cut is None:
+            # off the event loop: the servers of the runs still going share it, and their timing is measured
+            await asyncio.to_thread(_judge, run, self.options.template.schedule)
         run.ended = self.elapsed()
         self.runs.append(run)
         self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
-        if self.progress is not None:
-            self.progress(Progress(phase, len(self.runs), len(self.bugs_so_far), self.searched(),
-                                   self.options.budget, run))  # fmt: skip
+        self.tell(phase, run)
+        if run.cut is not None:
+            raise Spent()
         return run
 
     async def batch(self, schedules: list[Schedule], phase: str) -> list[Run]:
-        return list(await asyncio.gather(*(self.run(s, phase) for s in schedules)))
+        """Runs of `schedules`, those that ran whole. Raises `Stopped`, and `Spent` when none did."""
+        done = await asyncio.gather(*(self.run(s, phase) for s in schedules), return_exceptions=True)
+        for outcome in done:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Spent):
+                raise outcome
+        runs = [r for r in done if isinstance(r, Run)]
+        if schedules and not runs:
+            raise Spent()
+        return runs
 
     def spent(self, searched: int) -> str | None:
         o = self.options
         if o.runs is not None and searched >= o.runs:
             return "runs"
-        if o.budget is not None and self.searched() >= o.budget:
+        if self.search_deadline is not None and self.clock() >= self.search_deadline:
             return "budget"
         return None
+
+
+class Spent(Exception):
+    """The hunt's budget ran out (before a run, or during it: the run was cut and is not judged)."""
+
+
+#: The share of the budget the clean run and the search may take; the rest is the bugs' (shrinking, reproduction).
+SEARCH_SHARE = 0.6
+#: Seconds between two progress lines while a run goes on.
+HEARTBEAT = 5.0
 
 
 def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
@@ -443,35 +554,109 @@ def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
 async def hunt_async(
     target: Target, options: HuntOptions, progress: Callable[[Progress], None] | None = None
 ) -> HuntResult:
-    """Hunt (see the module docstring)."""
-    options.out_dir.mkdir(parents=True, exist_ok=True)
+    """Hunt (see the module docstring). Into a fresh directory under `out_dir` (`fresh_dir`; the result's options
+    name it), whose `runs/` no other hunt wrote. A stop (`options.stopper`) or the budget's end gives what is known
+    so far, with what was not done (`HuntResult.interrupted`, `not_done`)."""
+    if options.fresh_dir:
+        options = dataclasses.replace(options, out_dir=fresh_run_dir(options.out_dir, "--out"))
+    else:
+        options.out_dir.mkdir(parents=True, exist_ok=True)
     (options.out_dir / "runs").mkdir(exist_ok=True)
+    stopper = options.stopper or Stopper()
+    options = dataclasses.replace(options, stopper=stopper)
+    mine = not stopper.attached
+    if mine:
+        stopper.attach(asyncio.get_running_loop(), signals=False)
     hunt = Hunt(target, options, progress)
-    if options.schedules is not None:
-        return await _rerun(hunt, options.schedules)
-    clean = await hunt.run(Schedule(seed=options.seed), "clean run")
+    try:
+        if options.schedules is not None:
+            return _stamped(hunt, await _rerun(hunt, options.schedules))
+        return _stamped(hunt, await _search(hunt))
+    finally:
+        if mine:
+            stopper.detach()
+
+
+async def _search(hunt: Hunt) -> HuntResult:
+    options = hunt.options
+    split: dict[str, float] = {}
+    try:
+        clean = await hunt.run(Schedule(seed=options.seed), "clean run")
+    except (Spent, Stopped) as e:
+        why = "budget" if isinstance(e, Spent) else "interrupted"
+        result = HuntResult([], options, None, Surface(), hunt.runs, [], [], hunt.elapsed(), why)
+        result.not_done = ["the clean run (cut " + ("by the budget" if why == "budget" else "short") + ")",
+                           "the search", "shrinking", "reproduction"]  # fmt: skip
+        return result
+    split["clean run"] = hunt.elapsed()
     surface = surface_of(records_of(clean.trace))
     if not clean.survived:
-        return HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
+        result = HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
+        result.split = split
+        return result
     hunt.baseline = {k.finding for k in clean.keys}
-    hunt.search_started = hunt.clock()  # the budget is the search's: a slow clean run does not eat it
+    hunt.search_started = hunt.clock()
     jobs = max(1, options.jobs)
     queue = systematic(surface, options.seed)
     generator = Generator(surface, options.seed)
     searched: list[Run] = []
     stopped = None
-    while (stopped := hunt.spent(len(searched))) is None:
-        room = jobs if options.runs is None else min(jobs, options.runs - len(searched))
-        phase = "systematic" if queue else "random"
-        if queue:
-            batch, queue = queue[:room], queue[room:]
-        else:
-            batch = [generator.next() for _ in range(room)]
-        for run in await hunt.batch(batch, phase):
-            searched.append(run)
-            generator.observe(run.schedule, run.signals())
-    bugs, unconfirmed = await _confirm(hunt, [clean, *searched])
-    return HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped)
+    not_done: list[str] = []
+    try:
+        while (stopped := hunt.spent(len(searched))) is None:
+            room = jobs if options.runs is None else min(jobs, options.runs - len(searched))
+            phase = "systematic" if queue else "random"
+            if queue:
+                batch, queue = queue[:room], queue[room:]
+            else:
+                batch = [generator.next() for _ in range(room)]
+            for run in await hunt.batch(batch, phase):
+                searched.append(run)
+                generator.observe(run.schedule, run.signals())
+    except Spent:
+        stopped = "budget"
+    except Stopped:
+        stopped = "interrupted"
+    if queue:
+        not_done.append(f"{len(queue)} point{'s' if len(queue) != 1 else ''} of the single-fault pass")
+    split["search"] = hunt.elapsed() - split["clean run"]
+    if stopped == "interrupted":
+        candidates = _seen([clean, *searched])
+        many = "s" if len(candidates) != 1 else ""
+        not_done.append(f"shrinking and reproduction of {len(candidates)} candidate{many} (listed as seen once)")
+        result = HuntResult([], options, clean, surface, hunt.runs, [], candidates, hunt.elapsed(), stopped)
+    else:
+        bugs, unconfirmed = await _confirm(hunt, [clean, *searched])
+        result = HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped)
+        if hunt.stopper.stopped:
+            result.stopped = "interrupted"
+            not_done.append("confirming the bugs (those listed were confirmed before the stop)")
+        elif any(not b.tries for b in unconfirmed):
+            not_done.append("confirming every candidate (the budget ran out: those not re-run are unconfirmed)")
+    split["confirming"] = hunt.elapsed() - split["clean run"] - split["search"]
+    result.split, result.not_done = split, not_done
+    return result
+
+
+def _seen(runs: list[Run]) -> list[Bug]:
+    """The candidates the runs showed, each once, as first seen (not shrunk nor re-run: an interrupted hunt's)."""
+    out: dict[Any, Bug] = {}
+    for run in sorted(runs, key=lambda r: (r.schedule.cost, r.index)):
+        for key in _findings_first(run.keys):
+            if _candidate_of(key) not in out:
+                bug = _bug(key, run, run.schedule)
+                bug.hits, bug.tries = 1, 0
+                out[_candidate_of(key)] = bug
+    return list(out.values())
+
+
+def _stamped(hunt: Hunt, result: HuntResult) -> HuntResult:
+    """`result` with the stop's name and what commands left running."""
+    if hunt.stopper.stopped:
+        result.interrupted = hunt.stopper.reason
+        result.stopped = "interrupted"
+    result.strays = [(r.index, pid) for r in hunt.runs for pid in r.strays]
+    return result
 
 
 async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
@@ -480,7 +665,10 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
     times = o.runs or o.repro_runs
     found: list[Bug] = []
     for schedule in schedules:
-        runs = await hunt.batch([schedule] * times, "re-run")
+        try:
+            runs = await hunt.batch([schedule] * times, "re-run")
+        except (Spent, Stopped):
+            break
         wanted = dict.fromkeys(k.finding for r in runs for k in _findings_first(r.keys))
         for want in wanted:
             hits = [r for r in runs if _holds(r, want) is not None]
@@ -488,7 +676,12 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
             bug.hits, bug.tries = len(hits), len(runs)
             found.append(bug)
     bugs = _merged(found)
-    await _finish(hunt, bugs)
+    numbers = None
+    if o.numbers and len(o.numbers) == len(schedules):  # each entry keeps the number of the script it re-runs
+        by_schedule = dict(zip(schedules, o.numbers, strict=True))  # type: dict[Schedule, int | None]
+        if len(bugs) == len({b.schedule for b in bugs}):
+            numbers = [by_schedule.get(b.schedule) for b in bugs]
+    await _finish(hunt, bugs, numbers)
     return HuntResult([], o, None, Surface(), hunt.runs, bugs, [], hunt.elapsed(), "runs")
 
 
@@ -597,14 +790,20 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
 
     async def confirm(key: BugKey, run: Run) -> Bug:
         measured: Measured = {}
-        best = await _confirm_one(hunt, key, run, measured)
+        try:
+            best = await _confirm_one(hunt, key, run, measured)
+        except (Spent, Stopped):  # the budget's end or a stop: what was measured of it so far
+            return _cut_short(key, run, measured)
         others = spare.get(_candidate_of(key), [])
         spent = best.shrink_runs
         for _ in range(FALLBACKS):
             if best.rate >= RELIABLE or not others:
                 break
             other, found_by, _ = others.pop(0)
-            bug = await _confirm_one(hunt, other, found_by, measured)
+            try:
+                bug = await _confirm_one(hunt, other, found_by, measured)
+            except (Spent, Stopped):
+                break
             spent += bug.shrink_runs
             if bug.rate > best.rate:
                 best = bug
@@ -617,6 +816,19 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     bugs = _merged([bug for bug in outcomes if bug.reproduced])
     await _finish(hunt, bugs)
     return bugs, unconfirmed
+
+
+def _cut_short(key: BugKey, run: Run, measured: Measured) -> Bug:
+    """A candidate whose confirmation the budget's end or a stop cut: the step measured with the best rate, else
+    the candidate as the search found it, unconfirmed (no re-run: `tries` 0)."""
+    steps = [s for s in measured if measured[s][1]]
+    if steps:
+        best = max(steps, key=lambda s: measured[s][0])
+        _, hits, runs = measured[best]
+        bug = _bug_of(key.finding, hits, best)
+        bug.found, bug.hits, bug.tries = run.schedule, len(hits), runs
+        return bug
+    return _bug(key, run, run.schedule)
 
 
 def _candidate_of(key: BugKey) -> Any:
@@ -710,16 +922,22 @@ def _severity_rank(severity: str) -> int:
     return {"error": 0, "warning": 1, "info": 2}.get(severity, 3)
 
 
-async def _finish(hunt: Hunt, bugs: list[Bug]) -> None:
-    """Write each bug's script, minimize its trace, name its command."""
+async def _finish(hunt: Hunt, bugs: list[Bug], numbers: list[int | None] | None = None) -> None:
+    """Write each bug's script (`bug-N.toml`, N its place, or `numbers`' when given: a re-run keeps the numbers of
+    the scripts it re-ran), minimize its trace (not once the hunt was stopped or its budget spent), name its
+    command."""
     out = hunt.options.out_dir
-    for n, bug in enumerate(bugs, 1):
+    taken = {n for n in numbers or [] if n is not None}
+    spare = (n for n in itertools.count(1) if n not in taken)
+    for i, bug in enumerate(bugs):
+        n = numbers[i] if numbers is not None and numbers[i] is not None else next(spare)
         script = out / f"bug-{n}.toml"
         text = bug_script(bug.schedule, hunt.options.template.schedule)
         script.write_text(text, encoding="utf-8")
         bug.script = script
         bug.command = hunt.target.reproduce(script, bug.schedule, hunt.options.repro_runs)
-        if bug.rule != SURVIVAL and bug.trace is not None:
+        left = hunt.time_left()
+        if bug.rule != SURVIVAL and bug.trace is not None and not hunt.stopper.stopped and (left is None or left > 0):
             bug.minimized = await asyncio.to_thread(_minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl")
 
 
@@ -754,6 +972,13 @@ def _minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
     return output
 
 
+def schedule_number(path: str | os.PathLike[str]) -> int | None:
+    """The number of a bug's script by its name (`bug-4.toml` -> 4; None for another name)."""
+    stem = Path(path).name.removesuffix(".toml")
+    head, _, n = stem.partition("-")
+    return int(n) if head == "bug" and n.isdigit() and len(n) < 9 else None
+
+
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     """The schedule of a bug's script (its `# rtrace-schedule:` line). Raises ValueError."""
     where = os.fspath(path)
@@ -776,13 +1001,25 @@ def load_schedule(path: str | os.PathLike[str]) -> Schedule:
 
 
 def hunt(
-    command: list[str], options: HuntOptions, progress: Callable[[Progress], None] | None = None
+    command: list[str], options: HuntOptions, progress: Callable[[Progress], None] | None = None, signals: bool = True
 ) -> HuntResult:
-    """Hunt with the user's command (see the module docstring). Raises `CommandNotFound` (a ValueError)."""
+    """Hunt with the user's command (see the module docstring); in the main thread and when `signals`, SIGINT,
+    SIGTERM and SIGHUP stop it (once: the runs in flight end, the result is partial; twice: at once, see
+    `processes.Stopper`). Raises `CommandNotFound` (a ValueError)."""
     check_command(command, "hunt")
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
-    result = asyncio.run(hunt_async(CommandTarget(command, options.script), options, progress))
+    stopper = options.stopper or Stopper()
+    target = CommandTarget(command, options.script, options.kill_strays, options.quiet)
+
+    async def main() -> HuntResult:
+        stopper.attach(asyncio.get_running_loop(), signals)
+        try:
+            return await hunt_async(target, dataclasses.replace(options, stopper=stopper), progress)
+        finally:
+            stopper.detach()
+
+    result = asyncio.run(main())
     result.command = command
     return result
 

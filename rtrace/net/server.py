@@ -428,6 +428,17 @@ class RealtimeServer:
         self.port = 0
         self.host = options.host
         self._server: Server | None = None
+        #: When the last event was recorded, when a fault last acted, and whether a response was done since
+        #: (`hung_after_fault`).
+        self.activity = time.monotonic()
+        self.fault_at: float | None = None
+        self.done_since_fault = False
+
+    def hung_after_fault(self, quiet: float) -> bool:
+        """Whether a fault acted, no response was done since, and nothing went either way for `quiet` seconds: the
+        client hangs on the turn the fault broke (a hunt ends such a run early instead of waiting out its deadline)."""
+        return (self.fault_at is not None and not self.done_since_fault
+                and time.monotonic() - self.activity >= quiet)  # fmt: skip
 
     @property
     def url(self) -> str:
@@ -453,6 +464,12 @@ class RealtimeServer:
         self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None, sent: bool = False
     ) -> None:
         """Put `event` in the trace; `sent`: it is about to leave as a frame, so it reaches the kernel now."""
+        self.activity = time.monotonic()
+        kind = event.get("type")
+        if kind == "fault.injected":
+            self.fault_at, self.done_since_fault = self.activity, False
+        elif kind == "response.done" and direction == "server":
+            self.done_since_fault = True
         if self.recorder is not None:
             self.recorder.write(direction, conn, event, raw)  # the recorder scrubs secrets
             if sent:
