@@ -6,6 +6,7 @@ import asyncio
 import io
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,17 @@ def test_is_loopback_by_address_not_by_spelling() -> None:
         assert is_loopback(url), url
     for url in ("ws://127.0.0.1.example/v1", "ws://10.0.0.1/v1", "ws://0.0.0.0/v1", "ws://api.example/v1", "ws://[::1/v1"):
         assert not is_loopback(url), url
+
+
+def test_each_fresh_run_dir_is_new_and_an_odd_out_is_refused(tmp_path: Path) -> None:
+    from rtrace.net.common import fresh_run_dir
+
+    out = tmp_path / "hunts"
+    assert fresh_run_dir(out) == out / "1" and fresh_run_dir(out) == out / "2"
+    (out / "7").mkdir()
+    (out / "bug-1.toml").write_text("")  # what an older hunt left is not in the way
+    assert fresh_run_dir(out) == out / "8"
+    with pytest.raises(ValueError, match=r"--out .*bug-1\.toml: a file, not a directory"):
+        fresh_run_dir(out / "bug-1.toml")
+    with pytest.raises(ValueError, match=r"--out .*: cannot make the directory \(a part of it is a file\)"):
+        fresh_run_dir(out / "bug-1.toml" / "x")

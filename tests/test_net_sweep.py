@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rtrace.cli import main
-from rtrace.net.sweep import parse_latency_list, sweep
+from rtrace.net.sweep import NO_CONNECTION, parse_latency_list, sweep
 
 CLIENT = [sys.executable, str(Path(__file__).resolve().parent / "sweep_client.py")]
 
@@ -130,3 +130,15 @@ def test_a_command_writing_one_endless_line_to_stderr_is_drained_and_cut(tmp_pat
     result = sweep(noisy, [0.0], 1, tmp_path, timeout=30)
     (run,) = result.results
     assert run.exit_code == 2 and run.stderr_tail == ["x" * 2000]
+
+
+def test_no_finding_comes_from_an_earlier_sweeps_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert main(["sweep", "--latency", "150ms", "--runs", "1", "--out", str(out), "--", *CLIENT]) == 1
+    assert "RT101" in capsys.readouterr().out
+    # the same --out, a command that never connects: its runs have no trace, and none of the first sweep's
+    assert main(["sweep", "--latency", "150ms", "--runs", "1", "--out", str(out), "--", "true"]) == 0
+    assert "RT101" not in capsys.readouterr().out
+    assert (out / "1" / "latency-150ms-run1.jsonl").exists() and not (out / "2" / "latency-150ms-run1.jsonl").exists()
+    result = sweep(["true"], [0.0], 1, out / "1", timeout=10)  # into the first's own directory: its trace goes
+    assert result.results[0].problem == NO_CONNECTION and result.results[0].findings == []

@@ -90,6 +90,7 @@ def hunt(
         if output is not None and str(output) != "-":
             try:
                 check_writable(output)
+                probe(output)
             except OSError as e:
                 raise ValueError(f"-o {output}: cannot write there ({e.strerror or e})") from None
         template = options_from_cli(script=script) if script is not None else ServerOptions()
@@ -107,6 +108,8 @@ def hunt(
     except ValueError as e:
         raise UsageError(str(e)) from None
     to_terminal = output is None or str(output) == "-"
+    if not to_terminal or fmt is not ReportFormat.terminal:
+        summary(result, output)  # first: what was found reaches the terminal even if the report cannot be written
     if fmt is ReportFormat.terminal and to_terminal:
         render_terminal(result, stdout_console())
     elif fmt is ReportFormat.terminal:
@@ -115,17 +118,25 @@ def hunt(
         write_bytes(buffer.getvalue().encode("utf-8"), output)
     else:
         write_bytes(render(result, fmt.value).encode("utf-8"), output)
-    if not to_terminal or fmt is not ReportFormat.terminal:
-        summary(result, output)
     if result.interrupted is not None:
         raise typer.Exit(exit_status(result.options.stopper.signum if result.options.stopper else None))
-    if result.clean_failed:
+    if result.clean_failed or (result.clean is None and result.options.schedules is None):  # failed, or cut
         raise typer.Exit(ExitCode.REPLAY_FAILED)
     if fail_on is not FailOn.never:
         floor = SEVERITY_RANK[fail_on.value]
         if any(SEVERITY_RANK.get(b.severity, 0) >= floor for b in result.bugs):
             raise typer.Exit(ExitCode.FINDINGS)
     raise typer.Exit(ExitCode.OK)
+
+
+def probe(output: Path) -> None:
+    """Raise the OSError a file made beside `output` meets (a folder that takes no new file: /proc, a read-only
+    mount, a full disk), leaving nothing."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(dir=output.absolute().parent, prefix=".rtrace-probe-") as fh:
+        fh.write(b"x")
+        fh.flush()
 
 
 def summary(result: "HuntResult", output: Path | None) -> None:

@@ -155,6 +155,8 @@ class Run:
         """How the command ended: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout`, `hung (...)`."""
         if self.ended_early is not None:
             return f"hung (ended early: quiet {self.ended_early:g}s after the fault)"
+        if self.cut is not None:
+            return f"cut by the {self.cut} (not judged)"
         return how_ended(self.exit_code)
 
     def left_running(self) -> str:

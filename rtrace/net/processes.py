@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -156,10 +157,10 @@ async def run_process(
     stderr read on for at most `DRAIN_SECONDS`, and the processes that escaped the group are named (`Ended.strays`)
     and killed when `kill_strays`; when the caller is cancelled, all of it is killed. Raises `CannotRun`."""
     marker = uuid.uuid4().hex
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *command, env={**env, RUN_MARKER: marker}, start_new_session=True, stderr=asyncio.subprocess.PIPE,
-            stdout=None if echo else asyncio.subprocess.DEVNULL, stdin=asyncio.subprocess.DEVNULL,
+    try:  # not asyncio's subprocess: its wait() lasts as long as the pipes, which a process left behind may hold
+        proc = subprocess.Popen(
+            command, env={**env, RUN_MARKER: marker}, start_new_session=True, stderr=subprocess.PIPE,
+            stdout=None if echo else subprocess.DEVNULL, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except OSError as e:
         raise CannotRun(e.strerror or str(e)) from None
@@ -167,40 +168,56 @@ async def run_process(
         _LIVE[proc.pid] = marker
     tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
     assert proc.stderr is not None
-    reader = asyncio.ensure_future(tee(proc.stderr, tail, stderr))
-    waiter = asyncio.ensure_future(proc.wait())
+    loop = asyncio.get_running_loop()
+    stream = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), proc.stderr)
+    reader = asyncio.ensure_future(tee(stream, tail, stderr))
     deadline = None if timeout is None else time.monotonic() + timeout
     cut: str | None = None
     try:
-        while not waiter.done():
+        while proc.poll() is None:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 cut = "timeout"
                 break
-            await asyncio.wait({waiter}, timeout=POLL_SECONDS if left is None else min(POLL_SECONDS, left))
-            if not waiter.done() and should_end is not None and (why := should_end()) is not None:
+            await asyncio.sleep(POLL_SECONDS if left is None else min(POLL_SECONDS, left))
+            if proc.poll() is None and should_end is not None and (why := should_end()) is not None:
                 cut = why
                 break
     except BaseException:
-        kill_group(proc.pid)
-        kill_pids(marked(marker))
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(waiter)
-        reader.cancel()
-        with _LIVE_LOCK:
-            _LIVE.pop(proc.pid, None)
+        _end(proc, marker, True, transport, reader)
         raise
-    kill_group(proc.pid)  # the run is over: what it left in its group ends with it
-    code = await waiter
+    strays = _end(proc, marker, kill_strays, None, None)
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(asyncio.shield(reader), DRAIN_SECONDS)
     reader.cancel()
+    transport.close()
+    code = proc.returncode
+    return Ended(None if cut is not None else code, list(tail), strays, bool(strays and kill_strays), cut)
+
+
+def _end(
+    proc: subprocess.Popen[bytes],
+    marker: str,
+    kill_strays: bool,
+    transport: asyncio.BaseTransport | None,
+    reader: asyncio.Future[None] | None,
+) -> list[int]:
+    """Kill the run's process group (what it left in it ends with it) and reap it; find what escaped, kill it when
+    `kill_strays`."""
+    kill_group(proc.pid)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
     strays = marked(marker)
     if strays and kill_strays:
         kill_pids(strays)
+    if reader is not None:
+        reader.cancel()
+    if transport is not None:
+        transport.close()
     with _LIVE_LOCK:
         _LIVE.pop(proc.pid, None)
-    return Ended(None if cut is not None else code, list(tail), strays, bool(strays and kill_strays), cut)
+    return strays
 
 
 class Stopper:
