@@ -463,7 +463,7 @@ def test_a_hunt_in_a_test_runs_on_the_markers_script(users: pytest.Pytester) -> 
         import os, subprocess, sys
         import pytest
 
-        @pytest.mark.rtrace(hunt="4s", hunt_runs=2, script="agent.toml")
+        @pytest.mark.rtrace(hunt="30s", hunt_runs=2, script="agent.toml")
         def test_agent(rtrace_server):
             env = {{**os.environ, **rtrace_server.env, "SWEEP_CLIENT_TOOL": "get_forecast"}}
             assert subprocess.run([sys.executable, {str(client)!r}], env=env).returncode == 0
@@ -485,7 +485,7 @@ def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate(users: pyte
         import os, subprocess, sys
         import pytest
 
-        @pytest.mark.rtrace(hunt="6s", hunt_runs=2)
+        @pytest.mark.rtrace(hunt="30s", hunt_runs=2)
         def test_agent(rtrace_server):
             done = subprocess.run([sys.executable, {str(client)!r}], env={{**os.environ, **rtrace_server.env}})
             assert done.returncode == 0

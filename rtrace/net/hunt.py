@@ -113,6 +113,8 @@ class HuntOptions:
     fresh_dir: bool = True
     #: What stops the hunt early (signals, or another thread: the pytest plugin).
     stopper: Stopper | None = None
+    #: The command's stdout joins the stderr lines kept (a child pytest reports its failure on stdout).
+    stdout_in_tail: bool = False
 
 
 @dataclasses.dataclass
@@ -298,6 +300,7 @@ class CommandTarget:
     #: `HuntOptions.kill_strays`, `HuntOptions.quiet`.
     kill_strays: bool = False
     quiet: float | None = None
+    stdout_in_tail: bool = False
 
     async def run(self, options: ServerOptions, timeout: float) -> Ended:
         async with run_server(options) as srv:
@@ -307,7 +310,8 @@ class CommandTarget:
             def hung() -> str | None:
                 return "quiet" if quiet is not None and srv.hung_after_fault(quiet) else None
 
-            return await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung)
+            return await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung,
+                                     self.stdout_in_tail)  # fmt: skip
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
@@ -445,6 +449,9 @@ class Hunt:
         #: When the whole hunt must end (the budget, wall time), and the search (`SEARCH_SHARE` of it).
         self.deadline = None if options.budget is None else self.started + options.budget
         self.search_deadline = None if options.budget is None else self.started + options.budget * SEARCH_SHARE
+        #: When shrinking ends (`SHRINK_SHARE`): the rest is the re-runs' that measure each bug's rate.
+        self.shrink_deadline = None if options.budget is None else self.started + options.budget * SHRINK_SHARE
+        self.shrink_cut = False
         #: Seconds between two progress lines while a run goes on (the clean run too).
         self.heartbeat = HEARTBEAT
 
@@ -476,6 +483,10 @@ class Hunt:
         `Spent` (the budget ran out before it, or cut it)."""
         if self.stopper.stopped:
             raise Stopped(self.stopper.reason or "stopped")
+        if phase == "shrinking" and self.shrink_deadline is not None and self.clock() >= self.shrink_deadline:
+            # shrinking's share is spent: a step not run does not hold, so each bug is re-run as shrunk so far
+            self.shrink_cut = True
+            return Run(0, phase, schedule, self.traces / "not-run", 0, 0.0, cut="budget")
         async with self.slots:
             left = self.time_left()
             if left is not None and left <= 0:
@@ -537,6 +548,8 @@ class Spent(Exception):
 
 #: The share of the budget the clean run and the search may take; the rest is the bugs' (shrinking, reproduction).
 SEARCH_SHARE = 0.6
+#: The share of the budget by the end of which shrinking stops (the rest: re-runs for each bug's rate).
+SHRINK_SHARE = 0.8
 #: Seconds between two progress lines while a run goes on.
 HEARTBEAT = 5.0
 
@@ -633,7 +646,9 @@ async def _search(hunt: Hunt) -> HuntResult:
         if hunt.stopper.stopped:
             result.stopped = "interrupted"
             not_done.append("confirming the bugs (those listed were confirmed before the stop)")
-        elif any(not b.tries for b in unconfirmed):
+        if hunt.shrink_cut:
+            not_done.append("shrinking to the end (the budget's share ran out: the schedules may not be minimal)")
+        if any(not b.tries for b in unconfirmed):
             not_done.append("confirming every candidate (the budget ran out: those not re-run are unconfirmed)")
     split["confirming"] = hunt.elapsed() - split["clean run"] - split["search"]
     result.split, result.not_done = split, not_done
@@ -813,7 +828,14 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
         best.without_fault = _without_fault(measured)
         return best
 
-    outcomes = await asyncio.gather(*(confirm(key, run) for key, run, _ in ranked[: o.max_bugs]))
+    # at most `jobs` candidates at once, in rank order: under a budget the first are confirmed whole, not all cut
+    turns = asyncio.Semaphore(max(1, o.jobs))
+
+    async def in_turn(key: BugKey, run: Run) -> Bug:
+        async with turns:
+            return await confirm(key, run)
+
+    outcomes = await asyncio.gather(*(in_turn(key, run) for key, run, _ in ranked[: o.max_bugs]))
     unconfirmed = [bug for bug in outcomes if not bug.reproduced]
     bugs = _merged([bug for bug in outcomes if bug.reproduced])
     await _finish(hunt, bugs)
@@ -1012,7 +1034,7 @@ def hunt(
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
     stopper = options.stopper or Stopper()
-    target = CommandTarget(command, options.script, options.kill_strays, options.quiet)
+    target = CommandTarget(command, options.script, options.kill_strays, options.quiet, options.stdout_in_tail)
 
     async def main() -> HuntResult:
         stopper.attach(asyncio.get_running_loop(), signals)

@@ -91,6 +91,24 @@ def _zombie(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
+def _escaped(marker: str, pgid: int) -> list[int]:
+    """The processes of `marker` outside the group `pgid` (killed: its members go within a moment)."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        found = marked(marker)
+        out = [pid for pid in found if _group_of(pid) != pgid]
+        if len(out) == len(found) or time.monotonic() > deadline:
+            return out
+        time.sleep(0.01)
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -150,27 +168,33 @@ async def run_process(
     tail_lines: int = 8,
     kill_strays: bool = False,
     should_end: Callable[[], str | None] | None = None,
+    stdout_in_tail: bool = False,
 ) -> Ended:
     """Run `command` in its own session and process group with `env` (and `RUN_MARKER`) until it exits, `timeout`
     passes or `should_end` says why it must end; its stderr passed on to `stderr` as it comes (its stdout shown
     only when `echo`). Whatever ended it, its process group is killed then (what it left in it ends with it), its
     stderr read on for at most `DRAIN_SECONDS`, and the processes that escaped the group are named (`Ended.strays`)
-    and killed when `kill_strays`; when the caller is cancelled, all of it is killed. Raises `CannotRun`."""
+    and killed when `kill_strays`; when the caller is cancelled, all of it is killed. `stdout_in_tail`: its stdout
+    goes with its stderr (a child pytest reports its failures there). Raises `CannotRun`."""
     marker = uuid.uuid4().hex
+    read_end, write_end = os.pipe()  # its stderr (and its stdout, `stdout_in_tail`)
     try:  # not asyncio's subprocess: its wait() lasts as long as the pipes, which a process left behind may hold
         proc = subprocess.Popen(
-            command, env={**env, RUN_MARKER: marker}, start_new_session=True, stderr=subprocess.PIPE,
-            stdout=None if echo else subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            command, env={**env, RUN_MARKER: marker}, start_new_session=True, stderr=write_end,
+            stdout=write_end if stdout_in_tail else None if echo else subprocess.DEVNULL, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     except OSError as e:
+        os.close(read_end)
         raise CannotRun(e.strerror or str(e)) from None
+    finally:
+        os.close(write_end)
     with _LIVE_LOCK:
         _LIVE[proc.pid] = marker
     tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
-    assert proc.stderr is not None
     loop = asyncio.get_running_loop()
     stream = asyncio.StreamReader()
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), proc.stderr)
+    pipe = os.fdopen(read_end, "rb", buffering=0)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
     reader = asyncio.ensure_future(tee(stream, tail, stderr))
     deadline = None if timeout is None else time.monotonic() + timeout
     cut: str | None = None
@@ -197,7 +221,7 @@ async def run_process(
 
 
 def _end(
-    proc: subprocess.Popen[bytes],
+    proc: subprocess.Popen[Any],
     marker: str,
     kill_strays: bool,
     transport: asyncio.BaseTransport | None,
@@ -208,7 +232,7 @@ def _end(
     kill_group(proc.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
-    strays = marked(marker)
+    strays = _escaped(marker, proc.pid)
     if strays and kill_strays:
         kill_pids(strays)
     if reader is not None:

@@ -127,6 +127,7 @@ async def run_command(
     echo: bool = True,
     kill_strays: bool = False,
     should_end: Callable[[], str | None] | None = None,
+    stdout_in_tail: bool = False,
 ) -> Ended:
     """Run `command` to its end (`processes.run_process`: its own session and process group, killed whole at the
     end, at `timeout` or when `should_end` says so; what escaped it named, and killed when `kill_strays`), its
@@ -135,7 +136,7 @@ async def run_command(
     try:
         return await run_process(
             command, env, timeout, stderr=_stderr_bytes() if echo else None, echo=echo, tail_lines=STDERR_TAIL,
-            kill_strays=kill_strays, should_end=should_end,
+            kill_strays=kill_strays, should_end=should_end, stdout_in_tail=stdout_in_tail,
         )  # fmt: skip
     except CannotRun as e:  # found by check_command, but gone or not runnable after all
         raise CommandNotFound(f"{what}: {command[0]}: cannot run it ({e})") from None
