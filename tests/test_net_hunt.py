@@ -168,8 +168,14 @@ def test_load_schedule_names_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no `# rtrace-schedule:` line"):
         load_schedule(path)
     path.write_text("# rtrace-schedule: {not json\n")
-    with pytest.raises(ValueError, match=r"x.toml:1: the schedule is not readable"):
+    with pytest.raises(ValueError, match=r"x.toml:1:20: the schedule is not readable"):
         load_schedule(path)
+
+
+def test_a_seed_out_of_range_is_refused_before_any_run(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"--seed 18446744073709551616: give a whole number from 0 to"):
+        hunt(["true"], HuntOptions(runs=1, seed=2**64, out_dir=tmp_path))
+    assert not list(tmp_path.iterdir())
 
 
 def test_load_schedule_reads_its_file_as_every_side_input_is_read(tmp_path: Path) -> None:
@@ -187,7 +193,7 @@ def test_load_schedule_reads_its_file_as_every_side_input_is_read(tmp_path: Path
         load_schedule(big)
     deep = tmp_path / "deep.toml"
     deep.write_text("# rtrace-schedule: " + "[" * 100_000 + "]" * 100_000 + "\n")
-    with pytest.raises(ValueError, match=r"deep.toml:1: the schedule is not readable: nested deeper than"):
+    with pytest.raises(ValueError, match=r"deep.toml:1:120: the schedule is not readable: nested deeper than"):
         load_schedule(deep)
 
 

@@ -47,6 +47,7 @@ from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .lateness import Lateness
 from .options import ENDPOINT_OPTIONS, OPTION_BY_FIELD
 from .playback import ResponseSource, recorded_responses
+from .schedule import check_seed
 from .script import Schedule, load_script
 from .tls import TlsFiles, announce_tls, tls_files
 from .wire import Emission, decode_frame
@@ -628,6 +629,8 @@ def options_from_cli(**given: Any) -> ServerOptions:
     jitters = [v["jitter"]] if isinstance(v["jitter"], str) else list(v["jitter"] or [])
     jitter, jitter_by_type = parse_latencies(jitters, "--jitter")
     check_specs(list(jitter_by_type), "server", "--jitter", "TYPE=DURATION")
+    if seed is not None:
+        check_seed(seed, "--seed")  # a trace header holds it: 63 bits
     endpoint = EndpointOptions(seed=seed or 0)
     if tool is not None:
         endpoint.tool, endpoint.tool_arguments = parse_tool(tool)

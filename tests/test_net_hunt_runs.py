@@ -1,0 +1,127 @@
+"""A hunt's runs (rtrace/net/hunt_runs.py), on a fake clock and a fake client: the budget is wall time (a run is
+given what is left of it, one the budget cut is not judged), shrinking ends at its share, a progress line comes as
+a run starts and every `heartbeat` seconds while it goes on, and a stop ends the run in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from rtrace.net.hunt_runs import SEARCH_SHARE, SHRINK_SHARE, HuntOptions, Progress, Run, Runner, Spent
+from rtrace.net.processes import Ended, Stopped
+from rtrace.net.schedule import Schedule
+from rtrace.net.server import ServerOptions
+
+
+@dataclasses.dataclass
+class Clock:
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclasses.dataclass
+class SlowTarget:
+    """Each run takes `seconds` of the fake clock, or is cut at the timeout it is given (as a command killed)."""
+
+    clock: Clock
+    seconds: float
+    timeouts: list[float] = dataclasses.field(default_factory=list)
+
+    async def run(self, options: ServerOptions, timeout: float) -> Ended:
+        self.timeouts.append(timeout)
+        await asyncio.sleep(0)
+        if self.seconds > timeout:
+            self.clock.now += timeout
+            return Ended(None, cut="timeout")
+        self.clock.now += self.seconds
+        return Ended(0)
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return ""
+
+
+class Judged(Runner):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.judged: list[int] = []
+
+    def judge(self, run: Run) -> None:
+        self.judged.append(run.index)
+
+
+def test_each_run_gets_what_is_left_of_the_budget_and_one_it_cut_is_not_judged(tmp_path: Path) -> None:
+    clock = Clock()
+    target = SlowTarget(clock, 40.0)
+    runner = Judged(target, HuntOptions(budget=100.0, timeout=300.0, out_dir=tmp_path), None, clock)
+
+    async def go() -> None:
+        first = await runner.run(Schedule(), "clean run")
+        assert first.exit_code == 0 and target.timeouts == [100.0]
+        assert runner.spent(1) is None  # 40s of 100: the search may go on until SEARCH_SHARE
+        await runner.run(Schedule(), "systematic")
+        assert runner.spent(2) == "budget" and clock.now >= 100.0 * SEARCH_SHARE
+        with pytest.raises(Spent):  # 20s left, the run needs 40: cut at the budget's end, not judged
+            await runner.run(Schedule(), "reproducing")
+        assert target.timeouts[-1] == 20.0 and runner.runs[-1].cut == "budget"
+        assert runner.runs[-1].how() == "cut by the budget (not judged)"
+        with pytest.raises(Spent):  # nothing starts after the budget's end
+            await runner.run(Schedule(), "reproducing")
+
+    asyncio.run(go())
+    assert runner.judged == [1, 2] and len(runner.runs) == 3
+
+
+def test_shrinking_ends_at_its_share_of_the_budget(tmp_path: Path) -> None:
+    clock = Clock()
+    runner = Judged(SlowTarget(clock, 1.0), HuntOptions(budget=100.0, out_dir=tmp_path), None, clock)
+    clock.now = 100.0 * SHRINK_SHARE
+    run = asyncio.run(runner.run(Schedule(), "shrinking"))
+    assert run.cut == "budget" and run.keys == [] and runner.shrink_cut and runner.runs == []
+    # the rate of each bug is still measured, in what is left
+    assert asyncio.run(runner.run(Schedule(), "reproducing")).exit_code == 0
+
+
+def test_progress_as_a_run_starts_and_while_it_goes_on(tmp_path: Path) -> None:
+    seen: list[Progress] = []
+
+    @dataclasses.dataclass
+    class Sleeper:
+        async def run(self, options: ServerOptions, timeout: float) -> Ended:
+            await asyncio.sleep(0.35)
+            return Ended(0)
+
+        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+            return ""
+
+    runner = Judged(Sleeper(), HuntOptions(budget=None, runs=1, out_dir=tmp_path), seen.append)
+    runner.heartbeat = 0.1
+    asyncio.run(runner.run(Schedule(), "clean run"))
+    assert seen[0].running == 0.0 and seen[0].runs == 0
+    assert len([p for p in seen if p.running]) >= 2 and seen[-1].running is None and seen[-1].runs == 1
+
+
+def test_a_stop_ends_the_run_in_flight_unjudged(tmp_path: Path) -> None:
+    @dataclasses.dataclass
+    class Forever:
+        async def run(self, options: ServerOptions, timeout: float) -> Ended:
+            await asyncio.sleep(60)
+            return Ended(0)
+
+        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+            return ""
+
+    runner = Judged(Forever(), HuntOptions(budget=None, runs=1, out_dir=tmp_path))
+
+    async def go() -> None:
+        runner.stopper.attach(asyncio.get_running_loop(), signals=False)
+        asyncio.get_running_loop().call_later(0.2, runner.stopper.stop, "SIGTERM")
+        with pytest.raises(Stopped, match="SIGTERM"):
+            await runner.run(Schedule(), "systematic")
+
+    asyncio.run(asyncio.wait_for(go(), 5))
+    assert runner.judged == [] and runner.runs == []
