@@ -125,3 +125,40 @@ def test_a_stop_ends_the_run_in_flight_unjudged(tmp_path: Path) -> None:
 
     asyncio.run(asyncio.wait_for(go(), 5))
     assert runner.judged == [] and runner.runs == []
+
+
+def test_a_failure_of_rtrace_during_a_run_discards_it_with_its_traceback(tmp_path: Path) -> None:
+    @dataclasses.dataclass
+    class Broken:
+        async def run(self, options: ServerOptions, timeout: float) -> Ended:
+            raise OverflowError("int too big to convert")  # as a trace header did with a 2**64 seed
+
+        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+            return ""
+
+    runner = Judged(Broken(), HuntOptions(budget=None, runs=1, out_dir=tmp_path))
+    run = asyncio.run(runner.run(Schedule(), "systematic"))
+    assert run.cut == "internal error" and run.keys == [] and runner.judged == []
+    assert run.internal == tmp_path / "internal-error-run0001.txt"
+    assert "OverflowError: int too big to convert" in run.internal.read_text()
+    assert run.how() == f"discarded: an internal error of rtrace (traceback in {run.internal})"
+
+
+def test_the_commands_server_failing_inside_is_rtraces_not_the_clients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from rtrace.net import server
+    from rtrace.net.hunt_runs import CommandTarget
+
+    async def broken(self: object) -> None:
+        raise ZeroDivisionError("inside serve")
+
+    monkeypatch.setattr(server._Session, "serve", broken)
+    client = ("import asyncio, os\nfrom websockets.asyncio.client import connect\n"
+              "async def main():\n    async with connect(os.environ['RTRACE_URL'] + '/realtime') as ws:\n"
+              "        await ws.recv()\nasyncio.run(main())\n")  # fmt: skip
+    options = ServerOptions(record=tmp_path / "t.jsonl", port=0)
+    ended = asyncio.run(CommandTarget([sys.executable, "-c", client]).run(options, 20))
+    assert ended.internal is not None and "ZeroDivisionError: inside serve" in ended.internal

@@ -118,6 +118,9 @@ def hunt(
         write_bytes(buffer.getvalue().encode("utf-8"), output)
     else:
         write_bytes(render(result, fmt.value).encode("utf-8"), output)
+    if result.stopped == "internal error":
+        say(f"rtrace: internal error during the clean run, not a failure of the command: {result.runs[0].how()}")
+        raise typer.Exit(ExitCode.INTERNAL)
     if result.interrupted is not None:
         raise typer.Exit(exit_status(result.options.stopper.signum if result.options.stopper else None))
     if result.clean_failed or (result.clean is None and result.options.schedules is None):  # failed, or cut

@@ -157,7 +157,7 @@ class HuntResult:
 
     @property
     def clean_failed(self) -> bool:
-        return self.clean is not None and not self.clean.survived
+        return self.clean is not None and not self.clean.survived and self.clean.cut != "internal error"
 
     @property
     def baseline(self) -> list[Finding]:
@@ -292,6 +292,8 @@ async def _search(hunt: Hunt) -> HuntResult:
                            "the search", "shrinking", "reproduction"]  # fmt: skip
         return result
     split["clean run"] = hunt.elapsed()
+    if clean.cut == "internal error":  # rtrace failed, not the command: nothing of the client to hunt on
+        return HuntResult([], options, clean, Surface(), hunt.runs, [], [], hunt.elapsed(), "internal error")
     surface = surface_of(records_of(clean.trace))
     if not clean.survived:
         result = HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import shlex
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ from .processes import Ended, Stopped, Stopper, kill_strays_default
 from .schedule import BugKey, Schedule
 from .script import parse_script
 from .server import ServerOptions, run_server
-from .sweep import command_env, how_ended, run_command
+from .sweep import CommandNotFound, command_env, how_ended, run_command
 
 #: Defaults of the command line.
 SHRINK_RUNS = 3
@@ -101,6 +102,8 @@ class Run:
     #: Processes the command left running outside its process group, and whether they were killed.
     strays: list[int] = dataclasses.field(default_factory=list)
     strays_killed: bool = False
+    #: Where the traceback of rtrace's own failure during the run is (`cut` is then `internal error`).
+    internal: Path | None = None
 
     @property
     def survived(self) -> bool:
@@ -110,6 +113,8 @@ class Run:
         """How the command ended: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout`, `hung (...)`."""
         if self.ended_early is not None:
             return f"hung (ended early: quiet {self.ended_early:g}s after the fault)"
+        if self.cut == "internal error":
+            return f"discarded: an internal error of rtrace (traceback in {self.internal or 'no file'})"
         if self.cut is not None:
             return f"cut by the {self.cut} (not judged)"
         return how_ended(self.exit_code)
@@ -175,8 +180,11 @@ class CommandTarget:
             def hung() -> str | None:
                 return "quiet" if quiet is not None and srv.hung_after_fault(quiet) else None
 
-            return await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung,
-                                     self.stdout_in_tail)  # fmt: skip
+            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung,
+                                      self.stdout_in_tail)  # fmt: skip
+            if srv.internal_errors:
+                ended.internal = "\n".join(srv.internal_errors)
+            return ended
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
@@ -311,13 +319,19 @@ class Runner:
             beat = asyncio.ensure_future(self._beat(phase, start))
             try:
                 ended = await self.stopper.guard(self.target.run(options, limit))
+            except (Stopped, asyncio.CancelledError, CommandNotFound):
+                raise
+            except Exception:  # rtrace's own failure (its server could not start or record): not the client's
+                ended = Ended(None, internal=traceback.format_exc())
             finally:
                 beat.cancel()
         if not isinstance(ended, Ended):
             ended = Ended(*ended)
         run = Run(index, phase, schedule, trace, ended.code, self.clock() - start, stderr_tail=ended.tail,
                   strays=ended.strays, strays_killed=ended.strays_killed)  # fmt: skip
-        if ended.cut == "quiet":
+        if ended.internal is not None:
+            run.cut, run.internal = "internal error", self._keep_traceback(index, ended.internal)
+        elif ended.cut == "quiet":
             run.ended_early = self.options.quiet
         elif ended.code is None and limit < self.options.timeout:
             run.cut = "budget"  # the budget's end, not the command's --timeout: not the client's failure
@@ -328,9 +342,18 @@ class Runner:
         self.runs.append(run)
         self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
         self.tell(phase, run)
-        if run.cut is not None:
+        if run.cut == "budget":
             raise Spent()
         return run
+
+    def _keep_traceback(self, index: int, text: str) -> Path | None:
+        """Write an internal error's traceback beside the runs (`internal-error-runNNNN.txt`); its path."""
+        path = self.options.out_dir / f"internal-error-run{index:04d}.txt"
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError:
+            return None
+        return path
 
     async def batch(self, schedules: list[Schedule], phase: str) -> list[Run]:
         """Runs of `schedules`, those that ran whole. Raises `Stopped`, and `Spent` when none did."""

@@ -45,6 +45,8 @@ class Ended:
     strays_killed: bool = False
     #: Why the runner ended it: `timeout`, or what `should_end` said (`budget`, `quiet`...); None: it exited.
     cut: str | None = None
+    #: The traceback of a failure of rtrace itself during the run (its server's): the run says nothing of the client.
+    internal: str | None = None
 
 
 class Stopped(Exception):

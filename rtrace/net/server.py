@@ -19,6 +19,7 @@ import os
 import random
 import sys
 import time
+import traceback
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any
@@ -434,6 +435,8 @@ class RealtimeServer:
         self.activity = time.monotonic()
         self.fault_at: float | None = None
         self.done_since_fault = False
+        #: Tracebacks of the exceptions raised inside the server while it served (rtrace's own failures).
+        self.internal_errors: list[str] = []
 
     def hung_after_fault(self, quiet: float) -> bool:
         """Whether a fault acted, no response was done since, and nothing went either way for `quiet` seconds: the
@@ -530,13 +533,19 @@ class RealtimeServer:
             model = found[1]
             if model:
                 opened["model"] = scrub_text(model)
-        self.record("meta", conn, opened)
-        session = _Session(self, ws, conn, model, speaks_ga(ws, found[0] if found else None))
-        self.sessions.add(session)
         try:
-            await session.serve()
-        finally:
-            self.sessions.discard(session)
+            self.record("meta", conn, opened)
+            session = _Session(self, ws, conn, model, speaks_ga(ws, found[0] if found else None))
+            self.sessions.add(session)
+            try:
+                await session.serve()
+            finally:
+                self.sessions.discard(session)
+        except (ConnectionClosed, asyncio.CancelledError):
+            raise
+        except Exception:  # a fault of rtrace, not of the client: kept for the runner (a hunt discards the run)
+            self.internal_errors.append(traceback.format_exc())
+            raise
 
     async def start(self) -> None:
         o = self.options
