@@ -348,3 +348,26 @@ def test_stopping_the_recorder_closes_both_sides_and_notes_it(tmp_path: Path) ->
     assert closed["server"]["code"] == 1001, closed
 
 
+
+
+def test_a_client_flooding_pings_through_record_is_closed_at_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rtrace.net import common
+
+    from .test_net_server import ping_flood
+
+    monkeypatch.setattr(common, "MAX_BACKLOG", 1 << 20)
+    out = tmp_path / "p.jsonl"
+
+    async def go() -> float:
+        async with (
+            run_server(ServerOptions()) as srv,
+            run_proxy(RecordOptions(upstream=srv.url, output=out)) as proxy,
+        ):
+            return await ping_flood(proxy.port)
+
+    assert asyncio.run(go()) < 8
+    notes = [json.loads(line)["event"] for line in out.read_text().splitlines()[1:]]
+    assert any("closed 1008: the client read none of the" in n.get("text", "") for n in notes)
+    assert notes[-1]["type"] == "connection.closed" and notes[-1]["by"] == "recorder" and notes[-1]["code"] == 1008

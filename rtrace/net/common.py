@@ -15,8 +15,9 @@ import os
 import signal
 import sys
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ..core.escape import shown
 from ..core.secrets import safe_path, scrub_text
@@ -58,6 +59,32 @@ def fresh_run_dir(out: Path, option: str = "--out") -> Path:
         except OSError as e:
             raise ValueError(f"{option} {out}: cannot make a directory in it ({e.strerror or e})") from None
     raise ValueError(f"{option} {out}: no free directory name in it")
+
+
+#: Bytes a connection may hold unsent for a peer that does not read (pongs to its pings, events) before it is
+#: closed (1008) and dropped: what a client can make `serve` or `record` hold stays bounded.
+MAX_BACKLOG = 16 << 20
+#: How often that is looked at (seconds).
+BACKLOG_EVERY = 0.1
+
+
+async def watch_backlog(ws: Any, told: Callable[[int], None], limit: int | None = None) -> None:
+    """Until `ws` (a websockets connection) closes: when more than `limit` bytes (`MAX_BACKLOG`) wait unsent for its
+    peer, tell `told` (the bytes held), close it 1008, and drop it if the close cannot go out within half a second
+    (a peer that reads nothing takes no close frame either)."""
+    transport = ws.transport
+    bound = MAX_BACKLOG if limit is None else limit
+    while not transport.is_closing():
+        await asyncio.sleep(BACKLOG_EVERY)
+        held = transport.get_write_buffer_size()
+        if held > bound:
+            told(held)
+            closing = asyncio.ensure_future(ws.close(1008, "the peer reads nothing: too much held for it"))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(closing), 0.5)
+            transport.abort()
+            closing.cancel()
+            return
 
 
 def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
@@ -202,6 +229,7 @@ async def until_stopped() -> None:
 
 __all__ = [
     "LOOPBACK",
+    "MAX_BACKLOG",
     "MAX_FRAME_BYTES",
     "check_out_dir",
     "check_ws_url",
@@ -214,5 +242,6 @@ __all__ = [
     "until_stopped",
     "upstream_url",
     "warn_unless_loopback",
+    "watch_backlog",
     "websocket_url",
 ]

@@ -40,6 +40,7 @@ from .common import (
     until_stopped,
     upstream_url,
     warn_unless_loopback,
+    watch_backlog,
 )
 from .tls import TlsFiles, announce_tls
 
@@ -238,6 +239,13 @@ class RecordingProxy:
         self._live[conn] = (ws, upstream)
         to_up = asyncio.create_task(self._pump(ws, upstream, "client", conn))
         to_client = asyncio.create_task(self._pump(upstream, ws, "server", conn))
+        over: list[int] = []
+
+        def held(n: int) -> None:
+            over.append(n)
+            self._note(conn, f"closed 1008: the client read none of the {n} bytes held for it")
+
+        watch = asyncio.create_task(watch_backlog(ws, held))
         by = "client"
         try:
             done, _ = await asyncio.wait({to_up, to_client}, return_when=asyncio.FIRST_COMPLETED)
@@ -266,12 +274,14 @@ class RecordingProxy:
             by = "recorder"
             raise
         finally:
-            for t in (to_up, to_client):
+            for t in (to_up, to_client, watch):
                 t.cancel()
-            await asyncio.gather(to_up, to_client, return_exceptions=True)
+            await asyncio.gather(to_up, to_client, watch, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(upstream.close(), 2.0)
             client_state, server_state = _close_state(ws), _close_state(upstream)
+            if over:  # the recorder closed the client over the bound (1008) and dropped it
+                by, client_state = "recorder", {"code": 1008}
             closed: dict[str, Any] = {"type": "connection.closed", "by": by}
             closed.update(server_state if by == "server" else client_state)
             closed["client"] = client_state

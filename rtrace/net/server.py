@@ -42,6 +42,7 @@ from .common import (
     trace_write_failed,
     until_stopped,
     warn_unless_loopback,
+    watch_backlog,
 )
 from .endpoint import PREAMBLE_MODES, EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
@@ -368,8 +369,13 @@ class _Session:
         else:
             self.note_closed("client", self.ws.close_code, self.ws.close_reason)
 
+    def _backlog(self, held: int) -> None:
+        note = f"closed 1008: the client read none of the {held} bytes held for it (pongs, events): over the bound"
+        self.server.record("meta", self.conn, {"type": "note", "note": note})
+
     async def serve(self) -> None:
         sender = self.sender = asyncio.get_running_loop().create_task(self.outbox.run())
+        self.tasks.add(asyncio.get_running_loop().create_task(watch_backlog(self.ws, self._backlog)))
         try:
             self.deliver(self.endpoint.open(time.time()))
             max_event = self.server.options.endpoint.max_event_bytes
@@ -578,10 +584,17 @@ class RealtimeServer:
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = 0.5) -> None:
+        """Close every connection (1001) and stop; a peer that reads nothing (it cannot take a close frame) is
+        dropped after `grace` seconds: within a second whatever the peers do."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), grace)
+            except asyncio.TimeoutError:
+                for session in list(self.sessions):
+                    session.ws.transport.abort()
+                await self._server.wait_closed()
             self._server = None
         if self._flusher is not None:
             self._flusher.cancel()
