@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -64,11 +65,12 @@ def test_a_warning_unless_only_this_machine_can_connect() -> None:
 
 
 def test_a_trace_write_failure_is_told_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    trace_write_failed("No space left on device", 12)
-    assert capsys.readouterr().err == (
-        "rtrace: cannot write the trace any more (No space left on device); frames keep passing, "
-        "the trace stops after line 12\n"
-    )
+    trace_write_failed("No space left on device", 12, "out/t.jsonl")
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        r"rtrace: \d\d:\d\d:\d\d: cannot write the trace out/t.jsonl any more \(No space left on device\); frames keep "
+        r"passing, the trace stops after line 12\n", err
+    ), err
 
 
 def test_until_stopped_returns_on_sigterm() -> None:

@@ -984,3 +984,19 @@ def test_stop_ends_within_a_second_whatever_a_client_does(tmp_path: Path) -> Non
         return stopped
 
     assert asyncio.run(go()) < 1.0
+
+
+def test_serve_record_on_a_full_disk_says_where_its_trace_stopped_and_keeps_serving(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    async def session(url: str) -> str:
+        async with connect(f"{url}/realtime?model=gpt-realtime") as ws:
+            return str(json.loads(await ws.recv())["type"])
+
+    async def go() -> list[str]:
+        async with run_server(ServerOptions(record="/dev/full")) as srv:
+            return [await session(srv.url) for _ in range(4)]
+
+    assert asyncio.run(go()) == ["session.created"] * 4
+    err = capfd.readouterr().err
+    assert err.count("cannot write the trace /dev/full any more (No space left on device)") == 1, err

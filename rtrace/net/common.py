@@ -208,10 +208,15 @@ def upstream_url(upstream: str, client_path: str) -> str:
     return urllib.parse.urlunsplit((up.scheme, up.netloc, prefix + cp.path, urllib.parse.urlencode(query), ""))
 
 
-def trace_write_failed(reason: str, lines: int) -> None:
-    """The recorders' `TraceWriter.on_failure`: the user is told once, on stderr, where the trace stops."""
+def trace_write_failed(reason: str, lines: int, path: str | os.PathLike[str] | None = None) -> None:
+    """The recorders' `TraceWriter.on_failure`: the user is told once, on stderr, when and where the trace stops
+    (`path`, when given); the sessions go on, and so does the log."""
+    import time
+
+    where = f" {shown(os.fspath(path))}" if path is not None else ""
     print(
-        f"rtrace: cannot write the trace any more ({reason}); frames keep passing, the trace stops after line {lines}",
+        f"rtrace: {time.strftime('%H:%M:%S')}: cannot write the trace{where} any more ({reason}); frames keep passing,"
+        f" the trace stops after line {lines}",
         file=sys.stderr,
         flush=True,
     )

@@ -566,7 +566,12 @@ class RealtimeServer:
             }
             if o.schedule:
                 header["schedule"] = scrub_text(o.schedule.to_toml())  # the script that runs it again
-            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True, tap=o.tap)
+            where = o.record
+
+            def failed(reason: str, lines: int) -> None:
+                trace_write_failed(reason, lines, where)
+
+            self.recorder = Recorder.open(o.record, header, o.clock, failed, buffered=True, tap=o.tap)
             self._flusher = asyncio.get_running_loop().create_task(self._flush_every())
         self._server = await serve(
             self._handler,
