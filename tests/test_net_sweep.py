@@ -142,3 +142,8 @@ def test_no_finding_comes_from_an_earlier_sweeps_trace(tmp_path: Path, capsys: p
     assert (out / "1" / "latency-150ms-run1.jsonl").exists() and not (out / "2" / "latency-150ms-run1.jsonl").exists()
     result = sweep(["true"], [0.0], 1, out / "1", timeout=10)  # into the first's own directory: its trace goes
     assert result.results[0].problem == NO_CONNECTION and result.results[0].findings == []
+
+
+def test_a_directory_as_the_command_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "--runs", "1", "--out", str(tmp_path / "o"), "--", str(tmp_path)]) == 2
+    assert f"sweep: {tmp_path}: a directory, not a program" in capsys.readouterr().err

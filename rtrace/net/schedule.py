@@ -185,6 +185,8 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
     client: dict[str, int] = {}
     server: dict[str, int] = {}
     conns: set[int] = set()
+    opened: set[int] = set()  # open now
+    seen = {"reconnect": False}  # a connection opened once another had closed and none was open
     responses = 0
     vad = False
     first: float | None = None
@@ -199,6 +201,7 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
             last = float(t)
         if isinstance(rec.get("conn"), int):
             conns.add(rec["conn"])
+            _track_connection(rec, event, opened, seen)
         side = rec.get("dir")
         if side == "client":
             spec = event_spec(event, "client")
@@ -210,9 +213,22 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
             if event.get("type") in ("session.created", "session.updated") and isinstance(event.get("session"), dict):
                 vad = _server_vad(event["session"])
     return Surface(
-        tuple(client.items()), tuple(server.items()), len(conns), len(conns) > 1, responses,
+        tuple(client.items()), tuple(server.items()), len(conns), seen["reconnect"], responses,
         max(0.0, last - (first or 0.0)), vad,
     )  # fmt: skip
+
+
+def _track_connection(rec: dict[str, Any], event: dict[str, Any], opened: set[int], seen: dict[str, bool]) -> None:
+    """Follow the connections open (`opened`): one opened while none is, after one was, is a reconnect; one opened
+    beside another is a parallel connection, not a reconnect."""
+    conn = rec["conn"]
+    if rec.get("dir") == "meta" and event.get("type") == "connection.closed":
+        opened.discard(conn)
+        seen["closed"] = True
+    elif conn not in opened and (rec.get("dir") != "meta" or event.get("type") == "connection.opened"):
+        if not opened and seen.get("closed"):
+            seen["reconnect"] = True
+        opened.add(conn)
 
 
 def _server_vad(session: dict[str, Any]) -> bool:

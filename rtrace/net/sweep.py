@@ -110,6 +110,8 @@ def check_command(command: list[str], what: str = "sweep") -> None:
     if not command:
         raise CommandNotFound(f"give the command to run after --, e.g. rtrace {what} -- pytest tests/x.py")
     program = command[0]
+    if os.path.isdir(program):
+        raise CommandNotFound(f"{what}: {program}: a directory, not a program (the command to run after --)")
     if os.sep in program or (os.altsep and os.altsep in program):
         if not os.path.isfile(program):
             raise CommandNotFound(f"{what}: {program}: no such file (the command to run after --)")

@@ -9,9 +9,11 @@ path or the user's command is escaped for where it lands.
 
 from __future__ import annotations
 
+import collections
 import html
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -43,6 +45,12 @@ def progress_line(p: Progress) -> str:
     return shown(f"hunt: {p.runs} run{'s' if p.runs != 1 else ''}, {bugs}{left}{what}", 4096)
 
 
+def counted(names: Iterable[str]) -> str:
+    """`names` joined, each once in its first place, with how many times it came when more than once."""
+    counts = collections.Counter(names)
+    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items())
+
+
 def rate(bug: Bug) -> str:
     return f"{bug.hits}/{bug.tries}"
 
@@ -63,7 +71,7 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         say(line)
     if result.clean is not None:
         clean = result.clean
-        found = ", ".join(f"{f.rule} {f.slug}" for f in clean.findings) or "no finding"
+        found = counted(f"{f.rule} {f.slug}" for f in clean.findings) or "no finding"
         say(f"clean run: {clean.how()}, {found}  {clean.trace}")
         say(f"surface: {_surface_text(result)}")
     if result.clean_failed:
