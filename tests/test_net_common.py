@@ -73,12 +73,13 @@ def test_a_trace_write_failure_is_told_on_stderr(capsys: pytest.CaptureFixture[s
     ), err
 
 
-def test_until_stopped_returns_on_sigterm() -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_until_stopped_returns_on_sigterm(stop: signal.Signals) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        loop.call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+        loop.call_later(0.05, os.kill, os.getpid(), stop)
         await asyncio.wait_for(until_stopped(), 5)
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
 
     asyncio.run(main())

@@ -147,3 +147,29 @@ def test_no_finding_comes_from_an_earlier_sweeps_trace(tmp_path: Path, capsys: p
 def test_a_directory_as_the_command_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sweep", "--runs", "1", "--out", str(tmp_path / "o"), "--", str(tmp_path)]) == 2
     assert f"sweep: {tmp_path}: a directory, not a program" in capsys.readouterr().err
+
+
+def test_a_signal_stops_a_sweep_at_once_with_the_table_of_the_runs_done(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    pidfile = tmp_path / "pid"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    argv = [sys.executable, "-m", "rtrace.cli", "sweep", "--runs", "3", "--out", str(tmp_path / "o"), "--",
+            "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert time.monotonic() - sent < 2.5
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and "sweep interrupted (SIGTERM): a partial table, of the 0 runs done" in err.decode()
+    assert not Path(f"/proc/{pidfile.read_text().strip()}").exists()

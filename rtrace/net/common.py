@@ -223,10 +223,11 @@ def trace_write_failed(reason: str, lines: int, path: str | os.PathLike[str] | N
 
 
 async def until_stopped() -> None:
-    """Return on Ctrl-C or SIGTERM (or when cancelled): how `serve` and `record` run in the foreground."""
+    """Return on Ctrl-C, SIGTERM or SIGHUP (or when cancelled): how `serve` and `record` run in the foreground (the
+    trace then closed whole)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
