@@ -250,6 +250,8 @@ class RecordingProxy:
         try:
             done, _ = await asyncio.wait({to_up, to_client}, return_when=asyncio.FIRST_COMPLETED)
             by = "client" if to_up in done else "server"
+            big = await self._too_big(conn, ws, upstream)
+            by = "recorder" if big else by
             first, other = (ws, upstream) if by == "client" else (upstream, ws)
             if by == "client" and (
                 ws.protocol.close_rcvd_then_sent is False or (self._stopping and ws.protocol.close_rcvd is None)
@@ -258,7 +260,9 @@ class RecordingProxy:
             rcvd = first.protocol.close_rcvd
             code = int(rcvd.code) if rcvd is not None else 1006
             reason = rcvd.reason if rcvd is not None else ""
-            if code == 1006:
+            if big:
+                pass  # both sides closed 1009 already
+            elif code == 1006:
                 if by == "server":
                     self._note(conn, "upstream dropped the connection (no close frame); dropping the client too")
                 other.transport.abort()
@@ -291,6 +295,19 @@ class RecordingProxy:
             if task is not None:
                 self._tasks.discard(task)
 
+    async def _too_big(self, conn: int, ws: ServerConnection, upstream: ClientConnection) -> bool:
+        """Whether a side sent a frame over `MAX_FRAME_BYTES` (its connection was closed 1009 for it): then the trace
+        says so and the other side is closed 1009 too, as the trace records it."""
+        for side, src, dst in (("upstream", upstream, ws), ("client", ws, upstream)):
+            sent = src.protocol.close_sent
+            if sent is not None and int(sent.code) == 1009:
+                self._note(conn, f"the {side} sent a frame over the {MAX_FRAME_BYTES}-byte limit: closed 1009, "
+                                 "and the other side 1009 too")  # fmt: skip
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(dst.close(1009, f"the {side} sent a frame over the limit"), 2.0)
+                return True
+        return False
+
     async def start(self) -> None:
         o = self.options
         self._server = await serve(
@@ -303,6 +320,7 @@ class RecordingProxy:
             ping_interval=None,
             compression=None,
             server_header=None,
+            open_timeout=o.open_timeout + 5.0,  # the upstream's handshake gives up first: the client gets its 502
             ssl=o.tls.context() if o.tls is not None else None,
         )
         sock = next(iter(self._server.sockets))
