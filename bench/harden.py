@@ -1035,7 +1035,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated class numbers (default: all)")
     parser.add_argument("--quick", action="store_true", help="a sample of each class")
     args = parser.parse_args(argv)
-    only = [int(c) for c in args.only.split(",") if c.strip()] or list(RUNNERS)
+    given = [int(c) for c in args.only.split(",") if c.strip()]
+    only = [c for c in given if c in RUNNERS] if given else list(RUNNERS)  # 14-20: bench/harden_hunt.py
     started = time.monotonic()
     times: dict[int, float] = {}
     for cls in only:

@@ -17,6 +17,7 @@ from rtrace.net.script import parse_script
     ("value", "message"),
     [
         ("[]", "a schedule must be a table, not list"),
+        ('{"bogus": 1}', "a schedule has no field 'bogus'"),
         ('{"seed": 18446744073709551616}', "seed 18446744073709551616: give a whole number from 0 to"),
         ('{"faults": {}}', "`faults` must be a list"),
         ('{"faults": [{"kind": "drop", "moment": "event", "target": "response.create", "value": 1006, "k": "x"}]}',

@@ -464,6 +464,9 @@ class Schedule:
         """A schedule as `to_json` wrote it, every value checked. Raises ValueError."""
         if not isinstance(data, dict):
             raise ValueError(f"a schedule must be a table, not {type(data).__name__}")
+        unknown = sorted(set(data) - {"faults", "seed"})
+        if unknown:
+            raise ValueError(f"a schedule has no field {unknown[0]!r} (it has faults and seed)")
         faults = data.get("faults", [])
         if not isinstance(faults, list):
             raise ValueError(f"`faults` must be a list, not {type(faults).__name__}")
