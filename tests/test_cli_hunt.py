@@ -162,29 +162,13 @@ def test_the_budget_is_wall_time_and_a_clean_run_it_cut_is_said(
 
 @pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
 def test_a_signal_stops_the_hunt_within_two_seconds_with_a_partial_report(sig: str, code: int, tmp_path: Path) -> None:
-    import os
     import signal
-    import subprocess
-    import sys
-    import time
 
-    pidfile = tmp_path / "pid"
-    command = ["sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
-    argv = [sys.executable, "-m", "rtrace.cli", "hunt", "--budget", "5m", "--out", str(tmp_path), "--", *command]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 20
-        while not pidfile.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)
-        sent = time.monotonic()
-        proc.send_signal(getattr(signal, sig))  # to the hunt alone, not the terminal's group
-        out, err = proc.communicate(timeout=10)
-        assert time.monotonic() - sent < 2.5
-    finally:
-        proc.kill()
-    assert proc.returncode == code, err
-    assert f"interrupted ({sig}): a partial report" in out.decode()
-    assert "not done: the clean run (cut short)" in out.decode()
-    assert not Path(f"/proc/{pidfile.read_text().strip()}").exists()
+    from .test_net_processes import stopped_by
+
+    status, took, out, err, pid = stopped_by(getattr(signal, sig), ["hunt", "--budget", "5m", "--out", str(tmp_path)],
+                                             tmp_path)  # fmt: skip
+    assert status == code and took < 2.5, err
+    assert f"interrupted ({sig}): a partial report" in out
+    assert "not done: the clean run (cut short)" in out
+    assert not Path(f"/proc/{pid}").exists()

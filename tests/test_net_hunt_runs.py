@@ -45,6 +45,20 @@ class SlowTarget:
         return ""
 
 
+@dataclasses.dataclass
+class Sleeping:
+    """Each run takes `seconds` of real time, then exits 0."""
+
+    seconds: float
+
+    async def run(self, options: ServerOptions, timeout: float) -> Ended:
+        await asyncio.sleep(self.seconds)
+        return Ended(0)
+
+    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+        return ""
+
+
 class Judged(Runner):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -89,16 +103,7 @@ def test_shrinking_ends_at_its_share_of_the_budget(tmp_path: Path) -> None:
 def test_progress_as_a_run_starts_and_while_it_goes_on(tmp_path: Path) -> None:
     seen: list[Progress] = []
 
-    @dataclasses.dataclass
-    class Sleeper:
-        async def run(self, options: ServerOptions, timeout: float) -> Ended:
-            await asyncio.sleep(0.35)
-            return Ended(0)
-
-        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
-            return ""
-
-    runner = Judged(Sleeper(), HuntOptions(budget=None, runs=1, out_dir=tmp_path), seen.append)
+    runner = Judged(Sleeping(0.35), HuntOptions(budget=None, runs=1, out_dir=tmp_path), seen.append)
     runner.heartbeat = 0.1
     asyncio.run(runner.run(Schedule(), "clean run"))
     assert seen[0].running == 0.0 and seen[0].runs == 0
@@ -106,16 +111,7 @@ def test_progress_as_a_run_starts_and_while_it_goes_on(tmp_path: Path) -> None:
 
 
 def test_a_stop_ends_the_run_in_flight_unjudged(tmp_path: Path) -> None:
-    @dataclasses.dataclass
-    class Forever:
-        async def run(self, options: ServerOptions, timeout: float) -> Ended:
-            await asyncio.sleep(60)
-            return Ended(0)
-
-        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
-            return ""
-
-    runner = Judged(Forever(), HuntOptions(budget=None, runs=1, out_dir=tmp_path))
+    runner = Judged(Sleeping(60), HuntOptions(budget=None, runs=1, out_dir=tmp_path))
 
     async def go() -> None:
         runner.stopper.attach(asyncio.get_running_loop(), signals=False)

@@ -122,3 +122,28 @@ def test_exit_status_and_the_ci_default(monkeypatch: pytest.MonkeyPatch) -> None
     assert not kill_strays_default()
     monkeypatch.delenv("CI")
     assert not kill_strays_default()
+
+
+def stopped_by(sig: int, args: list[str], tmp_path: Path) -> tuple[int, float, str, str, int]:
+    """`rtrace ARGS -- sh -c ...` in its own process, sent `sig` alone (not its terminal's group) once its command
+    runs: its exit status, the seconds from the signal to its end, its stdout and stderr, the command's pid."""
+    import signal
+    import subprocess
+
+    pidfile = tmp_path / "pid"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    argv = [sys.executable, "-m", "rtrace.cli", *args, "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        sent = time.monotonic()
+        proc.send_signal(signal.Signals(sig))
+        out, err = proc.communicate(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    return proc.returncode, took, out.decode(), err.decode(), int(pidfile.read_text().strip())
+

@@ -150,26 +150,12 @@ def test_a_directory_as_the_command_says_so(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_a_signal_stops_a_sweep_at_once_with_the_table_of_the_runs_done(tmp_path: Path) -> None:
-    import os
     import signal
-    import subprocess
-    import time
 
-    pidfile = tmp_path / "pid"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
-    argv = [sys.executable, "-m", "rtrace.cli", "sweep", "--runs", "3", "--out", str(tmp_path / "o"), "--",
-            "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 20
-        while not pidfile.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.2)
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
-        assert time.monotonic() - sent < 2.5
-    finally:
-        proc.kill()
-    assert proc.returncode == 143 and "sweep interrupted (SIGTERM): a partial table, of the 0 runs done" in err.decode()
-    assert not Path(f"/proc/{pidfile.read_text().strip()}").exists()
+    from .test_net_processes import stopped_by
+
+    status, took, _, err, pid = stopped_by(signal.SIGTERM, ["sweep", "--runs", "3", "--out", str(tmp_path / "o")],
+                                           tmp_path)  # fmt: skip
+    assert status == 143 and took < 2.5
+    assert "sweep interrupted (SIGTERM): a partial table, of the 0 runs done" in err
+    assert not Path(f"/proc/{pid}").exists()
