@@ -210,10 +210,19 @@ def _hunted(item: pytest.Function, command: list[str], options: Any, stopper: An
     from ..report.hunt import progress_line
 
     reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    capture = item.config.pluginmanager.get_plugin("capturemanager")
+
+    def say(text: str) -> None:  # on the terminal, past pytest's capture of the test's output
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.write_line(text)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(text)
 
     def progress(p: Any) -> None:
-        if reporter is not None:
-            reporter.write_line(progress_line(p))
+        say(progress_line(p))
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         future = pool.submit(hunt, command, options, progress, False)
@@ -228,8 +237,7 @@ def _hunted(item: pytest.Function, command: list[str], options: Any, stopper: An
                 raise
             except Exception:
                 raise KeyboardInterrupt from None
-            if reporter is not None:
-                reporter.write_line(_hunt_text(result))
+            say(_hunt_text(result))
             raise
 
 
