@@ -179,6 +179,7 @@ fuzz: $(STAMP)
 # any failure. `make harden HARDEN_ARGS='--only 4,7'` or `--quick`.
 harden: $(STAMP)
 	$(BIN)/python -m bench.harden $(HARDEN_ARGS)
+	$(BIN)/python -m bench.harden_hunt $(HARDEN_ARGS)
 
 # Benchmarks of issues 7 and 15 (minutes; not part of `make test`): generates bench/data/ (cached), prints the table
 # (with DuckDB's read_json as the reference of a columnar reader and msgspec's typed decoder as the next floor,

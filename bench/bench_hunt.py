@@ -84,7 +84,7 @@ def timeline(result: HuntResult, checkpoints: list[float]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", default="5m", help="search budget per client (a duration)")
+    parser.add_argument("--budget", default="5m", help="budget per client (wall time: search, shrinking, re-runs)")
     parser.add_argument("--checkpoints", default="1m,3m,5m", help="budgets to count the bugs found by")
     parser.add_argument("-j", "--jobs", type=int, default=1)
     parser.add_argument("--repro-runs", type=int, default=5)
@@ -110,6 +110,8 @@ def main(argv: list[str]) -> int:
         entry: dict[str, Any] = {
             "budget": budget,
             "elapsed": round(result.elapsed, 1),
+            "wall_over_budget": round(result.elapsed / budget, 3),
+            "split": {k: round(v, 1) for k, v in result.split.items()},
             "runs": len(result.runs),
             "search_runs": sum(1 for r in result.runs if r.phase in ("systematic", "random")),
             **timeline(result, checkpoints),

@@ -1031,40 +1031,53 @@ RUNNERS: dict[int, Callable[[bool, Path], None]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    return run_classes(RUNNERS, CLASSES, OUT, argv, __doc__ or "")
+
+
+def run_classes(
+    runners: dict[int, Callable[[bool, Path], None]],
+    classes: dict[int, str],
+    out: Path,
+    argv: list[str] | None,
+    doc: str,
+) -> int:
+    """Run `runners` (`--only`, `--quick` from `argv`), print the table, write `out`; 1 when a case failed (the
+    main of this harness and of `bench/harden_hunt.py`)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--only", default="", help="comma-separated class numbers (default: all)")
     parser.add_argument("--quick", action="store_true", help="a sample of each class")
     args = parser.parse_args(argv)
-    only = [int(c) for c in args.only.split(",") if c.strip()] or list(RUNNERS)
+    given = [int(c) for c in args.only.split(",") if c.strip()]
+    only = [c for c in given if c in runners] if given else list(runners)  # the other harness has the rest
     started = time.monotonic()
     times: dict[int, float] = {}
     for cls in only:
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"rtrace-harden-{cls}-") as tmp:
-            RUNNERS[cls](args.quick, Path(tmp))
+            runners[cls](args.quick, Path(tmp))
         times[cls] = time.monotonic() - t0
         print(f"  class {cls}: {TALLY.tried.get(cls, 0)} cases in {times[cls]:.0f} s", file=sys.stderr, flush=True)
-    print(f"\n{'class':<72} {'tried':>7} {'held':>7} {'failed':>7}")
+    print(f"\n{'class':<76} {'tried':>7} {'held':>7} {'failed':>7}")
     for cls in only:
         tried, failed = TALLY.tried.get(cls, 0), len(TALLY.failed.get(cls, []))
-        print(f"{cls}. {CLASSES[cls]:<69} {tried:>7} {tried - failed:>7} {failed:>7}")
+        print(f"{cls}. {classes[cls]:<73} {tried:>7} {tried - failed:>7} {failed:>7}")
     total = sum(TALLY.tried.get(c, 0) for c in only)
     bad = sum(len(TALLY.failed.get(c, [])) for c in only)
-    print(f"{'total':<72} {total:>7} {total - bad:>7} {bad:>7}")
+    print(f"{'total':<76} {total:>7} {total - bad:>7} {bad:>7}")
     print(f"secrets surviving: {TALLY.secrets}, tracebacks: {TALLY.tracebacks}, hangs: {TALLY.hangs}")
     print(f"({time.monotonic() - started:.0f} s{', --quick' if args.quick else ''})")
     for cls in only:
         for what in TALLY.failed.get(cls, [])[:10]:
             print(f"  failed, class {cls}: {what[:300]}")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_bytes(
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(
         orjson.dumps(
             {
                 "quick": args.quick,
                 "seconds": round(time.monotonic() - started, 1),
                 "classes": {
                     str(c): {
-                        "name": CLASSES[c],
+                        "name": classes[c],
                         "tried": TALLY.tried.get(c, 0),
                         "failed": len(TALLY.failed.get(c, [])),
                         "seconds": round(times[c], 1),

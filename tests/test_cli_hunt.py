@@ -88,3 +88,87 @@ def test_hunt_script_errors_are_usage_errors(tmp_path: Path, capsys: pytest.Capt
     bad.write_text("[[turn]]\nwhen = { user = 3 }\n", encoding="utf-8")
     assert main(["hunt", "--runs", "1", "--script", str(bad), "--out", str(tmp_path), "--", "true"]) == 2
     assert "bad.toml:" in capsys.readouterr().err
+
+
+def _latency_script(path: Path) -> Path:
+    from rtrace.net.schedule import Fault, Schedule
+
+    schedule = Schedule((Fault("latency", "all", "*", 0.05),), 3)
+    path.write_text(schedule.script_toml() + f"# rtrace-schedule: {json.dumps(schedule.to_json())}\n")
+    return path
+
+
+def test_no_finding_comes_from_another_hunts_trace_and_a_re_run_keeps_its_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    script = _latency_script(tmp_path / "bug-4.toml")
+    out = tmp_path / "h"
+    base = ["hunt", "--schedule", str(script), "--runs", "1", "--out", str(out), "-f", "json"]
+    assert main([*base, "--", *client]) == 1
+    first = json.loads(capsys.readouterr().out)
+    assert [b["rule"] for b in first["bugs"]] == ["RT101"]
+    # the entry keeps the number of the script it re-ran, in a directory of this hunt's own
+    assert first["out_dir"] == str(out / "1") and first["bugs"][0]["script_path"] == str(out / "1" / "bug-4.toml")
+    # the same --out, a command that never connects: no trace of its own, and no finding of the first's
+    assert main([*base, "--", "true"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["bugs"] == [] and second["out_dir"] == str(out / "2")
+    assert (out / "1" / "bug-4.toml").exists() and (out / "1" / "runs" / "run0001.jsonl").exists()
+    assert not (out / "2" / "runs" / "run0001.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [("file", "a file, not a directory"), ("under-file", "cannot make the directory (a part of it is a file)"),
+     ("proc", "cannot make the directory")],
+)
+def test_an_odd_out_is_refused_before_any_run(
+    where: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "f").write_text("x")
+    out = {"file": tmp_path / "f", "under-file": tmp_path / "f" / "d", "proc": Path("/proc/rtrace-hunt")}[where]
+    ran = tmp_path / "ran"
+    assert main(["hunt", "--runs", "1", "--out", str(out), "--", "touch", str(ran)]) == 2
+    assert f"--out {out}: {message}" in capsys.readouterr().err
+    assert not ran.exists()
+
+
+def test_an_unwritable_output_is_refused_before_any_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ran = tmp_path / "ran"
+    for output in (tmp_path / "no" / "such" / "dir.json", tmp_path, Path("/proc/x.json")):
+        argv = ["hunt", "--runs", "1", "--out", str(tmp_path / "h"), "-o", str(output), "--", "touch", str(ran)]
+        assert main(argv) == 2
+        assert f"-o {output}: cannot write there" in capsys.readouterr().err
+    assert not ran.exists()
+
+
+def test_the_budget_is_wall_time_and_a_clean_run_it_cut_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+
+    start = time.monotonic()
+    argv = ["hunt", "--budget", "2s", "--out", str(tmp_path), "-o", str(tmp_path / "r.json"), "--", "sleep", "60"]
+    assert main(argv) == 4
+    assert time.monotonic() - start < 6
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["stopped"] == "budget" and doc["not_done"][0] == "the clean run (cut by the budget)"
+    err = capsys.readouterr().err  # the summary reaches the terminal even with -o
+    assert "not done: the clean run (cut by the budget)" in err and f"report: {tmp_path / 'r.json'}" in err
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_signal_stops_the_hunt_within_two_seconds_with_a_partial_report(sig: str, code: int, tmp_path: Path) -> None:
+    import signal
+
+    from .test_net_processes import stopped_by
+
+    status, took, out, err, pid = stopped_by(getattr(signal, sig), ["hunt", "--budget", "5m", "--out", str(tmp_path)],
+                                             tmp_path)  # fmt: skip
+    assert status == code and took < 2.5, err
+    assert f"interrupted ({sig}): a partial report" in out
+    assert "not done: the clean run (cut short)" in out
+    assert not Path(f"/proc/{pid}").exists()

@@ -283,3 +283,50 @@ def test_the_tap_gets_what_reached_the_file_in_order_buffered_or_not() -> None:
     for k in range(20):
         w.write("client", 1, {"type": "conversation.item.create", "event_id": f"e{k}"})
     assert b"".join(tapped) == disk.getvalue()
+
+
+class FullOnFlush:
+    """A real file whose writes are taken in memory and whose flush (and so its close) fails with ENOSPC: a disk
+    that fills between the last write and the close."""
+
+    def __init__(self, path: Path) -> None:
+        self._fp = open(path, "wb")
+        self.held = b""
+
+    def write(self, data: bytes) -> int:
+        self.held += data
+        return len(data)
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def fileno(self) -> int:
+        return self._fp.fileno()
+
+    def truncate(self, size: int) -> int:
+        return self._fp.truncate(size)
+
+    def close(self) -> None:
+        self._fp.close()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_disk_that_fills_at_the_close_is_told_once_and_the_close_never_raises(tmp_path: Path) -> None:
+    failures: list[tuple[str, int]] = []
+    disk = FullOnFlush(tmp_path / "t.jsonl")
+    w = TraceWriter(disk, None, lambda: 0.0, lambda reason, n: failures.append((reason, n)))  # type: ignore[arg-type]
+    w.close()  # nothing written yet: the close's flush is the first to fail
+    assert failures == [(os.strerror(errno.ENOSPC), 0)] and w.failed == os.strerror(errno.ENOSPC)
+    w.close()  # twice: nothing more
+    assert len(failures) == 1
+
+
+def test_dev_full_is_a_failure_told_once_never_an_exception() -> None:
+    failures: list[tuple[str, int]] = []
+    w = TraceWriter.open("/dev/full", {"recorder": "test"}, lambda: 0.0, lambda r, n: failures.append((r, n)),
+                         buffered=True)  # fmt: skip
+    for k in range(5):
+        w.write("client", 1, {"type": "response.create", "event_id": f"e{k}"})
+    w.flush()
+    w.close()
+    assert failures == [(os.strerror(errno.ENOSPC), 0)]

@@ -463,7 +463,7 @@ def test_a_hunt_in_a_test_runs_on_the_markers_script(users: pytest.Pytester) -> 
         import os, subprocess, sys
         import pytest
 
-        @pytest.mark.rtrace(hunt="4s", hunt_runs=2, script="agent.toml")
+        @pytest.mark.rtrace(hunt="30s", hunt_runs=2, script="agent.toml")
         def test_agent(rtrace_server):
             env = {{**os.environ, **rtrace_server.env, "SWEEP_CLIENT_TOOL": "get_forecast"}}
             assert subprocess.run([sys.executable, {str(client)!r}], env=env).returncode == 0
@@ -485,7 +485,7 @@ def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate(users: pyte
         import os, subprocess, sys
         import pytest
 
-        @pytest.mark.rtrace(hunt="6s", hunt_runs=2)
+        @pytest.mark.rtrace(hunt="30s", hunt_runs=2)
         def test_agent(rtrace_server):
             done = subprocess.run([sys.executable, {str(client)!r}], env={{**os.environ, **rtrace_server.env}})
             assert done.returncode == 0
@@ -496,7 +496,45 @@ def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate(users: pyte
     result.stdout.fnmatch_lines(["*rtrace hunt: * runs * seed 0; stopped: budget*", "*clean run: exit 0, no finding*"])
     result.stdout.fnmatch_lines(["*bug *: RT101 deleted-function-call-output (error)*",
                                  "*minimal schedule: ack latency *ms on every server event*",
-                                 "*reproduced ?/2 runs*"])  # fmt: skip  # 1/2 on a loaded machine: a rate, not a count
+                                 "*reproduced ?/? runs*"])  # fmt: skip  # a rate: cut re-runs do not count
     out = result.stdout.str()
     command = next(line for line in out.splitlines() if "reproduce: rtrace hunt --schedule" in line)
     assert "-m pytest" in command and "test_agent.py::test_agent" in command
+
+
+def test_ctrl_c_stops_a_hunt_in_a_test_within_seconds_and_shows_what_it_found(tmp_path: Path) -> None:
+    """One SIGINT to pytest while its hunt's clean run goes on (the test hangs): the run in flight ends, the partial
+    report is printed, pytest stops; no child is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pidfile = tmp_path / "pid"
+    (tmp_path / "test_slow.py").write_text(
+        "import os, subprocess, pytest\n"
+        "@pytest.mark.rtrace(hunt='5m')\n"
+        "def test_slow(rtrace_server):\n"
+        f"    subprocess.run(['sh', '-c', 'echo $$ > {pidfile}; exec sleep 60'])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rtrace-traces", str(tmp_path / "t"),
+            str(tmp_path / "test_slow.py")]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=20)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    text = out.decode()
+    assert took < 5, text
+    assert "interrupted (SIGINT): a partial report" in text and "KeyboardInterrupt" in text
+    assert not Path(f"/proc/{pidfile.read_text().strip()}").exists()

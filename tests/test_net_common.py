@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -63,19 +65,21 @@ def test_a_warning_unless_only_this_machine_can_connect() -> None:
 
 
 def test_a_trace_write_failure_is_told_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    trace_write_failed("No space left on device", 12)
-    assert capsys.readouterr().err == (
-        "rtrace: cannot write the trace any more (No space left on device); frames keep passing, "
-        "the trace stops after line 12\n"
-    )
+    trace_write_failed("No space left on device", 12, "out/t.jsonl")
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        r"rtrace: \d\d:\d\d:\d\d: cannot write the trace out/t.jsonl any more \(No space left on device\); frames keep "
+        r"passing, the trace stops after line 12\n", err
+    ), err
 
 
-def test_until_stopped_returns_on_sigterm() -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_until_stopped_returns_on_sigterm(stop: signal.Signals) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        loop.call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+        loop.call_later(0.05, os.kill, os.getpid(), stop)
         await asyncio.wait_for(until_stopped(), 5)
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
 
     asyncio.run(main())
@@ -88,3 +92,17 @@ def test_is_loopback_by_address_not_by_spelling() -> None:
         assert is_loopback(url), url
     for url in ("ws://127.0.0.1.example/v1", "ws://10.0.0.1/v1", "ws://0.0.0.0/v1", "ws://api.example/v1", "ws://[::1/v1"):
         assert not is_loopback(url), url
+
+
+def test_each_fresh_run_dir_is_new_and_an_odd_out_is_refused(tmp_path: Path) -> None:
+    from rtrace.net.common import fresh_run_dir
+
+    out = tmp_path / "hunts"
+    assert fresh_run_dir(out) == out / "1" and fresh_run_dir(out) == out / "2"
+    (out / "7").mkdir()
+    (out / "bug-1.toml").write_text("")  # what an older hunt left is not in the way
+    assert fresh_run_dir(out) == out / "8"
+    with pytest.raises(ValueError, match=r"--out .*bug-1\.toml: a file, not a directory"):
+        fresh_run_dir(out / "bug-1.toml")
+    with pytest.raises(ValueError, match=r"--out .*: cannot make the directory \(a part of it is a file\)"):
+        fresh_run_dir(out / "bug-1.toml" / "x")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from rtrace.engine.fold import analyze_path
 from rtrace.net.hunt import (
     RELIABLE,
+    SEARCH_SHARE,
     Bug,
     CommandTarget,
     HuntOptions,
@@ -30,6 +31,7 @@ from rtrace.net.hunt import (
     load_schedule,
     records_of,
 )
+from rtrace.net.processes import Stopper
 from rtrace.net.schedule import SHRINK_FLOOR, SURVIVAL, BugKey, Fault, Schedule
 from rtrace.net.script import load_script
 from rtrace.net.server import ServerOptions
@@ -106,8 +108,11 @@ def test_each_run_trace_holds_its_seed_and_schedule(found) -> None:  # type: ign
 
 def test_progress_after_each_run(found) -> None:  # type: ignore[no-untyped-def]
     result, seen = found
-    assert [p.runs for p in seen] == list(range(1, len(result.runs) + 1))
-    assert seen[-1].bugs >= len(result.bugs) - 1
+    after = [p for p in seen if p.running is None]
+    assert [p.runs for p in after] == list(range(1, len(result.runs) + 1))
+    assert after[-1].bugs >= len(result.bugs) - 1
+    # from the first second: a line as the clean run starts, before any run ended
+    assert seen[0].phase == "clean run" and seen[0].running == 0.0 and seen[0].runs == 0
 
 
 @dataclasses.dataclass
@@ -163,8 +168,14 @@ def test_load_schedule_names_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no `# rtrace-schedule:` line"):
         load_schedule(path)
     path.write_text("# rtrace-schedule: {not json\n")
-    with pytest.raises(ValueError, match=r"x.toml:1: the schedule is not readable"):
+    with pytest.raises(ValueError, match=r"x.toml:1:20: the schedule is not readable"):
         load_schedule(path)
+
+
+def test_a_seed_out_of_range_is_refused_before_any_run(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"--seed 18446744073709551616: give a whole number from 0 to"):
+        hunt(["true"], HuntOptions(runs=1, seed=2**64, out_dir=tmp_path))
+    assert not list(tmp_path.iterdir())
 
 
 def test_load_schedule_reads_its_file_as_every_side_input_is_read(tmp_path: Path) -> None:
@@ -182,7 +193,7 @@ def test_load_schedule_reads_its_file_as_every_side_input_is_read(tmp_path: Path
         load_schedule(big)
     deep = tmp_path / "deep.toml"
     deep.write_text("# rtrace-schedule: " + "[" * 100_000 + "]" * 100_000 + "\n")
-    with pytest.raises(ValueError, match=r"deep.toml:1: the schedule is not readable: nested deeper than"):
+    with pytest.raises(ValueError, match=r"deep.toml:1:120: the schedule is not readable: nested deeper than"):
         load_schedule(deep)
 
 
@@ -576,3 +587,81 @@ def test_a_finding_no_schedule_reproduces_stays_unconfirmed_after_its_fallbacks(
     after = [r for r in runs if r.phase in ("shrinking", "reproducing")]
     assert [r.schedule for r in after if r.phase == "reproducing"].count(latency) == 2  # the fallback, re-run
     assert entry.shrink_runs == sum(r.phase == "shrinking" for r in after) > 0
+
+
+@dataclasses.dataclass
+class StoppingTarget(RecordedTarget):
+    """`RecordedTarget`, but its `stop_at`-th run asks the hunt to stop (as a SIGINT would) and then hangs."""
+
+    stopper: Stopper = dataclasses.field(default_factory=Stopper)
+    stop_at: int = 3
+    count: int = 0
+
+    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        self.count += 1
+        if self.count == self.stop_at:
+            self.stopper.stop("SIGINT")
+            await asyncio.sleep(60)
+        return await super().run(options, timeout)
+
+
+def test_a_stop_mid_search_ends_at_once_with_what_was_seen(tmp_path: Path) -> None:
+    target = StoppingTarget()
+    options = HuntOptions(budget=None, runs=20, out_dir=tmp_path, stopper=target.stopper)
+    result = asyncio.run(asyncio.wait_for(hunt_async(target, options), 10))
+    assert result.interrupted == "SIGINT" and result.stopped == "interrupted" and result.bugs == []
+    assert len(result.runs) == 2  # the run in flight was ended, not judged; nothing started after it
+    assert {b.rule for b in result.unconfirmed} >= {"RT101"} and all(b.tries == 0 for b in result.unconfirmed)
+    assert any(line.startswith("shrinking and reproduction of") for line in result.not_done)
+    doc = json.loads(render(result, "json"))
+    assert doc["interrupted"] == "SIGINT" and doc["not_done"] == result.not_done
+
+
+def test_the_budget_bounds_the_whole_hunt_and_its_split_is_stated(tmp_path: Path) -> None:
+    options = HuntOptions(budget=1.5, out_dir=tmp_path, repro_runs=50)
+    result = asyncio.run(hunt_async(RecordedTarget(), options))
+    assert result.elapsed < 1.5 + 1.0 and result.stopped == "budget"
+    assert set(result.split) == {"clean run", "search", "confirming"}
+    assert result.split["clean run"] + result.split["search"] <= 1.5 * SEARCH_SHARE + 0.5
+
+
+def test_a_run_quiet_after_a_fault_ends_early_as_a_hang(tmp_path: Path) -> None:
+    """The client hangs once its response.create is answered with an error: the run ends after `quiet` seconds
+    of silence, not at its --timeout."""
+    client = (
+        "import asyncio, json, os\n"
+        "from websockets.asyncio.client import connect\n"
+        "async def main():\n"
+        "    async with connect(os.environ['RTRACE_URL'] + '/realtime?model=gpt-realtime') as ws:\n"
+        "        await ws.recv()\n"
+        "        await ws.send(json.dumps({'type': 'response.create'}))\n"
+        "        while True:\n"
+        "            await ws.recv()\n"
+        "asyncio.run(main())\n"
+    )
+    schedule = Schedule((Fault("error", "event", "response.create", "server_error"),))
+    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[schedule])
+    result = hunt([sys.executable, "-c", client], options)
+    (run,) = result.runs
+    assert run.ended_early == 0.5 and run.seconds < 5 and run.how().startswith("hung (ended early: quiet 0.5s")
+    (bug,) = result.bugs
+    assert bug.rule == SURVIVAL and bug.how.startswith("hung")
+
+
+def test_a_process_left_running_is_named_and_killed_when_asked(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(60)\n"
+        f"while not os.path.exists({str(pidfile)!r}):\n"
+        "    time.sleep(0.01)\n"
+    )
+    options = HuntOptions(runs=1, timeout=30, out_dir=tmp_path / "h", schedules=[Schedule()], kill_strays=True)
+    result = hunt([sys.executable, "-c", code], options)
+    pid = int(pidfile.read_text())
+    assert result.strays == [(1, pid)]
+    assert result.runs[0].left_running() == f"the command left pid {pid} running (killed)"
+    assert result.runs[0].exit_code == 0

@@ -348,3 +348,83 @@ def test_stopping_the_recorder_closes_both_sides_and_notes_it(tmp_path: Path) ->
     assert closed["server"]["code"] == 1001, closed
 
 
+
+
+def test_a_client_flooding_pings_through_record_is_closed_at_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rtrace.net import common
+
+    from .test_net_server import ping_flood
+
+    monkeypatch.setattr(common, "MAX_BACKLOG", 1 << 20)
+    out = tmp_path / "p.jsonl"
+
+    async def go() -> float:
+        async with (
+            run_server(ServerOptions()) as srv,
+            run_proxy(RecordOptions(upstream=srv.url, output=out)) as proxy,
+        ):
+            return await ping_flood(proxy.port)
+
+    assert asyncio.run(go()) < 8
+    notes = [json.loads(line)["event"] for line in out.read_text().splitlines()[1:]]
+    assert any("closed 1008: the client read none of the" in n.get("text", "") for n in notes)
+    assert notes[-1]["type"] == "connection.closed" and notes[-1]["by"] == "recorder" and notes[-1]["code"] == 1008
+
+
+def _trace_events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line)["event"] for line in path.read_text().splitlines()[1:]]
+
+
+def test_an_upstream_that_accepts_and_never_answers_is_a_502_within_the_open_timeout(tmp_path: Path) -> None:
+    out = tmp_path / "p.jsonl"
+
+    async def go() -> tuple[int, float]:
+        silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)  # takes TCP, answers nothing
+        port = silent.sockets[0].getsockname()[1]
+        try:
+            async with run_proxy(RecordOptions(upstream=f"ws://127.0.0.1:{port}/v1", output=out,
+                                               open_timeout=1.0)) as proxy:  # fmt: skip
+                start = time.monotonic()
+                with pytest.raises(InvalidStatus) as refused:
+                    await connect(f"{proxy.url}/realtime?model=gpt-realtime", open_timeout=10)
+                return refused.value.response.status_code, time.monotonic() - start
+        finally:
+            silent.close()
+
+    status, took = asyncio.run(go())
+    assert status == 502 and took < 4
+    events = _trace_events(out)
+    assert any(e.get("text", "").startswith("upstream unreachable") for e in events)
+    assert events[-1] == {"type": "connection.closed", "by": "server", "status": 502}
+
+
+def test_an_oversized_frame_from_the_upstream_is_noted_and_both_sides_closed_1009(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rtrace.net import proxy as proxy_module
+
+    monkeypatch.setattr(proxy_module, "MAX_FRAME_BYTES", 1 << 20)
+    out = tmp_path / "p.jsonl"
+
+    async def huge(ws: ServerConnection) -> None:
+        await ws.send(json.dumps({"type": "session.created", "pad": "x" * (2 << 20)}))
+        with contextlib.suppress(ConnectionClosed):
+            await ws.wait_closed()
+
+    async def go() -> int | None:
+        async with serve(huge, "127.0.0.1", 0, max_size=None) as up:
+            port = up.sockets[0].getsockname()[1]
+            async with run_proxy(RecordOptions(upstream=f"ws://127.0.0.1:{port}/v1", output=out)) as proxy:
+                async with connect(f"{proxy.url}/realtime?model=gpt-realtime") as ws:
+                    with contextlib.suppress(ConnectionClosed):
+                        await asyncio.wait_for(ws.recv(), 10)
+                    rcvd = ws.protocol.close_rcvd
+                    return int(rcvd.code) if rcvd is not None else None
+
+    assert asyncio.run(go()) == 1009
+    events = _trace_events(out)
+    assert any("the upstream sent a frame over the 1048576-byte limit" in e.get("text", "") for e in events)
+    closed = events[-1]
+    assert closed["type"] == "connection.closed" and closed["by"] == "recorder" and closed["client"]["code"] == 1009

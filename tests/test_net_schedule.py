@@ -426,3 +426,18 @@ def test_shrinking_moves_a_barge_in_toward_0_a_burst_toward_0_a_pace_toward_real
     jitter = Schedule((Fault("jitter", "all", "*", 0.1), Fault("cancel", "response", "", "turn_detected", 2)))
     final, _ = run_shrink(jitter, lambda c: any(f.kind == "cancel" for f in c.faults))
     assert final.faults == (Fault("cancel", "response", "", "turn_detected", 1),)
+
+
+def test_parallel_connections_are_not_reconnects() -> None:
+    from rtrace.net.schedule import surface_of
+
+    def rec(conn: int, kind: str, side: str = "meta") -> dict[str, Any]:
+        return {"t": 0.0, "dir": side, "conn": conn, "event": {"type": kind}}
+
+    parallel = [rec(1, "connection.opened"), rec(2, "connection.opened"), rec(1, "session.created", "server"),
+                rec(2, "session.created", "server"), rec(1, "connection.closed"),
+                rec(2, "connection.closed")]  # fmt: skip
+    again = [rec(1, "connection.opened"), rec(1, "connection.closed"), rec(2, "connection.opened"),
+             rec(2, "connection.closed")]  # fmt: skip
+    assert surface_of(parallel).connections == 2 and not surface_of(parallel).reconnects
+    assert surface_of(again).reconnects

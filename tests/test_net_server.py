@@ -918,3 +918,85 @@ def test_the_servers_own_faults_go_out_with_the_real_shapes_and_their_notes_in_t
                           "conversation.item.input_audio_transcription.failed"]  # fmt: skip
     header = json.loads(path.read_text().splitlines()[0])
     assert parse_script(header["schedule"]).describe() == Schedule.of(faults).describe()
+
+
+async def ping_flood(port: int, path: str = "/v1/realtime?model=gpt-realtime", seconds: float = 10.0) -> float:
+    """A client that floods pings and never reads (its receive buffer kept small): seconds until the server drops
+    it (or `seconds`)."""
+    import base64
+    import os
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())  # fmt: skip
+    await reader.readuntil(b"\r\n\r\n")
+    mask = b"\x00\x00\x00\x00"  # masked with zeros: the payload as is
+    ping = bytes([0x89, 0x80 | 125]) + mask + b"p" * 125
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds:
+            writer.write(ping * 512)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+    return time.monotonic() - start
+
+
+def test_a_client_flooding_pings_and_reading_nothing_is_closed_at_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its pongs pile up for it: past `common.MAX_BACKLOG` bytes held the server closes it (1008, dropped when the
+    close cannot go out), says so in the trace, and stops within a second after."""
+    from rtrace.net import common
+
+    monkeypatch.setattr(common, "MAX_BACKLOG", 1 << 20)
+    trace = tmp_path / "t.jsonl"
+
+    async def go() -> tuple[float, float, int]:
+        async with run_server(ServerOptions(record=trace)) as srv:
+            took = await ping_flood(srv.port)
+            held = max((s.ws.transport.get_write_buffer_size() for s in srv.sessions), default=0)
+            start = time.monotonic()
+        return took, time.monotonic() - start, held
+
+    took, stopping, held = asyncio.run(go())
+    assert took < 8 and stopping < 1.0 and held <= 2 << 20
+    notes = [json.loads(line)["event"] for line in trace.read_text().splitlines()[1:]]
+    assert any("closed 1008: the client read none of the" in n.get("note", "") for n in notes)
+
+
+def test_stop_ends_within_a_second_whatever_a_client_does(tmp_path: Path) -> None:
+    async def go() -> float:
+        async with run_server(ServerOptions(record=tmp_path / "t.jsonl")) as srv:
+            flood = asyncio.ensure_future(ping_flood(srv.port, seconds=30))
+            await asyncio.sleep(0.5)
+            start = time.monotonic()
+        stopped = time.monotonic() - start
+        flood.cancel()
+        await asyncio.gather(flood, return_exceptions=True)
+        return stopped
+
+    assert asyncio.run(go()) < 1.0
+
+
+def test_serve_record_on_a_full_disk_says_where_its_trace_stopped_and_keeps_serving(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    async def session(url: str) -> str:
+        async with connect(f"{url}/realtime?model=gpt-realtime") as ws:
+            return str(json.loads(await ws.recv())["type"])
+
+    async def go() -> list[str]:
+        async with run_server(ServerOptions(record="/dev/full")) as srv:
+            return [await session(srv.url) for _ in range(4)]
+
+    assert asyncio.run(go()) == ["session.created"] * 4
+    err = capfd.readouterr().err
+    assert err.count("cannot write the trace /dev/full any more (No space left on device)") == 1, err

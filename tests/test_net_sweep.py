@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rtrace.cli import main
-from rtrace.net.sweep import parse_latency_list, sweep
+from rtrace.net.sweep import NO_CONNECTION, parse_latency_list, sweep
 
 CLIENT = [sys.executable, str(Path(__file__).resolve().parent / "sweep_client.py")]
 
@@ -130,3 +130,32 @@ def test_a_command_writing_one_endless_line_to_stderr_is_drained_and_cut(tmp_pat
     result = sweep(noisy, [0.0], 1, tmp_path, timeout=30)
     (run,) = result.results
     assert run.exit_code == 2 and run.stderr_tail == ["x" * 2000]
+
+
+def test_no_finding_comes_from_an_earlier_sweeps_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert main(["sweep", "--latency", "150ms", "--runs", "1", "--out", str(out), "--", *CLIENT]) == 1
+    assert "RT101" in capsys.readouterr().out
+    # the same --out, a command that never connects: its runs have no trace, and none of the first sweep's
+    assert main(["sweep", "--latency", "150ms", "--runs", "1", "--out", str(out), "--", "true"]) == 0
+    assert "RT101" not in capsys.readouterr().out
+    assert (out / "1" / "latency-150ms-run1.jsonl").exists() and not (out / "2" / "latency-150ms-run1.jsonl").exists()
+    result = sweep(["true"], [0.0], 1, out / "1", timeout=10)  # into the first's own directory: its trace goes
+    assert result.results[0].problem == NO_CONNECTION and result.results[0].findings == []
+
+
+def test_a_directory_as_the_command_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "--runs", "1", "--out", str(tmp_path / "o"), "--", str(tmp_path)]) == 2
+    assert f"sweep: {tmp_path}: a directory, not a program" in capsys.readouterr().err
+
+
+def test_a_signal_stops_a_sweep_at_once_with_the_table_of_the_runs_done(tmp_path: Path) -> None:
+    import signal
+
+    from .test_net_processes import stopped_by
+
+    status, took, _, err, pid = stopped_by(signal.SIGTERM, ["sweep", "--runs", "3", "--out", str(tmp_path / "o")],
+                                           tmp_path)  # fmt: skip
+    assert status == 143 and took < 2.5
+    assert "sweep interrupted (SIGTERM): a partial table, of the 0 runs done" in err
+    assert not Path(f"/proc/{pid}").exists()

@@ -95,4 +95,13 @@ def test_sarif_and_junit_have_one_entry_per_bug(tmp_path: Path) -> None:
 def test_progress_says_runs_bugs_and_budget_left(tmp_path: Path) -> None:
     run = Run(3, "systematic", Schedule((Fault("latency", "all", "*", 0.05),)), tmp_path / "r.jsonl", 0, 1.0)
     line = progress_line(Progress("systematic", 3, 1, 40.0, 600.0, run))
-    assert line.startswith("hunt: 3 runs, 1 distinct bug, 9.333m of budget left  [systematic] ack latency 50ms")
+    assert line.startswith("hunt: 3 runs, 1 distinct bug, 40s in, 560s of budget left  [systematic] ack latency 50ms")
+    going = progress_line(Progress("clean run", 0, 0, 0.4, 600.0, None, running=0.0))
+    assert going == "hunt: 0 runs, 0 distinct bugs, 0s in, 600s of budget left  [clean run] a run going on, 0s so far"
+
+
+def test_a_finding_repeated_in_the_clean_run_is_one_line_with_its_count() -> None:
+    from rtrace.report.hunt import counted
+
+    assert counted(["RT112 server-error"] * 101 + ["RT101 x"]) == "RT112 server-error x101, RT101 x"
+    assert counted([]) == ""

@@ -211,6 +211,11 @@ def sweep(
     render(result, console)
     for line in failure(result):
         say(line)
+    if result.interrupted is not None:  # a signal: the table is of the runs done before it
+        import signal
+
+        say(f"sweep interrupted ({result.interrupted}): a partial table, of the {len(result.results)} runs done")
+        raise typer.Exit(128 + signal.Signals[result.interrupted].value)
     if result.has_errors():  # error findings: exit 1, as analyze would
         raise typer.Exit(exit_code(result.findings(), "error"))
     raise typer.Exit(ExitCode.REPLAY_FAILED if result.failed_every_run() else ExitCode.OK)

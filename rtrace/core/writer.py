@@ -430,10 +430,21 @@ class TraceWriter:
                 self._rewrite(earlier.offset, again)
 
     def close(self) -> None:
+        """Flush what waits and close. Never raises: a write that fails here (a full disk) is a failure like any
+        other (`on_failure` told, the trace cut back to its last whole line)."""
         self.flush()
-        if self._fp is not None:
-            with contextlib.suppress(OSError):
-                self._fp.flush()
-                os.fsync(self._fp.fileno())
-            self._fp.close()
-            self._fp = None
+        fp, self._fp = self._fp, None
+        if fp is None:
+            return
+        try:
+            fp.flush()
+            os.fsync(fp.fileno())
+        except OSError as e:
+            if self.failed is None:
+                self.failed = e.strerror or str(e)
+                self._on_failure(self.failed, self.lines)
+        if self.failed is not None:
+            with contextlib.suppress(OSError, ValueError):
+                os.ftruncate(fp.fileno(), self._good)  # under the buffer: what it still holds is not whole
+        with contextlib.suppress(OSError, ValueError):
+            fp.close()  # a buffer it cannot flush: the file is closed all the same

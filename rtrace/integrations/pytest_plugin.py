@@ -167,30 +167,78 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if hunting is None:
         return None
     template, budget, fail_on, folder, runs = hunting
-    import concurrent.futures
-
-    from ..net.hunt import HuntOptions, hunt
+    from ..net.hunt import HuntOptions
+    from ..net.processes import Stopper
     from ..rules.base import SEVERITY_RANK
 
     root = pyfuncitem.config.rootpath
     path, _, rest = pyfuncitem.nodeid.partition("::")
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(root),
-               f"{root / path}::{rest}" if rest else str(root / path)]  # fmt: skip
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--tb=short", "-rfE",
+               "--rootdir", str(root), f"{root / path}::{rest}" if rest else str(root / path)]  # fmt: skip
     script = Path(template.schedule.path) if template.schedule.path else None  # the marker's: the runs' base
-    options = HuntOptions(budget=budget, timeout=max(60.0, budget), out_dir=folder, template=template,
-                          shrink_runs=min(2, runs), repro_runs=runs, max_bugs=5, script=script)  # fmt: skip
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the test's own loop, if any, stays untouched
-        result = pool.submit(hunt, command, options).result()
+    stopper = Stopper()
+    # the budget is the hunt's wall time, a run's too (a hang after a fault ends early: `HuntOptions.quiet`)
+    options = HuntOptions(budget=budget, timeout=budget, out_dir=folder, template=template,
+                          shrink_runs=min(2, runs), repro_runs=runs, max_bugs=5, script=script, stopper=stopper,
+                          stdout_in_tail=True)  # fmt: skip
+    result = _hunted(pyfuncitem, command, options, stopper)
     if result.clean_failed:
         tail = "\n".join(result.clean.stderr_tail if result.clean else [])
         pytest.fail(f"rtrace hunt: the test failed its clean run (no fault): nothing to hunt\n{tail}", pytrace=False)
+    if result.clean is None:
+        pytest.fail(f"rtrace hunt: the budget ran out during the clean run (no fault)\n{_hunt_text(result)}",
+                    pytrace=False)  # fmt: skip
     floor = SEVERITY_RANK.get(fail_on, 99)
     failing = [b for b in result.bugs if fail_on != "never" and SEVERITY_RANK.get(b.severity, 0) >= floor]
     text = _hunt_text(result)
+    if result.not_done:  # never silent: a test that passes a hunt the budget cut says what was left undone
+        pyfuncitem.warn(pytest.PytestWarning(f"rtrace hunt: not done within {budget:g}s: {'; '.join(result.not_done)}"))
     if failing:
         pytest.fail(text, pytrace=False)
     pyfuncitem.add_report_section("call", "rtrace hunt", text)
     return True
+
+
+def _hunted(item: pytest.Function, command: list[str], options: Any, stopper: Any) -> Any:
+    """The hunt of `command`, in a thread (the test's own loop, if any, stays untouched), its progress on the
+    terminal as it goes. Ctrl-C stops it within seconds with what was found so far shown, then stops pytest; a
+    second Ctrl-C stops it at once."""
+    import concurrent.futures
+
+    from ..net.hunt import hunt
+    from ..net.processes import kill_all_live
+    from ..report.hunt import progress_line
+
+    reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+    capture = item.config.pluginmanager.get_plugin("capturemanager")
+
+    def say(text: str) -> None:  # on the terminal, past pytest's capture of the test's output
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.write_line(text)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(text)
+
+    def progress(p: Any) -> None:
+        say(progress_line(p))
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        future = pool.submit(hunt, command, options, progress, False)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            stopper.stop("SIGINT")
+            try:
+                result = future.result(timeout=10)
+            except KeyboardInterrupt:
+                kill_all_live()
+                raise
+            except Exception:
+                raise KeyboardInterrupt from None
+            say(_hunt_text(result))
+            raise
 
 
 def _hunt_text(result: Any) -> str:

@@ -1,6 +1,6 @@
 """What the network modules share: the loopback names, URLs shown without secrets and mapped to an upstream,
-running in the foreground until Ctrl-C or SIGTERM, and the message of
-a trace that cannot be written any more.
+running in the foreground until Ctrl-C or SIGTERM, the message of a trace that cannot be written any more, and
+the fresh directory of a hunt's or a sweep's outputs (`fresh_run_dir`).
 
 Imports no other `rtrace.net` module, so `server`, `proxy`, `replay` and `sweep` never import each other for these.
 """
@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
 import signal
 import sys
 import urllib.parse
-from typing import IO
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
 
 from ..core.escape import shown
 from ..core.secrets import safe_path, scrub_text
@@ -25,6 +29,62 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 #: Upstream path suffixes the client's own path replaces (`--upstream wss://host/v1/realtime`).
 _PATH_SUFFIXES = ("/v1/realtime", "/realtime", "/v1")
+
+
+def check_out_dir(out: Path, option: str = "--out") -> None:
+    """Raise ValueError (a message naming `option`) unless `out` is, or can be made, a writable directory."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{option} {out}: a file, not a directory (give a directory; it is made if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = "a part of it is a file" if e.errno in (errno.ENOTDIR, errno.EEXIST) else (e.strerror or str(e))
+        raise ValueError(f"{option} {out}: cannot make the directory ({why})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {out}: cannot write there (permission denied)")
+
+
+def fresh_run_dir(out: Path, option: str = "--out") -> Path:
+    """A new directory `out/N` (N one more than the highest there) that no earlier hunt or sweep wrote into, made
+    now (`out` too). Raises ValueError naming `option` when it cannot be made there."""
+    check_out_dir(out, option)
+    taken = [int(p.name) for p in out.iterdir() if p.name.isdigit()]
+    n = max(taken, default=0) + 1
+    for _ in range(1000):
+        try:
+            (out / str(n)).mkdir()
+            return out / str(n)
+        except FileExistsError:  # another one made it meanwhile
+            n += 1
+        except OSError as e:
+            raise ValueError(f"{option} {out}: cannot make a directory in it ({e.strerror or e})") from None
+    raise ValueError(f"{option} {out}: no free directory name in it")
+
+
+#: Bytes a connection may hold unsent for a peer that does not read (pongs to its pings, events) before it is
+#: closed (1008) and dropped: what a client can make `serve` or `record` hold stays bounded.
+MAX_BACKLOG = 16 << 20
+#: How often that is looked at (seconds).
+BACKLOG_EVERY = 0.1
+
+
+async def watch_backlog(ws: Any, told: Callable[[int], None], limit: int | None = None) -> None:
+    """Until `ws` (a websockets connection) closes: when more than `limit` bytes (`MAX_BACKLOG`) wait unsent for its
+    peer, tell `told` (the bytes held), close it 1008, and drop it if the close cannot go out within half a second
+    (a peer that reads nothing takes no close frame either)."""
+    transport = ws.transport
+    bound = MAX_BACKLOG if limit is None else limit
+    while not transport.is_closing():
+        await asyncio.sleep(BACKLOG_EVERY)
+        held = transport.get_write_buffer_size()
+        if held > bound:
+            told(held)
+            closing = asyncio.ensure_future(ws.close(1008, "the peer reads nothing: too much held for it"))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(closing), 0.5)
+            transport.abort()
+            closing.cancel()
+            return
 
 
 def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
@@ -148,20 +208,26 @@ def upstream_url(upstream: str, client_path: str) -> str:
     return urllib.parse.urlunsplit((up.scheme, up.netloc, prefix + cp.path, urllib.parse.urlencode(query), ""))
 
 
-def trace_write_failed(reason: str, lines: int) -> None:
-    """The recorders' `TraceWriter.on_failure`: the user is told once, on stderr, where the trace stops."""
+def trace_write_failed(reason: str, lines: int, path: str | os.PathLike[str] | None = None) -> None:
+    """The recorders' `TraceWriter.on_failure`: the user is told once, on stderr, when and where the trace stops
+    (`path`, when given); the sessions go on, and so does the log."""
+    import time
+
+    where = f" {shown(os.fspath(path))}" if path is not None else ""
     print(
-        f"rtrace: cannot write the trace any more ({reason}); frames keep passing, the trace stops after line {lines}",
+        f"rtrace: {time.strftime('%H:%M:%S')}: cannot write the trace{where} any more ({reason}); frames keep passing,"
+        f" the trace stops after line {lines}",
         file=sys.stderr,
         flush=True,
     )
 
 
 async def until_stopped() -> None:
-    """Return on Ctrl-C or SIGTERM (or when cancelled): how `serve` and `record` run in the foreground."""
+    """Return on Ctrl-C, SIGTERM or SIGHUP (or when cancelled): how `serve` and `record` run in the foreground (the
+    trace then closed whole)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
@@ -169,8 +235,11 @@ async def until_stopped() -> None:
 
 __all__ = [
     "LOOPBACK",
+    "MAX_BACKLOG",
     "MAX_FRAME_BYTES",
+    "check_out_dir",
     "check_ws_url",
+    "fresh_run_dir",
     "host_for_url",
     "is_loopback",
     "safe_url",
@@ -179,5 +248,6 @@ __all__ = [
     "until_stopped",
     "upstream_url",
     "warn_unless_loopback",
+    "watch_backlog",
     "websocket_url",
 ]

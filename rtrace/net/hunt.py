@@ -31,18 +31,32 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import os
-import shlex
-import time
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_input
 from ..engine.fold import analyze_path
-from ..rules import RULES
 from ..rules.base import Finding
+from .bugscript import SCHEDULE_LINE, bug_script, load_schedule, minimized, schedule_number
+from .common import fresh_run_dir
+from .hunt_runs import (
+    MAX_BUGS,
+    REPRO_RUNS,
+    SEARCH_SHARE,
+    SHRINK_RUNS,
+    About,
+    CommandTarget,
+    HuntOptions,
+    Progress,
+    Run,
+    Runner,
+    Spent,
+    Target,
+    records_of,
+    server_options,
+)
+from .processes import Stopped, Stopper
 from .schedule import (
     SURVIVAL,
     BugKey,
@@ -51,6 +65,7 @@ from .schedule import (
     Surface,
     acted,
     bug_key,
+    check_seed,
     item_calls_of,
     item_kinds_of,
     linked,
@@ -59,87 +74,8 @@ from .schedule import (
     surface_of,
     systematic,
 )
-from .script import SCRIPT_BYTES, parse_script
 from .script import Schedule as ScriptSchedule
-from .server import ServerOptions, run_server
-from .sweep import check_command, command_env, how_ended, run_command
-
-#: Defaults of the command line.
-SHRINK_RUNS = 3
-REPRO_RUNS = 10
-MAX_BUGS = 10
-#: The line of a bug's script that holds its schedule as JSON (`load_schedule`).
-SCHEDULE_LINE = "# rtrace-schedule: "
-#: What a finding is about (`BugKey.finding`): its rule and the kinds of its items.
-About = tuple[str, tuple[str, ...]]
-
-
-@dataclasses.dataclass
-class HuntOptions:
-    """What a hunt is told (durations in seconds)."""
-
-    #: Seconds the search may take, from the end of the clean run (None: no limit; then `runs` must be given).
-    budget: float | None = 600.0
-    #: Runs the search may take (None: no limit).
-    runs: int | None = None
-    jobs: int = 1
-    #: A run is killed after this long and is a finding of the client's survival.
-    timeout: float = 300.0
-    seed: int = 0
-    shrink_runs: int = SHRINK_RUNS
-    repro_runs: int = REPRO_RUNS
-    max_bugs: int = MAX_BUGS
-    #: Where traces, scripts and minimized traces go.
-    out_dir: Path = Path("rtrace-hunt")
-    #: The options every run's server starts from (a tool, transcripts, the user's script...); the schedule sets
-    #: its latency and adds its faults' turns before the template's own (`server_options`).
-    template: ServerOptions = dataclasses.field(default_factory=ServerOptions)
-    #: The user's script the template's schedule was read from (`--script`): named in each bug's command.
-    script: Path | None = None
-    #: Only these schedules, `runs` times each (`--schedule`): no clean run's surface, no search.
-    schedules: list[Schedule] | None = None
-
-
-@dataclasses.dataclass
-class Run:
-    """One run of the command under one schedule."""
-
-    index: int
-    phase: str
-    schedule: Schedule
-    trace: Path
-    exit_code: int | None
-    seconds: float
-    findings: list[Finding] = dataclasses.field(default_factory=list)
-    #: One key per defect of the run - a group of findings that name one item or call (`schedule.linked`), keyed
-    #: by its primary finding (`primary_order`) - then the client's failure.
-    keys: list[BugKey] = dataclasses.field(default_factory=list)
-    reaction: tuple[str, tuple[str, ...]] = ("continued", ())
-    problem: str | None = None
-    stderr_tail: list[str] = dataclasses.field(default_factory=list)
-    #: What each finding kept is about -> what the findings of its group are about (itself included).
-    about: dict[About, set[About]] = dataclasses.field(default_factory=dict)
-    #: What each finding kept is about -> its key in this run, and its first finding.
-    key_of: dict[About, BugKey] = dataclasses.field(default_factory=dict)
-    finding_of: dict[About, Finding] = dataclasses.field(default_factory=dict)
-    #: Seconds from the hunt's start to the end of this run.
-    ended: float = 0.0
-
-    @property
-    def survived(self) -> bool:
-        return self.exit_code == 0
-
-    def how(self) -> str:
-        """How the command ended: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout`."""
-        return how_ended(self.exit_code)
-
-    def signals(self) -> set[Any]:
-        """What the random phase is told about the run: its keys, its rules, the client's reaction sequence."""
-        out: set[Any] = set(self.keys)
-        out |= {("rule", k.rule) for k in self.keys}
-        out |= {("finding", a) for a in self.about}
-        out.add(("reaction", self.reaction))
-        return out
+from .sweep import check_command
 
 
 @dataclasses.dataclass
@@ -196,18 +132,6 @@ class Bug:
         return self.hits > 0
 
 
-@dataclasses.dataclass
-class Progress:
-    """What the hunt tells its progress callback after each run."""
-
-    phase: str
-    runs: int
-    bugs: int
-    #: Seconds the search has taken (0 until the clean run is done: the budget is the search's).
-    elapsed: float
-    budget: float | None
-    last: Run | None = None
-
 
 @dataclasses.dataclass
 class HuntResult:
@@ -220,12 +144,20 @@ class HuntResult:
     #: Findings no re-run reproduced (not bugs).
     unconfirmed: list[Bug]
     elapsed: float
-    #: Why the search stopped: `budget`, `runs`, `space` (nothing left to draw), `clean run failed`.
+    #: Why the search stopped: `budget`, `runs`, `space` (nothing left to draw), `clean run failed`, `interrupted`.
     stopped: str
+    #: Wall seconds of each part of the hunt: `clean run`, `search`, `confirming` (shrinking, reproduction, scripts).
+    split: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: Set when a signal (or the plugin) stopped the hunt: its name; the report is partial then.
+    interrupted: str | None = None
+    #: What was not done (an interrupted hunt, a budget spent before the bugs were confirmed), in words.
+    not_done: list[str] = dataclasses.field(default_factory=list)
+    #: Processes commands left running outside their process group: (run, pid) each.
+    strays: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
     @property
     def clean_failed(self) -> bool:
-        return self.clean is not None and not self.clean.survived
+        return self.clean is not None and not self.clean.survived and self.clean.cut != "internal error"
 
     @property
     def baseline(self) -> list[Finding]:
@@ -233,66 +165,6 @@ class HuntResult:
 
     def findings(self) -> list[Bug]:
         return self.bugs
-
-
-class Target(Protocol):
-    """What a hunt runs: one run of the client under `options` (a server's), recorded to `options.record`."""
-
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]: ...
-
-    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str: ...
-
-
-@dataclasses.dataclass
-class CommandTarget:
-    """The user's command, run against a server in this process, told its URL as `sweep` tells it."""
-
-    command: list[str]
-    #: The user's script every run's schedule runs on (`--script`).
-    script: Path | None = None
-
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
-        async with run_server(options) as srv:
-            env = {**command_env(srv, options.latency), "RTRACE_HUNT": "1"}  # a pytest plugin hands out this server
-            return await run_command(self.command, env, timeout, "hunt", echo=False)
-
-    def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
-        base = ["--script", str(self.script)] if self.script is not None else []
-        args = ["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *self.command]
-        return shlex.join(args)
-
-
-def server_options(template: ServerOptions, schedule: Schedule, trace: Path, header: dict[str, Any]) -> ServerOptions:
-    """The options of one run: `template` with the schedule's latency, turns (before the template's own: the
-    user's script is the base the faults act on, its turns numbered after theirs) and seed, recording to `trace`
-    with the hunt's header fields."""
-    default, by_type = schedule.latency()
-    jitter, jitter_by_type = schedule.jitter()
-    turns = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
-    endpoint = dataclasses.replace(template.endpoint, seed=schedule.seed)
-    return dataclasses.replace(
-        template, host="127.0.0.1", port=0, record=trace, latency=default, latency_by_type=by_type,
-        jitter=jitter or template.jitter, jitter_by_type={**template.jitter_by_type, **jitter_by_type},
-        schedule=turns + template.schedule if turns is not None else template.schedule, endpoint=endpoint,
-        seed=schedule.seed, header={**template.header, "hunt": header},
-    )  # fmt: skip
-
-
-def records_of(trace: Path) -> list[dict[str, Any]]:
-    """The records of a native trace (its header and unreadable lines left out)."""
-    out: list[dict[str, Any]] = []
-    try:
-        with trace.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict) and "dir" in rec:
-                    out.append(rec)
-    except OSError:
-        return []
-    return out
 
 
 #: Rules whose finding restates a fault the schedule injected - an `error` the server sent (or the real server's
@@ -363,69 +235,11 @@ def keys_of(run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None
     return keys
 
 
-class Hunt:
-    """One hunt: its runs, their numbering, the baseline, the clock."""
+class Hunt(Runner):
+    """One hunt: its runs (`hunt_runs.Runner`), each judged by its trace (`_judge`)."""
 
-    def __init__(
-        self,
-        target: Target,
-        options: HuntOptions,
-        progress: Callable[[Progress], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.target = target
-        self.options = options
-        self.progress = progress
-        self.clock = clock
-        self.started = clock()
-        #: When the search started (the clean run done): what `budget` counts from.
-        self.search_started: float | None = None
-        self.count = 0
-        self.runs: list[Run] = []
-        self.baseline: set[tuple[str, tuple[str, ...]]] = set()
-        self.bugs_so_far: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
-        self.phase = "clean run"
-        self.traces = options.out_dir / "runs"
-        #: At most `jobs` runs at once, whatever asks for them (the search's batches, the bugs' confirmations).
-        self.slots = asyncio.Semaphore(max(1, options.jobs))
-
-    def elapsed(self) -> float:
-        return self.clock() - self.started
-
-    def searched(self) -> float:
-        """Seconds the search has taken (0 before it starts)."""
-        return 0.0 if self.search_started is None else self.clock() - self.search_started
-
-    async def run(self, schedule: Schedule, phase: str) -> Run:
-        self.count += 1
-        index = self.count
-        trace = self.traces / f"run{index:04d}.jsonl"
-        header = {"seed": schedule.seed, "schedule": schedule.to_json(), "run": index, "phase": phase}
-        options = server_options(self.options.template, schedule, trace, header)
-        async with self.slots:
-            start = self.clock()
-            code, tail = await self.target.run(options, self.options.timeout)
-        run = Run(index, phase, schedule, trace, code, self.clock() - start, stderr_tail=tail)
-        # off the event loop: the servers of the runs still going share it, and their timing is what is measured
-        await asyncio.to_thread(_judge, run, self.options.template.schedule)
-        run.ended = self.elapsed()
-        self.runs.append(run)
-        self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
-        if self.progress is not None:
-            self.progress(Progress(phase, len(self.runs), len(self.bugs_so_far), self.searched(),
-                                   self.options.budget, run))  # fmt: skip
-        return run
-
-    async def batch(self, schedules: list[Schedule], phase: str) -> list[Run]:
-        return list(await asyncio.gather(*(self.run(s, phase) for s in schedules)))
-
-    def spent(self, searched: int) -> str | None:
-        o = self.options
-        if o.runs is not None and searched >= o.runs:
-            return "runs"
-        if o.budget is not None and self.searched() >= o.budget:
-            return "budget"
-        return None
+    def judge(self, run: Run) -> None:
+        _judge(run, self.options.template.schedule)
 
 
 def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
@@ -443,35 +257,113 @@ def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
 async def hunt_async(
     target: Target, options: HuntOptions, progress: Callable[[Progress], None] | None = None
 ) -> HuntResult:
-    """Hunt (see the module docstring)."""
-    options.out_dir.mkdir(parents=True, exist_ok=True)
+    """Hunt (see the module docstring). Into a fresh directory under `out_dir` (`fresh_dir`; the result's options
+    name it), whose `runs/` no other hunt wrote. A stop (`options.stopper`) or the budget's end gives what is known
+    so far, with what was not done (`HuntResult.interrupted`, `not_done`)."""
+    if options.fresh_dir:
+        options = dataclasses.replace(options, out_dir=fresh_run_dir(options.out_dir, "--out"))
+    else:
+        options.out_dir.mkdir(parents=True, exist_ok=True)
     (options.out_dir / "runs").mkdir(exist_ok=True)
+    stopper = options.stopper or Stopper()
+    options = dataclasses.replace(options, stopper=stopper)
+    mine = not stopper.attached
+    if mine:
+        stopper.attach(asyncio.get_running_loop(), signals=False)
     hunt = Hunt(target, options, progress)
-    if options.schedules is not None:
-        return await _rerun(hunt, options.schedules)
-    clean = await hunt.run(Schedule(seed=options.seed), "clean run")
+    try:
+        if options.schedules is not None:
+            return _stamped(hunt, await _rerun(hunt, options.schedules))
+        return _stamped(hunt, await _search(hunt))
+    finally:
+        if mine:
+            stopper.detach()
+
+
+async def _search(hunt: Hunt) -> HuntResult:
+    options = hunt.options
+    split: dict[str, float] = {}
+    try:
+        clean = await hunt.run(Schedule(seed=options.seed), "clean run")
+    except (Spent, Stopped) as e:
+        why = "budget" if isinstance(e, Spent) else "interrupted"
+        result = HuntResult([], options, None, Surface(), hunt.runs, [], [], hunt.elapsed(), why)
+        result.not_done = ["the clean run (cut " + ("by the budget" if why == "budget" else "short") + ")",
+                           "the search", "shrinking", "reproduction"]  # fmt: skip
+        return result
+    split["clean run"] = hunt.elapsed()
+    if clean.cut == "internal error":  # rtrace failed, not the command: nothing of the client to hunt on
+        return HuntResult([], options, clean, Surface(), hunt.runs, [], [], hunt.elapsed(), "internal error")
     surface = surface_of(records_of(clean.trace))
     if not clean.survived:
-        return HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
+        result = HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
+        result.split = split
+        return result
     hunt.baseline = {k.finding for k in clean.keys}
-    hunt.search_started = hunt.clock()  # the budget is the search's: a slow clean run does not eat it
+    hunt.search_started = hunt.clock()
     jobs = max(1, options.jobs)
     queue = systematic(surface, options.seed)
     generator = Generator(surface, options.seed)
     searched: list[Run] = []
     stopped = None
-    while (stopped := hunt.spent(len(searched))) is None:
-        room = jobs if options.runs is None else min(jobs, options.runs - len(searched))
-        phase = "systematic" if queue else "random"
-        if queue:
-            batch, queue = queue[:room], queue[room:]
-        else:
-            batch = [generator.next() for _ in range(room)]
-        for run in await hunt.batch(batch, phase):
-            searched.append(run)
-            generator.observe(run.schedule, run.signals())
-    bugs, unconfirmed = await _confirm(hunt, [clean, *searched])
-    return HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped)
+    not_done: list[str] = []
+    try:
+        while (stopped := hunt.spent(len(searched))) is None:
+            room = jobs if options.runs is None else min(jobs, options.runs - len(searched))
+            phase = "systematic" if queue else "random"
+            if queue:
+                batch, queue = queue[:room], queue[room:]
+            else:
+                batch = [generator.next() for _ in range(room)]
+            for run in await hunt.batch(batch, phase):
+                searched.append(run)
+                generator.observe(run.schedule, run.signals())
+    except Spent:
+        stopped = "budget"
+    except Stopped:
+        stopped = "interrupted"
+    if queue:
+        not_done.append(f"{len(queue)} point{'s' if len(queue) != 1 else ''} of the single-fault pass")
+    split["search"] = hunt.elapsed() - split["clean run"]
+    if stopped == "interrupted":
+        candidates = _seen([clean, *searched])
+        many = "s" if len(candidates) != 1 else ""
+        not_done.append(f"shrinking and reproduction of {len(candidates)} candidate{many} (listed as seen once)")
+        result = HuntResult([], options, clean, surface, hunt.runs, [], candidates, hunt.elapsed(), stopped)
+    else:
+        bugs, unconfirmed = await _confirm(hunt, [clean, *searched])
+        result = HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped)
+        if hunt.stopper.stopped:
+            result.stopped = "interrupted"
+            not_done.append("confirming the bugs (those listed were confirmed before the stop)")
+        if hunt.shrink_cut:
+            not_done.append("shrinking to the end (the budget's share ran out: the schedules may not be minimal)")
+        if any(not b.tries for b in unconfirmed):
+            not_done.append("confirming every candidate (the budget ran out: those not re-run are unconfirmed)")
+    split["confirming"] = hunt.elapsed() - split["clean run"] - split["search"]
+    result.split, result.not_done = split, not_done
+    return result
+
+
+def _seen(runs: list[Run]) -> list[Bug]:
+    """The candidates the runs showed, each once, as first seen (not shrunk nor re-run: an interrupted hunt's)."""
+    out: dict[Any, Bug] = {}
+    for run in sorted(runs, key=lambda r: (r.schedule.cost, r.index)):
+        for key in _findings_first(run.keys):
+            if _candidate_of(key) not in out:
+                bug = _bug(key, run, run.schedule)
+                bug.hits, bug.tries = 1, 0
+                out[_candidate_of(key)] = bug
+    return list(out.values())
+
+
+def _stamped(hunt: Hunt, result: HuntResult) -> HuntResult:
+    """`result` with the stop's name and what commands left running."""
+    if hunt.stopper.stopped:
+        result.interrupted = hunt.stopper.reason
+        result.stopped = "interrupted"
+    result.strays = [(r.index, pid) for r in hunt.runs for pid in r.strays]
+    return result
 
 
 async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
@@ -480,7 +372,10 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
     times = o.runs or o.repro_runs
     found: list[Bug] = []
     for schedule in schedules:
-        runs = await hunt.batch([schedule] * times, "re-run")
+        try:
+            runs = await hunt.batch([schedule] * times, "re-run")
+        except (Spent, Stopped):
+            break
         wanted = dict.fromkeys(k.finding for r in runs for k in _findings_first(r.keys))
         for want in wanted:
             hits = [r for r in runs if _holds(r, want) is not None]
@@ -488,7 +383,12 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
             bug.hits, bug.tries = len(hits), len(runs)
             found.append(bug)
     bugs = _merged(found)
-    await _finish(hunt, bugs)
+    numbers = None
+    if o.numbers and len(o.numbers) == len(schedules):  # each entry keeps the number of the script it re-runs
+        by_schedule = dict(zip(schedules, o.numbers, strict=True))  # type: dict[Schedule, int | None]
+        if len(bugs) == len({b.schedule for b in bugs}):
+            numbers = [by_schedule.get(b.schedule) for b in bugs]
+    await _finish(hunt, bugs, numbers)
     return HuntResult([], o, None, Surface(), hunt.runs, bugs, [], hunt.elapsed(), "runs")
 
 
@@ -597,14 +497,20 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
 
     async def confirm(key: BugKey, run: Run) -> Bug:
         measured: Measured = {}
-        best = await _confirm_one(hunt, key, run, measured)
+        try:
+            best = await _confirm_one(hunt, key, run, measured)
+        except (Spent, Stopped):  # the budget's end or a stop: what was measured of it so far
+            return _cut_short(key, run, measured)
         others = spare.get(_candidate_of(key), [])
         spent = best.shrink_runs
         for _ in range(FALLBACKS):
             if best.rate >= RELIABLE or not others:
                 break
             other, found_by, _ = others.pop(0)
-            bug = await _confirm_one(hunt, other, found_by, measured)
+            try:
+                bug = await _confirm_one(hunt, other, found_by, measured)
+            except (Spent, Stopped):
+                break
             spent += bug.shrink_runs
             if bug.rate > best.rate:
                 best = bug
@@ -612,11 +518,31 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
         best.without_fault = _without_fault(measured)
         return best
 
-    outcomes = await asyncio.gather(*(confirm(key, run) for key, run, _ in ranked[: o.max_bugs]))
+    # at most `jobs` candidates at once, in rank order: under a budget the first are confirmed whole, not all cut
+    turns = asyncio.Semaphore(max(1, o.jobs))
+
+    async def in_turn(key: BugKey, run: Run) -> Bug:
+        async with turns:
+            return await confirm(key, run)
+
+    outcomes = await asyncio.gather(*(in_turn(key, run) for key, run, _ in ranked[: o.max_bugs]))
     unconfirmed = [bug for bug in outcomes if not bug.reproduced]
     bugs = _merged([bug for bug in outcomes if bug.reproduced])
     await _finish(hunt, bugs)
     return bugs, unconfirmed
+
+
+def _cut_short(key: BugKey, run: Run, measured: Measured) -> Bug:
+    """A candidate whose confirmation the budget's end or a stop cut: the step measured with the best rate, else
+    the candidate as the search found it, unconfirmed (no re-run: `tries` 0)."""
+    steps = [s for s in measured if measured[s][1]]
+    if steps:
+        best = max(steps, key=lambda s: measured[s][0])
+        _, hits, runs = measured[best]
+        bug = _bug_of(key.finding, hits, best)
+        bug.found, bug.hits, bug.tries = run.schedule, len(hits), runs
+        return bug
+    return _bug(key, run, run.schedule)
 
 
 def _candidate_of(key: BugKey) -> Any:
@@ -710,79 +636,47 @@ def _severity_rank(severity: str) -> int:
     return {"error": 0, "warning": 1, "info": 2}.get(severity, 3)
 
 
-async def _finish(hunt: Hunt, bugs: list[Bug]) -> None:
-    """Write each bug's script, minimize its trace, name its command."""
+async def _finish(hunt: Hunt, bugs: list[Bug], numbers: list[int | None] | None = None) -> None:
+    """Write each bug's script (`bug-N.toml`, N its place, or `numbers`' when given: a re-run keeps the numbers of
+    the scripts it re-ran), minimize its trace (not once the hunt was stopped or its budget spent), name its
+    command."""
     out = hunt.options.out_dir
-    for n, bug in enumerate(bugs, 1):
+    taken = {n for n in numbers or [] if n is not None}
+    spare = (n for n in itertools.count(1) if n not in taken)
+    for i, bug in enumerate(bugs):
+        n = numbers[i] if numbers is not None and numbers[i] is not None else next(spare)
         script = out / f"bug-{n}.toml"
         text = bug_script(bug.schedule, hunt.options.template.schedule)
         script.write_text(text, encoding="utf-8")
         bug.script = script
         bug.command = hunt.target.reproduce(script, bug.schedule, hunt.options.repro_runs)
-        if bug.rule != SURVIVAL and bug.trace is not None:
-            bug.minimized = await asyncio.to_thread(_minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl")
+        left = hunt.time_left()
+        if bug.rule != SURVIVAL and bug.trace is not None and not hunt.stopper.stopped and (left is None or left > 0):
+            bug.minimized = await asyncio.to_thread(minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl")
 
-
-def bug_script(schedule: Schedule, base: ScriptSchedule) -> str:
-    """The script of a bug's schedule (`bug-N.toml`): its turns, then those of the user's script it ran on
-    (`base`), so `rtrace serve --script` runs the whole of it by hand; its schedule as JSON in the last comment
-    (`load_schedule`)."""
-    text = schedule.script_toml()
-    if base:
-        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-        ours = parse_script(text, "<schedule>") if schedule.turn_faults() else ScriptSchedule()
-        text = f"{head}\n# then the turns of {base.path or 'the script'} the hunt ran on\n\n{(ours + base).to_toml()}"
-    return text + f"{SCHEDULE_LINE}{json.dumps(schedule.to_json())}\n"
-
-
-def _minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
-    from ..core.writer import write_replacing
-    from ..transform.minimize import NothingToMinimize, minimize, write
-
-    rule = next((r for r in RULES if r.id == rule_id), None)
-    if rule is None:
-        return None
-    try:
-        result = minimize(trace, rule)
-    except (NothingToMinimize, OSError, ValueError):
-        return None
-    import io
-
-    buffer = io.BytesIO()
-    write(result, buffer)
-    write_replacing(output, buffer.getvalue())
-    return output
-
-
-def load_schedule(path: str | os.PathLike[str]) -> Schedule:
-    """The schedule of a bug's script (its `# rtrace-schedule:` line). Raises ValueError."""
-    where = os.fspath(path)
-    try:  # a side input like any other: special files refused, size capped, nesting bounded before json recurses
-        text = read_side_input(where, "the schedule", SCRIPT_BYTES).decode("utf-8")
-    except (UnreadableInput, UnicodeDecodeError) as e:
-        raise ValueError(f"{where}: cannot read the schedule: {e}") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.startswith(SCHEDULE_LINE):
-            try:
-                value = line[len(SCHEDULE_LINE) :]
-                deep = nesting_over(value, "json", MAX_NESTING)
-                if deep is not None:
-                    column = len(SCHEDULE_LINE) + deep[1]
-                    raise ValueError(f"nested deeper than {MAX_NESTING} levels at column {column}")
-                return Schedule.from_json(json.loads(value))
-            except (ValueError, TypeError, KeyError) as e:
-                raise ValueError(f"{os.fspath(path)}:{n}: the schedule is not readable: {e}") from None
-    raise ValueError(f"{os.fspath(path)}: no `{SCHEDULE_LINE.strip()}` line (a bug script rtrace hunt wrote)")
 
 
 def hunt(
-    command: list[str], options: HuntOptions, progress: Callable[[Progress], None] | None = None
+    command: list[str], options: HuntOptions, progress: Callable[[Progress], None] | None = None, signals: bool = True
 ) -> HuntResult:
-    """Hunt with the user's command (see the module docstring). Raises `CommandNotFound` (a ValueError)."""
+    """Hunt with the user's command (see the module docstring); in the main thread and when `signals`, SIGINT,
+    SIGTERM and SIGHUP stop it (once: the runs in flight end, the result is partial; twice: at once, see
+    `processes.Stopper`). Raises `CommandNotFound` (a ValueError)."""
     check_command(command, "hunt")
+    check_seed(options.seed, "--seed")
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
-    result = asyncio.run(hunt_async(CommandTarget(command, options.script), options, progress))
+    stopper = options.stopper or Stopper()
+    target = CommandTarget(command, options.script, options.kill_strays, options.quiet, options.stdout_in_tail)
+
+    async def main() -> HuntResult:
+        stopper.attach(asyncio.get_running_loop(), signals)
+        try:
+            return await hunt_async(target, dataclasses.replace(options, stopper=stopper), progress)
+        finally:
+            stopper.detach()
+
+    result = asyncio.run(main())
     result.command = command
     return result
 
@@ -793,15 +687,24 @@ def bug_runs(result: HuntResult) -> Iterator[Run]:
 
 
 __all__ = [
+    "MAX_BUGS",
+    "REPRO_RUNS",
+    "SCHEDULE_LINE",
+    "SEARCH_SHARE",
+    "SHRINK_RUNS",
     "Bug",
     "CommandTarget",
+    "Hunt",
     "HuntOptions",
     "HuntResult",
     "Progress",
     "Run",
     "Target",
+    "bug_script",
     "hunt",
     "hunt_async",
     "load_schedule",
+    "records_of",
+    "schedule_number",
     "server_options",
 ]

@@ -40,6 +40,7 @@ from .common import (
     until_stopped,
     upstream_url,
     warn_unless_loopback,
+    watch_backlog,
 )
 from .tls import TlsFiles, announce_tls
 
@@ -238,10 +239,19 @@ class RecordingProxy:
         self._live[conn] = (ws, upstream)
         to_up = asyncio.create_task(self._pump(ws, upstream, "client", conn))
         to_client = asyncio.create_task(self._pump(upstream, ws, "server", conn))
+        over: list[int] = []
+
+        def held(n: int) -> None:
+            over.append(n)
+            self._note(conn, f"closed 1008: the client read none of the {n} bytes held for it")
+
+        watch = asyncio.create_task(watch_backlog(ws, held))
         by = "client"
         try:
             done, _ = await asyncio.wait({to_up, to_client}, return_when=asyncio.FIRST_COMPLETED)
             by = "client" if to_up in done else "server"
+            big = await self._too_big(conn, ws, upstream)
+            by = "recorder" if big else by
             first, other = (ws, upstream) if by == "client" else (upstream, ws)
             if by == "client" and (
                 ws.protocol.close_rcvd_then_sent is False or (self._stopping and ws.protocol.close_rcvd is None)
@@ -250,7 +260,9 @@ class RecordingProxy:
             rcvd = first.protocol.close_rcvd
             code = int(rcvd.code) if rcvd is not None else 1006
             reason = rcvd.reason if rcvd is not None else ""
-            if code == 1006:
+            if big:
+                pass  # both sides closed 1009 already
+            elif code == 1006:
                 if by == "server":
                     self._note(conn, "upstream dropped the connection (no close frame); dropping the client too")
                 other.transport.abort()
@@ -266,12 +278,14 @@ class RecordingProxy:
             by = "recorder"
             raise
         finally:
-            for t in (to_up, to_client):
+            for t in (to_up, to_client, watch):
                 t.cancel()
-            await asyncio.gather(to_up, to_client, return_exceptions=True)
+            await asyncio.gather(to_up, to_client, watch, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(upstream.close(), 2.0)
             client_state, server_state = _close_state(ws), _close_state(upstream)
+            if over:  # the recorder closed the client over the bound (1008) and dropped it
+                by, client_state = "recorder", {"code": 1008}
             closed: dict[str, Any] = {"type": "connection.closed", "by": by}
             closed.update(server_state if by == "server" else client_state)
             closed["client"] = client_state
@@ -280,6 +294,19 @@ class RecordingProxy:
             self._live.pop(conn, None)
             if task is not None:
                 self._tasks.discard(task)
+
+    async def _too_big(self, conn: int, ws: ServerConnection, upstream: ClientConnection) -> bool:
+        """Whether a side sent a frame over `MAX_FRAME_BYTES` (its connection was closed 1009 for it): then the trace
+        says so and the other side is closed 1009 too, as the trace records it."""
+        for side, src, dst in (("upstream", upstream, ws), ("client", ws, upstream)):
+            sent = src.protocol.close_sent
+            if sent is not None and int(sent.code) == 1009:
+                self._note(conn, f"the {side} sent a frame over the {MAX_FRAME_BYTES}-byte limit: closed 1009, "
+                                 "and the other side 1009 too")  # fmt: skip
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(dst.close(1009, f"the {side} sent a frame over the limit"), 2.0)
+                return True
+        return False
 
     async def start(self) -> None:
         o = self.options
@@ -293,6 +320,7 @@ class RecordingProxy:
             ping_interval=None,
             compression=None,
             server_header=None,
+            open_timeout=o.open_timeout + 5.0,  # the upstream's handshake gives up first: the client gets its 502
             ssl=o.tls.context() if o.tls is not None else None,
         )
         sock = next(iter(self._server.sockets))

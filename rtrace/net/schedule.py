@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
+import re
 from collections.abc import Generator as GeneratorType
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -48,6 +50,7 @@ Kind = Literal[
     "transcription", "barge_in", "pace", "burst",
 ]  # fmt: skip
 Moment = Literal["all", "event", "sent", "response", "session", "transcription"]
+MOMENTS: tuple[str, ...] = ("all", "event", "sent", "response", "session", "transcription")
 
 #: The rank of each kind of fault in the systematic phase (cheapest first: see the module docstring).
 KIND_COST: dict[str, int] = {
@@ -182,6 +185,8 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
     client: dict[str, int] = {}
     server: dict[str, int] = {}
     conns: set[int] = set()
+    opened: set[int] = set()  # open now
+    seen = {"reconnect": False}  # a connection opened once another had closed and none was open
     responses = 0
     vad = False
     first: float | None = None
@@ -196,6 +201,7 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
             last = float(t)
         if isinstance(rec.get("conn"), int):
             conns.add(rec["conn"])
+            _track_connection(rec, event, opened, seen)
         side = rec.get("dir")
         if side == "client":
             spec = event_spec(event, "client")
@@ -207,9 +213,22 @@ def surface_of(records: Iterable[dict[str, Any]]) -> Surface:
             if event.get("type") in ("session.created", "session.updated") and isinstance(event.get("session"), dict):
                 vad = _server_vad(event["session"])
     return Surface(
-        tuple(client.items()), tuple(server.items()), len(conns), len(conns) > 1, responses,
+        tuple(client.items()), tuple(server.items()), len(conns), seen["reconnect"], responses,
         max(0.0, last - (first or 0.0)), vad,
     )  # fmt: skip
+
+
+def _track_connection(rec: dict[str, Any], event: dict[str, Any], opened: set[int], seen: dict[str, bool]) -> None:
+    """Follow the connections open (`opened`): one opened while none is, after one was, is a reconnect; one opened
+    beside another is a parallel connection, not a reconnect."""
+    conn = rec["conn"]
+    if rec.get("dir") == "meta" and event.get("type") == "connection.closed":
+        opened.discard(conn)
+        seen["closed"] = True
+    elif conn not in opened and (rec.get("dir") != "meta" or event.get("type") == "connection.opened"):
+        if not opened and seen.get("closed"):
+            seen["reconnect"] = True
+        opened.add(conn)
 
 
 def _server_vad(session: dict[str, Any]) -> bool:
@@ -312,7 +331,57 @@ class Fault:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+        """A fault as `to_json` wrote it, each value checked (`check_fault`). Raises ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a fault must be a table, not {type(data).__name__}")
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"a fault has no field {unknown[0]!r}")
+        fault = cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+        check_fault(fault)
+        return fault
+
+
+#: The largest seed (a trace header and the fake model's generator take it: 63 bits).
+MAX_SEED = 2**63 - 1
+#: The largest `k` and the longest time a fault's value may name (seconds: a day).
+MAX_K = 1_000_000
+MAX_FAULT_SECONDS = 86_400.0
+#: The kinds whose value is a time in seconds, a close code, a word (an error code, a reason, a limit).
+_SECONDS_KINDS = frozenset({"latency", "jitter", "delay", "expire", "barge_in", "burst"})
+_CODE_KINDS = frozenset({"drop", "close"})
+_TARGET = re.compile(r"[A-Za-z0-9_.:*=/-]{0,200}")
+
+
+def check_seed(seed: Any, where: str = "seed") -> int:
+    """`seed` if it is a whole number from 0 to `MAX_SEED` (what `--seed` takes), else ValueError."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{where} {seed!r}: give a whole number from 0 to {MAX_SEED}")
+    return seed
+
+
+def check_fault(f: Fault) -> None:
+    """Raise ValueError unless every value of `f` is one the command line would take: a known kind and moment, a
+    target that is an event type, `k` a whole number from 1, a time finite and in range, a close code."""
+    if f.kind not in KIND_COST:
+        raise ValueError(f"kind {f.kind!r}: give one of {', '.join(KIND_COST)}")
+    if f.moment not in MOMENTS:
+        raise ValueError(f"moment {f.moment!r}: give one of {', '.join(MOMENTS)}")
+    if not isinstance(f.target, str) or not _TARGET.fullmatch(f.target):
+        raise ValueError(f"target {f.target!r}: give an event type (letters, digits, `._:*=/-`)")
+    if not isinstance(f.k, int) or isinstance(f.k, bool) or not 1 <= f.k <= MAX_K:
+        raise ValueError(f"k {f.k!r}: give a whole number from 1 to {MAX_K}")
+    v = f.value
+    if f.kind in _SECONDS_KINDS or f.kind == "pace":
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            raise ValueError(f"{f.kind} value {v!r}: give a number of seconds")
+        if not 0 <= v <= MAX_FAULT_SECONDS:
+            raise ValueError(f"{f.kind} value {v!r}: give a time from 0 to {MAX_FAULT_SECONDS:g} seconds")
+    elif f.kind in _CODE_KINDS:
+        if not isinstance(v, int) or isinstance(v, bool) or not 1000 <= v <= 4999:
+            raise ValueError(f"{f.kind} value {v!r}: give a close code from 1000 to 4999")
+    elif not isinstance(v, str) or not _TARGET.fullmatch(v):
+        raise ValueError(f"{f.kind} value {v!r}: give a code (letters, digits, `._:-`)")
 
 
 def _ordinal(n: int) -> str:
@@ -364,7 +433,7 @@ class Schedule:
         written in its comments."""
         lines = ["# rtrace hunt schedule", f"# seed {self.seed}"]
         for f in self.faults:
-            lines.append(f"# {f.describe()}")
+            lines.append(f"# {comment_text(f.describe())}")
         flags = " ".join(self.serve_args())
         if flags:
             lines.append(f"# run with: rtrace serve {flags} --script THIS_FILE")
@@ -392,7 +461,16 @@ class Schedule:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Schedule:
-        return cls(tuple(Fault.from_json(f) for f in data.get("faults", [])), int(data.get("seed", 0)))
+        """A schedule as `to_json` wrote it, every value checked. Raises ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a schedule must be a table, not {type(data).__name__}")
+        unknown = sorted(set(data) - {"faults", "seed"})
+        if unknown:
+            raise ValueError(f"a schedule has no field {unknown[0]!r} (it has faults and seed)")
+        faults = data.get("faults", [])
+        if not isinstance(faults, list):
+            raise ValueError(f"`faults` must be a list, not {type(faults).__name__}")
+        return cls(tuple(Fault.from_json(f) for f in faults), check_seed(data.get("seed", 0)))
 
     def without(self, fault: Fault) -> Schedule:
         return Schedule(tuple(f for f in self.faults if f != fault), self.seed)
@@ -403,6 +481,11 @@ class Schedule:
 
 def _fault_order(f: Fault) -> tuple[Any, ...]:
     return (KIND_COST[f.kind], f.moment, f.target, f.k, str(f.value))
+
+
+def comment_text(text: str) -> str:
+    """`text` fit for one comment line of a script: line breaks and other control characters as escapes."""
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
 def _toml_string(text: str) -> str:

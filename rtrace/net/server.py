@@ -19,6 +19,7 @@ import os
 import random
 import sys
 import time
+import traceback
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any
@@ -41,12 +42,14 @@ from .common import (
     trace_write_failed,
     until_stopped,
     warn_unless_loopback,
+    watch_backlog,
 )
 from .endpoint import PREAMBLE_MODES, EndpointConnection, EndpointOptions, SharedCounters
 from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .lateness import Lateness
 from .options import ENDPOINT_OPTIONS, OPTION_BY_FIELD
 from .playback import ResponseSource, recorded_responses
+from .schedule import check_seed
 from .script import Schedule, load_script
 from .tls import TlsFiles, announce_tls, tls_files
 from .wire import Emission, decode_frame
@@ -366,8 +369,13 @@ class _Session:
         else:
             self.note_closed("client", self.ws.close_code, self.ws.close_reason)
 
+    def _backlog(self, held: int) -> None:
+        note = f"closed 1008: the client read none of the {held} bytes held for it (pongs, events): over the bound"
+        self.server.record("meta", self.conn, {"type": "note", "note": note})
+
     async def serve(self) -> None:
         sender = self.sender = asyncio.get_running_loop().create_task(self.outbox.run())
+        self.tasks.add(asyncio.get_running_loop().create_task(watch_backlog(self.ws, self._backlog)))
         try:
             self.deliver(self.endpoint.open(time.time()))
             max_event = self.server.options.endpoint.max_event_bytes
@@ -428,6 +436,19 @@ class RealtimeServer:
         self.port = 0
         self.host = options.host
         self._server: Server | None = None
+        #: When the last event was recorded, when a fault last acted, and whether a response was done since
+        #: (`hung_after_fault`).
+        self.activity = time.monotonic()
+        self.fault_at: float | None = None
+        self.done_since_fault = False
+        #: Tracebacks of the exceptions raised inside the server while it served (rtrace's own failures).
+        self.internal_errors: list[str] = []
+
+    def hung_after_fault(self, quiet: float) -> bool:
+        """Whether a fault acted, no response was done since, and nothing went either way for `quiet` seconds: the
+        client hangs on the turn the fault broke (a hunt ends such a run early instead of waiting out its deadline)."""
+        return (self.fault_at is not None and not self.done_since_fault
+                and time.monotonic() - self.activity >= quiet)  # fmt: skip
 
     @property
     def url(self) -> str:
@@ -453,6 +474,12 @@ class RealtimeServer:
         self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None, sent: bool = False
     ) -> None:
         """Put `event` in the trace; `sent`: it is about to leave as a frame, so it reaches the kernel now."""
+        self.activity = time.monotonic()
+        kind = event.get("type")
+        if kind == "fault.injected":
+            self.fault_at, self.done_since_fault = self.activity, False
+        elif kind == "response.done" and direction == "server":
+            self.done_since_fault = True
         if self.recorder is not None:
             self.recorder.write(direction, conn, event, raw)  # the recorder scrubs secrets
             if sent:
@@ -512,13 +539,19 @@ class RealtimeServer:
             model = found[1]
             if model:
                 opened["model"] = scrub_text(model)
-        self.record("meta", conn, opened)
-        session = _Session(self, ws, conn, model, speaks_ga(ws, found[0] if found else None))
-        self.sessions.add(session)
         try:
-            await session.serve()
-        finally:
-            self.sessions.discard(session)
+            self.record("meta", conn, opened)
+            session = _Session(self, ws, conn, model, speaks_ga(ws, found[0] if found else None))
+            self.sessions.add(session)
+            try:
+                await session.serve()
+            finally:
+                self.sessions.discard(session)
+        except (ConnectionClosed, asyncio.CancelledError):
+            raise
+        except Exception:  # a fault of rtrace, not of the client: kept for the runner (a hunt discards the run)
+            self.internal_errors.append(traceback.format_exc())
+            raise
 
     async def start(self) -> None:
         o = self.options
@@ -533,7 +566,12 @@ class RealtimeServer:
             }
             if o.schedule:
                 header["schedule"] = scrub_text(o.schedule.to_toml())  # the script that runs it again
-            self.recorder = Recorder.open(o.record, header, o.clock, trace_write_failed, buffered=True, tap=o.tap)
+            where = o.record
+
+            def failed(reason: str, lines: int) -> None:
+                trace_write_failed(reason, lines, where)
+
+            self.recorder = Recorder.open(o.record, header, o.clock, failed, buffered=True, tap=o.tap)
             self._flusher = asyncio.get_running_loop().create_task(self._flush_every())
         self._server = await serve(
             self._handler,
@@ -551,10 +589,17 @@ class RealtimeServer:
         sock = next(iter(self._server.sockets))
         self.port = sock.getsockname()[1]
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = 0.5) -> None:
+        """Close every connection (1001) and stop; a peer that reads nothing (it cannot take a close frame) is
+        dropped after `grace` seconds: within a second whatever the peers do."""
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._server.wait_closed()), grace)
+            except asyncio.TimeoutError:
+                for session in list(self.sessions):
+                    session.ws.transport.abort()
+                await self._server.wait_closed()
             self._server = None
         if self._flusher is not None:
             self._flusher.cancel()
@@ -611,6 +656,8 @@ def options_from_cli(**given: Any) -> ServerOptions:
     jitters = [v["jitter"]] if isinstance(v["jitter"], str) else list(v["jitter"] or [])
     jitter, jitter_by_type = parse_latencies(jitters, "--jitter")
     check_specs(list(jitter_by_type), "server", "--jitter", "TYPE=DURATION")
+    if seed is not None:
+        check_seed(seed, "--seed")  # a trace header holds it: 63 bits
     endpoint = EndpointOptions(seed=seed or 0)
     if tool is not None:
         endpoint.tool, endpoint.tool_arguments = parse_tool(tool)

@@ -8,8 +8,6 @@ table `rtrace.report.sweep`; this module prints nothing.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import dataclasses
 import os
 import shutil
@@ -23,6 +21,8 @@ from ..core.durations import format_duration, parse_duration, parse_duration_lis
 from ..core.severity import failing
 from ..engine.fold import analyze_path
 from ..rules.base import Finding
+from .common import fresh_run_dir
+from .processes import CannotRun, Ended, Stopped, Stopper, run_process
 from .server import RealtimeServer, ServerOptions, run_server
 
 #: Lines of the command's stderr kept per run (shown when the command failed in every run).
@@ -47,6 +47,8 @@ class RunResult:
     problem: str | None = None
     #: The last lines of what the command wrote to stderr (it still reaches the user's stderr as it runs).
     stderr_tail: list[str] = dataclasses.field(default_factory=list)
+    #: Processes the command left running outside its process group (killed: `kill_strays`).
+    strays: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -73,6 +75,8 @@ class SweepResult:
     latencies: list[float]
     runs: int
     results: list[RunResult]
+    #: Set when a signal stopped the sweep (its name): the results are those of the runs done before.
+    interrupted: str | None = None
 
     def rules(self) -> list[tuple[str, str, str]]:
         """(id, slug, severity) of every rule that fired at least once, in id order."""
@@ -106,6 +110,8 @@ def check_command(command: list[str], what: str = "sweep") -> None:
     if not command:
         raise CommandNotFound(f"give the command to run after --, e.g. rtrace {what} -- pytest tests/x.py")
     program = command[0]
+    if os.path.isdir(program):
+        raise CommandNotFound(f"{what}: {program}: a directory, not a program (the command to run after --)")
     if os.sep in program or (os.altsep and os.altsep in program):
         if not os.path.isfile(program):
             raise CommandNotFound(f"{what}: {program}: no such file (the command to run after --)")
@@ -115,60 +121,27 @@ def check_command(command: list[str], what: str = "sweep") -> None:
         raise CommandNotFound(f"{what}: {program}: command not found (not on PATH)")
 
 
-#: The longest stderr line kept whole in the tail (the rest of a longer one is cut).
-TAIL_LINE_BYTES = 2000
-
-
-async def _tee(stream: asyncio.StreamReader, tail: collections.deque[str], err: IO[bytes] | None) -> None:
-    """Pass the command's stderr on as it comes (in chunks: a line of any length, or none, never stops it),
-    keeping its last lines."""
-    partial = b""
-    while chunk := await stream.read(1 << 16):
-        if err is not None:
-            with contextlib.suppress(OSError, ValueError):
-                err.write(chunk)
-                err.flush()
-        *lines, partial = (partial + chunk).split(b"\n")
-        tail.extend(line[:TAIL_LINE_BYTES].decode("utf-8", "replace").rstrip("\r") for line in lines)
-        partial = partial[:TAIL_LINE_BYTES]
-    if partial:
-        tail.append(partial.decode("utf-8", "replace").rstrip("\r"))
-
-
 async def run_command(
-    command: list[str], env: dict[str, str], timeout: float | None, what: str = "sweep", echo: bool = True
-) -> tuple[int | None, list[str]]:
-    """Run `command` in its own session with `env` to its end, its stderr passed on as it comes (unless not
-    `echo`; then its stdout is not shown either): (its exit status, None when killed after `timeout`; the last
-    lines of its stderr). Raises `CommandNotFound`."""
-    code: int | None = None
+    command: list[str],
+    env: dict[str, str],
+    timeout: float | None,
+    what: str = "sweep",
+    echo: bool = True,
+    kill_strays: bool = False,
+    should_end: Callable[[], str | None] | None = None,
+    stdout_in_tail: bool = False,
+) -> Ended:
+    """Run `command` to its end (`processes.run_process`: its own session and process group, killed whole at the
+    end, at `timeout` or when `should_end` says so; what escaped it named, and killed when `kill_strays`), its
+    stderr passed on as it comes (unless not `echo`; then its stdout is not shown either). Raises
+    `CommandNotFound`."""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *command, env=env, start_new_session=True, stderr=asyncio.subprocess.PIPE,
-            stdout=None if echo else asyncio.subprocess.DEVNULL,
+        return await run_process(
+            command, env, timeout, stderr=_stderr_bytes() if echo else None, echo=echo, tail_lines=STDERR_TAIL,
+            kill_strays=kill_strays, should_end=should_end, stdout_in_tail=stdout_in_tail,
         )  # fmt: skip
-    except OSError as e:  # found by check_command, but gone or not runnable after all
-        raise CommandNotFound(f"{what}: {command[0]}: cannot run it ({e.strerror or e})") from None
-    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
-    assert proc.stderr is not None
-    tee = asyncio.create_task(_tee(proc.stderr, tail, _stderr_bytes() if echo else None))
-    try:
-        code = await asyncio.wait_for(proc.wait(), timeout)
-    except asyncio.TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
-        code = None
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
-        raise
-    finally:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(tee), 2.0)  # a grandchild may hold the pipe open
-        tee.cancel()
-    return code, list(tail)
+    except CannotRun as e:  # found by check_command, but gone or not runnable after all
+        raise CommandNotFound(f"{what}: {command[0]}: cannot run it ({e})") from None
 
 
 def command_env(srv: RealtimeServer, latency: float) -> dict[str, str]:
@@ -186,14 +159,22 @@ async def _run_once(
     command: list[str], latency: float, run: int, out_dir: Path, template: ServerOptions, timeout: float | None
 ) -> RunResult:
     trace = out_dir / f"latency-{label(latency)}-run{run}.jsonl"
+    trace.unlink(missing_ok=True)  # what this run records, or nothing: never the trace of an earlier sweep
     options = dataclasses.replace(template, latency=latency, record=trace, port=0, host="127.0.0.1")
     async with run_server(options) as srv:
-        code, tail = await run_command(command, command_env(srv, latency), timeout)
+        ended = await run_command(command, command_env(srv, latency), timeout)
+    code, tail = ended.code, ended.tail
+    if not trace.exists():
+        return RunResult(latency, run, trace, code, [], problem=NO_CONNECTION, stderr_tail=tail, strays=ended.strays)
     try:
         report = analyze_path(trace)
     except Exception as e:  # an unreadable trace is a result of the run, not a crash of the sweep
-        return RunResult(latency, run, trace, code, [], problem=str(e), stderr_tail=tail)
-    return RunResult(latency, run, trace, code, report.findings, stderr_tail=tail)
+        return RunResult(latency, run, trace, code, [], problem=str(e), stderr_tail=tail, strays=ended.strays)
+    return RunResult(latency, run, trace, code, report.findings, stderr_tail=tail, strays=ended.strays)
+
+
+#: A run's problem when its command never connected (no trace).
+NO_CONNECTION = "no connection: the command never connected to the server"
 
 
 def _stderr_bytes() -> IO[bytes]:
@@ -227,14 +208,22 @@ async def sweep_async(
 ) -> SweepResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
-    for latency in latencies:
-        if announce is not None:
-            announce(dataclasses.replace(template or ServerOptions(), latency=latency))
-        for k in range(1, runs + 1):
-            result = await _run_once(command, latency, k, out_dir, template or ServerOptions(), timeout)
-            results.append(result)
-            if progress is not None:
-                progress(result)
+    stopper = Stopper()
+    stopper.attach(asyncio.get_running_loop(), signals=True)
+    try:
+        for latency in latencies:
+            if announce is not None:
+                announce(dataclasses.replace(template or ServerOptions(), latency=latency))
+            for k in range(1, runs + 1):
+                work = _run_once(command, latency, k, out_dir, template or ServerOptions(), timeout)
+                result = await stopper.guard(work)
+                results.append(result)
+                if progress is not None:
+                    progress(result)
+    except Stopped as e:  # a signal: the run in flight ended; what the runs before showed is the result
+        return SweepResult(latencies, runs, results, interrupted=e.reason)
+    finally:
+        stopper.detach()
     return SweepResult(latencies, runs, results)
 
 
@@ -280,4 +269,6 @@ def sweep_main(
         raise ValueError(f"--timeout {format_duration(seconds)}: give a time above 0, e.g. 5m")
     if runs < 1:
         raise ValueError("--runs must be at least 1")
+    check_command(command)
+    out_dir = fresh_run_dir(out_dir, "--out")  # this sweep's own: no earlier sweep's trace is read as its
     return sweep(command, latencies, runs, out_dir, template, seconds, progress, announce)

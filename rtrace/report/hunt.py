@@ -9,9 +9,11 @@ path or the user's command is escaped for where it lands.
 
 from __future__ import annotations
 
+import collections
 import html
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -29,16 +31,24 @@ FORMATS = ("terminal", "json", "markdown", "html", "sarif", "junit")
 
 def progress_line(p: Progress) -> str:
     """One line after a run: runs done, distinct bugs so far, budget left, the run's schedule and outcome."""
-    left = ""
+    left = f", {round(p.elapsed)}s in"  # one unit, seconds, in every line
     if p.budget is not None:
-        left = f", {format_duration(max(0.0, round(p.budget - p.elapsed)))} of budget left"
+        left += f", {max(0, round(p.budget - p.elapsed))}s of budget left"
     run = p.last
     what = ""
-    if run is not None:
+    if p.running is not None:
+        what = f"  [{p.phase}] a run going on, {round(p.running)}s so far"
+    elif run is not None:
         rules = ", ".join(sorted({k.rule for k in run.keys})) or "nothing"
         what = f"  [{run.phase}] {run.schedule.describe()}: {run.how()}, {rules}"
     bugs = f"{p.bugs} distinct bug{'s' if p.bugs != 1 else ''}"
     return shown(f"hunt: {p.runs} run{'s' if p.runs != 1 else ''}, {bugs}{left}{what}", 4096)
+
+
+def counted(names: Iterable[str]) -> str:
+    """`names` joined, each once in its first place, with how many times it came when more than once."""
+    counts = collections.Counter(names)
+    return ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items())
 
 
 def rate(bug: Bug) -> str:
@@ -57,9 +67,11 @@ def render_terminal(result: HuntResult, console: Console) -> None:
     took = format_duration(round(result.elapsed))
     say(f"rtrace hunt: {len(result.runs)} run{many} ({searched} searching) in {took}, "
         f"seed {o.seed}; stopped: {result.stopped}")  # fmt: skip
+    for line in _run_management_lines(result):
+        say(line)
     if result.clean is not None:
         clean = result.clean
-        found = ", ".join(f"{f.rule} {f.slug}" for f in clean.findings) or "no finding"
+        found = counted(f"{f.rule} {f.slug}" for f in clean.findings) or "no finding"
         say(f"clean run: {clean.how()}, {found}  {clean.trace}")
         say(f"surface: {_surface_text(result)}")
     if result.clean_failed:
@@ -92,6 +104,34 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         say(f"  reproduce: {bug.command}")
     for bug in result.unconfirmed:
         say(f"not reproduced (0/{bug.tries} re-runs, not a bug): {_rule_title(bug)} under {bug.found.describe()}")
+
+
+def _run_management_lines(result: HuntResult) -> list[str]:
+    """The hunt's own story: interrupted (partial) and what was not done, the budget's split, processes left."""
+    out = []
+    if result.interrupted is not None:
+        out.append(f"interrupted ({result.interrupted}): a partial report")
+    if result.not_done:
+        out.append(f"not done: {'; '.join(result.not_done)}")
+    if result.split:
+        out.append("time: " + ", ".join(f"{k} {format_duration(round(v))}" for k, v in result.split.items()))
+    out += [f"run {run}: the command left pid {pid} running" for run, pid in result.strays]
+    out += [f"run {r.index}: {r.how()}" for r in result.runs if r.cut == "internal error"]
+    return out
+
+
+def summary_lines(result: HuntResult) -> list[str]:
+    """A few lines for the terminal when the report goes elsewhere: how the hunt ended, a line per bug, where its
+    artifacts are."""
+    took = format_duration(round(result.elapsed))
+    out = [f"rtrace hunt: {len(result.runs)} runs in {took}; stopped: {result.stopped}", *_run_management_lines(result)]
+    if result.clean_failed:
+        out.append("the command failed its clean run: nothing to hunt")
+    out += [f"bug {n}: {_rule_title(b)} ({b.severity}, {rate(b)}) - {b.message}" for n, b in enumerate(result.bugs, 1)]
+    if not result.bugs and not result.clean_failed:
+        out.append("no bug found")
+    out.append(f"artifacts: {result.options.out_dir}")
+    return [shown(line, 4096) for line in out]
 
 
 def _surface_text(result: HuntResult) -> str:
@@ -144,6 +184,11 @@ def result_json(result: HuntResult) -> dict[str, Any]:
         "jobs": o.jobs,
         "elapsed": round(result.elapsed, 3),
         "stopped": result.stopped,
+        "interrupted": result.interrupted,
+        "not_done": result.not_done,
+        "split": {k: round(v, 3) for k, v in result.split.items()},
+        "left_running": [{"run": run, "pid": pid} for run, pid in result.strays],
+        "out_dir": str(o.out_dir),
         "runs": len(result.runs),
         "search_runs": sum(1 for r in result.runs if r.phase in ("systematic", "random")),
         "baseline": None if clean is None else {
