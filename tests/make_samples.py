@@ -423,6 +423,21 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("output-for-unknown-call/negative-injected-invalid-tool-call-id")
+def _() -> TraceBuilder:
+    """`serve` injected `invalid_tool_call_id` (its fault note before it) for an output whose call is on the
+    connection: the fault speaking, not the client; a real server's refusal is still RT104."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    c = b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.2)
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "error",
+            "client_event_type": "conversation.item.create"})  # fmt: skip
+    b.error("invalid_tool_call_id", "Injected by the script (turn 1).", b.event_id(c))
+    b.close()
+    return b
+
+
 @scenario("output-for-unknown-call/negative-pipelined-call-and-output")
 def _() -> TraceBuilder:
     """A replay pipelines the call and its output back to back: the pending call counts."""
@@ -968,6 +983,19 @@ def _() -> TraceBuilder:
     b.response_done("resp_1", dt=0.01)
     b.response_created("resp_2", b.event_id(rc2), dt=0.04)
     b.response_done("resp_2", dt=0.1)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("concurrent-response-create/negative-injected-active-response")
+def _() -> TraceBuilder:
+    """`serve` injected the refusal (its fault note before it) while no response existed: the fault, not the client."""
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "error",
+            "client_event_type": "response.create"})  # fmt: skip
+    b.error("conversation_already_has_active_response", "Injected by the script (turn 1).", b.event_id(rc))
     b.close(dt=1.0)
     return b
 

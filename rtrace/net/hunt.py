@@ -43,6 +43,20 @@ from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_
 from ..engine.fold import analyze_path
 from ..rules import RULES
 from ..rules.base import Finding
+from .bugs import (
+    GAVE_UP_FIX,
+    Cause,
+    cause_of,
+    echoed_with,
+    entry_rank,
+    first_note,
+    point_of,
+    reaction_of,
+    sentence,
+)
+from .bugs import (
+    injected as injected_answers,
+)
 from .schedule import (
     SURVIVAL,
     BugKey,
@@ -124,6 +138,8 @@ class Run:
     finding_of: dict[About, Finding] = dataclasses.field(default_factory=dict)
     #: Seconds from the hunt's start to the end of this run.
     ended: float = 0.0
+    #: Where on the client's surface the first fault acted (`bugs.point_of`).
+    point: str = ""
 
     @property
     def survived(self) -> bool:
@@ -178,6 +194,14 @@ class Bug:
     without_fault: tuple[int, int] | None = None
     #: The other schedules it was confirmed under, with their rates (bugs merged into this one).
     variants: list[str] = dataclasses.field(default_factory=list)
+    #: What the entry is about (`bugs.Cause`: the defect, where the fault acted, what the client did) and what the
+    #: client did wrong, in one sentence.
+    cause: Cause | None = None
+    sentence: str = ""
+    #: The faults the search saw this cause under (a client that gives up on every connection fault: one entry).
+    seen_under: list[str] = dataclasses.field(default_factory=list)
+    #: Seconds of quiet after the fault after which the run was ended early (`Run.ended_early`), when it was.
+    ended_early: float | None = None
 
     def __post_init__(self) -> None:
         self.rules = self.rules or [(self.key.rule, self.slug)]
@@ -222,6 +246,8 @@ class HuntResult:
     elapsed: float
     #: Why the search stopped: `budget`, `runs`, `space` (nothing left to draw), `clean run failed`.
     stopped: str
+    #: What the search saw and the report does not list (over `--max-bugs`), one line each.
+    left_out: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def clean_failed(self) -> bool:
@@ -279,16 +305,17 @@ def server_options(template: ServerOptions, schedule: Schedule, trace: Path, hea
 
 
 def records_of(trace: Path) -> list[dict[str, Any]]:
-    """The records of a native trace (its header and unreadable lines left out)."""
+    """The records of a native trace (its header and unreadable lines left out), each with its `line`."""
     out: list[dict[str, Any]] = []
     try:
         with trace.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
+            for n, line in enumerate(fh, 1):
                 try:
                     rec = json.loads(line)
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and "dir" in rec:
+                    rec["line"] = n  # where a finding's lines point (`bugs.injected_lines`)
                     out.append(rec)
     except OSError:
         return []
@@ -339,27 +366,33 @@ def keys_of(run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None
     kinds = item_kinds_of(records)
     calls = item_calls_of(records)
     faults = acted(run.schedule, records)
-    reacted = run.reaction[0]
     injected = injected_kinds(run.schedule, base or ScriptSchedule())
-    kept = [f for f in run.findings if not echoes(f, injected)]
+    # the fault speaking: a finding of a kind that restates the fault, or one made certain by its injected answer
+    spoken = echoed_with(run.findings, injected_answers(records))
+    kept = [f for f, fault in zip(run.findings, spoken, strict=True) if not fault and not echoes(f, injected)]
+    # what the client did: gave up, hung, reconnected and restored or lost what the kept findings say
+    rules = {f.rule for f in kept}
+    hung = run.exit_code is None or bool(getattr(run, "ended_early", None)) or "RT126" in rules
+    reacted = reaction_of(run.reaction[0], rules, run.survived or run.phase == "clean run", hung)
+    run.point = point_of(records, first_note(records, len(run.schedule.turn_faults())))
     keys: list[BugKey] = []
     for group in linked([f.ids for f in kept], calls):
         members = [kept[i] for i in group]
         abouts: set[About] = set()
         for f in members:
-            key = bug_key(f.rule, f.ids, kinds, faults, reacted)
+            key = dataclasses.replace(bug_key(f.rule, f.ids, kinds, faults, reacted), point=run.point)
             run.key_of.setdefault(key.finding, key)
             run.finding_of.setdefault(key.finding, f)
             abouts.add(key.finding)
         for about in abouts:
             run.about.setdefault(about, set()).update(abouts)
         primary = min(members, key=primary_order)
-        key = bug_key(primary.rule, primary.ids, kinds, faults, reacted)
+        key = dataclasses.replace(bug_key(primary.rule, primary.ids, kinds, faults, reacted), point=run.point)
         if key not in keys:
             keys.append(key)
     if not run.survived and run.phase != "clean run":
         how = run.how().split(" ")[0] if run.exit_code is None or run.exit_code < 0 else run.how()
-        keys.append(BugKey(SURVIVAL, (how,), faults, reacted))
+        keys.append(BugKey(SURVIVAL, (how,), faults, reacted, run.point))
     return keys
 
 
@@ -385,6 +418,8 @@ class Hunt:
         self.baseline: set[tuple[str, tuple[str, ...]]] = set()
         self.bugs_so_far: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
         self.phase = "clean run"
+        #: Candidates the cap (`max_bugs`) left out, one line each (`HuntResult.left_out`).
+        self.left_out: list[str] = []
         self.traces = options.out_dir / "runs"
         #: At most `jobs` runs at once, whatever asks for them (the search's batches, the bugs' confirmations).
         self.slots = asyncio.Semaphore(max(1, options.jobs))
@@ -471,7 +506,8 @@ async def hunt_async(
             searched.append(run)
             generator.observe(run.schedule, run.signals())
     bugs, unconfirmed = await _confirm(hunt, [clean, *searched])
-    return HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped)
+    return HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped,
+                      hunt.left_out)  # fmt: skip
 
 
 async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
@@ -487,7 +523,7 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
             bug = _bug_of(want, hits, schedule)
             bug.hits, bug.tries = len(hits), len(runs)
             found.append(bug)
-    bugs = _merged(found)
+    bugs = by_cause(_merged(found))
     await _finish(hunt, bugs)
     return HuntResult([], o, None, Surface(), hunt.runs, bugs, [], hunt.elapsed(), "runs")
 
@@ -497,6 +533,19 @@ def _finding_of(run: Run, key: BugKey) -> Finding | None:
 
 
 def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
+    bug = _bare_bug(key, run, schedule)
+    bug.cause = cause_of(key.rule, key.items, key.point or run.point, key.reaction, key.faults)
+    title = next((r.title for r in RULES if r.id == key.rule), bug.message)
+    bug.sentence = sentence(bug.cause, title)
+    if bug.cause.family == "gave up":
+        bug.fix = GAVE_UP_FIX
+    quiet = getattr(run, "ended_early", None)  # set by the runner when it ends a run quiet after its fault
+    if quiet:
+        bug.ended_early = float(quiet) if isinstance(quiet, (int, float)) and not isinstance(quiet, bool) else 0.0
+    return bug
+
+
+def _bare_bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
     finding = _finding_of(run, key) if key.rule != SURVIVAL else None
     if finding is not None:
         return Bug(key, finding.severity, finding.slug, finding.message, finding.explanation, finding.fix,
@@ -573,12 +622,20 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     are not measured again), and the bug is the one of them with the best rate (the first on a tie)."""
     o = hunt.options
     hunt.phase = "shrinking"
-    first: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[BugKey, Run, Finding | None]] = {}
+    first: dict[tuple[Any, ...], tuple[BugKey, Run, Finding | None]] = {}
+    gave_up: dict[str, None] = {}  # the faults the client gave up on, as the search saw them
     for run in sorted(searched, key=lambda r: (r.schedule.cost, r.index)):
         for key in _findings_first(run.keys):
-            first.setdefault((key.rule, key.items, key.faults), (key, run, _finding_of(run, key)))
-    ranked = sorted(first.values(), key=lambda c: (_severity_rank(c[2].severity if c[2] else "error"),
-                                                   c[0].rule == SURVIVAL, c[1].schedule.cost, c[1].index))  # fmt: skip
+            cid = _candidate_id(key)
+            if cid == GAVE_UP:
+                gave_up.setdefault(run.schedule.describe())
+            held = first.get(cid)
+            # one candidate per cause; a client that gives up is named by its failure to survive when it has one
+            if held is None or (cid == GAVE_UP and held[0].rule != SURVIVAL and key.rule == SURVIVAL):
+                first[cid] = (key, run, _finding_of(run, key))
+    # data lost first (a cap never hides a loss behind a survival entry), then by severity, the failure after
+    ranked = sorted(first.values(), key=lambda c: (*entry_rank(_rules_of(c[0]), c[2].severity if c[2] else "error"),
+                                                   c[1].schedule.cost, c[1].index))  # fmt: skip
     # each finding once before any finding again under other faults (often one race the faults only moved: a
     # finding `_merged` may make one bug): the cap keeps distinct findings, not variants of the first one
     seen: set[Any] = set()
@@ -614,9 +671,50 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
 
     outcomes = await asyncio.gather(*(confirm(key, run) for key, run, _ in ranked[: o.max_bugs]))
     unconfirmed = [bug for bug in outcomes if not bug.reproduced]
-    bugs = _merged([bug for bug in outcomes if bug.reproduced])
+    bugs = by_cause(_merged([bug for bug in outcomes if bug.reproduced]))
+    for bug in bugs:
+        if bug.cause is not None and bug.cause.family == "gave up":
+            bug.seen_under = list(gave_up)
+    listed = {_candidate_of(b.key) for b in outcomes}
+    hunt.left_out = [f"{key.text()} (run {run.index}: {run.schedule.describe()})"
+                     for key, run, _ in ranked[o.max_bugs :] if _candidate_of(key) not in listed]  # fmt: skip
     await _finish(hunt, bugs)
     return bugs, unconfirmed
+
+
+#: The candidate id of every finding of a client that gave up on the connection (`bugs.cause_of`).
+GAVE_UP = ("gave up",)
+
+
+def _candidate_id(key: BugKey) -> tuple[Any, ...]:
+    """What one candidate of the search stands for: a cause (`bugs.cause_of`) - a client that gave up is one
+    wherever the fault acted; any other finding its rule, items, faults, point and reaction."""
+    if cause_of(key.rule, key.items, key.point, key.reaction, key.faults).family == "gave up":
+        return GAVE_UP
+    return (key.rule, key.items, key.faults, key.point, key.reaction)
+
+
+def _rules_of(key: BugKey) -> list[str]:
+    """The rules an entry is ranked by: a client that gave up ranks as its failure to survive, not as data lost."""
+    return [SURVIVAL] if _candidate_id(key) == GAVE_UP else [key.rule]
+
+
+def by_cause(bugs: list[Bug]) -> list[Bug]:
+    """One entry per cause (`Bug.cause`), in the order of `bugs.entry_rank` (data lost first): a bug of a cause
+    already listed joins it (its schedule under `variants`, its rules under `also`)."""
+    out: dict[Any, Bug] = {}
+    for bug in bugs:
+        keeper = out.setdefault(bug.cause or bug.key, bug)
+        if keeper is bug:
+            continue
+        if bug.schedule != keeper.schedule:
+            keeper.variants.append(f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})")
+        for rule, slug in bug.rules:
+            if (rule, slug) not in keeper.rules:
+                keeper.rules.append((rule, slug))
+                keeper.also.append(f"{rule} {slug}")
+        keeper.covers |= bug.covers
+    return sorted(out.values(), key=lambda b: entry_rank(_rules_of(b.key), b.severity, b.schedule.cost))
 
 
 def _candidate_of(key: BugKey) -> Any:

@@ -9,6 +9,7 @@ path or the user's command is escaped for where it lands.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import xml.etree.ElementTree as ET
@@ -71,8 +72,14 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         say("no bug found" + (" (the budget may be too short)" if result.stopped == "budget" else ""))
     for n, bug in enumerate(result.bugs, 1):
         console.print()
-        say(f"bug {n}: {_rule_title(bug)} ({bug.severity}) - {bug.message}")
-        say(f"  about: {bug.key.text()}")
+        say(f"bug {n}: {_rule_title(bug)} ({bug.severity}) - {bug.sentence or bug.message}")
+        say(f"  about: {bug.cause.text() if bug.cause is not None else bug.key.text()}")
+        if bug.sentence:
+            say(f"  seen: {bug.message}")
+        if bug.seen_under:
+            say(f"  under each of: {'; '.join(bug.seen_under)}")
+        if bug.ended_early is not None:
+            say(f"  ended early: quiet {format_duration(round(bug.ended_early, 1))} after the fault")
         if bug.also:
             say(f"  with it (the same defect, seen by other rules): {', '.join(bug.also)}")
         say(f"  minimal schedule: {bug.schedule.describe()} (found with: {bug.found.describe()})")
@@ -90,6 +97,11 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         elif bug.trace is not None:
             say(f"  trace: {bug.trace}")
         say(f"  reproduce: {bug.command}")
+    if result.left_out:
+        console.print()
+        say(f"seen and not reported (over --max-bugs {o.max_bugs}): {len(result.left_out)}")
+        for line in result.left_out:
+            say(f"  {line}")
     for bug in result.unconfirmed:
         say(f"not reproduced (0/{bug.tries} re-runs, not a bug): {_rule_title(bug)} under {bug.found.describe()}")
 
@@ -109,7 +121,12 @@ def bug_json(bug: Bug) -> dict[str, Any]:
         "message": bug.message,
         "explanation": bug.explanation,
         "fix": bug.fix,
-        "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction},
+        "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction,
+                  "point": bug.key.point},
+        "cause": None if bug.cause is None else dataclasses.asdict(bug.cause),
+        "sentence": bug.sentence,
+        "seen_under": bug.seen_under,
+        "ended_early": bug.ended_early,
         "with_it": bug.also,
         "rules": [{"rule": rule, "slug": slug} for rule, slug in bug.rules],
         "without_fault": None if bug.without_fault is None else
@@ -145,6 +162,7 @@ def result_json(result: HuntResult) -> dict[str, Any]:
         "elapsed": round(result.elapsed, 3),
         "stopped": result.stopped,
         "runs": len(result.runs),
+        "left_out": result.left_out,
         "search_runs": sum(1 for r in result.runs if r.phase in ("systematic", "random")),
         "baseline": None if clean is None else {
             "exit": clean.how(),

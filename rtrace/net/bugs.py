@@ -1,0 +1,261 @@
+"""What a hunt's findings say about the client, as data: which trace lines are the fault's own answers (an
+injected `error`, a failed or cancelled `response.done`, an expiry), whether a finding only restates one, where on
+the client's surface a fault acted and what the client did then, and the cause an entry is grouped by. Pure: reads
+records (`{"line", "t", "dir", "conn", "event"}`), never a file or a clock.
+
+A finding is the client's when something the client did (or did not do) after the fault is its evidence; a finding
+made certain by an injected answer (`rests_on_injected`) is the fault speaking, not the client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..rules.base import Finding
+
+#: Server events that answer for the fault after its `fault.injected` note: the injected answer ends with the first.
+ANSWERS = frozenset({"error", "response.done", "conversation.item.input_audio_transcription.failed"})
+#: The note actions (`fault.injected`'s `action`) whose next server events are an answer the server did not mean
+#: (a close, a delay or a paced audio moves frames, it answers nothing).
+ANSWERING = frozenset({"error", "fail", "rate_limit", "cancel", "expire", "barge_in"})
+
+#: Rules whose findings are data the user loses (an output, a call, a turn, a reply, an item): their entries come
+#: first, and a cap never drops one for a survival entry.
+DATA_LOSS = frozenset({
+    "RT101", "RT102", "RT103", "RT104", "RT105", "RT106", "RT107", "RT108", "RT113", "RT122", "RT124", "RT126",
+})  # fmt: skip
+#: Rules that say "the client gave up on the connection": one cause with the client's failure to survive a fault
+#: it gave up on.
+GAVE_UP_RULES = frozenset({"RT103", "RT122", "RT127"})
+#: The id of the client's failure to survive a fault (`rtrace.net.schedule.SURVIVAL`, repeated: this floor's own).
+SURVIVAL = "client-did-not-survive"
+#: The points of the client's surface where a fault acts, in the order of a session.
+POINTS = ("handshake", "user turn", "in-flight response", "tool call", "after the turn")
+
+
+def _event(rec: dict[str, Any]) -> dict[str, Any]:
+    event = rec.get("event")
+    return event if isinstance(event, dict) else {}
+
+
+def _is_note(rec: dict[str, Any]) -> bool:
+    return rec.get("dir") == "meta" and _event(rec).get("type") == "fault.injected"
+
+
+def _names(event: dict[str, Any]) -> set[tuple[str, str]]:
+    """The item and call a client event is about, as `Finding.ids` names them."""
+    out: set[tuple[str, str]] = set()
+    item = event.get("item")
+    if isinstance(item, dict):
+        if isinstance(item.get("id"), str):
+            out.add(("items", item["id"]))
+        if isinstance(item.get("call_id"), str):
+            out.add(("call_ids", item["call_id"]))
+    if isinstance(event.get("item_id"), str):
+        out.add(("items", event["item_id"]))
+    return out
+
+
+@dataclasses.dataclass
+class Injected:
+    """What a run's faults injected as answers (`injected`): their lines, and what the client events they answered
+    were about (the item and call a rejected `function_call_output` names)."""
+
+    lines: set[int] = dataclasses.field(default_factory=set)
+    about: set[tuple[str, str]] = dataclasses.field(default_factory=set)
+
+
+def injected(records: Sequence[dict[str, Any]]) -> Injected:
+    """The server events a fault injected as an answer: after each `fault.injected` note that answers
+    (`ANSWERING`, or a flag's note, which names no action), the server events of its connection up to the first of
+    `ANSWERS` (the `error`, the failed or cancelled `response.done`, the failed transcription); with what the
+    client event that set the note off (the last one of its connection before it) was about."""
+    out = Injected()
+    last_client: dict[Any, dict[str, Any]] = {}
+    for i, rec in enumerate(records):
+        if rec.get("dir") == "client":
+            last_client[rec.get("conn")] = _event(rec)
+        if not _is_note(rec) or _event(rec).get("action", "error") not in ANSWERING:
+            continue
+        conn = rec.get("conn")
+        if "client_event_type" in _event(rec) and conn in last_client:
+            out.about |= _names(last_client[conn])
+        for later in records[i + 1 :]:
+            if later.get("conn") != conn or later.get("dir") != "server":
+                if later.get("dir") == "meta" and _event(later).get("type") == "connection.closed":
+                    break
+                continue
+            if isinstance(later.get("line"), int):
+                out.lines.add(later["line"])
+            if _event(later).get("type") in ANSWERS:
+                break
+    return out
+
+
+def injected_lines(records: Sequence[dict[str, Any]]) -> set[int]:
+    """The lines of the answers faults injected (`injected`)."""
+    return injected(records).lines
+
+
+def rests_on_injected(finding: Finding, injected_at: set[int]) -> bool:
+    """Whether `finding` only restates an injected answer: the line that made it certain is one (`injected`): the
+    fault's `error` read as the server's verdict (RT104 under an injected `invalid_tool_call_id`, RT111 under an
+    injected `conversation_already_has_active_response`), its failed or cancelled response read as the client's.
+    A finding made certain by what the client did after the answer (it dropped the output, it never re-sent, it
+    asked again over an open response) is kept: its line is the client's, or the end of the trace."""
+    return finding.at_line in injected_at
+
+
+def echoed_with(findings: Sequence[Finding], faults: Injected) -> list[bool]:
+    """For each finding, whether it is the fault speaking: it rests on an injected answer, or it cites one and is
+    about what that answer rejected (the call a rejected output left unanswered: the same answer, read by another
+    rule)."""
+    out = []
+    for f in findings:
+        cites = any(line in faults.lines for line in f.lines)
+        about = any((kind, v) in faults.about for kind, vs in f.ids.items() for v in vs)
+        out.append(rests_on_injected(f, faults.lines) or (cites and about))
+    return out
+
+
+# -- where the fault acted, what the client did ----------------------------------------------------------------
+
+
+def first_note(records: Sequence[dict[str, Any]], turns: int | None = None) -> int | None:
+    """The index of the first `fault.injected` note (with `turns`, of script turns 1 to `turns` only)."""
+    for i, rec in enumerate(records):
+        if not _is_note(rec):
+            continue
+        if turns is None:
+            return i
+        spec = str(_event(rec).get("spec", ""))
+        if spec.startswith("turn ") and spec[5:].isdigit() and 1 <= int(spec[5:]) <= turns:
+            return i
+    return None
+
+
+def point_of(records: Sequence[dict[str, Any]], at: int | None) -> str:
+    """Where on the client's surface the fault noted at `records[at]` acted (`POINTS`): before the client's first
+    turn (`handshake`), while a response was generating (`in-flight response`; `tool call` when it carried a
+    function call or the client was answering one), after a response ended with nothing asked since (`after the
+    turn`), else in a `user turn`. "" when no fault was noted (latency and jitter act everywhere)."""
+    if at is None:
+        return ""
+    note = _event(records[at])
+    conn = records[at].get("conn")
+    sent = False
+    generating = False
+    calls_open = 0
+    after_done = False
+    answering = ""  # the item type of the client event that set the note off
+    for rec in records[:at]:
+        if rec.get("conn") != conn:
+            continue
+        event = _event(rec)
+        etype = event.get("type")
+        if rec.get("dir") == "client" and etype not in ("session.update", "input_audio_buffer.append"):
+            sent = True
+            after_done = False
+            item = event.get("item")
+            answering = str(item.get("type", "")) if isinstance(item, dict) else ""
+            if answering == "function_call_output":
+                calls_open = max(0, calls_open - 1)
+        elif rec.get("dir") == "server" and etype == "response.created":
+            generating = True
+        elif rec.get("dir") == "server" and etype == "response.done":
+            generating = False
+            after_done = True
+            output = event.get("response", {}).get("output") if isinstance(event.get("response"), dict) else None
+            calls_open += sum(1 for o in output or () if isinstance(o, dict) and o.get("type") == "function_call")
+    if "client_event_type" not in note:
+        answering = ""
+    if not sent and not generating:
+        return "handshake"
+    if generating:
+        return "in-flight response"
+    if calls_open or answering == "function_call_output":
+        return "tool call"
+    if after_done:
+        return "after the turn"
+    return "user turn"
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Cause:
+    """What one entry of a hunt's report is about: the defect (`family`: a rule, or `gave up` for a client that
+    gives up on the connection), the kinds of the items concerned, the point of the surface where the fault acted
+    and the client's reaction. Two bugs with one cause are one entry; distinct causes are never merged."""
+
+    family: str
+    items: tuple[str, ...]
+    point: str
+    reaction: str
+
+    def text(self) -> str:
+        items = ",".join(self.items) or "-"
+        return f"{self.family} on {items}, fault at the {self.point}, client {self.reaction}"
+
+
+def reaction_of(basic: str, rules: Iterable[str], survived: bool, hung: bool) -> str:
+    """The client's reaction as an entry names it: `gave up`, `hung` (the turn never completed, or the command
+    outlived its deadline), `reconnected and lost X` (a data-losing rule among `rules`), `reconnected and
+    restored`, `continued`, from `schedule.reaction`'s class (`basic`)."""
+    lost = sorted(r for r in rules if r in DATA_LOSS and r not in GAVE_UP_RULES)
+    if hung:
+        return "hung"
+    if basic == "gave up":
+        return "gave up"
+    if basic == "reconnected":
+        return f"reconnected and lost {', '.join(lost)}" if lost else "reconnected and restored"
+    return "continued" if survived else "gave up"
+
+
+#: The kinds of fault that end a connection (a fault's signature starts with its kind: `close sent`).
+CONNECTION_FAULTS = ("close", "drop", "expire")
+
+
+def cause_of(rule: str, items: tuple[str, ...], point: str, reaction: str, faults: Sequence[str] = ()) -> Cause:
+    """The cause of a bug: a client that gave up on a connection a fault ended (its failure to survive, or a rule
+    that says it gave up on the connection) is one cause wherever and however the connection ended (close 1000,
+    1006, 1011, an expiry, at any point) - one entry listing the faults; any other is its rule, items, point and
+    reaction."""
+    ended = any(f.split(" ")[0] in CONNECTION_FAULTS for f in faults)
+    if reaction == "gave up" and ended and (rule == SURVIVAL or rule in GAVE_UP_RULES):
+        return Cause("gave up", (), "connection", "gave up")
+    return Cause(rule, items, point, reaction)
+
+
+def loses_data(rules: Iterable[str]) -> bool:
+    return any(r in DATA_LOSS for r in rules)
+
+
+def entry_rank(rules: Sequence[str], severity: str, cost: Any = 0) -> tuple[Any, ...]:
+    """Where an entry goes: data lost first (whatever its severity label), then by severity, a survival entry
+    after the findings of its rank, then the cheaper schedule."""
+    severity_rank = {"error": 0, "warning": 1, "info": 2}.get(severity, 3)
+    return (not loses_data(rules), severity_rank, bool(rules) and rules[0] == SURVIVAL, cost)
+
+
+#: One sentence per family: what the client did wrong (the rule's own title is used for the others).
+SENTENCES = {
+    "gave up": "The client gave up when the connection ended instead of reconnecting or telling the app.",
+    SURVIVAL: "The client did not recover from the fault: it failed, hung or exited with an error.",
+}
+#: The fix of a client that gave up.
+GAVE_UP_FIX = "Reconnect, or surface the close to the app; either way end the session cleanly (exit 0)."
+
+
+#: How a sentence says where the fault acted (`POINTS`).
+WHERE = {"handshake": "at the handshake", "user turn": "during a user turn", "in-flight response": "while a "
+         "response was generating", "tool call": "during a tool call", "after the turn": "after a turn had ended"}
+
+
+def sentence(cause: Cause, title: str) -> str:
+    """What the client did wrong, in one sentence (`title`: the rule's, "a function_call_output names ...")."""
+    if cause.family in SENTENCES:
+        return SENTENCES[cause.family]
+    where = f" after a fault {WHERE[cause.point]}" if cause.point in WHERE else ""
+    did = f"; the client {cause.reaction}" if cause.reaction != "continued" else ""
+    return f"{title[:1].upper()}{title[1:].rstrip('.')}{where}{did}."
