@@ -94,9 +94,9 @@ def test_the_point_of_the_surface_where_a_fault_acted() -> None:
 
 
 def test_a_client_that_gives_up_on_any_connection_fault_is_one_cause_and_distinct_causes_stay_apart() -> None:
-    gave_up = {cause_of("client-did-not-survive", ("exit 1",), p, "gave up", (f,))
-               for p, f in [("handshake", "close sent"), ("user turn", "drop event"), ("after the turn", "expire session"),
-                            ("tool call", "close response")]}  # fmt: skip
+    points = [("handshake", "close sent"), ("user turn", "drop event"), ("after the turn", "expire session"),
+              ("tool call", "close response")]  # fmt: skip
+    gave_up = {cause_of("client-did-not-survive", ("exit 1",), p, "gave up", (f,)) for p, f in points}
     assert gave_up == {Cause("gave up", (), "connection", "gave up")}
     assert cause_of("RT122", (), "user turn", "gave up", ("drop event",)).family == "gave up"
     # a turn left hung after a close in flight is not the client that gave up at the handshake
