@@ -1666,6 +1666,136 @@ def _() -> TraceBuilder:
     return b
 
 
+# -- RT126 turn-never-completed / RT127 no-reconnect-after-abnormal-close -----------------------------------
+
+
+def cut_in_flight(b: TraceBuilder) -> None:
+    """A user turn whose response a fault's close cuts right after `response.created`; the client reconnects and
+    replays the conversation (livekit-agents: the turn's future stays pending)."""
+    b.client({"type": "session.update", "session": {"type": "realtime"}})
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root", dt=0.0001)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(msg, None, dt=0.0001)
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_1", b.event_id(rc))
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "close"})
+    b.close(1011, dt=0.001)
+    reconnect_replay(b, 2, with_call=False)
+
+
+@scenario("turn-never-completed/positive-silent-after-reconnect")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("turn-never-completed/positive-new-connection-closed-without-asking")
+def _() -> TraceBuilder:
+    """The client is killed (or gives the turn up) on the new connection without asking again."""
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.close(1006, dt=2.0)
+    return b
+
+
+@scenario("turn-never-completed/negative-asked-again")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[], dt=0.2)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("turn-never-completed/negative-recording-stopped")
+def _() -> TraceBuilder:
+    """The trace stops 2 s after the reconnect, the connection still open: no time to judge the client by."""
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=2.0)
+    return b
+
+
+@scenario("turn-never-completed/negative-response-done-before-the-close")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", output=[], dt=0.1)
+    b.close(1011, dt=0.01)
+    reconnect_replay(b, 2, with_call=False)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+def fault_close(b: TraceBuilder, code: int) -> None:
+    msg = user_msg("item_u1", "hi")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "close"})
+    b.close(code, dt=0.001)
+
+
+@scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-1011")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    fault_close(b, 1011)
+    return b
+
+
+@scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-a-drop")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    fault_close(b, 1006)
+    return b
+
+
+@scenario("no-reconnect-after-abnormal-close/negative-reconnected")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    fault_close(b, 1011)
+    reconnect_replay(b, 2, with_call=False)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("no-reconnect-after-abnormal-close/negative-normal-close")
+def _() -> TraceBuilder:
+    """A fault's close 1000 ends the session normally: no reason to come back."""
+    b = TraceBuilder()
+    b.open()
+    fault_close(b, 1000)
+    return b
+
+
+@scenario("no-reconnect-after-abnormal-close/negative-real-server-close")
+def _() -> TraceBuilder:
+    """A real server's 1011 with no fault note: the recording may have stopped before the client came back."""
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hi")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.close(1011, dt=0.001)
+    return b
+
+
 @scenario("no-response-after-tool-output/positive-silent-after-output")
 def _() -> TraceBuilder:
     b = TraceBuilder()
