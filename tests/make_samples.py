@@ -1704,6 +1704,16 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("turn-never-completed/positive-closed-after-the-replay")
+def _() -> TraceBuilder:
+    """The client replayed the conversation, waited for the cut response, and its test's deadline closed it (1000)."""
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.close(1000, dt=2.0)
+    return b
+
+
 @scenario("turn-never-completed/negative-asked-again")
 def _() -> TraceBuilder:
     b = TraceBuilder()

@@ -27,8 +27,9 @@ class TurnNeverCompleted(Rule[Config]):
     its connection closed (a noted close, not the end of the recording); a reconnect replaced that connection; no
     later connection sent `response.create` (in the conversation or out of band) or got a server-started response;
     and the trace shows the client had the time: the trace goes on `--reply-timeout` (default 10 s) after the
-    replacing connection opened, or that connection ended abnormally (not 1000: the client killed, its socket
-    dropped) without asking. A trace that stops soon after the reconnect (the
+    replacing connection opened, or that connection ended without asking, after the client restored the
+    conversation on it (a replay: it meant to go on) or abnormally (not 1000: the client killed, its socket
+    dropped). A trace that stops soon after the reconnect (the
     recording ended) is not reported, nor a close with no reconnect (`changes-lost-at-final-close`,
     `no-reconnect-after-abnormal-close`). A `response.create` with no answer at the close is
     `response-create-lost-on-reconnect`.
@@ -59,6 +60,8 @@ class TurnNeverCompleted(Rule[Config]):
         #: Responses cut by a close and not asked for again since, by the ordinal of the connection that lost
         #: them: (the response, its connection, the close, the connection that replaced it or None).
         self.cut: dict[int, tuple[Response, Connection, Witness | None, Connection | None]] = {}
+        #: Ordinals of the connections the client sent something on after a reconnect (its replay, a turn).
+        self.restoring: set[int] = set()
 
     @on(ConnClosed)
     def closed(self, fact: ConnClosed, state: TraceState) -> None:
@@ -77,8 +80,9 @@ class TurnNeverCompleted(Rule[Config]):
             if change.kind == "response.create":
                 self._asked(change.conn)
 
-    @on(ChangeSent, kinds=["response.create"], after=[Reconnected])
+    @on(ChangeSent, after=[Reconnected])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
+        self.restoring.add(fact.change.conn)
         if fact.change.kind == "response.create":
             self._asked(fact.change.conn)
 
@@ -99,8 +103,10 @@ class TurnNeverCompleted(Rule[Config]):
             if replacing is None or not replacing.replay_visible:
                 continue  # no reconnect, or one whose replay (which may ask again) is unseen
             waited = (state.last_t or 0.0) - replacing.opened_t
-            # closed abnormally (the client killed, a socket dropped): a normal close is the session's end
-            gave_up = replacing.ended_by == "closed" and replacing.close_code != NORMAL_CLOSE
+            # it ended abnormally (the client killed, its socket dropped), or after the client restored the
+            # conversation on it (a client that only reopened and closed 1000 ended the session on purpose)
+            ended = replacing.ended_by == "closed"
+            gave_up = ended and (replacing.close_code != NORMAL_CLOSE or replacing.n in self.restoring)
             if waited < bound and not gave_up:
                 continue  # the recording stopped before the client had the time to ask again
             how = (
