@@ -9,6 +9,9 @@ from rtrace.net.bugs import (
     GAVE_UP_FIX,
     Cause,
     cause_of,
+    client_counts,
+    completed,
+    lost,
     echoed_with,
     entry_rank,
     first_note,
@@ -108,12 +111,30 @@ def test_a_client_that_gives_up_on_any_connection_fault_is_one_cause_and_distinc
     assert "Reconnect, or surface the close to the app" in GAVE_UP_FIX
 
 
+def test_an_output_left_out_of_a_replay_is_one_defect_whichever_rule_saw_it() -> None:
+    seen = {cause_of(rule, items, "tool call", "reconnected and lost data", ("close sent",))
+            for rule, items in [("RT105", ("function_call",)), ("RT106", ("function_call_output",)),
+                                ("RT103", ("function_call",))]}  # fmt: skip
+    assert len(seen) == 1
+    # but not across points of the surface, nor with a call left unanswered without any reconnect
+    assert cause_of("RT105", ("function_call",), "in-flight response", "reconnected and lost data") not in seen
+    assert cause_of("RT103", ("function_call",), "tool call", "continued").family == "RT103"
+
+
 def test_the_reaction_names_what_the_client_lost_or_that_it_hung() -> None:
-    assert reaction_of("reconnected", ["RT105", "RT104"], True, False) == "reconnected and lost RT104, RT105"
+    assert reaction_of("reconnected", ["RT105", "RT104"], True, False) == "reconnected and lost data"
+    assert lost(["RT105", "RT104", "RT111"]) == "a function call and a tool output"
     assert reaction_of("reconnected", ["RT111"], True, False) == "reconnected and restored"
     assert reaction_of("reconnected", [], False, True) == "hung"
     assert reaction_of("gave up", ["RT122"], False, False) == "gave up"
     assert reaction_of("continued", [], True, False) == "continued"
+
+
+def test_a_client_that_did_all_its_clean_run_did_completed_its_session() -> None:
+    clean = client_counts(tool_session())
+    assert clean == {"response.create": 2, "conversation.item.create": 1}
+    assert completed(tool_session(), clean)
+    assert not completed(tool_session()[:8], clean)  # the second response.create never came
 
 
 def test_data_loss_comes_first_and_a_cap_never_hides_it_behind_a_survival_entry() -> None:

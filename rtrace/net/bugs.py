@@ -138,18 +138,17 @@ def first_note(records: Sequence[dict[str, Any]], turns: int | None = None) -> i
 
 def point_of(records: Sequence[dict[str, Any]], at: int | None) -> str:
     """Where on the client's surface the fault noted at `records[at]` acted (`POINTS`): before the client's first
-    turn (`handshake`), while a response was generating (`in-flight response`; `tool call` when it carried a
-    function call or the client was answering one), after a response ended with nothing asked since (`after the
-    turn`), else in a `user turn`. "" when no fault was noted (latency and jitter act everywhere)."""
+    turn (`handshake`), while a response was generating (`in-flight response`), between a response that called a
+    tool and the next one (`tool call`: the tool running, its output sent, the reply asked for), after a response
+    ended with nothing asked since (`after the turn`), else in a `user turn`. "" when no fault was noted (latency
+    and jitter act everywhere)."""
     if at is None:
         return ""
-    note = _event(records[at])
     conn = records[at].get("conn")
     sent = False
     generating = False
-    calls_open = 0
+    tools = False  # the last response done called a tool, and no response ended since
     after_done = False
-    answering = ""  # the item type of the client event that set the note off
     for rec in records[:at]:
         if rec.get("conn") != conn:
             continue
@@ -158,24 +157,19 @@ def point_of(records: Sequence[dict[str, Any]], at: int | None) -> str:
         if rec.get("dir") == "client" and etype not in ("session.update", "input_audio_buffer.append"):
             sent = True
             after_done = False
-            item = event.get("item")
-            answering = str(item.get("type", "")) if isinstance(item, dict) else ""
-            if answering == "function_call_output":
-                calls_open = max(0, calls_open - 1)
         elif rec.get("dir") == "server" and etype == "response.created":
             generating = True
         elif rec.get("dir") == "server" and etype == "response.done":
             generating = False
             after_done = True
-            output = event.get("response", {}).get("output") if isinstance(event.get("response"), dict) else None
-            calls_open += sum(1 for o in output or () if isinstance(o, dict) and o.get("type") == "function_call")
-    if "client_event_type" not in note:
-        answering = ""
+            response = event.get("response")
+            output = response.get("output") if isinstance(response, dict) else None
+            tools = any(isinstance(o, dict) and o.get("type") == "function_call" for o in output or ())
     if not sent and not generating:
         return "handshake"
     if generating:
         return "in-flight response"
-    if calls_open or answering == "function_call_output":
+    if tools:
         return "tool call"
     if after_done:
         return "after the turn"
@@ -195,21 +189,45 @@ class Cause:
 
     def text(self) -> str:
         items = ",".join(self.items) or "-"
-        return f"{self.family} on {items}, fault at the {self.point}, client {self.reaction}"
+        where = f", fault at the {self.point}" if self.point else ""
+        return f"{self.family} on {items}{where}, client {self.reaction}"
 
 
 def reaction_of(basic: str, rules: Iterable[str], survived: bool, hung: bool) -> str:
-    """The client's reaction as an entry names it: `gave up`, `hung` (the turn never completed, or the command
-    outlived its deadline), `reconnected and lost X` (a data-losing rule among `rules`), `reconnected and
-    restored`, `continued`, from `schedule.reaction`'s class (`basic`)."""
-    lost = sorted(r for r in rules if r in DATA_LOSS and r not in GAVE_UP_RULES)
+    """The client's reaction as an entry is keyed by: `gave up`, `hung` (the turn never completed, or the command
+    outlived its deadline), `reconnected and lost data` (a data-losing rule among `rules`: `lost` names what),
+    `reconnected and restored`, `continued`, from `schedule.reaction`'s class (`basic`)."""
     if hung:
         return "hung"
     if basic == "gave up":
         return "gave up"
     if basic == "reconnected":
-        return f"reconnected and lost {', '.join(lost)}" if lost else "reconnected and restored"
+        return "reconnected and lost data" if any(r in DATA_LOSS for r in rules) else "reconnected and restored"
     return "continued" if survived else "gave up"
+
+
+def lost(rules: Iterable[str]) -> str:
+    """What the data-losing rules among `rules` say the client lost, in words ("a function call and a tool
+    output"; "data" when none says)."""
+    said = sorted({LOST[r] for r in rules if r in LOST})
+    return ", ".join(said[:-1]) + " and " + said[-1] if len(said) > 1 else (said[0] if said else "data")
+
+
+#: Rules that say the client lost what it had created when it reconnected, and those that say it lost the turn it
+#: had asked for: one defect each (an output left out of the replay shows as RT105, RT106 or RT103 depending on
+#: when the close came; a reply as RT124 or RT126).
+FAMILIES = {
+    "RT105": "items lost on reconnect", "RT106": "items lost on reconnect", "RT113": "items lost on reconnect",
+    "RT123": "items lost on reconnect", "RT124": "turn lost on reconnect", "RT126": "turn lost on reconnect",
+}  # fmt: skip
+
+
+def family_of(rule: str, reaction: str) -> str:
+    """The defect a rule's finding is part of (`FAMILIES`; a call left unanswered after a reconnect is an item lost
+    on reconnect), else the rule itself."""
+    if rule == "RT103" and reaction.startswith("reconnected"):
+        return FAMILIES["RT105"]
+    return FAMILIES.get(rule, rule)
 
 
 #: The kinds of fault that end a connection (a fault's signature starts with its kind: `close sent`).
@@ -224,7 +242,10 @@ def cause_of(rule: str, items: tuple[str, ...], point: str, reaction: str, fault
     ended = any(f.split(" ")[0] in CONNECTION_FAULTS for f in faults)
     if reaction == "gave up" and ended and (rule == SURVIVAL or rule in GAVE_UP_RULES):
         return Cause("gave up", (), "connection", "gave up")
-    return Cause(rule, items, point, reaction)
+    family = family_of(rule, reaction)
+    if family == FAMILIES["RT105"]:  # an output is about its call
+        items = tuple(sorted({"function_call" if i == "function_call_output" else i for i in items}))
+    return Cause(family, items, point, reaction)
 
 
 def loses_data(rules: Iterable[str]) -> bool:
@@ -236,6 +257,37 @@ def entry_rank(rules: Sequence[str], severity: str, cost: Any = 0) -> tuple[Any,
     after the findings of its rank, then the cheaper schedule."""
     severity_rank = {"error": 0, "warning": 1, "info": 2}.get(severity, 3)
     return (not loses_data(rules), severity_rank, bool(rules) and rules[0] == SURVIVAL, cost)
+
+
+#: Rules that say the client never came back after a close: no bug when the client had already done all its clean
+#: run did (the fault closed a session that was over).
+SESSION_END_RULES = frozenset({"RT127"})
+
+
+def client_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many client events of each type a trace has."""
+    out: dict[str, int] = {}
+    for rec in records:
+        if rec.get("dir") == "client":
+            etype = str(_event(rec).get("type"))
+            out[etype] = out.get(etype, 0) + 1
+    return out
+
+
+def completed(records: Iterable[dict[str, Any]], clean: dict[str, int]) -> bool:
+    """Whether the client sent, in this run, at least every client event its clean run sent (`client_counts`): it
+    did all it meant to do, whatever a fault closed after that."""
+    counts = client_counts(records)
+    return all(counts.get(etype, 0) >= n for etype, n in clean.items())
+
+
+#: What a data-losing rule says the client lost, for the entry's reaction ("reconnected and lost the reply").
+LOST = {
+    "RT101": "a tool output", "RT102": "a tool output", "RT103": "a call's output", "RT104": "a tool output",
+    "RT105": "a function call", "RT106": "an unconfirmed item", "RT107": "a generation", "RT108": "a failed response",
+    "RT113": "a call's arguments", "RT122": "unsent changes", "RT124": "the reply it asked for",
+    "RT126": "the turn in flight",
+}  # fmt: skip
 
 
 #: One sentence per family: what the client did wrong (the rule's own title is used for the others).
@@ -252,10 +304,13 @@ WHERE = {"handshake": "at the handshake", "user turn": "during a user turn", "in
          "response was generating", "tool call": "during a tool call", "after the turn": "after a turn had ended"}
 
 
-def sentence(cause: Cause, title: str) -> str:
-    """What the client did wrong, in one sentence (`title`: the rule's, "a function_call_output names ...")."""
+def sentence(cause: Cause, title: str, rules: Iterable[str] = ()) -> str:
+    """What the client did wrong, in one sentence (`title`: the rule's, "a function_call_output names ...";
+    `rules`: the entry's, which name what it lost)."""
     if cause.family in SENTENCES:
         return SENTENCES[cause.family]
-    where = f" after a fault {WHERE[cause.point]}" if cause.point in WHERE else ""
-    did = f"; the client {cause.reaction}" if cause.reaction != "continued" else ""
-    return f"{title[:1].upper()}{title[1:].rstrip('.')}{where}{did}."
+    reaction = cause.reaction.replace("lost data", f"lost {lost(rules)}")
+    said = [f"fault {WHERE[cause.point]}"] if cause.point in WHERE else []
+    said += [f"the client {reaction}"] if cause.reaction != "continued" else []
+    how = f" ({'; '.join(said)})" if said else ""
+    return f"{title[:1].upper()}{title[1:].rstrip('.')}{how}."

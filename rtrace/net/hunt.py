@@ -45,8 +45,11 @@ from ..rules import RULES
 from ..rules.base import Finding
 from .bugs import (
     GAVE_UP_FIX,
+    SESSION_END_RULES,
     Cause,
     cause_of,
+    client_counts,
+    completed,
     echoed_with,
     entry_rank,
     first_note,
@@ -54,9 +57,7 @@ from .bugs import (
     reaction_of,
     sentence,
 )
-from .bugs import (
-    injected as injected_answers,
-)
+from .bugs import injected as injected_answers
 from .schedule import (
     SURVIVAL,
     BugKey,
@@ -359,10 +360,13 @@ def primary_order(finding: Finding) -> tuple[int, int, int, str]:
     return (_severity_rank(finding.severity), first, finding.at_line, finding.rule)
 
 
-def keys_of(run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None = None) -> list[BugKey]:
+def keys_of(
+    run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None = None, clean: dict[str, int] | None = None
+) -> list[BugKey]:
     """The keys of a run's defects (findings that restate a fault the run's schedule or the user's script `base`
     injected left out; findings that name one item or call one defect, keyed by its primary: `Run.about`), and
-    of the client's failure."""
+    of the client's failure. `clean`: the client events of the clean run (`bugs.client_counts`): a run that sent
+    them all completed its session, whatever a fault closed after it."""
     kinds = item_kinds_of(records)
     calls = item_calls_of(records)
     faults = acted(run.schedule, records)
@@ -370,6 +374,8 @@ def keys_of(run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None
     # the fault speaking: a finding of a kind that restates the fault, or one made certain by its injected answer
     spoken = echoed_with(run.findings, injected_answers(records))
     kept = [f for f, fault in zip(run.findings, spoken, strict=True) if not fault and not echoes(f, injected)]
+    if clean is not None and completed(records, clean):  # a fault that closed a session already over
+        kept = [f for f in kept if f.rule not in SESSION_END_RULES]
     # what the client did: gave up, hung, reconnected and restored or lost what the kept findings say
     rules = {f.rule for f in kept}
     hung = run.exit_code is None or bool(getattr(run, "ended_early", None)) or "RT126" in rules
@@ -418,6 +424,8 @@ class Hunt:
         self.baseline: set[tuple[str, tuple[str, ...]]] = set()
         self.bugs_so_far: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
         self.phase = "clean run"
+        #: The client events of the clean run (`bugs.client_counts`), once it ran.
+        self.clean_client: dict[str, int] | None = None
         #: Candidates the cap (`max_bugs`) left out, one line each (`HuntResult.left_out`).
         self.left_out: list[str] = []
         self.traces = options.out_dir / "runs"
@@ -442,7 +450,7 @@ class Hunt:
             code, tail = await self.target.run(options, self.options.timeout)
         run = Run(index, phase, schedule, trace, code, self.clock() - start, stderr_tail=tail)
         # off the event loop: the servers of the runs still going share it, and their timing is what is measured
-        await asyncio.to_thread(_judge, run, self.options.template.schedule)
+        await asyncio.to_thread(_judge, run, self.options.template.schedule, self.clean_client)
         run.ended = self.elapsed()
         self.runs.append(run)
         self.bugs_so_far |= {(k.rule, k.items, k.faults) for k in run.keys}
@@ -463,7 +471,7 @@ class Hunt:
         return None
 
 
-def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
+def _judge(run: Run, base: ScriptSchedule | None = None, clean: dict[str, int] | None = None) -> None:
     """A run's findings, the client's reaction to the schedule's faults and the keys, from its trace (`base`: the
     user's script the schedule ran on)."""
     records = records_of(run.trace)
@@ -472,7 +480,7 @@ def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
     except Exception as e:  # an unreadable trace is a result of the run
         run.problem = str(e)
     run.reaction = reaction(records, turns=len(run.schedule.turn_faults()))
-    run.keys = keys_of(run, records, base)
+    run.keys = keys_of(run, records, base, clean)
 
 
 async def hunt_async(
@@ -486,6 +494,7 @@ async def hunt_async(
         return await _rerun(hunt, options.schedules)
     clean = await hunt.run(Schedule(seed=options.seed), "clean run")
     surface = surface_of(records_of(clean.trace))
+    hunt.clean_client = client_counts(records_of(clean.trace))
     if not clean.survived:
         return HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
     hunt.baseline = {k.finding for k in clean.keys}
@@ -624,14 +633,19 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     hunt.phase = "shrinking"
     first: dict[tuple[Any, ...], tuple[BugKey, Run, Finding | None]] = {}
     gave_up: dict[str, None] = {}  # the faults the client gave up on, as the search saw them
+    gave_up_rules: dict[str, str] = {}  # and the rules that said so
     for run in sorted(searched, key=lambda r: (r.schedule.cost, r.index)):
         for key in _findings_first(run.keys):
             cid = _candidate_id(key)
             if cid == GAVE_UP:
                 gave_up.setdefault(run.schedule.describe())
             held = first.get(cid)
-            # one candidate per cause; a client that gives up is named by its failure to survive when it has one
-            if held is None or (cid == GAVE_UP and held[0].rule != SURVIVAL and key.rule == SURVIVAL):
+            # one candidate per cause; a client that gives up is named by its failure to survive when it has one,
+            # else by its never coming back (RT127), and the rest come with it
+            if cid == GAVE_UP:
+                finding = _finding_of(run, key)
+                gave_up_rules.setdefault(key.rule, finding.slug if finding is not None else SURVIVAL)
+            if held is None or (cid == GAVE_UP and _gave_up_rank(key) < _gave_up_rank(held[0])):
                 first[cid] = (key, run, _finding_of(run, key))
     # data lost first (a cap never hides a loss behind a survival entry), then by severity, the failure after
     ranked = sorted(first.values(), key=lambda c: (*entry_rank(_rules_of(c[0]), c[2].severity if c[2] else "error"),
@@ -675,6 +689,10 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     for bug in bugs:
         if bug.cause is not None and bug.cause.family == "gave up":
             bug.seen_under = list(gave_up)
+            for rule, slug in gave_up_rules.items():
+                if rule != bug.rule and (rule, slug) not in bug.rules:
+                    bug.rules.append((rule, slug))
+                    bug.also.append(slug if rule == SURVIVAL else f"{rule} {slug}")
     listed = {_candidate_of(b.key) for b in outcomes}
     hunt.left_out = [f"{key.text()} (run {run.index}: {run.schedule.describe()})"
                      for key, run, _ in ranked[o.max_bugs :] if _candidate_of(key) not in listed]  # fmt: skip
@@ -694,6 +712,11 @@ def _candidate_id(key: BugKey) -> tuple[Any, ...]:
     return (key.rule, key.items, key.faults, key.point, key.reaction)
 
 
+def _gave_up_rank(key: BugKey) -> int:
+    """Which finding names a client that gave up: its failure to survive, then its never coming back."""
+    return {SURVIVAL: 0, "RT127": 1}.get(key.rule, 2)
+
+
 def _rules_of(key: BugKey) -> list[str]:
     """The rules an entry is ranked by: a client that gave up ranks as its failure to survive, not as data lost."""
     return [SURVIVAL] if _candidate_id(key) == GAVE_UP else [key.rule]
@@ -701,19 +724,34 @@ def _rules_of(key: BugKey) -> list[str]:
 
 def by_cause(bugs: list[Bug]) -> list[Bug]:
     """One entry per cause (`Bug.cause`), in the order of `bugs.entry_rank` (data lost first): a bug of a cause
-    already listed joins it (its schedule under `variants`, its rules under `also`)."""
+    already listed joins it (its schedule under `variants`, its rules under `also`); the client's failure to
+    survive joins the finding of the same point and reaction (it is how that defect ended the run: a turn left
+    hung, then the test's deadline), else it is an entry of its own."""
     out: dict[Any, Bug] = {}
-    for bug in bugs:
-        keeper = out.setdefault(bug.cause or bug.key, bug)
+    failures = [b for b in bugs if b.rule == SURVIVAL and b.cause is not None and b.cause.family != "gave up"]
+    for bug in [b for b in bugs if b not in failures] + failures:
+        cause = bug.cause or bug.key
+        if bug in failures and bug.cause is not None:
+            cause = next((c for c in out if isinstance(c, Cause) and c.family != "gave up"
+                          and (c.point, c.reaction) == (bug.cause.point, bug.cause.reaction)), cause)  # fmt: skip
+        keeper = out.setdefault(cause, bug)
         if keeper is bug:
             continue
-        if bug.schedule != keeper.schedule:
-            keeper.variants.append(f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})")
+        if bug.rule == SURVIVAL and SURVIVAL not in {r for r, _ in keeper.rules}:
+            keeper.rules.append((SURVIVAL, SURVIVAL))
+            keeper.also.append(f"{SURVIVAL} ({bug.how})")
+        variant = f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})"
+        if bug.schedule != keeper.schedule and variant not in keeper.variants:
+            keeper.variants.append(variant)
         for rule, slug in bug.rules:
             if (rule, slug) not in keeper.rules:
                 keeper.rules.append((rule, slug))
                 keeper.also.append(f"{rule} {slug}")
         keeper.covers |= bug.covers
+    for keeper in out.values():  # what the client did wrong, with what all of its rules say it lost
+        if keeper.cause is not None:
+            title = next((r.title for r in RULES if r.id == keeper.rule), keeper.message)
+            keeper.sentence = sentence(keeper.cause, title, [r for r, _ in keeper.rules])
     return sorted(out.values(), key=lambda b: entry_rank(_rules_of(b.key), b.severity, b.schedule.cost))
 
 

@@ -26,6 +26,8 @@ from ..rules import RULES
 from .markdown import md_text
 
 FORMATS = ("terminal", "json", "markdown", "html", "sarif", "junit")
+#: How many of the faults a client gave up under the terminal names (the JSON has them all).
+SEEN_SHOWN = 8
 
 
 def progress_line(p: Progress) -> str:
@@ -77,7 +79,9 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         if bug.sentence:
             say(f"  seen: {bug.message}")
         if bug.seen_under:
-            say(f"  under each of: {'; '.join(bug.seen_under)}")
+            shown_faults = "; ".join(bug.seen_under[:SEEN_SHOWN])
+            more = len(bug.seen_under) - SEEN_SHOWN
+            say(f"  under each of {len(bug.seen_under)} faults: {shown_faults}" + (f"; and {more} more" if more > 0 else ""))
         if bug.ended_early is not None:
             say(f"  ended early: quiet {format_duration(round(bug.ended_early, 1))} after the fault")
         if bug.also:
