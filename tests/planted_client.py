@@ -95,7 +95,7 @@ class Client:
                     return {}
                 continue
             except TimeoutError:
-                raise AssertionError(f"no answer within {WAIT}s (waiting since the last reconnect: {self.reconnects})") from None
+                raise AssertionError(f"no answer within {WAIT}s ({self.reconnects} reconnects)") from None
             self.take_call(event)
             failed = event["type"] == "response.done" and event["response"].get("status") in ("failed", "cancelled")
             if (event["type"] == "error" or failed) and retry is not None:

@@ -81,7 +81,8 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         if bug.seen_under:
             shown_faults = "; ".join(bug.seen_under[:SEEN_SHOWN])
             more = len(bug.seen_under) - SEEN_SHOWN
-            say(f"  under each of {len(bug.seen_under)} faults: {shown_faults}" + (f"; and {more} more" if more > 0 else ""))
+            rest = f"; and {more} more" if more > 0 else ""
+            say(f"  under each of {len(bug.seen_under)} faults: {shown_faults}{rest}")
         if bug.ended_early is not None:
             say(f"  ended early: quiet {format_duration(round(bug.ended_early, 1))} after the fault")
         if bug.also:
