@@ -856,7 +856,8 @@ async def _finish(hunt: Hunt, bugs: list[Bug]) -> None:
         bug.script = script
         bug.command = hunt.target.reproduce(script, bug.schedule, hunt.options.repro_runs)
         if bug.rule != SURVIVAL and bug.trace is not None:
-            bug.minimized = await asyncio.to_thread(_minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl")
+            keep = [rule for rule, _ in bug.rules if rule != SURVIVAL]  # the entry's finding set, kept
+            bug.minimized = await asyncio.to_thread(_minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl", keep)
 
 
 def bug_script(schedule: Schedule, base: ScriptSchedule) -> str:
@@ -871,7 +872,7 @@ def bug_script(schedule: Schedule, base: ScriptSchedule) -> str:
     return text + f"{SCHEDULE_LINE}{json.dumps(schedule.to_json())}\n"
 
 
-def _minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
+def _minimized(trace: Path, rule_id: str, output: Path, keep: list[str] | None = None) -> Path | None:
     from ..core.writer import write_replacing
     from ..transform.minimize import NothingToMinimize, minimize, write
 
@@ -879,7 +880,7 @@ def _minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
     if rule is None:
         return None
     try:
-        result = minimize(trace, rule)
+        result = minimize(trace, rule, keep=keep)
     except (NothingToMinimize, OSError, ValueError):
         return None
     import io
