@@ -90,3 +90,17 @@ def test_an_injected_answer_alone_is_never_an_entry(tmp_path: Path) -> None:
     main(["analyze", str(tmp_path / "lose-output-correct" / "runs" / "run0001.jsonl"), "-o", str(report)])
     rules = {f["rule"] for t in json.loads(report.read_text(encoding="utf-8"))["traces"] for f in t["findings"]}
     assert not rules & {"RT104", "RT111"}, rules
+
+
+def test_a_hunt_trace_replayed_against_the_fake_shows_its_finding_again(tmp_path: Path) -> None:
+    """`rtrace replay` injects the faults of the trace's header: the turn the close cut is lost again."""
+    from rtrace.net.replay import ReplayOptions, replay
+
+    schedule = tmp_path / "cut.toml"
+    cut = [{"kind": "close", "moment": "sent", "target": "response.created", "value": 1011, "k": 1}]
+    schedule.write_text(f"# rtrace-schedule: {json.dumps({'seed': 0, 'faults': cut})}\n", encoding="utf-8")
+    bugs = hunt(tmp_path, "hang", 1, "--schedule", str(schedule))
+    assert [b["rule"] for b in bugs] == ["RT126"]
+    result = replay(str(tmp_path / "hang" / "runs" / "run0001.jsonl"), ReplayOptions())
+    assert "injected by the fake" in result.faults
+    assert result.replay_report is not None and "RT126" in {f.rule for f in result.replay_report.findings}
