@@ -13,6 +13,7 @@ import dataclasses
 import html
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -215,26 +216,69 @@ def render_markdown(result: HuntResult) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _text_block(text: str, limit: int = 8000) -> str:
+    """Multi-line text for a `<pre>`: each line shown (control characters escaped), the newlines kept."""
+    return html.escape("\n".join(shown(line, limit) for line in text[:limit].splitlines()))
+
+
+def trace_page(path: Path) -> str | None:
+    """The page `rtrace report` writes of one trace (its timeline, both conversations, the findings), or None
+    when it cannot be read."""
+    from ..engine.fold import Report
+    from ..report import html as report_html
+    from ..rules.base import Config
+
+    try:
+        trace, data = report_html.analyze(str(path), Config(), RULES)
+    except Exception:  # noqa: BLE001 - a page less, never a report less
+        return None
+    if trace.unreadable:
+        return None
+    return report_html.render(Report([trace], Config(), RULES), data=[data])
+
+
 def render_html(result: HuntResult) -> str:
+    """One self-contained page: each entry with its sentence, schedule, rate and fix, and the page `rtrace
+    report` makes of its minimized trace embedded (an `iframe` whose `srcdoc` holds it whole: no link to a local
+    path, no other file)."""
     e = html.escape
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>rtrace hunt</title>",
-             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f4f4f4;"
-             "padding:.5em;overflow:auto}.error{color:#b00}.warning{color:#a60}</style></head><body>",
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'><title>rtrace hunt</title>",
+             "<style>body{font-family:sans-serif;max-width:72em;margin:2em auto}pre{background:#f4f4f4;"
+             "padding:.5em;overflow:auto}.error{color:#b00}.warning{color:#a60}"
+             "iframe{width:100%;height:40em;border:1px solid #ccc}</style></head><body>",
              f"<h1>rtrace hunt: {len(result.bugs)} bug{'s' if len(result.bugs) != 1 else ''}</h1>",
              f"<p><code>{e(shown(' '.join(result.command), 4096))}</code> · seed {result.options.seed} · "
              f"{len(result.runs)} runs · stopped: {e(result.stopped)}</p>"]  # fmt: skip
     for n, bug in enumerate(result.bugs, 1):
         parts.append(f"<h2 class='{e(bug.severity)}'>Bug {n}: {e(shown(_rule_title(bug)))} ({e(bug.severity)})</h2>")
-        parts.append(f"<p>{e(shown(bug.message))}</p><ul>")
-        parts.append(f"<li>about: {e(shown(bug.key.text()))}</li>")
+        parts.append(f"<p><b>{e(shown(bug.sentence or bug.message))}</b></p><ul>")
+        about = bug.cause.text() if bug.cause is not None else bug.key.text()
+        parts.append(f"<li>about: {e(shown(about))}</li><li>seen: {e(shown(bug.message))}</li>")
         parts.append(f"<li>rules: {e(shown(', '.join(f'{r} {s}' for r, s in bug.rules)))}</li>")
         parts.append(f"<li>minimal schedule: {e(shown(bug.schedule.describe()))}</li>")
-        parts.append(f"<li>reproduced: {rate(bug)} runs</li>")
-        where = shown(str(bug.minimized or bug.trace or "-"))
-        parts.append(f"<li>minimized trace: <code>{e(where)}</code></li></ul>")
+        if bug.seen_under:
+            parts.append(f"<li>under each of: {e(shown('; '.join(bug.seen_under), 8000))}</li>")
+        if bug.variants:
+            parts.append(f"<li>also under: {e(shown('; '.join(bug.variants), 8000))}</li>")
+        if bug.ended_early is not None:
+            parts.append(f"<li>ended early: quiet {e(format_duration(round(bug.ended_early, 1)))} after the fault</li>")
+        parts.append(f"<li>reproduced: {rate(bug)} runs</li></ul>")
         parts.append(f"<p>{e(shown(bug.explanation, 8000))}</p><p><b>Fix</b>: {e(shown(bug.fix, 4000))}</p>")
-        parts.append(f"<pre>{e(shown(bug.schedule.script_toml(), 8000))}</pre>")
+        parts.append(f"<p>Its script (<code>rtrace serve --script</code> runs it):</p><pre>"
+                     f"{_text_block(bug.schedule.script_toml())}</pre>")  # fmt: skip
         parts.append(f"<p>Reproduce:</p><pre>{e(shown(bug.command, 8000))}</pre>")
+        page = trace_page(bug.minimized) if bug.minimized is not None else None
+        if page is None and bug.trace is not None:
+            page = trace_page(bug.trace)
+        if page is not None:
+            what = "minimized trace" if bug.minimized is not None else "trace"
+            parts.append(f"<p>Its {what}, as <code>rtrace report</code> shows it:</p>")
+            parts.append(f"<iframe title='bug {n}' sandbox='allow-scripts' srcdoc=\"{e(page, quote=True)}\">"
+                         "</iframe>")  # fmt: skip
+    if result.left_out:
+        parts.append(f"<h2>Seen and not reported (over --max-bugs {result.options.max_bugs})</h2><ul>")
+        parts += [f"<li>{e(shown(line, 4000))}</li>" for line in result.left_out]
+        parts.append("</ul>")
     if result.clean is not None:
         found = ", ".join(f"{f.rule} {f.slug}" for f in result.clean.findings) or "no finding"
         parts.append(f"<h2>Clean run (baseline)</h2><p>{e(result.clean.how())}: {e(found)}</p>")
