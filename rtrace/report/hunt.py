@@ -230,7 +230,7 @@ def trace_page(path: Path) -> str | None:
 
     try:
         trace, data = report_html.analyze(str(path), Config(), RULES)
-    except Exception:  # noqa: BLE001 - a page less, never a report less
+    except Exception:
         return None
     if trace.unreadable:
         return None
