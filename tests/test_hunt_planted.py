@@ -104,3 +104,23 @@ def test_a_hunt_trace_replayed_against_the_fake_shows_its_finding_again(tmp_path
     result = replay(str(tmp_path / "hang" / "runs" / "run0001.jsonl"), ReplayOptions())
     assert "injected by the fake" in result.faults
     assert result.replay_report is not None and "RT126" in {f.rule for f in result.replay_report.findings}
+
+
+def test_each_entry_carries_a_regression_test_that_fails_while_the_bug_is_there(tmp_path: Path) -> None:
+    """`bug-N_test.py` (the plugin's fixture, the entry's script): red on the client with the bug, green on the
+    fixed one (the same command with `--correct`)."""
+    import subprocess
+
+    (bug,) = hunt(tmp_path, "give-up", 8)
+    test = Path(bug["regression_test"])
+    assert test.name == "bug-1_test.py" and test.with_name("bug-1.toml").exists()
+
+    def pytest_on(path: Path) -> int:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
+                              cwd=path.parent, capture_output=True, text=True, timeout=120)  # fmt: skip
+        return done.returncode
+
+    assert pytest_on(test) == 1  # the bug is there
+    fixed = test.with_name("bug-1_fixed_test.py")
+    fixed.write_text(test.read_text(encoding="utf-8").replace("'give-up']", "'give-up', '--correct']"))
+    assert pytest_on(fixed) == 0

@@ -314,3 +314,62 @@ def sentence(cause: Cause, title: str, rules: Iterable[str] = ()) -> str:
     said += [f"the client {reaction}"] if cause.reaction != "continued" else []
     how = f" ({'; '.join(said)})" if said else ""
     return f"{title[:1].upper()}{title[1:].rstrip('.')}{how}."
+
+
+# -- the regression test of an entry ---------------------------------------------------------------------------
+
+
+def marker_options(serve_args: Sequence[str]) -> dict[str, Any]:
+    """The `@pytest.mark.rtrace` options of a schedule's `serve` flags (`Schedule.serve_args`: `--latency 50ms`,
+    `--latency TYPE=120ms`, `--jitter ...`, `--seed N`), by field: latencies and jitters as lists, the seed as is."""
+    out: dict[str, Any] = {}
+    for flag, value in zip(serve_args[::2], serve_args[1::2], strict=False):
+        field = flag.lstrip("-").replace("-", "_")
+        if field == "seed":
+            out[field] = int(value)
+        else:
+            out.setdefault(field, []).append(value)
+    return out
+
+
+def regression_test(
+    n: int, sentence_text: str, rules: Sequence[str], script: str, serve_args: Sequence[str], command: Sequence[str],
+    timeout: float,
+) -> str:  # fmt: skip
+    """`bug-N_test.py`: a pytest test that runs `command` (the hunt's) against the `rtrace_server` fixture with the
+    entry's script (`script`, beside the test) and flags, and fails while the client shows one of the entry's
+    `rules` (its failure to survive: a non-zero exit), passing once the bug is fixed. For the client's own suite."""
+    options = {"script": script, "fail_on": "never", **marker_options(serve_args)}
+    marker = ", ".join(f"{k}={v!r}" for k, v in options.items())
+    judged = sorted(r for r in rules if r != SURVIVAL)
+    return f'''"""Regression test of `rtrace hunt`'s bug {n}: {sentence_text}
+
+Runs the hunt's command against rtrace's fake endpoint with the bug's schedule ({script}, beside this file) and
+fails while the client shows it again ({", ".join([*judged, *([SURVIVAL] if SURVIVAL in rules else [])])}).
+Drop both files into the client's test suite (`pip install rtrace-cli`: the `rtrace_server` fixture); adjust
+COMMAND to run from there.
+"""
+
+import os
+import subprocess
+
+import pytest
+
+COMMAND = {list(command)!r}
+RULES = {set(judged)!r}
+TIMEOUT = {timeout!r}
+
+
+@pytest.mark.rtrace({marker})
+def test_bug_{n}_is_fixed(rtrace_server):
+    env = {{**os.environ, **rtrace_server.env, "RTRACE_HUNT": "1"}}  # a pytest COMMAND uses this server
+    try:
+        done = subprocess.run(COMMAND, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        code, tail = done.returncode, (done.stdout + done.stderr).strip().splitlines()[-5:]
+    except subprocess.TimeoutExpired:
+        code, tail = None, [f"still running after {{TIMEOUT}} s"]
+    rtrace_server.close()
+    seen = sorted({{f.rule for f in rtrace_server.findings}} & RULES)
+    assert not seen, f"the client still shows bug {n} ({{', '.join(seen)}}); trace: {{rtrace_server.trace}}"
+    assert code == 0, f"the client did not survive the fault (exit {{code}}): " + " | ".join(tail)
+'''

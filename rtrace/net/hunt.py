@@ -55,6 +55,7 @@ from .bugs import (
     first_note,
     point_of,
     reaction_of,
+    regression_test,
     sentence,
 )
 from .bugs import injected as injected_answers
@@ -203,6 +204,8 @@ class Bug:
     seen_under: list[str] = dataclasses.field(default_factory=list)
     #: Seconds of quiet after the fault after which the run was ended early (`Run.ended_early`), when it was.
     ended_early: float | None = None
+    #: Its regression test (`bug-N_test.py`, beside its script): fails while the bug is there.
+    test: Path | None = None
 
     def __post_init__(self) -> None:
         self.rules = self.rules or [(self.key.rule, self.slug)]
@@ -855,6 +858,12 @@ async def _finish(hunt: Hunt, bugs: list[Bug]) -> None:
         script.write_text(text, encoding="utf-8")
         bug.script = script
         bug.command = hunt.target.reproduce(script, bug.schedule, hunt.options.repro_runs)
+        command = getattr(hunt.target, "command", None)  # the user's command: a regression test runs it again
+        if command:
+            test = regression_test(n, bug.sentence or bug.message, [r for r, _ in bug.rules], script.name,
+                                   bug.schedule.serve_args(), command, hunt.options.timeout)  # fmt: skip
+            bug.test = out / f"bug-{n}_test.py"
+            bug.test.write_text(test, encoding="utf-8")
         if bug.rule != SURVIVAL and bug.trace is not None:
             keep = [rule for rule, _ in bug.rules if rule != SURVIVAL]  # the entry's finding set, kept
             bug.minimized = await asyncio.to_thread(_minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl", keep)

@@ -98,6 +98,8 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         say(f"  fix: {bug.fix}")
         if bug.script is not None:
             say(f"  script: {bug.script}")
+        if bug.test is not None:
+            say(f"  regression test: {bug.test} (pytest; fails while the bug is there)")
         if bug.minimized is not None:
             say(f"  minimized trace: {bug.minimized}")
         elif bug.trace is not None:
@@ -150,6 +152,7 @@ def bug_json(bug: Bug) -> dict[str, Any]:
         "script_path": str(bug.script) if bug.script else None,
         "trace": str(bug.trace) if bug.trace else None,
         "minimized_trace": str(bug.minimized) if bug.minimized else None,
+        "regression_test": str(bug.test) if bug.test else None,
         "command": bug.command,
     }
 
