@@ -12,13 +12,18 @@ the result, the progress it is told of.
    port, until `budget` seconds or `runs` runs are spent. A run's signals (its bug keys, its rules, the client's
    reaction to the first fault) feed the random phase in batch order, so one seed and one `jobs` draw the same
    schedules.
-3. **The bugs**: candidates by (rule, items, faults that acted); for each, the cheapest schedule that showed it
-   is shrunk (`schedule.shrink`; each candidate is re-run up to `shrink_runs` times: a flaky reproduction counts
-   once it shows), its reproduction rate taken over `repro_runs` runs, and one reproducing trace minimized
+3. **The bugs**: candidates by cause (`rtrace.net.bugs`: the defect, the items, the point of the surface where the
+   fault acted, the client's reaction; a client that gave up on a connection fault is one candidate wherever it
+   was), the data-losing ones first (`max_bugs` never cuts one for a survival candidate; what it cuts is
+   `HuntResult.left_out`); for each, the cheapest schedule that showed it is shrunk (`schedule.shrink`; each
+   candidate is re-run up to `shrink_runs` times: a flaky reproduction counts once it shows), its reproduction rate
+   taken over `repro_runs` runs, and one reproducing trace minimized keeping the entry's findings
    (`rtrace.transform.minimize`). Where that does not reproduce it reliably, the next schedules that showed the
-   finding are tried too (a race the clean run showed by chance, and a latency shows every time). Bugs whose shrunk
-   keys agree are one. A finding that reproduces in no re-run is kept apart (`HuntResult.unconfirmed`), never
-   reported as a bug.
+   finding are tried too (a race the clean run showed by chance, and a latency shows every time). Bugs of one
+   cause are one entry (`by_cause`), with a sentence of what the client did wrong and a regression test
+   (`bug-N_test.py`). A finding that reproduces in no re-run is kept apart (`HuntResult.unconfirmed`), never
+   reported as a bug. A finding made certain by an answer a fault injected, or about what it refused
+   (`bugs.echoed_with`), is no bug.
 4. **The client did not survive**: a run whose command exits non-zero, dies of a signal or outlives `timeout`
    is a finding of its own kind (`schedule.SURVIVAL`), shrunk and re-run the same way.
 
