@@ -82,7 +82,9 @@ class TurnNeverCompleted(Rule[Config]):
 
     @on(ChangeSent, after=[Reconnected])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
-        self.restoring.add(fact.change.conn)
+        conn = state.conns.get(fact.change.conn)
+        if conn is not None and conn.replaces is not None:  # a connection that replaced another: restoring it
+            self.restoring.add(conn.n)
         if fact.change.kind == "response.create":
             self._asked(fact.change.conn)
 
