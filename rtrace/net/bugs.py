@@ -26,9 +26,10 @@ ANSWERING = frozenset({"error", "fail", "rate_limit", "cancel", "expire", "barge
 DATA_LOSS = frozenset({
     "RT101", "RT102", "RT103", "RT104", "RT105", "RT106", "RT107", "RT108", "RT113", "RT122", "RT124", "RT126",
 })  # fmt: skip
-#: Rules that say "the client gave up on the connection": one cause with the client's failure to survive a fault
-#: it gave up on.
-GAVE_UP_RULES = frozenset({"RT103", "RT122", "RT127"})
+#: Rules that say "the client gave up on the connection" when it did (what was pending at the close never asked
+#: again: a call unanswered, a generation cut, a failed response not retried, changes lost, no reconnect): one cause
+#: with the client's failure to survive a fault it gave up on.
+GAVE_UP_RULES = frozenset({"RT103", "RT107", "RT108", "RT122", "RT127"})
 #: The id of the client's failure to survive a fault (`rtrace.net.schedule.SURVIVAL`, repeated: this floor's own).
 SURVIVAL = "client-did-not-survive"
 #: The points of the client's surface where a fault acts, in the order of a session.
