@@ -334,9 +334,9 @@ def records_of(trace: Path) -> list[dict[str, Any]]:
 #: Rules whose finding restates a fault the schedule injected - an `error` the server sent (or the real server's
 #: `response_cancel_not_active` to a client cancelling the response the server already cancelled, on a barge-in or
 #: its own cancel: livekit 1.8.9 sends `response.cancel` on `speech_started`), a session that expired, a response
-#: the server's close (or expiry) cut (RT107 as a warning: the wire cannot show whether the client closed its generation; as an
-#: error it is the client's) - with the kinds of fault it restates and the severity it has then: not a bug of the
-#: client when the schedule has that kind of fault.
+#: the server's close or expiry cut (RT107 as a warning: the wire cannot show whether the client closed its
+#: generation; as an error it is the client's) - with the kinds of fault it restates and the severity it has then:
+#: not a bug of the client when the schedule has that kind of fault.
 FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
     "RT112": (frozenset({"error", "barge_in", "cancel"}), None),
     "RT119": (frozenset({"expire"}), None),
