@@ -1751,47 +1751,26 @@ def _() -> TraceBuilder:
     return b
 
 
-def fault_close(b: TraceBuilder, code: int) -> None:
+def fault_close(code: int, reconnect: bool = False) -> TraceBuilder:
+    """A user message, then a script fault's close with `code` (its note before it); a reconnect after it or not."""
+    b = TraceBuilder()
+    b.open()
     msg = user_msg("item_u1", "hi")
     b.create(msg, prev="root")
     b.added(msg, None)
     b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "close"})
     b.close(code, dt=0.001)
-
-
-@scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-1011")
-def _() -> TraceBuilder:
-    b = TraceBuilder()
-    b.open()
-    fault_close(b, 1011)
+    if reconnect:
+        reconnect_replay(b, 2, with_call=False)
+        b.close(dt=1.0)
     return b
 
 
-@scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-a-drop")
-def _() -> TraceBuilder:
-    b = TraceBuilder()
-    b.open()
-    fault_close(b, 1006)
-    return b
-
-
-@scenario("no-reconnect-after-abnormal-close/negative-reconnected")
-def _() -> TraceBuilder:
-    b = TraceBuilder()
-    b.open()
-    fault_close(b, 1011)
-    reconnect_replay(b, 2, with_call=False)
-    b.close(dt=1.0)
-    return b
-
-
-@scenario("no-reconnect-after-abnormal-close/negative-normal-close")
-def _() -> TraceBuilder:
-    """A fault's close 1000 ends the session normally: no reason to come back."""
-    b = TraceBuilder()
-    b.open()
-    fault_close(b, 1000)
-    return b
+scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-1011")(lambda: fault_close(1011))
+scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-a-drop")(lambda: fault_close(1006))
+scenario("no-reconnect-after-abnormal-close/negative-reconnected")(lambda: fault_close(1011, reconnect=True))
+# a fault's close 1000 ends the session normally: no reason to come back
+scenario("no-reconnect-after-abnormal-close/negative-normal-close")(lambda: fault_close(1000))
 
 
 @scenario("no-reconnect-after-abnormal-close/negative-real-server-close")
