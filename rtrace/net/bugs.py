@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
+from ..rules import RULES
 from ..rules.base import Finding
+from .schedule import SURVIVAL, BugKey, Schedule
+from .script import Schedule as ScriptSchedule
+
+#: What a finding is about (`BugKey.finding`): its rule and the kinds of its items.
+About = tuple[str, tuple[str, ...]]
 
 #: Server events that answer for the fault after its `fault.injected` note: the injected answer ends with the first.
 ANSWERS = frozenset({"error", "response.done", "conversation.item.input_audio_transcription.failed"})
@@ -30,8 +37,6 @@ DATA_LOSS = frozenset({
 #: again: a call unanswered, a generation cut, a failed response not retried, changes lost, no reconnect): one cause
 #: with the client's failure to survive a fault it gave up on.
 GAVE_UP_RULES = frozenset({"RT103", "RT107", "RT108", "RT122", "RT127"})
-#: The id of the client's failure to survive a fault (`rtrace.net.schedule.SURVIVAL`, repeated: this floor's own).
-SURVIVAL = "client-did-not-survive"
 #: The points of the client's surface where a fault acts, in the order of a session.
 POINTS = ("handshake", "user turn", "in-flight response", "tool call", "after the turn")
 
@@ -93,11 +98,6 @@ def injected(records: Sequence[dict[str, Any]]) -> Injected:
             if _event(later).get("type") in ANSWERS:
                 break
     return out
-
-
-def injected_lines(records: Sequence[dict[str, Any]]) -> set[int]:
-    """The lines of the answers faults injected (`injected`)."""
-    return injected(records).lines
 
 
 def rests_on_injected(finding: Finding, injected_at: set[int]) -> bool:
@@ -374,3 +374,197 @@ def test_bug_{n}_is_fixed(rtrace_server):
     assert not seen, f"the client still shows bug {n} ({{', '.join(seen)}}); trace: {{rtrace_server.trace}}"
     assert code == 0, f"the client did not survive the fault (exit {{code}}): " + " | ".join(tail)
 '''
+
+
+# -- entries -------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Bug:
+    """One distinct bug: its key, the finding as first seen, the schedule it was found with and the shrunk one,
+    the reproduction rate of the shrunk one, its traces and the command that reproduces it."""
+
+    key: BugKey
+    severity: str
+    slug: str
+    message: str
+    explanation: str
+    fix: str
+    found: Schedule
+    schedule: Schedule
+    hits: int
+    tries: int
+    #: A trace of a run of `schedule` that reproduced it, its minimized form (None: a survival finding, or
+    #: minimizing failed), the script of `schedule`.
+    trace: Path | None = None
+    minimized: Path | None = None
+    script: Path | None = None
+    command: str = ""
+    #: Runs spent shrinking.
+    shrink_runs: int = 0
+    #: How the command ended (survival findings), else "".
+    how: str = ""
+    #: The other findings of the defect, `RULE slug` each: linked to this one (`schedule.linked`) in every run
+    #: that reproduced it - one bug seen by several rules, reported once.
+    also: list[str] = dataclasses.field(default_factory=list)
+    #: Every rule of the bug, (id, slug), its own first.
+    rules: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: What its findings are about (its own and `also`'s).
+    covers: set[About] = dataclasses.field(default_factory=set)
+    #: (hits, runs) of the clean schedule when it reproduced the bug too: no fault is needed (a race).
+    without_fault: tuple[int, int] | None = None
+    #: The other schedules it was confirmed under, with their rates (bugs merged into this one).
+    variants: list[str] = dataclasses.field(default_factory=list)
+    #: What the entry is about (`bugs.Cause`: the defect, where the fault acted, what the client did) and what the
+    #: client did wrong, in one sentence.
+    cause: Cause | None = None
+    sentence: str = ""
+    #: The faults the search saw this cause under (a client that gives up on every connection fault: one entry).
+    seen_under: list[str] = dataclasses.field(default_factory=list)
+    #: Seconds of quiet after the fault after which the run was ended early (`Run.ended_early`), when it was.
+    ended_early: float | None = None
+    #: Its regression test (`bug-N_test.py`, beside its script): fails while the bug is there.
+    test: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.rules = self.rules or [(self.key.rule, self.slug)]
+        self.covers = self.covers or {self.key.finding}
+
+    @property
+    def rule(self) -> str:
+        return self.key.rule
+
+    @property
+    def rate(self) -> float:
+        return self.hits / self.tries if self.tries else 0.0
+
+    @property
+    def reproduced(self) -> bool:
+        return self.hits > 0
+
+
+#: The candidate id of every finding of a client that gave up on the connection (`cause_of`).
+GAVE_UP = ("gave up",)
+
+
+def candidate_id(key: BugKey) -> tuple[Any, ...]:
+    """What one candidate of the search stands for: a cause (`cause_of`) - a client that gave up is one
+    wherever the fault acted; any other finding its rule, items, faults, point and reaction."""
+    if cause_of(key.rule, key.items, key.point, key.reaction, key.faults).family == "gave up":
+        return GAVE_UP
+    return (key.rule, key.items, key.faults, key.point, key.reaction)
+
+
+def gave_up_rank(key: BugKey) -> int:
+    """Which finding names a client that gave up: its failure to survive, then its never coming back."""
+    return {SURVIVAL: 0, "RT127": 1}.get(key.rule, 2)
+
+
+def ranked_rules(key: BugKey) -> list[str]:
+    """The rules an entry is ranked by: a client that gave up ranks as its failure to survive, not as data lost."""
+    return [SURVIVAL] if candidate_id(key) == GAVE_UP else [key.rule]
+
+
+def by_cause(bugs: list[Bug]) -> list[Bug]:
+    """One entry per cause (`Bug.cause`), in the order of `bugs.entry_rank` (data lost first): a bug of a cause
+    already listed joins it (its schedule under `variants`, its rules under `also`); the client's failure to
+    survive joins the finding of the same point and reaction (it is how that defect ended the run: a turn left
+    hung, then the test's deadline), else it is an entry of its own."""
+    out: dict[Any, Bug] = {}
+    failures = [b for b in bugs if b.rule == SURVIVAL and b.cause is not None and b.cause.family != "gave up"]
+    for bug in [b for b in bugs if b not in failures] + failures:
+        cause = bug.cause or bug.key
+        if bug in failures and bug.cause is not None:
+            cause = next((c for c in out if isinstance(c, Cause) and c.family != "gave up"
+                          and (c.point, c.reaction) == (bug.cause.point, bug.cause.reaction)), cause)  # fmt: skip
+        keeper = out.setdefault(cause, bug)
+        if keeper is bug:
+            continue
+        if bug.rule == SURVIVAL and SURVIVAL not in {r for r, _ in keeper.rules}:
+            keeper.rules.append((SURVIVAL, SURVIVAL))
+            keeper.also.append(f"{SURVIVAL} ({bug.how})")
+        variant = f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})"
+        if bug.schedule != keeper.schedule and variant not in keeper.variants:
+            keeper.variants.append(variant)
+        for rule, slug in bug.rules:
+            if (rule, slug) not in keeper.rules:
+                keeper.rules.append((rule, slug))
+                keeper.also.append(f"{rule} {slug}")
+        keeper.covers |= bug.covers
+    for keeper in out.values():  # what the client did wrong, with what all of its rules say it lost
+        if keeper.cause is not None:
+            title = next((r.title for r in RULES if r.id == keeper.rule), keeper.message)
+            keeper.sentence = sentence(keeper.cause, title, [r for r, _ in keeper.rules])
+    return sorted(out.values(), key=lambda b: entry_rank(ranked_rules(b.key), b.severity, b.schedule.cost))
+
+
+# -- what restates a fault, which finding names a defect, merging ------------------------------------------
+
+
+#: Rules whose finding restates a fault the schedule injected - an `error` the server sent (or the real server's
+#: `response_cancel_not_active` to a client cancelling the response the server already cancelled, on a barge-in or
+#: its own cancel: livekit 1.8.9 sends `response.cancel` on `speech_started`), a session that expired, a response
+#: the server's close or expiry cut (RT107 as a warning: the wire cannot show whether the client closed its
+#: generation; as an error it is the client's) - with the kinds of fault it restates and the severity it has then:
+#: not a bug of the client when the schedule has that kind of fault.
+FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
+    "RT112": (frozenset({"error", "barge_in", "cancel"}), None),
+    "RT119": (frozenset({"expire"}), None),
+    "RT107": (frozenset({"close", "drop", "expire"}), "warning"),
+}
+
+
+def injected_kinds(schedule: Schedule, base: ScriptSchedule) -> set[str]:
+    """The kinds of fault a run injects: its schedule's, and those the turns of the user's script inject (an
+    `error` it answers with, a `close`, a `fail`ed response, an `expire`): what `echoes` forgives."""
+    kinds: set[str] = {f.kind for f in schedule.faults}
+    for turn in base.turns:
+        kinds |= {kind for kind, value in (("error", turn.error), ("close", turn.close), ("fail", turn.fail),
+                                           ("expire", turn.expire)) if value is not None}  # fmt: skip
+    return kinds
+
+
+def echoes(finding: Finding, injected: set[str]) -> bool:
+    """Whether `finding` only restates a fault of a kind in `injected` (`FAULT_ECHOES`)."""
+    kinds, severity = FAULT_ECHOES.get(finding.rule, (frozenset(), None))
+    return bool(kinds & injected) and severity in (None, finding.severity)
+
+
+def primary_order(finding: Finding) -> tuple[int, int, int, str]:
+    """Which finding of a defect names it: the most severe, then the one whose evidence starts first (its first
+    witness line: the cause, whose story the others continue - a deleted output goes back to its call, the stale
+    delete that deleted it only to the delete), then the one certain first, then the lowest rule id."""
+    first = min(finding.lines) if finding.lines else finding.at_line
+    return (severity_rank(finding.severity), first, finding.at_line, finding.rule)
+
+
+def bug_order(bug: Bug) -> tuple[Any, ...]:
+    return (severity_rank(bug.severity), bug.rule == SURVIVAL, bug.rule, bug.schedule.cost, bug.key)
+
+
+def merged(bugs: list[Bug]) -> list[Bug]:
+    """One entry per key, the most severe first: a bug found again with another schedule that shrank to the same,
+    or a candidate whose finding came in every reproducing run with a finding that names its defect better (a
+    stale delete with the output it deleted: `_bug_of` keys it by that one), joins the first; its rules join it.
+    A finding that some bug reproduced with no fault at all is one bug whatever the faults it was found under
+    (the fault acted, but is not what causes it: livekit-agents 1.8.8's race shows on a connection a close
+    replaced as on the first); the other schedules are listed with it (`variants`)."""
+    faultless = {b.key.finding for b in bugs if b.without_fault or b.schedule.clean}
+    out: dict[Any, Bug] = {}
+    for bug in sorted(bugs, key=bug_order):
+        keeper = out.setdefault(bug.key.finding if bug.key.finding in faultless else bug.key, bug)
+        if keeper is bug:
+            continue
+        if bug.schedule != keeper.schedule:
+            keeper.variants.append(f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})")
+        keeper.without_fault = keeper.without_fault or bug.without_fault
+        for rule, slug in bug.rules:
+            if (rule, slug) not in keeper.rules:
+                keeper.rules.append((rule, slug))
+                keeper.also.append(f"{rule} {slug}")
+        keeper.covers |= bug.covers
+    return list(out.values())
+
+
+def severity_rank(severity: str) -> int:
+    return {"error": 0, "warning": 1, "info": 2}.get(severity, 3)

@@ -6,7 +6,7 @@ the result, the progress it is told of.
 1. **The clean run**: no fault, no latency. Its trace is the client's surface; its findings are the baseline,
    bugs like any other (their schedule: no fault), and a finding of the same rule on the same kind of item under a
    fault may shrink to the clean schedule and be one bug with it. A command that fails its clean run cannot be
-   hunted (`HuntResult.clean_failed`). Findings that restate an injected fault (`FAULT_ECHOES`) are no bug.
+   hunted (`HuntResult.clean_failed`). Findings that restate an injected fault (`bugs.FAULT_ECHOES`) are no bug.
 2. **The search**: the systematic phase (each single fault at each point of the surface once, cheapest first),
    then the random phase (`Generator`), in batches of `jobs` runs at once, each against its own server on its own
    port, until `budget` seconds or `runs` runs are spent. A run's signals (its bug keys, its rules, the client's
@@ -49,16 +49,26 @@ from ..engine.fold import analyze_path
 from ..rules import RULES
 from ..rules.base import Finding
 from .bugs import (
+    GAVE_UP,
     GAVE_UP_FIX,
     SESSION_END_RULES,
-    Cause,
+    About,
+    Bug,
+    by_cause,
+    candidate_id,
     cause_of,
     client_counts,
     completed,
     echoed_with,
+    echoes,
     entry_rank,
     first_note,
+    gave_up_rank,
+    injected_kinds,
+    merged,
     point_of,
+    primary_order,
+    ranked_rules,
     reaction_of,
     regression_test,
     sentence,
@@ -91,8 +101,6 @@ REPRO_RUNS = 10
 MAX_BUGS = 10
 #: The line of a bug's script that holds its schedule as JSON (`load_schedule`).
 SCHEDULE_LINE = "# rtrace-schedule: "
-#: What a finding is about (`BugKey.finding`): its rule and the kinds of its items.
-About = tuple[str, tuple[str, ...]]
 
 
 @dataclasses.dataclass
@@ -163,70 +171,6 @@ class Run:
         out |= {("finding", a) for a in self.about}
         out.add(("reaction", self.reaction))
         return out
-
-
-@dataclasses.dataclass
-class Bug:
-    """One distinct bug: its key, the finding as first seen, the schedule it was found with and the shrunk one,
-    the reproduction rate of the shrunk one, its traces and the command that reproduces it."""
-
-    key: BugKey
-    severity: str
-    slug: str
-    message: str
-    explanation: str
-    fix: str
-    found: Schedule
-    schedule: Schedule
-    hits: int
-    tries: int
-    #: A trace of a run of `schedule` that reproduced it, its minimized form (None: a survival finding, or
-    #: minimizing failed), the script of `schedule`.
-    trace: Path | None = None
-    minimized: Path | None = None
-    script: Path | None = None
-    command: str = ""
-    #: Runs spent shrinking.
-    shrink_runs: int = 0
-    #: How the command ended (survival findings), else "".
-    how: str = ""
-    #: The other findings of the defect, `RULE slug` each: linked to this one (`schedule.linked`) in every run
-    #: that reproduced it - one bug seen by several rules, reported once.
-    also: list[str] = dataclasses.field(default_factory=list)
-    #: Every rule of the bug, (id, slug), its own first.
-    rules: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    #: What its findings are about (its own and `also`'s).
-    covers: set[About] = dataclasses.field(default_factory=set)
-    #: (hits, runs) of the clean schedule when it reproduced the bug too: no fault is needed (a race).
-    without_fault: tuple[int, int] | None = None
-    #: The other schedules it was confirmed under, with their rates (bugs merged into this one).
-    variants: list[str] = dataclasses.field(default_factory=list)
-    #: What the entry is about (`bugs.Cause`: the defect, where the fault acted, what the client did) and what the
-    #: client did wrong, in one sentence.
-    cause: Cause | None = None
-    sentence: str = ""
-    #: The faults the search saw this cause under (a client that gives up on every connection fault: one entry).
-    seen_under: list[str] = dataclasses.field(default_factory=list)
-    #: Seconds of quiet after the fault after which the run was ended early (`Run.ended_early`), when it was.
-    ended_early: float | None = None
-    #: Its regression test (`bug-N_test.py`, beside its script): fails while the bug is there.
-    test: Path | None = None
-
-    def __post_init__(self) -> None:
-        self.rules = self.rules or [(self.key.rule, self.slug)]
-        self.covers = self.covers or {self.key.finding}
-
-    @property
-    def rule(self) -> str:
-        return self.key.rule
-
-    @property
-    def rate(self) -> float:
-        return self.hits / self.tries if self.tries else 0.0
-
-    @property
-    def reproduced(self) -> bool:
-        return self.hits > 0
 
 
 @dataclasses.dataclass
@@ -324,48 +268,11 @@ def records_of(trace: Path) -> list[dict[str, Any]]:
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and "dir" in rec:
-                    rec["line"] = n  # where a finding's lines point (`bugs.injected_lines`)
+                    rec["line"] = n  # where a finding's lines point (`bugs.injected`)
                     out.append(rec)
     except OSError:
         return []
     return out
-
-
-#: Rules whose finding restates a fault the schedule injected - an `error` the server sent (or the real server's
-#: `response_cancel_not_active` to a client cancelling the response the server already cancelled, on a barge-in or
-#: its own cancel: livekit 1.8.9 sends `response.cancel` on `speech_started`), a session that expired, a response
-#: the server's close or expiry cut (RT107 as a warning: the wire cannot show whether the client closed its
-#: generation; as an error it is the client's) - with the kinds of fault it restates and the severity it has then:
-#: not a bug of the client when the schedule has that kind of fault.
-FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
-    "RT112": (frozenset({"error", "barge_in", "cancel"}), None),
-    "RT119": (frozenset({"expire"}), None),
-    "RT107": (frozenset({"close", "drop", "expire"}), "warning"),
-}
-
-
-def injected_kinds(schedule: Schedule, base: ScriptSchedule) -> set[str]:
-    """The kinds of fault a run injects: its schedule's, and those the turns of the user's script inject (an
-    `error` it answers with, a `close`, a `fail`ed response, an `expire`): what `echoes` forgives."""
-    kinds: set[str] = {f.kind for f in schedule.faults}
-    for turn in base.turns:
-        kinds |= {kind for kind, value in (("error", turn.error), ("close", turn.close), ("fail", turn.fail),
-                                           ("expire", turn.expire)) if value is not None}  # fmt: skip
-    return kinds
-
-
-def echoes(finding: Finding, injected: set[str]) -> bool:
-    """Whether `finding` only restates a fault of a kind in `injected` (`FAULT_ECHOES`)."""
-    kinds, severity = FAULT_ECHOES.get(finding.rule, (frozenset(), None))
-    return bool(kinds & injected) and severity in (None, finding.severity)
-
-
-def primary_order(finding: Finding) -> tuple[int, int, int, str]:
-    """Which finding of a defect names it: the most severe, then the one whose evidence starts first (its first
-    witness line: the cause, whose story the others continue - a deleted output goes back to its call, the stale
-    delete that deleted it only to the delete), then the one certain first, then the lowest rule id."""
-    first = min(finding.lines) if finding.lines else finding.at_line
-    return (_severity_rank(finding.severity), first, finding.at_line, finding.rule)
 
 
 def keys_of(
@@ -540,7 +447,7 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
             bug = _bug_of(want, hits, schedule)
             bug.hits, bug.tries = len(hits), len(runs)
             found.append(bug)
-    bugs = by_cause(_merged(found))
+    bugs = by_cause(merged(found))
     await _finish(hunt, bugs)
     return HuntResult([], o, None, Surface(), hunt.runs, bugs, [], hunt.elapsed(), "runs")
 
@@ -603,34 +510,6 @@ def _holds(run: Run, want: About) -> BugKey | None:
     return run.key_of.get(want) or next((k for k in run.keys if k.finding == want), None)
 
 
-def _bug_order(bug: Bug) -> tuple[Any, ...]:
-    return (_severity_rank(bug.severity), bug.rule == SURVIVAL, bug.rule, bug.schedule.cost, bug.key)
-
-
-def _merged(bugs: list[Bug]) -> list[Bug]:
-    """One entry per key, the most severe first: a bug found again with another schedule that shrank to the same,
-    or a candidate whose finding came in every reproducing run with a finding that names its defect better (a
-    stale delete with the output it deleted: `_bug_of` keys it by that one), joins the first; its rules join it.
-    A finding that some bug reproduced with no fault at all is one bug whatever the faults it was found under
-    (the fault acted, but is not what causes it: livekit-agents 1.8.8's race shows on a connection a close
-    replaced as on the first); the other schedules are listed with it (`variants`)."""
-    faultless = {b.key.finding for b in bugs if b.without_fault or b.schedule.clean}
-    out: dict[Any, Bug] = {}
-    for bug in sorted(bugs, key=_bug_order):
-        keeper = out.setdefault(bug.key.finding if bug.key.finding in faultless else bug.key, bug)
-        if keeper is bug:
-            continue
-        if bug.schedule != keeper.schedule:
-            keeper.variants.append(f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})")
-        keeper.without_fault = keeper.without_fault or bug.without_fault
-        for rule, slug in bug.rules:
-            if (rule, slug) not in keeper.rules:
-                keeper.rules.append((rule, slug))
-                keeper.also.append(f"{rule} {slug}")
-        keeper.covers |= bug.covers
-    return list(out.values())
-
-
 async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug]]:
     """Shrink, re-run and minimize each candidate bug (see the module docstring), `jobs` runs at once across
     them; when there are more than `max_bugs`, each finding once first (the most severe first), then the same
@@ -644,7 +523,7 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     gave_up_rules: dict[str, str] = {}  # and the rules that said so
     for run in sorted(searched, key=lambda r: (r.schedule.cost, r.index)):
         for key in _findings_first(run.keys):
-            cid = _candidate_id(key)
+            cid = candidate_id(key)
             if cid == GAVE_UP:
                 gave_up.setdefault(run.schedule.describe())
             held = first.get(cid)
@@ -653,10 +532,10 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
             if cid == GAVE_UP:
                 finding = _finding_of(run, key)
                 gave_up_rules.setdefault(key.rule, finding.slug if finding is not None else SURVIVAL)
-            if held is None or (cid == GAVE_UP and _gave_up_rank(key) < _gave_up_rank(held[0])):
+            if held is None or (cid == GAVE_UP and gave_up_rank(key) < gave_up_rank(held[0])):
                 first[cid] = (key, run, _finding_of(run, key))
     # data lost first (a cap never hides a loss behind a survival entry), then by severity, the failure after
-    ranked = sorted(first.values(), key=lambda c: (*entry_rank(_rules_of(c[0]), c[2].severity if c[2] else "error"),
+    ranked = sorted(first.values(), key=lambda c: (*entry_rank(ranked_rules(c[0]), c[2].severity if c[2] else "error"),
                                                    c[1].schedule.cost, c[1].index))  # fmt: skip
     # each finding once before any finding again under other faults (often one race the faults only moved: a
     # finding `_merged` may make one bug): the cap keeps distinct findings, not variants of the first one
@@ -693,7 +572,7 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
 
     outcomes = await asyncio.gather(*(confirm(key, run) for key, run, _ in ranked[: o.max_bugs]))
     unconfirmed = [bug for bug in outcomes if not bug.reproduced]
-    bugs = by_cause(_merged([bug for bug in outcomes if bug.reproduced]))
+    bugs = by_cause(merged([bug for bug in outcomes if bug.reproduced]))
     for bug in bugs:
         if bug.cause is not None and bug.cause.family == "gave up":
             bug.seen_under = list(gave_up)
@@ -706,61 +585,6 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
                      for key, run, _ in ranked[o.max_bugs :] if _candidate_of(key) not in listed]  # fmt: skip
     await _finish(hunt, bugs)
     return bugs, unconfirmed
-
-
-#: The candidate id of every finding of a client that gave up on the connection (`bugs.cause_of`).
-GAVE_UP = ("gave up",)
-
-
-def _candidate_id(key: BugKey) -> tuple[Any, ...]:
-    """What one candidate of the search stands for: a cause (`bugs.cause_of`) - a client that gave up is one
-    wherever the fault acted; any other finding its rule, items, faults, point and reaction."""
-    if cause_of(key.rule, key.items, key.point, key.reaction, key.faults).family == "gave up":
-        return GAVE_UP
-    return (key.rule, key.items, key.faults, key.point, key.reaction)
-
-
-def _gave_up_rank(key: BugKey) -> int:
-    """Which finding names a client that gave up: its failure to survive, then its never coming back."""
-    return {SURVIVAL: 0, "RT127": 1}.get(key.rule, 2)
-
-
-def _rules_of(key: BugKey) -> list[str]:
-    """The rules an entry is ranked by: a client that gave up ranks as its failure to survive, not as data lost."""
-    return [SURVIVAL] if _candidate_id(key) == GAVE_UP else [key.rule]
-
-
-def by_cause(bugs: list[Bug]) -> list[Bug]:
-    """One entry per cause (`Bug.cause`), in the order of `bugs.entry_rank` (data lost first): a bug of a cause
-    already listed joins it (its schedule under `variants`, its rules under `also`); the client's failure to
-    survive joins the finding of the same point and reaction (it is how that defect ended the run: a turn left
-    hung, then the test's deadline), else it is an entry of its own."""
-    out: dict[Any, Bug] = {}
-    failures = [b for b in bugs if b.rule == SURVIVAL and b.cause is not None and b.cause.family != "gave up"]
-    for bug in [b for b in bugs if b not in failures] + failures:
-        cause = bug.cause or bug.key
-        if bug in failures and bug.cause is not None:
-            cause = next((c for c in out if isinstance(c, Cause) and c.family != "gave up"
-                          and (c.point, c.reaction) == (bug.cause.point, bug.cause.reaction)), cause)  # fmt: skip
-        keeper = out.setdefault(cause, bug)
-        if keeper is bug:
-            continue
-        if bug.rule == SURVIVAL and SURVIVAL not in {r for r, _ in keeper.rules}:
-            keeper.rules.append((SURVIVAL, SURVIVAL))
-            keeper.also.append(f"{SURVIVAL} ({bug.how})")
-        variant = f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})"
-        if bug.schedule != keeper.schedule and variant not in keeper.variants:
-            keeper.variants.append(variant)
-        for rule, slug in bug.rules:
-            if (rule, slug) not in keeper.rules:
-                keeper.rules.append((rule, slug))
-                keeper.also.append(f"{rule} {slug}")
-        keeper.covers |= bug.covers
-    for keeper in out.values():  # what the client did wrong, with what all of its rules say it lost
-        if keeper.cause is not None:
-            title = next((r.title for r in RULES if r.id == keeper.rule), keeper.message)
-            keeper.sentence = sentence(keeper.cause, title, [r for r, _ in keeper.rules])
-    return sorted(out.values(), key=lambda b: entry_rank(_rules_of(b.key), b.severity, b.schedule.cost))
 
 
 def _candidate_of(key: BugKey) -> Any:
@@ -848,10 +672,6 @@ def _without_fault(measured: Measured) -> tuple[int, int] | None:
 def _findings_first(keys: list[BugKey]) -> list[BugKey]:
     """A run's keys, its findings before its failure (a failure is often their consequence)."""
     return sorted(keys, key=lambda k: k.rule == SURVIVAL)
-
-
-def _severity_rank(severity: str) -> int:
-    return {"error": 0, "warning": 1, "info": 2}.get(severity, 3)
 
 
 async def _finish(hunt: Hunt, bugs: list[Bug]) -> None:
