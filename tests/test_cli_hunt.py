@@ -88,3 +88,17 @@ def test_hunt_script_errors_are_usage_errors(tmp_path: Path, capsys: pytest.Capt
     bad.write_text("[[turn]]\nwhen = { user = 3 }\n", encoding="utf-8")
     assert main(["hunt", "--runs", "1", "--script", str(bad), "--out", str(tmp_path), "--", "true"]) == 2
     assert "bad.toml:" in capsys.readouterr().err
+
+
+def test_the_cap_keeps_the_data_loss_and_names_what_it_left_out(tmp_path: Path) -> None:
+    """`--max-bugs 1` on the test client that deletes its tool output and gives up on every close: the deleted
+    output is the entry, the client that gave up is counted and named as seen and not reported."""
+    import sys
+
+    client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    argv = ["hunt", "--runs", "6", "-j", "2", "--repro-runs", "1", "--shrink-runs", "1", "--max-bugs", "1",
+            "--out", str(tmp_path / "h"), "-o", str(tmp_path / "hunt.json"), "--", *client]  # fmt: skip
+    assert main(argv) == 1
+    doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
+    assert [b["rule"] for b in doc["bugs"]] == ["RT101"]
+    assert doc["left_out"] and any("gave up" in line for line in doc["left_out"])

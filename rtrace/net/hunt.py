@@ -546,7 +546,8 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
         about = _candidate_of(c[0])
         (again if about in seen else fresh).append(c)
         seen.add(about)
-    ranked = fresh + again
+    # and every data-losing candidate before any other, fresh or not: the cap never hides a loss behind a survival
+    ranked = sorted(fresh + again, key=lambda c: entry_rank(ranked_rules(c[0]), "error")[0])
     # the rest, by finding: where a candidate's schedule does not reproduce it reliably (a race its cheapest schedule,
     # often the clean one, showed by chance: livekit 1.8.8's on a loaded machine), the next schedule that showed it
     spare: dict[Any, list[tuple[BugKey, Run, Finding | None]]] = {}
