@@ -140,7 +140,10 @@ class Client:
                 await self.respond()
             return
         await self.create(user("item_user1", "What's the weather and the time in Paris?"))
-        await self.respond()
+        for _ in range(3):  # a response the server started itself (the user spoke) may come first
+            await self.respond()
+            if self.calls:
+                break
         if not self.calls:
             raise AssertionError("the model called no tool")
         outputs = 0
