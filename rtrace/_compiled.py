@@ -47,6 +47,7 @@ COMPILED = (
     "rtrace.rules.reconnect",
     "rtrace.rules.responses",
     "rtrace.rules.tools",
+    "rtrace.rules.turns",
 )
 #: The environment variable that runs the source of every module, compiled or not.
 PURE_ENV = "RTRACE_PURE"

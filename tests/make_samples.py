@@ -423,6 +423,21 @@ def _() -> TraceBuilder:
     return b
 
 
+@scenario("output-for-unknown-call/negative-injected-invalid-tool-call-id")
+def _() -> TraceBuilder:
+    """`serve` injected `invalid_tool_call_id` (its fault note before it) for an output whose call is on the
+    connection: the fault speaking, not the client; a real server's refusal is still RT104."""
+    b = TraceBuilder()
+    b.open()
+    tool_turn(b)
+    c = b.create(fco("item_out1", "call_1"), prev="item_fc1", dt=0.2)
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "error",
+            "client_event_type": "conversation.item.create"})  # fmt: skip
+    b.error("invalid_tool_call_id", "Injected by the script (turn 1).", b.event_id(c))
+    b.close()
+    return b
+
+
 @scenario("output-for-unknown-call/negative-pipelined-call-and-output")
 def _() -> TraceBuilder:
     """A replay pipelines the call and its output back to back: the pending call counts."""
@@ -968,6 +983,19 @@ def _() -> TraceBuilder:
     b.response_done("resp_1", dt=0.01)
     b.response_created("resp_2", b.event_id(rc2), dt=0.04)
     b.response_done("resp_2", dt=0.1)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("concurrent-response-create/negative-injected-active-response")
+def _() -> TraceBuilder:
+    """`serve` injected the refusal (its fault note before it) while no response existed: the fault, not the client."""
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "error",
+            "client_event_type": "response.create"})  # fmt: skip
+    b.error("conversation_already_has_active_response", "Injected by the script (turn 1).", b.event_id(rc))
     b.close(dt=1.0)
     return b
 
@@ -1635,6 +1663,125 @@ def _() -> TraceBuilder:
     b.response_created("resp_1", b.event_id(rc))
     b.response_done("resp_1", output=[])
     b.close(dt=1.0)
+    return b
+
+
+# -- RT126 turn-never-completed / RT127 no-reconnect-after-abnormal-close -----------------------------------
+
+
+def cut_in_flight(b: TraceBuilder) -> None:
+    """A user turn whose response a fault's close cuts right after `response.created`; the client reconnects and
+    replays the conversation (livekit-agents: the turn's future stays pending)."""
+    b.client({"type": "session.update", "session": {"type": "realtime"}})
+    msg = user_msg("item_u1", "What's the weather in Paris?")
+    b.create(msg, prev="root", dt=0.0001)
+    b.server({"type": "session.updated", "session": {"type": "realtime"}}, b.latency)
+    b.added(msg, None, dt=0.0001)
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_1", b.event_id(rc))
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "close"})
+    b.close(1011, dt=0.001)
+    reconnect_replay(b, 2, with_call=False)
+
+
+@scenario("turn-never-completed/positive-silent-after-reconnect")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("turn-never-completed/positive-new-connection-closed-without-asking")
+def _() -> TraceBuilder:
+    """The client is killed (or gives the turn up) on the new connection without asking again."""
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.close(1006, dt=2.0)
+    return b
+
+
+@scenario("turn-never-completed/positive-closed-after-the-replay")
+def _() -> TraceBuilder:
+    """The client replayed the conversation, waited for the cut response, and its test's deadline closed it (1000)."""
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.close(1000, dt=2.0)
+    return b
+
+
+@scenario("turn-never-completed/negative-asked-again")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    rc = b.response_create(dt=0.01)
+    b.response_created("resp_2", b.event_id(rc))
+    b.response_done("resp_2", output=[], dt=0.2)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+@scenario("turn-never-completed/negative-recording-stopped")
+def _() -> TraceBuilder:
+    """The trace stops 2 s after the reconnect, the connection still open: no time to judge the client by."""
+    b = TraceBuilder()
+    b.open()
+    cut_in_flight(b)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=2.0)
+    return b
+
+
+@scenario("turn-never-completed/negative-response-done-before-the-close")
+def _() -> TraceBuilder:
+    b = TraceBuilder()
+    b.open()
+    rc = b.response_create()
+    b.response_created("resp_1", b.event_id(rc))
+    b.response_done("resp_1", output=[], dt=0.1)
+    b.close(1011, dt=0.01)
+    reconnect_replay(b, 2, with_call=False)
+    b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
+    b.close(dt=1.0)
+    return b
+
+
+def fault_close(code: int, reconnect: bool = False) -> TraceBuilder:
+    """A user message, then a script fault's close with `code` (its note before it); a reconnect after it or not."""
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hi")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "close"})
+    b.close(code, dt=0.001)
+    if reconnect:
+        reconnect_replay(b, 2, with_call=False)
+        b.close(dt=1.0)
+    return b
+
+
+scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-1011")(lambda: fault_close(1011))
+scenario("no-reconnect-after-abnormal-close/positive-gave-up-after-a-drop")(lambda: fault_close(1006))
+scenario("no-reconnect-after-abnormal-close/negative-reconnected")(lambda: fault_close(1011, reconnect=True))
+# a fault's close 1000 ends the session normally: no reason to come back
+scenario("no-reconnect-after-abnormal-close/negative-normal-close")(lambda: fault_close(1000))
+
+
+@scenario("no-reconnect-after-abnormal-close/negative-real-server-close")
+def _() -> TraceBuilder:
+    """A real server's 1011 with no fault note: the recording may have stopped before the client came back."""
+    b = TraceBuilder()
+    b.open()
+    msg = user_msg("item_u1", "hi")
+    b.create(msg, prev="root")
+    b.added(msg, None)
+    b.close(1011, dt=0.001)
     return b
 
 

@@ -172,3 +172,17 @@ def test_a_signal_stops_the_hunt_within_two_seconds_with_a_partial_report(sig: s
     assert f"interrupted ({sig}): a partial report" in out
     assert "not done: the clean run (cut short)" in out
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_the_cap_keeps_the_data_loss_and_names_what_it_left_out(tmp_path: Path) -> None:
+    """`--max-bugs 1` on the test client that deletes its tool output and gives up on every close: the deleted
+    output is the entry, the client that gave up is counted and named as seen and not reported."""
+    import sys
+
+    client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    argv = ["hunt", "--runs", "6", "-j", "2", "--repro-runs", "1", "--shrink-runs", "1", "--max-bugs", "1",
+            "--out", str(tmp_path / "h"), "-o", str(tmp_path / "hunt.json"), "--", *client]  # fmt: skip
+    assert main(argv) == 1
+    doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
+    assert [b["rule"] for b in doc["bugs"]] == ["RT101"]
+    assert doc["left_out"] and any("gave up" in line for line in doc["left_out"])

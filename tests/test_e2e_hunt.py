@@ -57,13 +57,13 @@ def explain(result: HuntResult) -> str:
 
 
 def the_bug(result: HuntResult, rule: str) -> Bug:
-    found = [b for b in result.bugs if b.rule == rule]
+    found = [b for b in result.bugs if rule in {r for r, _ in b.rules}]  # its entry, or one it is part of
     assert found, explain(result)
     bug = found[0]
     assert bug.reproduced and bug.tries == 3, explain(result)
     assert bug.script is not None and bug.script.exists(), explain(result)
     if bug.minimized is not None:
-        assert rule in {f.rule for f in analyze_path(bug.minimized).findings}, explain(result)
+        assert bug.rule in {f.rule for f in analyze_path(bug.minimized).findings}, explain(result)
     return bug
 
 
@@ -86,11 +86,11 @@ def test_hunt_does_not_find_7880_on_livekit_1_8_9(tmp_path: Path) -> None:
 def test_hunt_finds_the_call_lost_on_reconnect_on_livekit_1_8_4(tmp_path: Path) -> None:
     result = run_hunt(livekit("1.8.4", "reconnect"), tmp_path, runs=12)  # a drop on the output's create is the 9th
     bug = the_bug(result, "RT105")
-    assert bug.key.reaction == "reconnected" and bug.rule != SURVIVAL, explain(result)
+    assert bug.key.reaction.startswith("reconnected") and bug.rule != SURVIVAL, explain(result)
     assert [f.kind for f in bug.schedule.faults] in (["drop"], ["close"]), explain(result)
 
 
 def test_hunt_finds_the_call_lost_on_reconnect_on_livekit_agents_js_1_9_0(tmp_path: Path) -> None:
     result = run_hunt(agents_js(), tmp_path, runs=12)
     bug = the_bug(result, "RT105")
-    assert bug.key.reaction == "reconnected", explain(result)
+    assert bug.key.reaction.startswith("reconnected"), explain(result)

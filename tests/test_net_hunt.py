@@ -16,6 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rtrace.engine.fold import analyze_path
+from rtrace.net.bugs import merged as _merged
+from rtrace.net.bugs import severity_rank as _severity_rank
 from rtrace.net.hunt import (
     RELIABLE,
     SEARCH_SHARE,
@@ -24,8 +26,6 @@ from rtrace.net.hunt import (
     HuntOptions,
     Run,
     _judge,
-    _merged,
-    _severity_rank,
     hunt,
     hunt_async,
     load_schedule,

@@ -194,3 +194,15 @@ def test_the_printed_openai_base_url_is_a_target(scheme: str, capsys: pytest.Cap
     assert code == ExitCode.OK, captured
     assert "internal error" not in captured.err
     assert main(["replay", trace, "--target", "ftp://127.0.0.1/v1"]) == ExitCode.USAGE
+
+
+def test_the_faults_a_recording_header_holds_are_injected_by_the_fake_or_said_not_to_be() -> None:
+    from rtrace.net.replay import ReplayFailed, faults_note, recorded_faults
+
+    header = {"schedule": '[[turn]]\nwhen = { sent = "response.created" }\nclose = 1011\ntimes = 1\n'}
+    assert len(recorded_faults("t.jsonl", header).turns) == 1
+    assert "injected by the fake" in faults_note(header, "fake")
+    assert "not injected" in faults_note(header, "ws://127.0.0.1:9/v1/realtime")
+    assert faults_note({}, "fake") == "" and not recorded_faults("t.jsonl", {}).turns
+    with pytest.raises(ReplayFailed, match="cannot inject the recording's faults"):
+        recorded_faults("t.jsonl", {"schedule": "[[turn]]\nwhen = { nothing = 1 }\n"})

@@ -105,3 +105,21 @@ def test_a_finding_repeated_in_the_clean_run_is_one_line_with_its_count() -> Non
 
     assert counted(["RT112 server-error"] * 101 + ["RT101 x"]) == "RT112 server-error x101, RT101 x"
     assert counted([]) == ""
+
+
+def test_the_html_report_is_one_file_with_each_entrys_report_page_embedded(tmp_path: Path) -> None:
+    """Each entry carries the page `rtrace report` makes of its minimized trace, whole (an iframe's `srcdoc`): no
+    link to a local path, no other file; its script's newlines are newlines, not `\\x0a`."""
+    import shutil
+
+    from .conftest import REAL
+
+    shutil.copy(REAL / "tool-output-race.livekit-1.8.8.jsonl", tmp_path / "bug-1.min.jsonl")
+    multi = Schedule((Fault("latency", "all", "*", 0.05), Fault("drop", "event", "response.create", 1006)))
+    hunted = result(tmp_path)
+    hunted.bugs[0].schedule = multi
+    page = render(hunted, "html")
+    assert page.count("<iframe") == 1 and "srcdoc=\"&lt;!DOCTYPE html&gt;" in page
+    assert "rtrace-data" in page and "deleted-function-call-output" in page  # the report page's own data
+    assert "\\x0a" not in page and "[[turn]]\nwhen" in page
+    assert "href=" not in page.split("<iframe")[0] and "file:" not in page

@@ -155,3 +155,15 @@ def test_a_hostile_trace_minimizes_without_raising(tmp_path: Path) -> None:
     assert all(orjson.loads(line) for line in out.getvalue().splitlines())
     assert len(result.lines) <= 11
 
+
+
+def test_a_reproducer_told_to_keep_rules_keeps_its_finding_set_and_gains_none(tmp_path: Path) -> None:
+    """A hunt's entry is one defect seen by several rules: its reproducer keeps them all, and reports nothing the
+    whole trace did not (the 1.8.8 race minimized for RT101 alone also reports RT117, which the run did not)."""
+    whole = {f.rule for f in analyze_path(RACE).findings}
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "kept").mkdir()
+    _, alone = reproduce(RACE, "RT101", tmp_path / "alone")
+    assert {f.rule for f in analyze_path(alone).findings} - whole  # what the issue saw: a finding gained
+    _, kept = reproduce(RACE, "RT101", tmp_path / "kept", keep=["RT102"])
+    assert {f.rule for f in analyze_path(kept).findings} == {"RT101", "RT102"}

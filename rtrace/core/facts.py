@@ -53,6 +53,22 @@ class ConnClosed(Fact):
 
 
 @dataclasses.dataclass(slots=True, eq=False)
+class FaultInjected(Fact):
+    """A fault the fake endpoint injected acts here (its `fault.injected` note, written where the fault acts, before
+    what it sends): the server events of `conn` that answer for it (an `error`, a failed or cancelled response, a
+    close) are the fault's, not the server's verdict on what the client sent. A real server's trace has none."""
+
+    conn: Connection
+    #: What the fault does (`error`, `close`, `fail`, `cancel`, `expire`, ...); "" when the note does not say.
+    action: str
+
+    def __init__(self, rec: Record, conn: Connection, action: str) -> None:
+        self.rec = rec
+        self.conn = conn
+        self.action = action
+
+
+@dataclasses.dataclass(slots=True, eq=False)
 class SentIntoClosing(Fact):
     """Changes sent on a connection after its close was noted: frames the client wrote into a socket the server
     was closing (it notes the close when it sends its close frame; the client writes on until it reads it). They
@@ -292,6 +308,7 @@ FACTS: tuple[type[Fact], ...] = (
     ConnOpened,
     ConnClosed,
     SentIntoClosing,
+    FaultInjected,
     Reconnected,
     ChangeSent,
     ChangeAnswered,

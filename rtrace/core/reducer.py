@@ -41,6 +41,7 @@ from .facts import (
     ConnClosed,
     ConnOpened,
     Fact,
+    FaultInjected,
     ItemAdded,
     ItemDeleted,
     ItemDone,
@@ -303,6 +304,17 @@ def _meta_closed(state: TraceState, conn: Connection, rec: Record, facts: list[F
     _close(state, conn, rec, "closed", facts)
 
 
+#: The actions of a `fault.injected` note whose next `error` on its connection is the fault's (a flag's note names
+#: none: its next error, if any, is its own).
+_ERRING: Final = frozenset({"error", "expire", ""})
+
+
+def _meta_fault(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
+    action = rec.event.get("action")
+    conn.fault_pending = (action if isinstance(action, str) else "") in _ERRING
+    facts.append(FaultInjected(rec, conn, action if isinstance(action, str) else ""))
+
+
 # -- client events ----------------------------------------------------------------------------------------
 
 
@@ -471,6 +483,9 @@ def _s_error(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]
     error = rec.event.get("error")
     if not isinstance(error, dict):
         error = {"message": str(error)} if error is not None else {}
+    if conn.fault_pending:  # the answer of an injected fault (`_meta_fault`)
+        conn.fault_pending = False
+        conn.injected_line = rec.line
     answers = error_answers(error.get("code"), error.get("param"))
     cause, how = _join_error(conn, error, answers)
     if cause is not None and how is not None:
@@ -766,6 +781,7 @@ def _l_generation(state: TraceState, conn: Connection, rec: Record, facts: list[
 _TABLE: dict[tuple[str, str], Handler] = {
     ("meta", "connection.opened"): _meta_opened,
     ("meta", "connection.closed"): _meta_closed,
+    ("meta", "fault.injected"): _meta_fault,
     ("client", "conversation.item.create"): _c_item_create,
     ("client", "conversation.item.delete"): _c_item_ref,
     ("client", "conversation.item.truncate"): _c_item_ref,

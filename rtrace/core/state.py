@@ -559,6 +559,10 @@ class Connection:
     #: Last time anything happened on this connection.
     last_t: float = 0.0
     events: int = 0
+    #: A fault the fake endpoint injected (`FaultInjected`) will answer next: its `error` is not the server's
+    #: verdict. The line of the last such answer (0: none): rules judge the client's reaction to it, not it.
+    fault_pending: bool = False
+    injected_line: int = 0
 
     @property
     def open(self) -> bool:

@@ -32,7 +32,9 @@ def bug_script(schedule: Schedule, base: ScriptSchedule) -> str:
     return text + f"{SCHEDULE_LINE}{json.dumps(schedule.to_json())}\n"
 
 
-def minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
+def minimized(trace: Path, rule_id: str, output: Path, keep: list[str] | None = None) -> Path | None:
+    """`trace` minimized for `rule_id` keeping the findings of the rules `keep` (an entry's finding set), written
+    to `output`; None when it cannot be."""
     from ..core.writer import write_replacing
     from ..transform.minimize import NothingToMinimize, minimize, write
 
@@ -40,7 +42,7 @@ def minimized(trace: Path, rule_id: str, output: Path) -> Path | None:
     if rule is None:
         return None
     try:
-        result = minimize(trace, rule)
+        result = minimize(trace, rule, keep=keep)
     except (NothingToMinimize, OSError, ValueError):
         return None
     import io

@@ -6,19 +6,24 @@ the result, the progress it is told of.
 1. **The clean run**: no fault, no latency. Its trace is the client's surface; its findings are the baseline,
    bugs like any other (their schedule: no fault), and a finding of the same rule on the same kind of item under a
    fault may shrink to the clean schedule and be one bug with it. A command that fails its clean run cannot be
-   hunted (`HuntResult.clean_failed`). Findings that restate an injected fault (`FAULT_ECHOES`) are no bug.
+   hunted (`HuntResult.clean_failed`). Findings that restate an injected fault (`bugs.FAULT_ECHOES`) are no bug.
 2. **The search**: the systematic phase (each single fault at each point of the surface once, cheapest first),
    then the random phase (`Generator`), in batches of `jobs` runs at once, each against its own server on its own
    port, until `budget` seconds or `runs` runs are spent. A run's signals (its bug keys, its rules, the client's
    reaction to the first fault) feed the random phase in batch order, so one seed and one `jobs` draw the same
    schedules.
-3. **The bugs**: candidates by (rule, items, faults that acted); for each, the cheapest schedule that showed it
-   is shrunk (`schedule.shrink`; each candidate is re-run up to `shrink_runs` times: a flaky reproduction counts
-   once it shows), its reproduction rate taken over `repro_runs` runs, and one reproducing trace minimized
+3. **The bugs**: candidates by cause (`rtrace.net.bugs`: the defect, the items, the point of the surface where the
+   fault acted, the client's reaction; a client that gave up on a connection fault is one candidate wherever it
+   was), the data-losing ones first (`max_bugs` never cuts one for a survival candidate; what it cuts is
+   `HuntResult.left_out`); for each, the cheapest schedule that showed it is shrunk (`schedule.shrink`; each
+   candidate is re-run up to `shrink_runs` times: a flaky reproduction counts once it shows), its reproduction rate
+   taken over `repro_runs` runs, and one reproducing trace minimized keeping the entry's findings
    (`rtrace.transform.minimize`). Where that does not reproduce it reliably, the next schedules that showed the
-   finding are tried too (a race the clean run showed by chance, and a latency shows every time). Bugs whose shrunk
-   keys agree are one. A finding that reproduces in no re-run is kept apart (`HuntResult.unconfirmed`), never
-   reported as a bug.
+   finding are tried too (a race the clean run showed by chance, and a latency shows every time). Bugs of one
+   cause are one entry (`by_cause`), with a sentence of what the client did wrong and a regression test
+   (`bug-N_test.py`). A finding that reproduces in no re-run is kept apart (`HuntResult.unconfirmed`), never
+   reported as a bug. A finding made certain by an answer a fault injected, or about what it refused
+   (`bugs.echoed_with`), is no bug.
 4. **The client did not survive**: a run whose command exits non-zero, dies of a signal or outlives `timeout`
    is a finding of its own kind (`schedule.SURVIVAL`), shrunk and re-run the same way.
 
@@ -32,12 +37,39 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from ..engine.fold import analyze_path
+from ..rules import RULES
 from ..rules.base import Finding
+from .bugs import (
+    GAVE_UP,
+    GAVE_UP_FIX,
+    SESSION_END_RULES,
+    About,
+    Bug,
+    by_cause,
+    candidate_id,
+    cause_of,
+    client_counts,
+    completed,
+    echoed_with,
+    echoes,
+    entry_rank,
+    first_note,
+    gave_up_rank,
+    injected_kinds,
+    merged,
+    point_of,
+    primary_order,
+    ranked_rules,
+    reaction_of,
+    regression_test,
+    sentence,
+)
+from .bugs import injected as injected_answers
 from .bugscript import SCHEDULE_LINE, bug_script, load_schedule, minimized, schedule_number
 from .common import fresh_run_dir
 from .hunt_runs import (
@@ -45,7 +77,6 @@ from .hunt_runs import (
     REPRO_RUNS,
     SEARCH_SHARE,
     SHRINK_RUNS,
-    About,
     CommandTarget,
     HuntOptions,
     Progress,
@@ -79,61 +110,6 @@ from .sweep import check_command
 
 
 @dataclasses.dataclass
-class Bug:
-    """One distinct bug: its key, the finding as first seen, the schedule it was found with and the shrunk one,
-    the reproduction rate of the shrunk one, its traces and the command that reproduces it."""
-
-    key: BugKey
-    severity: str
-    slug: str
-    message: str
-    explanation: str
-    fix: str
-    found: Schedule
-    schedule: Schedule
-    hits: int
-    tries: int
-    #: A trace of a run of `schedule` that reproduced it, its minimized form (None: a survival finding, or
-    #: minimizing failed), the script of `schedule`.
-    trace: Path | None = None
-    minimized: Path | None = None
-    script: Path | None = None
-    command: str = ""
-    #: Runs spent shrinking.
-    shrink_runs: int = 0
-    #: How the command ended (survival findings), else "".
-    how: str = ""
-    #: The other findings of the defect, `RULE slug` each: linked to this one (`schedule.linked`) in every run
-    #: that reproduced it - one bug seen by several rules, reported once.
-    also: list[str] = dataclasses.field(default_factory=list)
-    #: Every rule of the bug, (id, slug), its own first.
-    rules: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    #: What its findings are about (its own and `also`'s).
-    covers: set[About] = dataclasses.field(default_factory=set)
-    #: (hits, runs) of the clean schedule when it reproduced the bug too: no fault is needed (a race).
-    without_fault: tuple[int, int] | None = None
-    #: The other schedules it was confirmed under, with their rates (bugs merged into this one).
-    variants: list[str] = dataclasses.field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.rules = self.rules or [(self.key.rule, self.slug)]
-        self.covers = self.covers or {self.key.finding}
-
-    @property
-    def rule(self) -> str:
-        return self.key.rule
-
-    @property
-    def rate(self) -> float:
-        return self.hits / self.tries if self.tries else 0.0
-
-    @property
-    def reproduced(self) -> bool:
-        return self.hits > 0
-
-
-
-@dataclasses.dataclass
 class HuntResult:
     command: list[str]
     options: HuntOptions
@@ -154,6 +130,8 @@ class HuntResult:
     not_done: list[str] = dataclasses.field(default_factory=list)
     #: Processes commands left running outside their process group: (run, pid) each.
     strays: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    #: What the search saw and the report does not list (over `--max-bugs`), one line each.
+    left_out: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def clean_failed(self) -> bool:
@@ -167,82 +145,69 @@ class HuntResult:
         return self.bugs
 
 
-#: Rules whose finding restates a fault the schedule injected - an `error` the server sent (or the real server's
-#: `response_cancel_not_active` to a client cancelling the response the server already cancelled, on a barge-in or
-#: its own cancel: livekit 1.8.9 sends `response.cancel` on `speech_started`), a session that expired, a response
-#: the server's close cut (RT107 as a warning: the wire cannot show whether the client closed its generation; as an
-#: error it is the client's) - with the kinds of fault it restates and the severity it has then: not a bug of the
-#: client when the schedule has that kind of fault.
-FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
-    "RT112": (frozenset({"error", "barge_in", "cancel"}), None),
-    "RT119": (frozenset({"expire"}), None),
-    "RT107": (frozenset({"close", "drop"}), "warning"),
-}
-
-
-def injected_kinds(schedule: Schedule, base: ScriptSchedule) -> set[str]:
-    """The kinds of fault a run injects: its schedule's, and those the turns of the user's script inject (an
-    `error` it answers with, a `close`, a `fail`ed response, an `expire`): what `echoes` forgives."""
-    kinds: set[str] = {f.kind for f in schedule.faults}
-    for turn in base.turns:
-        kinds |= {kind for kind, value in (("error", turn.error), ("close", turn.close), ("fail", turn.fail),
-                                           ("expire", turn.expire)) if value is not None}  # fmt: skip
-    return kinds
-
-
-def echoes(finding: Finding, injected: set[str]) -> bool:
-    """Whether `finding` only restates a fault of a kind in `injected` (`FAULT_ECHOES`)."""
-    kinds, severity = FAULT_ECHOES.get(finding.rule, (frozenset(), None))
-    return bool(kinds & injected) and severity in (None, finding.severity)
-
-
-def primary_order(finding: Finding) -> tuple[int, int, int, str]:
-    """Which finding of a defect names it: the most severe, then the one whose evidence starts first (its first
-    witness line: the cause, whose story the others continue - a deleted output goes back to its call, the stale
-    delete that deleted it only to the delete), then the one certain first, then the lowest rule id."""
-    first = min(finding.lines) if finding.lines else finding.at_line
-    return (_severity_rank(finding.severity), first, finding.at_line, finding.rule)
-
-
-def keys_of(run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None = None) -> list[BugKey]:
+def keys_of(
+    run: Run, records: list[dict[str, Any]], base: ScriptSchedule | None = None, clean: dict[str, int] | None = None
+) -> list[BugKey]:
     """The keys of a run's defects (findings that restate a fault the run's schedule or the user's script `base`
     injected left out; findings that name one item or call one defect, keyed by its primary: `Run.about`), and
-    of the client's failure."""
+    of the client's failure. `clean`: the client events of the clean run (`bugs.client_counts`): a run that sent
+    them all completed its session, whatever a fault closed after it."""
     kinds = item_kinds_of(records)
     calls = item_calls_of(records)
     faults = acted(run.schedule, records)
-    reacted = run.reaction[0]
     injected = injected_kinds(run.schedule, base or ScriptSchedule())
-    kept = [f for f in run.findings if not echoes(f, injected)]
+    # the fault speaking: a finding of a kind that restates the fault, or one made certain by its injected answer
+    spoken = echoed_with(run.findings, injected_answers(records))
+    kept = [f for f, fault in zip(run.findings, spoken, strict=True) if not fault and not echoes(f, injected)]
+    if clean is not None and completed(records, clean):  # a fault that closed a session already over
+        kept = [f for f in kept if f.rule not in SESSION_END_RULES]
+    # what the client did: gave up, hung, reconnected and restored or lost what the kept findings say
+    rules = {f.rule for f in kept}
+    hung = run.exit_code is None or bool(getattr(run, "ended_early", None)) or "RT126" in rules
+    reacted = reaction_of(run.reaction[0], rules, run.survived or run.phase == "clean run", hung)
+    run.point = point_of(records, first_note(records, len(run.schedule.turn_faults())))
     keys: list[BugKey] = []
     for group in linked([f.ids for f in kept], calls):
         members = [kept[i] for i in group]
         abouts: set[About] = set()
         for f in members:
-            key = bug_key(f.rule, f.ids, kinds, faults, reacted)
+            key = dataclasses.replace(bug_key(f.rule, f.ids, kinds, faults, reacted), point=run.point)
             run.key_of.setdefault(key.finding, key)
             run.finding_of.setdefault(key.finding, f)
             abouts.add(key.finding)
         for about in abouts:
             run.about.setdefault(about, set()).update(abouts)
         primary = min(members, key=primary_order)
-        key = bug_key(primary.rule, primary.ids, kinds, faults, reacted)
+        key = dataclasses.replace(bug_key(primary.rule, primary.ids, kinds, faults, reacted), point=run.point)
         if key not in keys:
             keys.append(key)
     if not run.survived and run.phase != "clean run":
         how = run.how().split(" ")[0] if run.exit_code is None or run.exit_code < 0 else run.how()
-        keys.append(BugKey(SURVIVAL, (how,), faults, reacted))
+        keys.append(BugKey(SURVIVAL, (how,), faults, reacted, run.point))
     return keys
 
 
 class Hunt(Runner):
     """One hunt: its runs (`hunt_runs.Runner`), each judged by its trace (`_judge`)."""
 
+    def __init__(
+        self,
+        target: Target,
+        options: HuntOptions,
+        progress: Callable[[Progress], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(target, options, progress, clock)
+        #: The client events of the clean run (`bugs.client_counts`), once it ran.
+        self.clean_client: dict[str, int] | None = None
+        #: Candidates the cap (`max_bugs`) left out, one line each (`HuntResult.left_out`).
+        self.left_out: list[str] = []
+
     def judge(self, run: Run) -> None:
-        _judge(run, self.options.template.schedule)
+        _judge(run, self.options.template.schedule, self.clean_client)
 
 
-def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
+def _judge(run: Run, base: ScriptSchedule | None = None, clean: dict[str, int] | None = None) -> None:
     """A run's findings, the client's reaction to the schedule's faults and the keys, from its trace (`base`: the
     user's script the schedule ran on)."""
     records = records_of(run.trace)
@@ -251,7 +216,7 @@ def _judge(run: Run, base: ScriptSchedule | None = None) -> None:
     except Exception as e:  # an unreadable trace is a result of the run
         run.problem = str(e)
     run.reaction = reaction(records, turns=len(run.schedule.turn_faults()))
-    run.keys = keys_of(run, records, base)
+    run.keys = keys_of(run, records, base, clean)
 
 
 async def hunt_async(
@@ -295,6 +260,7 @@ async def _search(hunt: Hunt) -> HuntResult:
     if clean.cut == "internal error":  # rtrace failed, not the command: nothing of the client to hunt on
         return HuntResult([], options, clean, Surface(), hunt.runs, [], [], hunt.elapsed(), "internal error")
     surface = surface_of(records_of(clean.trace))
+    hunt.clean_client = client_counts(records_of(clean.trace))
     if not clean.survived:
         result = HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
         result.split = split
@@ -332,7 +298,8 @@ async def _search(hunt: Hunt) -> HuntResult:
         result = HuntResult([], options, clean, surface, hunt.runs, [], candidates, hunt.elapsed(), stopped)
     else:
         bugs, unconfirmed = await _confirm(hunt, [clean, *searched])
-        result = HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped)
+        result = HuntResult([], options, clean, surface, hunt.runs, bugs, unconfirmed, hunt.elapsed(), stopped,
+                            left_out=hunt.left_out)  # fmt: skip
         if hunt.stopper.stopped:
             result.stopped = "interrupted"
             not_done.append("confirming the bugs (those listed were confirmed before the stop)")
@@ -382,7 +349,7 @@ async def _rerun(hunt: Hunt, schedules: list[Schedule]) -> HuntResult:
             bug = _bug_of(want, hits, schedule)
             bug.hits, bug.tries = len(hits), len(runs)
             found.append(bug)
-    bugs = _merged(found)
+    bugs = by_cause(merged(found))
     numbers = None
     if o.numbers and len(o.numbers) == len(schedules):  # each entry keeps the number of the script it re-runs
         by_schedule = dict(zip(schedules, o.numbers, strict=True))  # type: dict[Schedule, int | None]
@@ -397,6 +364,19 @@ def _finding_of(run: Run, key: BugKey) -> Finding | None:
 
 
 def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
+    bug = _bare_bug(key, run, schedule)
+    bug.cause = cause_of(key.rule, key.items, key.point or run.point, key.reaction, key.faults)
+    title = next((r.title for r in RULES if r.id == key.rule), bug.message)
+    bug.sentence = sentence(bug.cause, title)
+    if bug.cause.family == "gave up":
+        bug.fix = GAVE_UP_FIX
+    quiet = getattr(run, "ended_early", None)  # set by the runner when it ends a run quiet after its fault
+    if quiet:
+        bug.ended_early = float(quiet) if isinstance(quiet, (int, float)) and not isinstance(quiet, bool) else 0.0
+    return bug
+
+
+def _bare_bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
     finding = _finding_of(run, key) if key.rule != SURVIVAL else None
     if finding is not None:
         return Bug(key, finding.severity, finding.slug, finding.message, finding.explanation, finding.fix,
@@ -437,34 +417,6 @@ def _holds(run: Run, want: About) -> BugKey | None:
     return run.key_of.get(want) or next((k for k in run.keys if k.finding == want), None)
 
 
-def _bug_order(bug: Bug) -> tuple[Any, ...]:
-    return (_severity_rank(bug.severity), bug.rule == SURVIVAL, bug.rule, bug.schedule.cost, bug.key)
-
-
-def _merged(bugs: list[Bug]) -> list[Bug]:
-    """One entry per key, the most severe first: a bug found again with another schedule that shrank to the same,
-    or a candidate whose finding came in every reproducing run with a finding that names its defect better (a
-    stale delete with the output it deleted: `_bug_of` keys it by that one), joins the first; its rules join it.
-    A finding that some bug reproduced with no fault at all is one bug whatever the faults it was found under
-    (the fault acted, but is not what causes it: livekit-agents 1.8.8's race shows on a connection a close
-    replaced as on the first); the other schedules are listed with it (`variants`)."""
-    faultless = {b.key.finding for b in bugs if b.without_fault or b.schedule.clean}
-    out: dict[Any, Bug] = {}
-    for bug in sorted(bugs, key=_bug_order):
-        keeper = out.setdefault(bug.key.finding if bug.key.finding in faultless else bug.key, bug)
-        if keeper is bug:
-            continue
-        if bug.schedule != keeper.schedule:
-            keeper.variants.append(f"{bug.schedule.describe()} ({bug.hits}/{bug.tries})")
-        keeper.without_fault = keeper.without_fault or bug.without_fault
-        for rule, slug in bug.rules:
-            if (rule, slug) not in keeper.rules:
-                keeper.rules.append((rule, slug))
-                keeper.also.append(f"{rule} {slug}")
-        keeper.covers |= bug.covers
-    return list(out.values())
-
-
 async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug]]:
     """Shrink, re-run and minimize each candidate bug (see the module docstring), `jobs` runs at once across
     them; when there are more than `max_bugs`, each finding once first (the most severe first), then the same
@@ -473,14 +425,27 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
     are not measured again), and the bug is the one of them with the best rate (the first on a tie)."""
     o = hunt.options
     hunt.phase = "shrinking"
-    first: dict[tuple[str, tuple[str, ...], tuple[str, ...]], tuple[BugKey, Run, Finding | None]] = {}
+    first: dict[tuple[Any, ...], tuple[BugKey, Run, Finding | None]] = {}
+    gave_up: dict[str, None] = {}  # the faults the client gave up on, as the search saw them
+    gave_up_rules: dict[str, str] = {}  # and the rules that said so
     for run in sorted(searched, key=lambda r: (r.schedule.cost, r.index)):
         for key in _findings_first(run.keys):
-            first.setdefault((key.rule, key.items, key.faults), (key, run, _finding_of(run, key)))
-    ranked = sorted(first.values(), key=lambda c: (_severity_rank(c[2].severity if c[2] else "error"),
-                                                   c[0].rule == SURVIVAL, c[1].schedule.cost, c[1].index))  # fmt: skip
+            cid = candidate_id(key)
+            if cid == GAVE_UP:
+                gave_up.setdefault(run.schedule.describe())
+            held = first.get(cid)
+            # one candidate per cause; a client that gives up is named by its failure to survive when it has one,
+            # else by its never coming back (RT127), and the rest come with it
+            if cid == GAVE_UP:
+                finding = _finding_of(run, key)
+                gave_up_rules.setdefault(key.rule, finding.slug if finding is not None else SURVIVAL)
+            if held is None or (cid == GAVE_UP and gave_up_rank(key) < gave_up_rank(held[0])):
+                first[cid] = (key, run, _finding_of(run, key))
+    # data lost first (a cap never hides a loss behind a survival entry), then by severity, the failure after
+    ranked = sorted(first.values(), key=lambda c: (*entry_rank(ranked_rules(c[0]), c[2].severity if c[2] else "error"),
+                                                   c[1].schedule.cost, c[1].index))  # fmt: skip
     # each finding once before any finding again under other faults (often one race the faults only moved: a
-    # finding `_merged` may make one bug): the cap keeps distinct findings, not variants of the first one
+    # finding `merged` may make one bug): the cap keeps distinct findings, not variants of the first one
     seen: set[Any] = set()
     fresh: list[tuple[BugKey, Run, Finding | None]] = []
     again: list[tuple[BugKey, Run, Finding | None]] = []
@@ -488,7 +453,8 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
         about = _candidate_of(c[0])
         (again if about in seen else fresh).append(c)
         seen.add(about)
-    ranked = fresh + again
+    # and every data-losing candidate before any other, fresh or not: the cap never hides a loss behind a survival
+    ranked = sorted(fresh + again, key=lambda c: entry_rank(ranked_rules(c[0]), "error")[0])
     # the rest, by finding: where a candidate's schedule does not reproduce it reliably (a race its cheapest schedule,
     # often the clean one, showed by chance: livekit 1.8.8's on a loaded machine), the next schedule that showed it
     spare: dict[Any, list[tuple[BugKey, Run, Finding | None]]] = {}
@@ -527,7 +493,17 @@ async def _confirm(hunt: Hunt, searched: list[Run]) -> tuple[list[Bug], list[Bug
 
     outcomes = await asyncio.gather(*(in_turn(key, run) for key, run, _ in ranked[: o.max_bugs]))
     unconfirmed = [bug for bug in outcomes if not bug.reproduced]
-    bugs = _merged([bug for bug in outcomes if bug.reproduced])
+    bugs = by_cause(merged([bug for bug in outcomes if bug.reproduced]))
+    for bug in bugs:
+        if bug.cause is not None and bug.cause.family == "gave up":
+            bug.seen_under = list(gave_up)
+            for rule, slug in gave_up_rules.items():
+                if rule != bug.rule and (rule, slug) not in bug.rules:
+                    bug.rules.append((rule, slug))
+                    bug.also.append(slug if rule == SURVIVAL else f"{rule} {slug}")
+    listed = {_candidate_of(b.key) for b in outcomes}
+    hunt.left_out = [f"{key.text()} (run {run.index}: {run.schedule.describe()})"
+                     for key, run, _ in ranked[o.max_bugs :] if _candidate_of(key) not in listed]  # fmt: skip
     await _finish(hunt, bugs)
     return bugs, unconfirmed
 
@@ -632,27 +608,31 @@ def _findings_first(keys: list[BugKey]) -> list[BugKey]:
     return sorted(keys, key=lambda k: k.rule == SURVIVAL)
 
 
-def _severity_rank(severity: str) -> int:
-    return {"error": 0, "warning": 1, "info": 2}.get(severity, 3)
-
-
 async def _finish(hunt: Hunt, bugs: list[Bug], numbers: list[int | None] | None = None) -> None:
     """Write each bug's script (`bug-N.toml`, N its place, or `numbers`' when given: a re-run keeps the numbers of
-    the scripts it re-ran), minimize its trace (not once the hunt was stopped or its budget spent), name its
-    command."""
+    the scripts it re-ran) and its regression test (`bug-N_test.py`), minimize its trace keeping the entry's
+    findings (not once the hunt was stopped or its budget spent), name its command."""
     out = hunt.options.out_dir
     taken = {n for n in numbers or [] if n is not None}
     spare = (n for n in itertools.count(1) if n not in taken)
     for i, bug in enumerate(bugs):
-        n = numbers[i] if numbers is not None and numbers[i] is not None else next(spare)
+        given = numbers[i] if numbers is not None else None
+        n = given if given is not None else next(spare)
         script = out / f"bug-{n}.toml"
         text = bug_script(bug.schedule, hunt.options.template.schedule)
         script.write_text(text, encoding="utf-8")
         bug.script = script
         bug.command = hunt.target.reproduce(script, bug.schedule, hunt.options.repro_runs)
+        command = getattr(hunt.target, "command", None)  # the user's command: a regression test runs it again
+        if command:
+            test = regression_test(n, bug.sentence or bug.message, [r for r, _ in bug.rules], script.name,
+                                   bug.schedule.serve_args(), command, hunt.options.timeout)  # fmt: skip
+            bug.test = out / f"bug-{n}_test.py"
+            bug.test.write_text(test, encoding="utf-8")
         left = hunt.time_left()
         if bug.rule != SURVIVAL and bug.trace is not None and not hunt.stopper.stopped and (left is None or left > 0):
-            bug.minimized = await asyncio.to_thread(minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl")
+            keep = [rule for rule, _ in bug.rules if rule != SURVIVAL]  # the entry's finding set, kept
+            bug.minimized = await asyncio.to_thread(minimized, bug.trace, bug.rule, out / f"bug-{n}.min.jsonl", keep)
 
 
 

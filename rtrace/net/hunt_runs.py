@@ -104,6 +104,8 @@ class Run:
     strays_killed: bool = False
     #: Where the traceback of rtrace's own failure during the run is (`cut` is then `internal error`).
     internal: Path | None = None
+    #: Where on the client's surface the first fault acted (`bugs.point_of`).
+    point: str = ""
 
     @property
     def survived(self) -> bool:
@@ -209,16 +211,17 @@ def server_options(template: ServerOptions, schedule: Schedule, trace: Path, hea
 
 
 def records_of(trace: Path) -> list[dict[str, Any]]:
-    """The records of a native trace (its header and unreadable lines left out)."""
+    """The records of a native trace (its header and unreadable lines left out), each with its `line`."""
     out: list[dict[str, Any]] = []
     try:
         with trace.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
+            for n, line in enumerate(fh, 1):
                 try:
                     rec = json.loads(line)
                 except ValueError:
                     continue
                 if isinstance(rec, dict) and "dir" in rec:
+                    rec["line"] = n  # where a finding's lines point (`bugs.injected`)
                     out.append(rec)
     except OSError:
         return []

@@ -141,6 +141,9 @@ class ReplayResult:
     replay_report: TraceReport | None = None
     #: Per connection, the server event types received (ids left out): for `--compare`.
     answers: dict[int, list[str]] = dataclasses.field(default_factory=dict)
+    #: What became of the faults the recording's header holds (its `schedule`, as `serve` and `hunt` write it):
+    #: injected by the fake, or why not. "" when it holds none.
+    faults: str = ""
 
 
 # -- one connection -------------------------------------------------------------------------------------------------
@@ -328,15 +331,46 @@ async def _target(options: ReplayOptions, trace: str, header: dict[str, Any]) ->
     def sleep(seconds: float) -> Any:
         return asyncio.sleep(seconds / speed)
 
+    by_type = dict(options.latency_by_type)
+    if not by_type and options.latency is None and isinstance(header.get("latency_by_type"), dict):
+        by_type = {str(k): float(v) for k, v in header["latency_by_type"].items() if isinstance(v, (int, float))}
     server_options = ServerOptions(
         latency=latency,
-        latency_by_type=dict(options.latency_by_type),
+        latency_by_type=by_type,
         from_trace=trace if options.recorded_responses else None,
         clock=clock,
         sleep=sleep,
+        schedule=recorded_faults(trace, header),
     )
     async with run_server(server_options) as srv:
         yield srv.url
+
+
+def recorded_faults(trace: str, header: dict[str, Any]) -> Any:
+    """The faults a recording's header holds (`schedule`: the script `serve` ran, a hunt's faults among its turns),
+    as the fake's schedule: a replay against the fake injects them where the recording had them. Raises
+    `ReplayFailed` when the header's schedule cannot be read (the replay would not be the recording's)."""
+    from .script import Schedule, ScriptError, parse_script
+
+    text = header.get("schedule")
+    if not isinstance(text, str) or not text.strip():
+        return Schedule()
+    try:
+        return parse_script(text, f"{trace}: the header's schedule")
+    except (ScriptError, ValueError) as e:
+        raise ReplayFailed(f"cannot inject the recording's faults: {e}") from None
+
+
+def faults_note(header: dict[str, Any], target: str) -> str:
+    """What a replay says of the faults a recording's header holds."""
+    text = header.get("schedule")
+    if not isinstance(text, str) or not text.strip():
+        return ""
+    turns = text.count("[[turn]]")
+    if target != "fake":
+        return (f"the recording's {turns} fault turn(s) are not injected: {safe_url(target)} is not rtrace's fake "
+                "(replay against --target fake to have them)")  # fmt: skip
+    return f"the recording's {turns} fault turn(s) injected by the fake, where the recording had them"
 
 
 async def replay_async(path: str, options: ReplayOptions, out: str | os.PathLike[str] | IO[bytes]) -> ReplayResult:
@@ -347,6 +381,7 @@ async def replay_async(path: str, options: ReplayOptions, out: str | os.PathLike
         result = await replay_to(url, by_conn, paths, options, out)
     if options.target == "fake":
         result.target = "fake (rtrace serve)"
+    result.faults = faults_note(header, options.target)
     return result
 
 

@@ -697,10 +697,13 @@ class BugKey:
     items: tuple[str, ...]
     faults: tuple[str, ...]
     reaction: str
+    #: Where on the client's surface the first fault acted (`rtrace.net.bugs.POINTS`; "" when not read).
+    point: str = ""
 
     def text(self) -> str:
         items = ",".join(self.items) or "-"
-        return f"{self.rule} on {items} under {' + '.join(self.faults) or 'no fault'}, client {self.reaction}"
+        where = f" at the {self.point}" if self.point else ""
+        return f"{self.rule} on {items} under {' + '.join(self.faults) or 'no fault'}{where}, client {self.reaction}"
 
     @property
     def finding(self) -> tuple[str, tuple[str, ...]]:

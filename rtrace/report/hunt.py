@@ -10,10 +10,12 @@ path or the user's command is escaped for where it lands.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import html
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -27,6 +29,8 @@ from ..rules import RULES
 from .markdown import md_text
 
 FORMATS = ("terminal", "json", "markdown", "html", "sarif", "junit")
+#: How many of the faults a client gave up under the terminal names (the JSON has them all).
+SEEN_SHOWN = 8
 
 
 def progress_line(p: Progress) -> str:
@@ -83,8 +87,17 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         say("no bug found" + (" (the budget may be too short)" if result.stopped == "budget" else ""))
     for n, bug in enumerate(result.bugs, 1):
         console.print()
-        say(f"bug {n}: {_rule_title(bug)} ({bug.severity}) - {bug.message}")
-        say(f"  about: {bug.key.text()}")
+        say(f"bug {n}: {_rule_title(bug)} ({bug.severity}) - {bug.sentence or bug.message}")
+        say(f"  about: {bug.cause.text() if bug.cause is not None else bug.key.text()}")
+        if bug.sentence:
+            say(f"  seen: {bug.message}")
+        if bug.seen_under:
+            shown_faults = "; ".join(bug.seen_under[:SEEN_SHOWN])
+            more = len(bug.seen_under) - SEEN_SHOWN
+            rest = f"; and {more} more" if more > 0 else ""
+            say(f"  under each of {len(bug.seen_under)} faults: {shown_faults}{rest}")
+        if bug.ended_early is not None:
+            say(f"  ended early: quiet {format_duration(round(bug.ended_early, 1))} after the fault")
         if bug.also:
             say(f"  with it (the same defect, seen by other rules): {', '.join(bug.also)}")
         say(f"  minimal schedule: {bug.schedule.describe()} (found with: {bug.found.describe()})")
@@ -97,11 +110,18 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         say(f"  fix: {bug.fix}")
         if bug.script is not None:
             say(f"  script: {bug.script}")
+        if bug.test is not None:
+            say(f"  regression test: {bug.test} (pytest; fails while the bug is there)")
         if bug.minimized is not None:
             say(f"  minimized trace: {bug.minimized}")
         elif bug.trace is not None:
             say(f"  trace: {bug.trace}")
         say(f"  reproduce: {bug.command}")
+    if result.left_out:
+        console.print()
+        say(f"seen and not reported (over --max-bugs {o.max_bugs}): {len(result.left_out)}")
+        for line in result.left_out:
+            say(f"  {line}")
     for bug in result.unconfirmed:
         say(f"not reproduced (0/{bug.tries} re-runs, not a bug): {_rule_title(bug)} under {bug.found.describe()}")
 
@@ -149,7 +169,12 @@ def bug_json(bug: Bug) -> dict[str, Any]:
         "message": bug.message,
         "explanation": bug.explanation,
         "fix": bug.fix,
-        "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction},
+        "about": {"items": list(bug.key.items), "faults": list(bug.key.faults), "reaction": bug.key.reaction,
+                  "point": bug.key.point},
+        "cause": None if bug.cause is None else dataclasses.asdict(bug.cause),
+        "sentence": bug.sentence,
+        "seen_under": bug.seen_under,
+        "ended_early": bug.ended_early,
         "with_it": bug.also,
         "rules": [{"rule": rule, "slug": slug} for rule, slug in bug.rules],
         "without_fault": None if bug.without_fault is None else
@@ -167,6 +192,7 @@ def bug_json(bug: Bug) -> dict[str, Any]:
         "script_path": str(bug.script) if bug.script else None,
         "trace": str(bug.trace) if bug.trace else None,
         "minimized_trace": str(bug.minimized) if bug.minimized else None,
+        "regression_test": str(bug.test) if bug.test else None,
         "command": bug.command,
     }
 
@@ -190,6 +216,7 @@ def result_json(result: HuntResult) -> dict[str, Any]:
         "left_running": [{"run": run, "pid": pid} for run, pid in result.strays],
         "out_dir": str(o.out_dir),
         "runs": len(result.runs),
+        "left_out": result.left_out,
         "search_runs": sum(1 for r in result.runs if r.phase in ("systematic", "random")),
         "baseline": None if clean is None else {
             "exit": clean.how(),
@@ -237,26 +264,69 @@ def render_markdown(result: HuntResult) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _text_block(text: str, limit: int = 8000) -> str:
+    """Multi-line text for a `<pre>`: each line shown (control characters escaped), the newlines kept."""
+    return html.escape("\n".join(shown(line, limit) for line in text[:limit].splitlines()))
+
+
+def trace_page(path: Path) -> str | None:
+    """The page `rtrace report` writes of one trace (its timeline, both conversations, the findings), or None
+    when it cannot be read."""
+    from ..engine.fold import Report
+    from ..report import html as report_html
+    from ..rules.base import Config
+
+    try:
+        trace, data = report_html.analyze(str(path), Config(), RULES)
+    except Exception:
+        return None
+    if trace.unreadable:
+        return None
+    return report_html.render(Report([trace], Config(), RULES), data=[data])
+
+
 def render_html(result: HuntResult) -> str:
+    """One self-contained page: each entry with its sentence, schedule, rate and fix, and the page `rtrace
+    report` makes of its minimized trace embedded (an `iframe` whose `srcdoc` holds it whole: no link to a local
+    path, no other file)."""
     e = html.escape
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>rtrace hunt</title>",
-             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f4f4f4;"
-             "padding:.5em;overflow:auto}.error{color:#b00}.warning{color:#a60}</style></head><body>",
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'><title>rtrace hunt</title>",
+             "<style>body{font-family:sans-serif;max-width:72em;margin:2em auto}pre{background:#f4f4f4;"
+             "padding:.5em;overflow:auto}.error{color:#b00}.warning{color:#a60}"
+             "iframe{width:100%;height:40em;border:1px solid #ccc}</style></head><body>",
              f"<h1>rtrace hunt: {len(result.bugs)} bug{'s' if len(result.bugs) != 1 else ''}</h1>",
              f"<p><code>{e(shown(' '.join(result.command), 4096))}</code> · seed {result.options.seed} · "
              f"{len(result.runs)} runs · stopped: {e(result.stopped)}</p>"]  # fmt: skip
     for n, bug in enumerate(result.bugs, 1):
         parts.append(f"<h2 class='{e(bug.severity)}'>Bug {n}: {e(shown(_rule_title(bug)))} ({e(bug.severity)})</h2>")
-        parts.append(f"<p>{e(shown(bug.message))}</p><ul>")
-        parts.append(f"<li>about: {e(shown(bug.key.text()))}</li>")
+        parts.append(f"<p><b>{e(shown(bug.sentence or bug.message))}</b></p><ul>")
+        about = bug.cause.text() if bug.cause is not None else bug.key.text()
+        parts.append(f"<li>about: {e(shown(about))}</li><li>seen: {e(shown(bug.message))}</li>")
         parts.append(f"<li>rules: {e(shown(', '.join(f'{r} {s}' for r, s in bug.rules)))}</li>")
         parts.append(f"<li>minimal schedule: {e(shown(bug.schedule.describe()))}</li>")
-        parts.append(f"<li>reproduced: {rate(bug)} runs</li>")
-        where = shown(str(bug.minimized or bug.trace or "-"))
-        parts.append(f"<li>minimized trace: <code>{e(where)}</code></li></ul>")
+        if bug.seen_under:
+            parts.append(f"<li>under each of: {e(shown('; '.join(bug.seen_under), 8000))}</li>")
+        if bug.variants:
+            parts.append(f"<li>also under: {e(shown('; '.join(bug.variants), 8000))}</li>")
+        if bug.ended_early is not None:
+            parts.append(f"<li>ended early: quiet {e(format_duration(round(bug.ended_early, 1)))} after the fault</li>")
+        parts.append(f"<li>reproduced: {rate(bug)} runs</li></ul>")
         parts.append(f"<p>{e(shown(bug.explanation, 8000))}</p><p><b>Fix</b>: {e(shown(bug.fix, 4000))}</p>")
-        parts.append(f"<pre>{e(shown(bug.schedule.script_toml(), 8000))}</pre>")
+        parts.append(f"<p>Its script (<code>rtrace serve --script</code> runs it):</p><pre>"
+                     f"{_text_block(bug.schedule.script_toml())}</pre>")  # fmt: skip
         parts.append(f"<p>Reproduce:</p><pre>{e(shown(bug.command, 8000))}</pre>")
+        page = trace_page(bug.minimized) if bug.minimized is not None else None
+        if page is None and bug.trace is not None:
+            page = trace_page(bug.trace)
+        if page is not None:
+            what = "minimized trace" if bug.minimized is not None else "trace"
+            parts.append(f"<p>Its {what}, as <code>rtrace report</code> shows it:</p>")
+            parts.append(f"<iframe title='bug {n}' sandbox='allow-scripts' srcdoc=\"{e(page, quote=True)}\">"
+                         "</iframe>")  # fmt: skip
+    if result.left_out:
+        parts.append(f"<h2>Seen and not reported (over --max-bugs {result.options.max_bugs})</h2><ul>")
+        parts += [f"<li>{e(shown(line, 4000))}</li>" for line in result.left_out]
+        parts.append("</ul>")
     if result.clean is not None:
         found = ", ".join(f"{f.rule} {f.slug}" for f in result.clean.findings) or "no finding"
         parts.append(f"<h2>Clean run (baseline)</h2><p>{e(result.clean.how())}: {e(found)}</p>")

@@ -27,6 +27,8 @@ def render(result: ReplayResult, emit: Callable[[str], None]) -> None:
     emit(f"replayed {shown(result.original)} against {shown(result.target)} -> {shown(result.replayed)}")
     for c in result.conns:
         emit(f"  conn {c.conn}: {c.sent} sent, {c.received} received, {c.timeouts} wait(s) timed out")
+    if result.faults:
+        emit(shown(result.faults))
     if result.divergences:
         emit(f"{len(result.divergences)} divergence(s) from the recording:")
         for d in result.divergences:

@@ -30,6 +30,7 @@ from .responses import (
     ServerErrorRule,
 )
 from .tools import DeletedFunctionCallOutput, NoResponseAfterToolOutput, UnansweredFunctionCall
+from .turns import NoReconnectAfterAbnormalClose, TurnNeverCompleted
 
 RULES: tuple[type[Rule], ...] = (
     DeletedFunctionCallOutput,
@@ -57,6 +58,8 @@ RULES: tuple[type[Rule], ...] = (
     ReconnectRestoresNothing,
     ResponseCreateLostOnReconnect,
     NoResponseAfterToolOutput,
+    TurnNeverCompleted,
+    NoReconnectAfterAbnormalClose,
 )
 
 

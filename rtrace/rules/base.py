@@ -388,6 +388,13 @@ def _class_docs(nodes: list[ast.stmt], prefix: str, out: dict[str, str]) -> None
             _class_docs(node.body, f"{prefix}{node.name}.", out)
 
 
+def injected(answer: Record, change: Change, state: TraceState) -> bool:
+    """Whether `answer` (the record that answered `change`) is an answer a fault injected (`core.facts.
+    FaultInjected`): the fault speaking, not the server's verdict on the change. Never on a real server's trace."""
+    conn = state.conns.get(change.conn)
+    return conn is not None and conn.injected_line == answer.line
+
+
 def ms(seconds: float) -> str:
     """A duration for people: `1.7 ms`, `50 ms`, `2.31 s`."""
     value = seconds * 1000

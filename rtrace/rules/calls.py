@@ -17,6 +17,7 @@ from ..core.facts import (
 )
 from ..core.state import Change, TraceState
 from .base import Config, Finding, Rule, Witness, on
+from .base import injected as _injected
 
 
 class OutputForUnknownCall(Rule[Config]):
@@ -91,7 +92,8 @@ class OutputForUnknownCall(Rule[Config]):
         if change.status != "rejected":
             return None
         code = (change.error or {}).get("code")
-        if suspect is None and code != "invalid_tool_call_id":
+        # an injected answer (a fault's note before it) is no verdict: only what the trace shows of the client is
+        if suspect is None and (code != "invalid_tool_call_id" or _injected(fact.rec, change, state)):
             return None
         item = change.item
         if item is None or item.type != "function_call_output" or item.call_id is None:
@@ -114,7 +116,8 @@ class OutputForUnknownCall(Rule[Config]):
     def error(self, fact: ServerError, state: TraceState) -> list[Finding] | None:
         joined = fact.rec.seq in self.joined
         self.joined.discard(fact.rec.seq)  # the error's own record: no later fact names it
-        if fact.cause is None and fact.error.get("code") == "invalid_tool_call_id" and not joined:
+        injected = fact.conn.injected_line == fact.rec.line
+        if fact.cause is None and fact.error.get("code") == "invalid_tool_call_id" and not joined and not injected:
             msg = fact.error.get("message")
             return [
                 self.finding(

@@ -16,6 +16,7 @@ from ..core.facts import (
 )
 from ..core.state import Change, Response, TraceState
 from .base import Config, Finding, Rule, Witness, on
+from .base import injected as _injected
 
 
 class OrphanedGeneration(Rule[Config]):
@@ -356,7 +357,9 @@ class ConcurrentResponseCreate(Rule[Config]):
         if change.kind != "response.create":
             return None
         code = (change.error or {}).get("code")
-        if change.status == "rejected" and (entry is not None or code == "conversation_already_has_active_response"):
+        # an injected answer (a fault's note before it) is no verdict: only what the trace shows of the client is
+        told = code == "conversation_already_has_active_response" and not _injected(fact.rec, change, state)
+        if change.status == "rejected" and (entry is not None or told):
             return [self._finding(change, entry[1] if entry else None, Witness.of(fact.rec), fact.rec.line)]
         return None
 

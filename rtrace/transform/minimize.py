@@ -12,7 +12,9 @@ each kept only when the finding holds: the records up to the line at which the f
 depends on nothing after it), and the finding's own witness lines with what they need.
 
 The test folds the candidate with that one rule alone (rules do not see each other), audio payloads replaced by
-their byte counts, so the trace is read once. Pure: reads the trace, writes only where `write` is told.
+their byte counts, so the trace is read once; told to `keep` other rules (a hunt's entry: one defect seen by
+several rules), it folds every rule and holds when those still report and no rule reports what the whole trace
+did not (the reproducer keeps its finding set). Pure: reads the trace, writes only where `write` is told.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..core.loader import Row, TraceReader, UnreadableInput
 from ..core.state import TraceState
 from ..core.trace import dumps_header, dumps_record
 from ..engine.fold import Fold, without_audio
+from ..rules import RULES
 from ..rules.base import Config, Finding, Rule
 
 #: Connection notes: kept whenever another record of their connection is.
@@ -180,10 +183,16 @@ class _Trace:
 class _Search:
     """The test of candidates: the rule alone, folded over the candidate's records as a trace of its own."""
 
-    def __init__(self, trace: _Trace, rule: type[Rule], config: Config) -> None:
+    def __init__(
+        self, trace: _Trace, rule: type[Rule], config: Config, keep: frozenset[str] | None = None,
+        allowed: frozenset[str] | None = None,
+    ) -> None:  # fmt: skip
         self.trace = trace
         self.rule = rule
         self.config = config
+        #: With `keep`: the rule ids that must report (`rule`'s among them) and those that may (`allowed`).
+        self.keep = keep
+        self.allowed = allowed
         self.tests = 0
         self._seen: dict[tuple[int, ...], bool] = {}
         #: The header of the written trace is line 1; the records follow.
@@ -197,9 +206,13 @@ class _Search:
         self.tests += 1
         rows = self.trace.rows
         first = self.first_line
-        fold = Fold(self.config, (self.rule,))
+        fold = Fold(self.config, (self.rule,) if self.keep is None else RULES)
         fold.rows((k, k + first, *rows[i][2:]) for k, i in enumerate(picked))
-        result = bool(fold.findings())
+        if self.keep is None:
+            result = bool(fold.findings())
+        else:
+            fired = {f.rule for f in fold.findings()}
+            result = self.keep <= fired and (self.allowed is None or fired <= self.allowed)
         self._seen[picked] = result
         return result
 
@@ -259,17 +272,25 @@ def minimize(
     rule: type[Rule],
     config: Config | None = None,
     shortcuts: bool = True,
+    keep: Iterable[str] | None = None,
     **reader_kw: Any,
 ) -> Minimized:
     """The smallest sub-trace of `path` in which `rule` still reports a finding. Raises `NothingToMinimize` when it
     reports none in the whole trace (and `loader.UnreadableInput` when the file cannot be opened). `shortcuts`:
-    try the cut at the finding's line and its witness first (False: delta debugging alone, for benchmarks)."""
+    try the cut at the finding's line and its witness first (False: delta debugging alone, for benchmarks).
+    `keep`: rule ids that must still report too (those the whole trace reports), and then no rule may report in
+    the reproducer what it does not report in the whole trace: the finding set is kept."""
     config = config or Config()
     with TraceReader.open(path, **reader_kw) as reader:
         trace = _Trace(reader)
     if reader.unusable is not None:
         raise UnreadableInput(f"{os.fspath(path)}: {reader.unusable}")
     search = _Search(trace, rule, config)
+    if keep is not None:
+        whole = Fold(config, RULES)
+        whole.rows(trace.rows)
+        allowed = frozenset(f.rule for f in whole.findings())
+        search = _Search(trace, rule, config, frozenset({rule.id, *keep}) & allowed | {rule.id}, allowed)
     everything = list(range(len(trace.units)))
     # The finding as the original has it, lines as the original numbers them.
     original = Fold(config, (rule,))
