@@ -83,11 +83,11 @@ def test_an_injected_answer_alone_is_never_an_entry(tmp_path: Path) -> None:
     schedule.write_text(f"# rtrace-schedule: {json.dumps({'seed': 0, 'faults': faults})}\n", encoding="utf-8")
     bugs = hunt(tmp_path, "lose-output", 1, "--schedule", str(schedule), correct=True)
     assert bugs == []
-    trace = (tmp_path / "lose-output-correct" / "runs" / "run0001.jsonl").read_text(encoding="utf-8")
+    trace = (tmp_path / "lose-output-correct" / "1" / "runs" / "run0001.jsonl").read_text(encoding="utf-8")
     assert trace.count('"fault.injected"') == 2 and "conversation_already_has_active_response" in trace
     # what analyze says of that trace: the fault's refusals are no verdict on the client
     report = tmp_path / "analyze.json"
-    main(["analyze", str(tmp_path / "lose-output-correct" / "runs" / "run0001.jsonl"), "-o", str(report)])
+    main(["analyze", str(tmp_path / "lose-output-correct" / "1" / "runs" / "run0001.jsonl"), "-o", str(report)])
     rules = {f["rule"] for t in json.loads(report.read_text(encoding="utf-8"))["traces"] for f in t["findings"]}
     assert not rules & {"RT104", "RT111"}, rules
 
@@ -101,7 +101,7 @@ def test_a_hunt_trace_replayed_against_the_fake_shows_its_finding_again(tmp_path
     schedule.write_text(f"# rtrace-schedule: {json.dumps({'seed': 0, 'faults': cut})}\n", encoding="utf-8")
     bugs = hunt(tmp_path, "hang", 1, "--schedule", str(schedule))
     assert [b["rule"] for b in bugs] == ["RT126"]
-    result = replay(str(tmp_path / "hang" / "runs" / "run0001.jsonl"), ReplayOptions())
+    result = replay(str(tmp_path / "hang" / "1" / "runs" / "run0001.jsonl"), ReplayOptions())
     assert "injected by the fake" in result.faults
     assert result.replay_report is not None and "RT126" in {f.rule for f in result.replay_report.findings}
 
