@@ -88,3 +88,26 @@ def test_hunt_script_errors_are_usage_errors(tmp_path: Path, capsys: pytest.Capt
     bad.write_text("[[turn]]\nwhen = { user = 3 }\n", encoding="utf-8")
     assert main(["hunt", "--runs", "1", "--script", str(bad), "--out", str(tmp_path), "--", "true"]) == 2
     assert "bad.toml:" in capsys.readouterr().err
+
+
+def test_hunt_tls_serves_wss_and_gives_the_command_the_trust_variables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--tls`: every run's server speaks wss:// with the made certificate, and the command is told the variables
+    that trust it (printed first): a client that refuses anything but wss:// (tests/sweep_client.py behind a
+    check of its URL, trusting by SSL_CERT_FILE as Python's ssl does) is hunted unchanged and its bug found."""
+    import sys
+
+    monkeypatch.setenv("RTRACE_TLS_DIR", str(tmp_path / "tls"))
+    client = Path(__file__).parent / "sweep_client.py"
+    wss_only = f'case "$RTRACE_URL" in wss://*) exec "{sys.executable}" "{client}";; *) exit 5;; esac'
+    base = ["hunt", "--runs", "1", "--repro-runs", "1", "--shrink-runs", "1", "--max-bugs", "1"]
+    args = [*base, "--tls", "--out", str(tmp_path / "h"), "-o", str(tmp_path / "hunt.json")]
+    assert main([*args, "--", "sh", "-c", wss_only]) == 1
+    doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
+    assert [b["rule"] for b in doc["bugs"]] == ["RT101"]
+    err = capsys.readouterr().err
+    ca = tmp_path / "tls" / "ca.pem"
+    assert f"SSL_CERT_FILE={ca}" in err and f"NODE_EXTRA_CA_CERTS={ca}" in err and ca.is_file()
+    # without --tls the same client refuses the ws:// URL: its clean run fails
+    assert main([*base, "--out", str(tmp_path / "plain"), "--", "sh", "-c", wss_only]) == 4

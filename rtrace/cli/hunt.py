@@ -1,6 +1,8 @@
 """The hunt: `rtrace hunt`, a thin shell over `net.hunt` (the search, shrinking, rates) and `report.hunt`."""
 
+import dataclasses
 import io
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +11,7 @@ import typer
 from ..report.console import plain_console, stderr_console, stdout_console
 from ..report.outputs import ReportFormat
 from ..rules.base import SEVERITY_RANK
-from .common import FailOn, verbatim
+from .common import EscapedLines, FailOn, verbatim
 from .outputs import output_format, write_bytes
 from .root import ExitCode, UsageError, app
 
@@ -17,6 +19,7 @@ HUNT_EXAMPLES = """Examples:
   rtrace hunt --budget 10m -- python my_agent_test.py     # the agent reads OPENAI_BASE_URL
   rtrace hunt --runs 40 -j 2 -o hunt.sarif -- npm test
   rtrace hunt --script agent.toml --budget 5m -- python my_agent_test.py   # the faults on top of your script
+  rtrace hunt --tls --runs 20 -- node realtime_test.mjs   # a wss:// client: it is given NODE_EXTRA_CA_CERTS
   rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
 
 
@@ -48,6 +51,14 @@ def hunt(
         Path | None,
         typer.Option(help="Your scenario script (as serve --script): every run, the clean one too, runs on it."),
     ] = None,
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="Serve wss:// with a certificate made and kept (as serve --tls); the command is "
+            "given the variables that trust it (printed).",
+        ),
+    ] = False,
 ) -> None:
     """Look for bugs by itself: a clean run, then each single fault at each point of what the client did, then
     random combinations; each bug shrunk, re-run and minimized. Exit 1 on a bug at or above --fail-on, 4 when
@@ -56,6 +67,7 @@ def hunt(
     from ..net.hunt import HuntOptions, load_schedule
     from ..net.hunt import hunt as run_hunt
     from ..net.server import ServerOptions, options_from_cli
+    from ..net.tls import announce_tls, tls_files
     from ..report.hunt import progress_line, render, render_terminal
 
     try:
@@ -69,6 +81,8 @@ def hunt(
             raise ValueError("--jobs, --shrink-runs and --repro-runs must be at least 1")
         schedules = [load_schedule(p) for p in schedule] if schedule else None
         template = options_from_cli(script=script) if script is not None else ServerOptions()
+        if tls:
+            template = dataclasses.replace(template, tls=tls_files(True, None, None, "127.0.0.1"))
         fmt = output_format(format, output)
         if fmt in (ReportFormat.concise, ReportFormat.github):
             raise UsageError(f"hunt reports bugs, not findings: --format {fmt.value} is analyze's (see --help)")
@@ -78,6 +92,7 @@ def hunt(
             script=script,
         )  # fmt: skip
         err = stderr_console()
+        announce_tls(template.tls, EscapedLines(sys.stderr))  # type: ignore[arg-type]
         result = run_hunt(command, options, lambda p: err.print(progress_line(p), markup=False, soft_wrap=True))
     except ValueError as e:
         raise UsageError(str(e)) from None

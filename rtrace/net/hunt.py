@@ -63,6 +63,7 @@ from .script import SCRIPT_BYTES, parse_script
 from .script import Schedule as ScriptSchedule
 from .server import ServerOptions, run_server
 from .sweep import check_command, command_env, how_ended, run_command
+from .tls import trust_env
 
 #: Defaults of the command line.
 SHRINK_RUNS = 3
@@ -254,6 +255,8 @@ class CommandTarget:
     async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
         async with run_server(options) as srv:
             env = {**command_env(srv, options.latency), "RTRACE_HUNT": "1"}  # a pytest plugin hands out this server
+            if options.tls is not None:  # --tls: the command trusts the made authority (`tls.trust_env`)
+                env.update((name, value) for name, value, _ in trust_env(options.tls))
             return await run_command(self.command, env, timeout, "hunt", echo=False)
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
