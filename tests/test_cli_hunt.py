@@ -111,3 +111,22 @@ def test_hunt_tls_serves_wss_and_gives_the_command_the_trust_variables(
     assert f"SSL_CERT_FILE={ca}" in err and f"NODE_EXTRA_CA_CERTS={ca}" in err and ca.is_file()
     # without --tls the same client refuses the ws:// URL: its clean run fails
     assert main([*base, "--out", str(tmp_path / "plain"), "--", "sh", "-c", wss_only]) == 4
+
+
+def test_hunt_upstream_guards_and_says_what_it_leaves_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--upstream`: a real endpoint (not this machine) needs --runs (every run a billed session, said on the first
+    line); a fault only the fake model makes is a usage error; what the search leaves out is said."""
+    out = ["--out", str(tmp_path)]
+    assert main(["hunt", "--upstream", "wss://api.example.test/v1/realtime", *out, "--", "true"]) == 2
+    assert "every run is a real, billed session" in capsys.readouterr().err
+    script = tmp_path / "s.toml"
+    script.write_text('[[turn]]\nwhen = { response = 1 }\nfail = "server_error"\n', encoding="utf-8")
+    args = ["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--runs", "1", "--script", str(script), *out, "--", "true"]
+    assert main(args) == 2
+    assert "only the fake endpoint can make this fault" in capsys.readouterr().err
+    assert main(["hunt", "--upstream", "http://127.0.0.1:9/v1", "--runs", "1", *out, "--", "true"]) == 2
+    capsys.readouterr()
+    # an unreachable upstream: the clean run fails (the proxy answers 502), and the first line said what is left out
+    assert main(["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--runs", "1", *out, "--", "false"]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("rtrace hunt: through a link to ws://127.0.0.1:9/v1; left out") and "barge_in" in err

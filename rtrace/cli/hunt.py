@@ -4,7 +4,7 @@ import dataclasses
 import io
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,14 +13,37 @@ from ..report.outputs import ReportFormat
 from ..rules.base import SEVERITY_RANK
 from .common import EscapedLines, FailOn, verbatim
 from .outputs import output_format, write_bytes
-from .root import ExitCode, UsageError, app
+from .root import ExitCode, UsageError, app, say
+
+if TYPE_CHECKING:
+    from ..net.server import ServerOptions
 
 HUNT_EXAMPLES = """Examples:
   rtrace hunt --budget 10m -- python my_agent_test.py     # the agent reads OPENAI_BASE_URL
   rtrace hunt --runs 40 -j 2 -o hunt.sarif -- npm test
   rtrace hunt --script agent.toml --budget 5m -- python my_agent_test.py   # the faults on top of your script
   rtrace hunt --tls --runs 20 -- node realtime_test.mjs   # a wss:// client: it is given NODE_EXTRA_CA_CERTS
+  rtrace hunt --upstream wss://api.openai.com/v1/realtime --runs 10 -- python my_agent_test.py   # billed
   rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
+
+
+def announce_upstream(upstream: str, template: "ServerOptions", runs: int | None, *spend: int) -> None:
+    """`--upstream`: checked (a ws(s):// URL, the script's turns all on the link), `--runs` demanded unless the
+    upstream is this machine, and the first line says what each run costs and what is left out of the search."""
+    from ..net.common import is_loopback, safe_url
+    from ..net.link import FAKE_ONLY, check_link
+    from ..net.proxy import check_upstream
+
+    check_upstream(upstream)
+    check_link(template)
+    where = safe_url(upstream)
+    if not is_loopback(upstream):
+        if runs is None:
+            raise ValueError(f"--upstream {where}: every run is a real, billed session: give --runs N")
+        repro, bugs = spend
+        say(f"rtrace hunt: warning: every run is a real, billed session at {where}: the clean run, up to {runs} "
+            f"searched, then the shrinking and {repro} re-runs of each of at most {bugs} bugs")  # fmt: skip
+    say(f"rtrace hunt: through a link to {where}; left out (only the fake model makes them): {', '.join(FAKE_ONLY)}")
 
 
 @app.command(epilog=verbatim(HUNT_EXAMPLES))
@@ -59,6 +82,15 @@ def hunt(
             "given the variables that trust it (printed).",
         ),
     ] = False,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Every run, the clean one too, through a fault-injecting proxy to this endpoint (a real, billed "
+            "session per run unless it is on this machine: give --runs); the faults only the fake model makes are "
+            "left out.",
+        ),
+    ] = None,
 ) -> None:
     """Look for bugs by itself: a clean run, then each single fault at each point of what the client did, then
     random combinations; each bug shrunk, re-run and minimized. Exit 1 on a bug at or above --fail-on, 4 when
@@ -86,10 +118,12 @@ def hunt(
         fmt = output_format(format, output)
         if fmt in (ReportFormat.concise, ReportFormat.github):
             raise UsageError(f"hunt reports bugs, not findings: --format {fmt.value} is analyze's (see --help)")
+        if upstream is not None:
+            announce_upstream(upstream, template, runs, repro_runs, max_bugs)
         options = HuntOptions(
             budget=seconds or None, runs=runs, jobs=jobs, timeout=limit, seed=seed, shrink_runs=shrink_runs,
             repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules, template=template,
-            script=script,
+            script=script, upstream=upstream,
         )  # fmt: skip
         err = stderr_console()
         announce_tls(template.tls, EscapedLines(sys.stderr))  # type: ignore[arg-type]

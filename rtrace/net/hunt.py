@@ -43,6 +43,7 @@ from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_
 from ..engine.fold import analyze_path
 from ..rules import RULES
 from ..rules.base import Finding
+from .link import UpstreamTarget, link_makes
 from .schedule import (
     SURVIVAL,
     BugKey,
@@ -99,6 +100,9 @@ class HuntOptions:
     script: Path | None = None
     #: Only these schedules, `runs` times each (`--schedule`): no clean run's surface, no search.
     schedules: list[Schedule] | None = None
+    #: `--upstream`: every run through a link to this endpoint (`rtrace.net.link`), the faults it cannot make
+    #: (`link.link_makes`) left out of the search.
+    upstream: str | None = None
 
 
 @dataclasses.dataclass
@@ -459,8 +463,9 @@ async def hunt_async(
     hunt.baseline = {k.finding for k in clean.keys}
     hunt.search_started = hunt.clock()  # the budget is the search's: a slow clean run does not eat it
     jobs = max(1, options.jobs)
-    queue = systematic(surface, options.seed)
-    generator = Generator(surface, options.seed)
+    makes = link_makes if options.upstream is not None else None
+    queue = [s for s in systematic(surface, options.seed) if makes is None or all(map(makes, s.faults))]
+    generator = Generator(surface, options.seed, makes=makes)
     searched: list[Run] = []
     stopped = None
     while (stopped := hunt.spent(len(searched))) is None:
@@ -785,7 +790,10 @@ def hunt(
     check_command(command, "hunt")
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
-    result = asyncio.run(hunt_async(CommandTarget(command, options.script), options, progress))
+    target: Target = CommandTarget(command, options.script)
+    if options.upstream is not None:
+        target = UpstreamTarget(command, options.upstream, options.script)
+    result = asyncio.run(hunt_async(target, options, progress))
     result.command = command
     return result
 

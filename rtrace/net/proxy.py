@@ -327,14 +327,17 @@ class RecordingProxy:
 
 
 @contextlib.asynccontextmanager
-async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
-    """Run a recorder for the duration of the block; the trace is complete when it exits."""
+async def run_proxy(
+    options: RecordOptions, make: Callable[[RecordOptions, TraceWriter | None], RecordingProxy] = RecordingProxy
+) -> AsyncIterator[RecordingProxy]:
+    """Run a recorder (`make`'s: a `link.LinkProxy` injects faults) for the duration of the block; the trace is
+    complete when it exits."""
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
         redact = functools.partial(redact_event, keep_audio=options.keep_audio)
         writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, redact, tap=options.tap)
-    proxy = RecordingProxy(options, writer)
+    proxy = make(options, writer)
     try:
         await proxy.start()
         yield proxy
