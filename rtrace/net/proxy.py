@@ -17,7 +17,7 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import IO, Any
 
 import orjson
@@ -326,10 +326,12 @@ class RecordingProxy:
         self._pending.clear()
 
 
+#: What makes a recorder from its options and writer (`RecordingProxy`, or `link.LinkProxy` with its faults).
+MakeProxy = Callable[[RecordOptions, TraceWriter | None], RecordingProxy]
+
+
 @contextlib.asynccontextmanager
-async def run_proxy(
-    options: RecordOptions, make: Callable[[RecordOptions, TraceWriter | None], RecordingProxy] = RecordingProxy
-) -> AsyncIterator[RecordingProxy]:
+async def run_proxy(options: RecordOptions, make: MakeProxy = RecordingProxy) -> AsyncIterator[RecordingProxy]:
     """Run a recorder (`make`'s: a `link.LinkProxy` injects faults) for the duration of the block; the trace is
     complete when it exits."""
     writer = None
@@ -352,14 +354,23 @@ def check_upstream(url: str) -> str:
     return check_ws_url(url, "--upstream")
 
 
-async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:
-    async with run_proxy(options) as proxy:
+async def _record_forever(
+    options: RecordOptions, announce: Callable[[RecordingProxy], None], make: MakeProxy = RecordingProxy
+) -> None:
+    async with run_proxy(options, make) as proxy:
         announce(proxy)
         await until_stopped()
 
 
-def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
-    """`rtrace record`: print where to point the client, then record until Ctrl-C or SIGTERM."""
+def record_main(
+    options: RecordOptions,
+    out: IO[str] = sys.stdout,
+    err: IO[str] = sys.stderr,
+    make: MakeProxy = RecordingProxy,
+    says: Sequence[str] = (),
+) -> None:
+    """`rtrace record`: print where to point the client (and `says`: the faults of a link), then record until
+    Ctrl-C or SIGTERM."""
     check_upstream(options.upstream)
     scrubbed_logging(err)
     exposure = "use the upstream through this proxy with their own credentials, and is recorded"
@@ -369,12 +380,14 @@ def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] 
         print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
         print(f"  OPENAI_BASE_URL={proxy.http_url}", file=out)
         print(f"  recording to {options.output}", file=out)
+        for line in says:
+            print(f"  {line}", file=out)
         announce_tls(options.tls, out)
         print("  Ctrl-C to stop.", file=out)
         out.flush()
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_record_forever(options, announce))
+        asyncio.run(_record_forever(options, announce, make))
 
 
 __all__ = [
