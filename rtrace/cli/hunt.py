@@ -24,6 +24,7 @@ HUNT_EXAMPLES = """Examples:
   rtrace hunt --script agent.toml --budget 5m -- python my_agent_test.py   # the faults on top of your script
   rtrace hunt --tls --runs 20 -- node realtime_test.mjs   # a wss:// client: it is given NODE_EXTRA_CA_CERTS
   rtrace hunt --upstream wss://api.openai.com/v1/realtime --runs 10 -- python my_agent_test.py   # billed
+  rtrace hunt --intercept --runs 20 -- python agent_test.py   # its URL is wss://api.openai.com/...: https_proxy
   rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
 
 
@@ -91,6 +92,14 @@ def hunt(
             "left out.",
         ),
     ] = None,
+    intercept: Annotated[
+        bool,
+        typer.Option(
+            "--intercept",
+            help="For a client whose URL is hard-coded to the real service: the command is given an HTTPS proxy "
+            "(https_proxy) that answers api.openai.com and Azure's realtime hosts itself, with rtrace's authority.",
+        ),
+    ] = False,
 ) -> None:
     """Look for bugs by itself: a clean run, then each single fault at each point of what the client did, then
     random combinations; each bug shrunk, re-run and minimized. Exit 1 on a bug at or above --fail-on, 4 when
@@ -113,6 +122,8 @@ def hunt(
             raise ValueError("--jobs, --shrink-runs and --repro-runs must be at least 1")
         schedules = [load_schedule(p) for p in schedule] if schedule else None
         template = options_from_cli(script=script) if script is not None else ServerOptions()
+        if tls and intercept:
+            raise ValueError("--intercept serves the realtime hosts' TLS itself: give --tls or --intercept, not both")
         if tls:
             template = dataclasses.replace(template, tls=tls_files(True, None, None, "127.0.0.1"))
         fmt = output_format(format, output)
@@ -123,7 +134,7 @@ def hunt(
         options = HuntOptions(
             budget=seconds or None, runs=runs, jobs=jobs, timeout=limit, seed=seed, shrink_runs=shrink_runs,
             repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules, template=template,
-            script=script, upstream=upstream,
+            script=script, upstream=upstream, intercept=intercept,
         )  # fmt: skip
         err = stderr_console()
         announce_tls(template.tls, EscapedLines(sys.stderr))  # type: ignore[arg-type]

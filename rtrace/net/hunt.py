@@ -43,6 +43,7 @@ from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_
 from ..engine.fold import analyze_path
 from ..rules import RULES
 from ..rules.base import Finding
+from .intercept import intercepting
 from .link import UpstreamTarget, link_makes
 from .schedule import (
     SURVIVAL,
@@ -103,6 +104,8 @@ class HuntOptions:
     #: `--upstream`: every run through a link to this endpoint (`rtrace.net.link`), the faults it cannot make
     #: (`link.link_makes`) left out of the search.
     upstream: str | None = None
+    #: `--intercept`: each run's command is given an HTTPS proxy that answers the realtime hosts itself.
+    intercept: bool = False
 
 
 @dataclasses.dataclass
@@ -255,16 +258,20 @@ class CommandTarget:
     command: list[str]
     #: The user's script every run's schedule runs on (`--script`).
     script: Path | None = None
+    #: `--intercept`: the command reaches the server through an HTTPS proxy (`rtrace.net.intercept`).
+    intercept: bool = False
 
     async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
-        async with run_server(options) as srv:
+        async with run_server(options) as srv, intercepting(self.intercept, srv.port) as proxied:
             env = {**command_env(srv, options.latency), "RTRACE_HUNT": "1"}  # a pytest plugin hands out this server
+            env.update(proxied)
             if options.tls is not None:  # --tls: the command trusts the made authority (`tls.trust_env`)
                 env.update((name, value) for name, value, _ in trust_env(options.tls))
             return await run_command(self.command, env, timeout, "hunt", echo=False)
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
+        base += ["--intercept"] if self.intercept else []
         args = ["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *self.command]
         return shlex.join(args)
 
@@ -790,9 +797,9 @@ def hunt(
     check_command(command, "hunt")
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
-    target: Target = CommandTarget(command, options.script)
+    target: Target = CommandTarget(command, options.script, options.intercept)
     if options.upstream is not None:
-        target = UpstreamTarget(command, options.upstream, options.script)
+        target = UpstreamTarget(command, options.upstream, options.script, options.intercept)
     result = asyncio.run(hunt_async(target, options, progress))
     result.command = command
     return result

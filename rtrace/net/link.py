@@ -26,6 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from ..core.writer import TraceWriter
 from .common import safe_url
 from .faults import ABNORMAL, NO_STATUS
+from .intercept import intercepting
 from .proxy import RecordingProxy, RecordOptions, run_proxy
 from .schedule import KIND_COST
 from .schedule import Fault as SearchFault
@@ -258,17 +259,19 @@ class UpstreamTarget:
     command: list[str]
     upstream: str
     script: Path | None = None
+    intercept: bool = False
 
     async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
         record = RecordOptions(upstream=self.upstream, output=options.record, header=options.header, tls=options.tls)
-        async with run_link(record, options) as proxy:
-            env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1"}
+        async with run_link(record, options) as proxy, intercepting(self.intercept, proxy.port) as proxied:
+            env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1", **proxied}
             if options.tls is not None:
                 env.update((name, value) for name, value, _ in trust_env(options.tls))
             return await run_command(self.command, env, timeout, "hunt", echo=False)
 
     def reproduce(self, script: Path, schedule: Any, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
+        base += ["--intercept"] if self.intercept else []
         args = ["rtrace", "hunt", "--upstream", safe_url(self.upstream), *base, "--schedule", str(script),
                 "--runs", str(runs), "--", *self.command]  # fmt: skip
         return shlex.join(args)
