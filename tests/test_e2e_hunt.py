@@ -119,3 +119,9 @@ def test_hunt_through_a_link_finds_the_call_lost_on_reconnect_on_livekit_1_8_4(t
 def test_hunt_through_a_link_finds_7880_on_livekit_1_8_4(tmp_path: Path) -> None:
     """#7880 (RT101), as the direct hunt finds it on 1.8.8: the link's latency on every upstream event."""
     the_bug(link_hunt(livekit("1.8.4", "race"), tmp_path, runs=4), "RT101")
+
+
+def test_hunt_through_a_link_finds_the_call_lost_on_reconnect_on_livekit_agents_js_1_9_0(tmp_path: Path) -> None:
+    """The Node client through the link, as the direct hunt finds it."""
+    bug = the_bug(link_hunt(agents_js(), tmp_path, runs=12), "RT105")
+    assert bug.key.reaction == "reconnected", bug
