@@ -24,7 +24,7 @@ HERE = Path(__file__).parent
 def test_the_realtime_hosts_and_the_tunnel_targets() -> None:
     assert is_realtime_host("api.openai.com") and is_realtime_host("My-Res.openai.azure.com")
     assert is_realtime_host("x.cognitiveservices.azure.com") and not is_realtime_host("api.openai.com.evil.test")
-    assert not is_realtime_host("example.test")
+    assert not is_realtime_host("example.test") and not is_realtime_host("a/b.openai.azure.com")
     assert split_target("api.openai.com:443") == ("api.openai.com", 443) and split_target("[::1]:8443") == ("::1", 8443)
     assert split_target("nohost") is None and split_target("h:99999") is None
 

@@ -25,7 +25,10 @@ Opener = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.Stre
 
 
 def is_realtime_host(host: str) -> bool:
+    """Whether `host` (a DNS name: letters, digits, dots and hyphens) is one `--intercept` answers."""
     host = host.lower().rstrip(".")
+    if not host or any(not (c.isascii() and (c.isalnum() or c in ".-")) for c in host):
+        return False
     return host in REALTIME_HOSTS or host.endswith(REALTIME_SUFFIXES)
 
 
