@@ -37,6 +37,8 @@ from .sweep import run_command
 from .tls import trust_env
 from .wire import Emission, error_event
 
+#: Either side of a proxied connection.
+Socket = ServerConnection | ClientConnection
 #: The kinds of fault (`schedule.Kind`) a link makes: latency and jitter on the upstream's events, a drop, close,
 #: `error` answer or delay at a client event, a close or delay after a server event, `session_expired`. The others
 #: (failed, cancelled, rate-limited responses, a close after the Nth response, failed transcriptions, barge-ins,
@@ -156,13 +158,8 @@ class LinkProxy(RecordingProxy):
             if state.expiry is not None:
                 state.expiry.cancel()
 
-    async def _pump(
-        self,
-        src: ServerConnection | ClientConnection,
-        dst: ServerConnection | ClientConnection,
-        direction: str,
-        conn: int,
-    ) -> None:
+    async def _pump(self, src: Socket, dst: Socket, direction: str, conn: int) -> None:
+        """`RecordingProxy._pump`'s place: each side's frames through the connection's faults."""
         ws, upstream = (src, dst) if direction == "client" else (dst, src)
         state = self._state(conn, ws, upstream)  # type: ignore[arg-type]
         if direction == "client":
