@@ -125,6 +125,14 @@ def test_hunt_upstream_guards_and_says_what_it_leaves_out(tmp_path: Path, capsys
     assert main(args) == 2
     assert "only the fake endpoint can make this fault" in capsys.readouterr().err
     assert main(["hunt", "--upstream", "http://127.0.0.1:9/v1", "--runs", "1", *out, "--", "true"]) == 2
+    from rtrace.net.hunt import SCHEDULE_LINE
+    from rtrace.net.schedule import Fault, Schedule
+
+    bug = tmp_path / "bug-1.toml"
+    failed = Schedule((Fault("fail", "response", "", "server_error", 1),))
+    bug.write_text(f"{SCHEDULE_LINE}{json.dumps(failed.to_json())}\n", encoding="utf-8")
+    assert main(["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--schedule", str(bug), *out, "--", "true"]) == 2
+    assert "its faults need the fake model" in capsys.readouterr().err
     capsys.readouterr()
     # an unreachable upstream: the clean run fails (the proxy answers 502), and the first line said what is left out
     assert main(["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--runs", "1", *out, "--", "false"]) == 4

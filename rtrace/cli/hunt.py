@@ -107,6 +107,7 @@ def hunt(
     from ..core.durations import parse_duration
     from ..net.hunt import HuntOptions, load_schedule
     from ..net.hunt import hunt as run_hunt
+    from ..net.link import link_makes
     from ..net.server import ServerOptions, options_from_cli
     from ..net.tls import announce_tls, tls_files
     from ..report.hunt import progress_line, render, render_terminal
@@ -131,6 +132,9 @@ def hunt(
             raise UsageError(f"hunt reports bugs, not findings: --format {fmt.value} is analyze's (see --help)")
         if upstream is not None:
             announce_upstream(upstream, template, runs, repro_runs, max_bugs)
+            for path, bug in zip(schedule or [], schedules or [], strict=True):
+                if not all(map(link_makes, bug.faults)):
+                    raise ValueError(f"{path}: its faults need the fake model ({bug.describe()}): not with --upstream")
         options = HuntOptions(
             budget=seconds or None, runs=runs, jobs=jobs, timeout=limit, seed=seed, shrink_runs=shrink_runs,
             repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules, template=template,
