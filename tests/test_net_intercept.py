@@ -90,3 +90,36 @@ def test_hunt_intercept_reaches_a_client_whose_url_is_hard_coded(
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert doc["baseline"]["exit"] == "exit 0" and [b["rule"] for b in doc["bugs"]] == ["RT101"], doc
     assert "--intercept" in doc["bugs"][0]["command"]
+
+
+def test_record_intercept_records_a_client_that_asked_for_the_real_host(tmp_path: Path) -> None:
+    """`rtrace record --intercept`: the printed https_proxy and authority take a client that connects to
+    `wss://api.openai.com/v1/realtime` to the recorder (here in front of a plain serve), which records it."""
+    import signal
+
+    from .test_net_link import Upstream, records
+
+    trace = tmp_path / "t.jsonl"
+    env = {**os.environ, "RTRACE_TLS_DIR": str(tmp_path / "tls")}
+    with Upstream() as url:
+        cmd = [sys.executable, "-m", "rtrace", "record", "--upstream", url, "-o", str(trace), "--intercept"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert proc.stdout is not None
+            lines: list[str] = []
+            while not lines or "Ctrl-C" not in lines[-1]:
+                lines.append(proc.stdout.readline())
+                assert lines[-1], "".join(lines)
+            given = dict(line.strip().split("=", 1) for line in lines if line.strip().startswith(("https", "SSL")))
+
+            async def client() -> str:
+                trust = ssl.create_default_context(cafile=given["SSL_CERT_FILE"])
+                wss = "wss://api.openai.com/v1/realtime?model=gpt-realtime"
+                async with connect(wss, proxy=given["https_proxy"], ssl=trust) as ws:
+                    return str(json.loads(await ws.recv())["type"])
+
+            assert asyncio.run(client()) == "session.created"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(20)
+    assert [r["event"]["type"] for r in records(trace) if r["dir"] == "server"][:1] == ["session.created"]

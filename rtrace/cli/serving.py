@@ -245,6 +245,7 @@ def sweep(
 
 RECORD_EXAMPLES = """Examples:
   rtrace record --upstream wss://api.openai.com/v1/realtime -o session.jsonl
+  rtrace record --upstream wss://api.openai.com/v1/realtime -o session.jsonl --intercept   # give the agent https_proxy
   OPENAI_BASE_URL=<printed URL> python my_agent.py    # in another shell"""
 
 
@@ -307,6 +308,14 @@ def record(
     port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
+    intercept: Annotated[
+        bool,
+        typer.Option(
+            "--intercept",
+            help="Also an HTTPS proxy (printed: https_proxy and the authority to trust) that answers api.openai.com "
+            "and Azure's realtime hosts with this recorder, for clients whose URL is hard-coded.",
+        ),
+    ] = False,
     *,
     listen: Endpoint,
     live: LiveOpt = None,
@@ -320,10 +329,12 @@ def record(
     try:
         check_upstream(upstream)
         faults = options_from_cli(**listen, host=host)
+        if intercept and faults.tls is not None:
+            raise ValueError("--intercept serves the realtime hosts' TLS itself: give --tls or --intercept, not both")
     except ValueError as e:
         raise UsageError(str(e)) from None
     options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio,
-                            tls=faults.tls)  # fmt: skip
+                            tls=faults.tls, intercept=intercept)  # fmt: skip
     record_link(options, faults, live)
 
 

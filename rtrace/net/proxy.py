@@ -41,6 +41,7 @@ from .common import (
     upstream_url,
     warn_unless_loopback,
 )
+from .intercept import intercepting
 from .tls import TlsFiles, announce_tls
 
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
@@ -82,6 +83,8 @@ class RecordOptions:
     tap: Tap | None = None
     #: Listen on `wss://` with this certificate (`rtrace.net.tls`); None: `ws://`.
     tls: TlsFiles | None = None
+    #: `--intercept`: an HTTPS proxy in front too, the realtime hosts' tunnels answered here (`net.intercept`).
+    intercept: bool = False
 
 
 @dataclasses.dataclass
@@ -355,10 +358,10 @@ def check_upstream(url: str) -> str:
 
 
 async def _record_forever(
-    options: RecordOptions, announce: Callable[[RecordingProxy], None], make: MakeProxy = RecordingProxy
+    options: RecordOptions, announce: Callable[[RecordingProxy, dict[str, str]], None], make: MakeProxy = RecordingProxy
 ) -> None:
-    async with run_proxy(options, make) as proxy:
-        announce(proxy)
+    async with run_proxy(options, make) as proxy, intercepting(options.intercept, proxy.port) as proxied:
+        announce(proxy, proxied)
         await until_stopped()
 
 
@@ -376,12 +379,14 @@ def record_main(
     exposure = "use the upstream through this proxy with their own credentials, and is recorded"
     warn_unless_loopback(options.host, exposure, err)
 
-    def announce(proxy: RecordingProxy) -> None:
+    def announce(proxy: RecordingProxy, proxied: dict[str, str]) -> None:
         print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
         print(f"  OPENAI_BASE_URL={proxy.http_url}", file=out)
         print(f"  recording to {options.output}", file=out)
         for line in says:
             print(f"  {line}", file=out)
+        for name, value in proxied.items():  # --intercept: what the client's process is given
+            print(f"  {name}={value}", file=out)
         announce_tls(options.tls, out)
         print("  Ctrl-C to stop.", file=out)
         out.flush()
