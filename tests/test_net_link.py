@@ -166,3 +166,32 @@ def test_a_hunt_through_the_link_finds_the_bug_the_direct_hunt_finds(tmp_path: P
     assert "--upstream" in result.bugs[0].command
     recs = records(result.runs[0].trace)
     assert {"client", "server"} <= {r["dir"] for r in recs}
+
+
+def test_the_link_acts_on_a_real_api_recording_played_back(tmp_path: Path) -> None:
+    """The upstream a real server's session played back (`serve --from` a realapi recording: what the real API
+    answered): the link's faults act on its answers as on the fake's; the client gets the recorded response."""
+    from bench.fidelity import find_realapi
+
+    realapi = find_realapi(None)
+    if realapi is None:
+        pytest.skip("no ../shared/realapi recordings beside the clone")
+    recording = realapi / "cases" / "realapi.pydantic-ai.tool-call-round.a.jsonl"
+    done = [r["event"] for r in records(recording) if r["event"].get("type") == "response.done"]
+    recorded = [o.get("name") for o in done[0]["response"]["output"] if o.get("type") == "function_call"]
+
+    async def main() -> Any:
+        async with run_server(ServerOptions(from_trace=str(recording))) as upstream:
+            record = RecordOptions(upstream=upstream.url, output=tmp_path / "link.jsonl")
+            faults = ServerOptions(schedule=Schedule.of(Faults(error_on=["conversation.item.create"])), latency=0.02)
+            async with run_link(record, faults) as link:
+                return await one_turn(link.url)
+
+    got, code = asyncio.run(main())
+    assert code is None and [e["error"]["code"] for e in got if e["type"] == "error"] == ["fault_injected"]
+    calls = [o.get("name") for o in got[-1]["response"]["output"] if o.get("type") == "function_call"]
+    assert recorded and calls == recorded, (recorded, got[-1])
+    notes = [
+        r["event"]["fault"] for r in records(tmp_path / "link.jsonl") if r["event"].get("type") == "fault.injected"
+    ]
+    assert notes == ["error-on"]
