@@ -92,9 +92,11 @@ def test_hunt_intercept_reaches_a_client_whose_url_is_hard_coded(
     assert "--intercept" in doc["bugs"][0]["command"]
 
 
-def test_record_intercept_records_a_client_that_asked_for_the_real_host(tmp_path: Path) -> None:
-    """`rtrace record --intercept`: the printed https_proxy and authority take a client that connects to
-    `wss://api.openai.com/v1/realtime` to the recorder (here in front of a plain serve), which records it."""
+@pytest.mark.parametrize("command", ["record", "serve"])
+def test_record_intercept_records_a_client_that_asked_for_the_real_host(command: str, tmp_path: Path) -> None:
+    """`rtrace record --intercept` (and `serve --upstream --intercept`): the printed https_proxy and authority take
+    a client that connects to `wss://api.openai.com/v1/realtime` to the recorder (here in front of a plain serve),
+    which records it."""
     import signal
 
     from .test_net_link import Upstream, records
@@ -102,7 +104,8 @@ def test_record_intercept_records_a_client_that_asked_for_the_real_host(tmp_path
     trace = tmp_path / "t.jsonl"
     env = {**os.environ, "RTRACE_TLS_DIR": str(tmp_path / "tls")}
     with Upstream() as url:
-        cmd = [sys.executable, "-m", "rtrace", "record", "--upstream", url, "-o", str(trace), "--intercept"]
+        out = ["-o", str(trace)] if command == "record" else ["--record", str(trace)]
+        cmd = [sys.executable, "-m", "rtrace", command, "--upstream", url, *out, "--intercept"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         try:
             assert proc.stdout is not None

@@ -134,6 +134,12 @@ def serve(
             help="A fault-injecting proxy to this endpoint instead of the fake: the faults a link makes, on the link.",
         ),
     ] = None,
+    intercept: Annotated[
+        bool,
+        typer.Option(
+            "--intercept", help="With --upstream: also an HTTPS proxy for clients with a hard-coded URL (as record's)."
+        ),
+    ] = False,
 ) -> None:
     """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
@@ -146,8 +152,10 @@ def serve(
     except ValueError as e:
         raise UsageError(str(e)) from None
     if upstream is not None:
-        serve_upstream(upstream, options, live)
+        serve_upstream(upstream, options, live, intercept)
         return
+    if intercept:
+        raise UsageError("--intercept goes with --upstream (serve's fake endpoint: rtrace hunt --intercept)")
     from ..net.common import scrubbed_logging
 
     stop_on_sigterm()
@@ -156,7 +164,7 @@ def serve(
     serve_watched(options, live, fail_on.value if exit_with_findings else None)
 
 
-def serve_upstream(upstream: str, options: "ServerOptions", live: bool | None) -> None:
+def serve_upstream(upstream: str, options: "ServerOptions", live: bool | None, intercept: bool = False) -> None:
     """`serve --upstream URL`: `record`'s proxy to URL with serve's faults on the link (the fake model's options,
     a tool, transcripts, `--from`, do not apply: there is no fake model)."""
     from ..net.proxy import RecordOptions, check_upstream
@@ -167,8 +175,10 @@ def serve_upstream(upstream: str, options: "ServerOptions", live: bool | None) -
         raise UsageError(str(e)) from None
     if options.from_trace is not None or options.endpoint.tool is not None:
         raise UsageError("--upstream: --from and --tool are the fake model's; the upstream answers for itself")
+    if intercept and options.tls is not None:
+        raise UsageError("--intercept serves the realtime hosts' TLS itself: give --tls or --intercept, not both")
     record = RecordOptions(upstream=upstream, output=options.record, host=options.host, port=options.port,
-                           tls=options.tls)  # fmt: skip
+                           tls=options.tls, intercept=intercept)  # fmt: skip
     record_link(record, options, live)
 
 
