@@ -186,3 +186,53 @@ def test_the_cap_keeps_the_data_loss_and_names_what_it_left_out(tmp_path: Path) 
     doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
     assert [b["rule"] for b in doc["bugs"]] == ["RT101"]
     assert doc["left_out"] and any("gave up" in line for line in doc["left_out"])
+
+
+def test_hunt_tls_serves_wss_and_gives_the_command_the_trust_variables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--tls`: every run's server speaks wss:// with the made certificate, and the command is told the variables
+    that trust it (printed first): a client that refuses anything but wss:// (tests/sweep_client.py behind a
+    check of its URL, trusting by SSL_CERT_FILE as Python's ssl does) is hunted unchanged and its bug found."""
+    import sys
+
+    monkeypatch.setenv("RTRACE_TLS_DIR", str(tmp_path / "tls"))
+    client = Path(__file__).parent / "sweep_client.py"
+    wss_only = f'case "$RTRACE_URL" in wss://*) exec "{sys.executable}" "{client}";; *) exit 5;; esac'
+    base = ["hunt", "--runs", "1", "--repro-runs", "1", "--shrink-runs", "1", "--max-bugs", "1"]
+    args = [*base, "--tls", "--out", str(tmp_path / "h"), "-o", str(tmp_path / "hunt.json")]
+    assert main([*args, "--", "sh", "-c", wss_only]) == 1
+    doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
+    assert [b["rule"] for b in doc["bugs"]] == ["RT101"]
+    err = capsys.readouterr().err
+    ca = tmp_path / "tls" / "ca.pem"
+    assert f"SSL_CERT_FILE={ca}" in err and f"NODE_EXTRA_CA_CERTS={ca}" in err and ca.is_file()
+    # without --tls the same client refuses the ws:// URL: its clean run fails
+    assert main([*base, "--out", str(tmp_path / "plain"), "--", "sh", "-c", wss_only]) == 4
+
+
+def test_hunt_upstream_guards_and_says_what_it_leaves_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--upstream`: a real endpoint (not this machine) needs --runs (every run a billed session, said on the first
+    line); a fault only the fake model makes is a usage error; what the search leaves out is said."""
+    out = ["--out", str(tmp_path)]
+    assert main(["hunt", "--upstream", "wss://api.example.test/v1/realtime", *out, "--", "true"]) == 2
+    assert "every run is a real, billed session" in capsys.readouterr().err
+    script = tmp_path / "s.toml"
+    script.write_text('[[turn]]\nwhen = { response = 1 }\nfail = "server_error"\n', encoding="utf-8")
+    args = ["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--runs", "1", "--script", str(script), *out, "--", "true"]
+    assert main(args) == 2
+    assert "only the fake endpoint can make this fault" in capsys.readouterr().err
+    assert main(["hunt", "--upstream", "http://127.0.0.1:9/v1", "--runs", "1", *out, "--", "true"]) == 2
+    from rtrace.net.hunt import SCHEDULE_LINE
+    from rtrace.net.schedule import Fault, Schedule
+
+    bug = tmp_path / "bug-1.toml"
+    failed = Schedule((Fault("fail", "response", "", "server_error", 1),))
+    bug.write_text(f"{SCHEDULE_LINE}{json.dumps(failed.to_json())}\n", encoding="utf-8")
+    assert main(["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--schedule", str(bug), *out, "--", "true"]) == 2
+    assert "its faults need the fake model" in capsys.readouterr().err
+    capsys.readouterr()
+    # an unreachable upstream: the clean run fails (the proxy answers 502), and the first line said what is left out
+    assert main(["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--runs", "1", *out, "--", "false"]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("rtrace hunt: through a link to ws://127.0.0.1:9/v1; left out") and "barge_in" in err

@@ -158,3 +158,46 @@ def test_serve_tls_prints_the_wss_url_and_what_each_runtime_trusts(tmp_path: Pat
     assert f"certificate made in {tmp_path / 'tls'}" in text
     for name in ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
         assert f"{name}={tmp_path / 'tls' / 'ca.pem'}" in text
+
+
+def test_serve_upstream_and_record_act_the_link_faults_on_a_real_upstream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve --upstream URL` with a fault flag (and `record` with it): a proxy to a plain serve that answers the
+    client's conversation.item.create with the injected error (withheld from the upstream), noted in its trace;
+    a fault only the fake model makes is a usage error."""
+    import asyncio
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from .test_net_link import Upstream, one_turn, records
+
+    assert main(["serve", "--upstream", "ws://127.0.0.1:9/v1", "--fail-response", "1"]) == 2
+    assert "only the fake endpoint can make this fault" in capsys.readouterr().err
+    assert main(["record", "--upstream", "ws://127.0.0.1:9/v1", "-o", str(tmp_path / "r.jsonl"),
+                 "--script", str(tmp_path / "none.toml")]) == 2  # fmt: skip
+    for command in ("serve", "record"):
+        trace = tmp_path / f"{command}.jsonl"
+        out = ["--record", str(trace)] if command == "serve" else ["-o", str(trace)]
+        with Upstream() as url:
+            cmd = [sys.executable, "-m", "rtrace", command, "--upstream", url, *out, "--error-on",
+                   "conversation.item.create", "--latency", "20ms"]  # fmt: skip
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+            try:
+                assert proc.stdout is not None
+                lines: list[str] = []
+                while not lines or "Ctrl-C" not in lines[-1]:
+                    lines.append(proc.stdout.readline())
+                    assert lines[-1], "".join(lines) + (proc.stderr.read() if proc.stderr else "")
+                base = next(line for line in lines if "OPENAI_BASE_URL=" in line).split("=", 1)[1].strip()
+                got, code = asyncio.run(one_turn("ws" + base[4:]))
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(20)
+        text = "".join(lines)
+        assert "on the link: latency 20ms on every server event" in text and "answer conversation.item.create" in text
+        assert [e["error"]["code"] for e in got if e["type"] == "error"] == ["fault_injected"] and code is None
+        notes = [r["event"] for r in records(trace) if r["event"].get("type") == "fault.injected"]
+        assert [n["fault"] for n in notes] == ["error-on"], notes

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rtrace.engine.fold import analyze_path
-from rtrace.net.hunt import Bug, HuntOptions, HuntResult, hunt
+from rtrace.net.hunt import Bug, HuntOptions, HuntResult, hunt, records_of
 from rtrace.net.schedule import SURVIVAL
 
 from .conftest import ROOT, client_node, client_python
@@ -94,3 +94,36 @@ def test_hunt_finds_the_call_lost_on_reconnect_on_livekit_agents_js_1_9_0(tmp_pa
     result = run_hunt(agents_js(), tmp_path, runs=12)
     bug = the_bug(result, "RT105")
     assert bug.key.reaction.startswith("reconnected"), explain(result)
+
+
+def link_hunt(command: list[str], out: Path, runs: int) -> HuntResult:
+    """`rtrace hunt --upstream ws://127.0.0.1:P/v1` (P a plain serve): every run through a fault-injecting proxy."""
+    from .test_net_link import Upstream
+
+    with Upstream() as url:
+        options = HuntOptions(budget=None, runs=runs, jobs=2, timeout=40, seed=1, shrink_runs=1, repro_runs=3,
+                              max_bugs=2, out_dir=out, upstream=url)  # fmt: skip
+        result = hunt(command, options)
+    assert {"client", "server"} <= {r["dir"] for r in records_of(result.runs[0].trace)}, explain(result)
+    return result
+
+
+def test_hunt_through_a_link_finds_the_call_lost_on_reconnect_on_livekit_1_8_4(tmp_path: Path) -> None:
+    """As the direct hunt finds it, from a fault the link makes (a drop or close at an event)."""
+    result = link_hunt(livekit("1.8.4", "reconnect"), tmp_path, runs=12)
+    bug = the_bug(result, "RT105")
+    assert bug.key.reaction == "reconnected" and "--upstream" in bug.command, explain(result)
+    assert [f.kind for f in bug.schedule.faults] in (["drop"], ["close"]), explain(result)
+
+
+def test_hunt_through_a_link_finds_7880_on_livekit_1_8_4(tmp_path: Path) -> None:
+    """#7880 (RT101), as the direct hunt finds it on 1.8.8: the link's latency on every upstream event."""
+    the_bug(link_hunt(livekit("1.8.4", "race"), tmp_path, runs=4), "RT101")
+
+
+def test_hunt_through_a_link_finds_the_call_lost_on_reconnect_on_livekit_agents_js_1_9_0(tmp_path: Path) -> None:
+    """The Node client through the link, as the direct hunt finds it; its key went upstream, into no artifact."""
+    bug = the_bug(link_hunt(agents_js(), tmp_path, runs=12), "RT105")
+    assert bug.key.reaction == "reconnected", bug
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files and not [p for p in files if b"sk-rtrace-test-key" in p.read_bytes()]

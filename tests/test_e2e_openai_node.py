@@ -102,3 +102,30 @@ def test_output_dropped_before_its_ack_with_reconnect_is_lost(tmp_path: Path) ->
     _, second = dropped.conns()
     assert dropped.summary["reconnected"] == 1 and second.creates() == [], dropped.explain()
     assert_slugs(dropped, {"unanswered-function-call", "unconfirmed-item-lost-on-reconnect"})
+
+
+def test_hunt_tls_reaches_the_wss_only_sdk_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rtrace hunt --tls` with nothing added by hand: the SDK is given the https:// base URL and
+    NODE_EXTRA_CA_CERTS by the hunt itself, its clean run passes over wss://, and the search's first faults (ack
+    latencies, then drops) find a bug it reproduces."""
+    import json
+
+    from rtrace.cli import main
+
+    from .conftest import client_node
+    from .realclients import E2E, TOOL
+
+    monkeypatch.setenv("RTRACE_TLS_DIR", str(tmp_path / "tls"))
+    monkeypatch.delenv("NODE_EXTRA_CA_CERTS", raising=False)
+    node, driver = client_node(), E2E / "node" / "openai_node_scenario.mjs"
+    command = ["sh", "-c", f'exec "{node}" "{driver}" --url "$OPENAI_BASE_URL" --tool-name {TOOL} --timeout 10']
+    args = ["hunt", "--tls", "--runs", "6", "-j", "2", "--timeout", "40s", "--shrink-runs", "1", "--repro-runs", "2",
+            "--max-bugs", "2", "--fail-on", "warning", "--out", str(tmp_path / "h"),
+            "-o", str(tmp_path / "hunt.json")]  # fmt: skip
+    code = main([*args, "--", *command])
+    doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
+    clean = tmp_path / "h" / "runs" / "run0001.jsonl"
+    opened = [r for r in trace_records(clean) if r["event"].get("type") == "connection.opened"]
+    assert opened and opened[0]["event"]["path"].startswith("/v1/realtime"), doc
+    assert doc["baseline"]["exit"] == "exit 0", doc
+    assert code == 1 and doc["bugs"] and all(b["rate"] > 0 for b in doc["bugs"]), doc

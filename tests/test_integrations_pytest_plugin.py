@@ -538,3 +538,39 @@ def test_ctrl_c_stops_a_hunt_in_a_test_within_seconds_and_shows_what_it_found(tm
     assert took < 5, text
     assert "interrupted (SIGINT): a partial report" in text and "KeyboardInterrupt" in text
     assert not Path(f"/proc/{pidfile.read_text().strip()}").exists()
+
+
+def test_a_hunt_in_a_test_through_a_link_to_an_upstream(users: pytest.Pytester) -> None:
+    """`@pytest.mark.rtrace(hunt=..., upstream=URL)`: `rtrace hunt --upstream` for one test; every run through a
+    link to the upstream (here a plain serve on 127.0.0.1), the bug found as without it. Without `hunt`, or with a
+    fault only the fake model makes, the setup fails saying so."""
+    from .test_net_link import Upstream
+
+    client = Path(__file__).parent / "sweep_client.py"
+    with Upstream() as url:
+        users.makepyfile(
+            test_agent=f"""
+            import os, subprocess, sys
+            import pytest
+
+            @pytest.mark.rtrace(hunt="2s", hunt_runs=1, upstream={url!r})
+            def test_agent(rtrace_server):
+                done = subprocess.run([sys.executable, {str(client)!r}], env={{**os.environ, **rtrace_server.env}})
+                assert done.returncode == 0
+
+            @pytest.mark.rtrace(upstream={url!r})
+            def test_once(rtrace_server):
+                pass
+
+            @pytest.mark.rtrace(hunt="6s", upstream={url!r}, fail_response=[1])
+            def test_model_fault(rtrace_server):
+                pass
+            """
+        )
+        result = users.runpytest("-p", "no:cacheprovider", "--rtrace-traces", "traces")
+    result.assert_outcomes(failed=1, errors=2)
+    result.stdout.fnmatch_lines(["*clean run: exit 0, no finding*", "*bug *: RT101 deleted-function-call-output*"])
+    result.stdout.fnmatch_lines(["*reproduce: rtrace hunt --upstream ws://127.0.0.1:* --schedule *"])
+    out = result.stdout.str()
+    assert "upstream= hunts through a link: give hunt= too" in out
+    assert "--fail-response: only the fake endpoint can make this fault" in out

@@ -160,3 +160,31 @@ def test_the_private_keys_never_reach_the_start_lines(tmp_path: Path) -> None:
     key = files.key.read_text()
     assert "PRIVATE KEY" in key and "PRIVATE KEY" not in out.getvalue() and str(files.key) not in out.getvalue()
     assert os.path.basename(files.key) == "server-key.pem"
+
+
+def test_a_certificate_per_intercepted_host_signed_by_the_same_authority(tmp_path: Path) -> None:
+    """`for_host` (`--intercept`): a leaf naming the host, signed by serve's authority, kept and reused; the trust
+    bundle holds the authority and the system's own."""
+    server = tls.ensure("127.0.0.1", tmp_path)
+    leaf = tls.for_host("api.openai.com", tmp_path)
+    assert leaf.made and leaf.ca == server.ca and leaf.cert == tmp_path / "hosts" / "api.openai.com.pem"
+    assert stat.S_IMODE(leaf.key.stat().st_mode) == 0o600
+    assert not tls.for_host("api.openai.com", tmp_path).made
+    odd = tls.for_host("x/../Evil Host.openai.azure.com", tmp_path)
+    assert odd.cert.parent == tmp_path / "hosts"  # a name never leaves the folder
+    bundle = tls.trust_bundle(leaf)
+    assert bundle.read_bytes().startswith(server.ca.read_bytes())
+
+    async def handshake() -> str:
+        server_side = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0, ssl=leaf.context())
+        port = server_side.sockets[0].getsockname()[1]
+        try:
+            trust = ssl.create_default_context(cafile=str(bundle))
+            _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=trust, server_hostname="api.openai.com")
+            name = writer.get_extra_info("peercert")["subject"][0][0][1]
+            writer.close()
+            return str(name)
+        finally:
+            server_side.close()
+
+    assert asyncio.run(handshake()) == "api.openai.com"

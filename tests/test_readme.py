@@ -153,6 +153,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "tests").mkdir()
     (work / "tests" / "test_my_agent.py").write_text(MY_AGENT_TEST)
     shutil.copy(ROOT / "tests" / "sweep_client.py", work / "tests")  # docs/hunt.md's example client
+    shutil.copy(ROOT / "tests" / "hardcoded_client.py", work / "tests")  # docs/upstream.md's (--intercept)
     assert main(["analyze", str(work / "traces"), "--baseline", str(work / "known.json"), "--write-baseline"]) == 0
     return work
 

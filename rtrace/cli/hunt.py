@@ -1,6 +1,8 @@
 """The hunt: `rtrace hunt`, a thin shell over `net.hunt` (the search, shrinking, rates) and `report.hunt`."""
 
+import dataclasses
 import io
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -9,18 +11,41 @@ import typer
 from ..report.console import plain_console, stderr_console, stdout_console
 from ..report.outputs import ReportFormat
 from ..rules.base import SEVERITY_RANK
-from .common import FailOn, verbatim
+from .common import EscapedLines, FailOn, verbatim
 from .outputs import output_format, write_bytes
 from .root import ExitCode, UsageError, app, say
 
 if TYPE_CHECKING:
     from ..net.hunt import HuntResult
+    from ..net.server import ServerOptions
 
 HUNT_EXAMPLES = """Examples:
   rtrace hunt --budget 10m -- python my_agent_test.py     # the agent reads OPENAI_BASE_URL
   rtrace hunt --runs 40 -j 2 -o hunt.sarif -- npm test
   rtrace hunt --script agent.toml --budget 5m -- python my_agent_test.py   # the faults on top of your script
+  rtrace hunt --tls --runs 20 -- node realtime_test.mjs   # a wss:// client: it is given NODE_EXTRA_CA_CERTS
+  rtrace hunt --upstream wss://api.openai.com/v1/realtime --runs 10 -- python my_agent_test.py   # billed
+  rtrace hunt --intercept --runs 20 -- python agent_test.py   # its URL is wss://api.openai.com/...: https_proxy
   rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
+
+
+def announce_upstream(upstream: str, template: "ServerOptions", runs: int | None, *spend: int) -> None:
+    """`--upstream`: checked (a ws(s):// URL, the script's turns all on the link), `--runs` demanded unless the
+    upstream is this machine, and the first line says what each run costs and what is left out of the search."""
+    from ..net.common import is_loopback, safe_url
+    from ..net.link import FAKE_ONLY, check_link
+    from ..net.proxy import check_upstream
+
+    check_upstream(upstream)
+    check_link(template)
+    where = safe_url(upstream)
+    if not is_loopback(upstream):
+        if runs is None:
+            raise ValueError(f"--upstream {where}: every run is a real, billed session: give --runs N")
+        repro, bugs = spend
+        say(f"rtrace hunt: warning: every run is a real, billed session at {where}: the clean run, up to {runs} "
+            f"searched, then the shrinking and {repro} re-runs of each of at most {bugs} bugs")  # fmt: skip
+    say(f"rtrace hunt: through a link to {where}; left out (only the fake model makes them): {', '.join(FAKE_ONLY)}")
 
 
 @app.command(epilog=verbatim(HUNT_EXAMPLES))
@@ -59,6 +84,31 @@ def hunt(
         str,
         typer.Option(metavar="DURATION", help="End a run quiet this long after a fault, its turn undone (0: never)."),
     ] = "3s",
+    tls: Annotated[
+        bool,
+        typer.Option(
+            "--tls",
+            help="Serve wss:// with a certificate made and kept (as serve --tls); the command is "
+            "given the variables that trust it (printed).",
+        ),
+    ] = False,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Every run, the clean one too, through a fault-injecting proxy to this endpoint (a real, billed "
+            "session per run unless it is on this machine: give --runs); the faults only the fake model makes are "
+            "left out.",
+        ),
+    ] = None,
+    intercept: Annotated[
+        bool,
+        typer.Option(
+            "--intercept",
+            help="For a client whose URL is hard-coded to the real service: the command is given an HTTPS proxy "
+            "(https_proxy) that answers api.openai.com and Azure's realtime hosts itself, with rtrace's authority.",
+        ),
+    ] = False,
 ) -> None:
     """Look for bugs by itself: a clean run, then each single fault at each point of what the client did, then
     random combinations; each bug shrunk, re-run and minimized, all within --budget (wall time). Exit 1 on a bug at
@@ -69,8 +119,10 @@ def hunt(
     from ..net.common import check_out_dir
     from ..net.hunt import HuntOptions, load_schedule, schedule_number
     from ..net.hunt import hunt as run_hunt
+    from ..net.link import link_makes
     from ..net.processes import exit_status, kill_strays_default
     from ..net.server import ServerOptions, options_from_cli
+    from ..net.tls import announce_tls, tls_files
     from ..report.hunt import progress_line, render, render_terminal
 
     try:
@@ -94,16 +146,27 @@ def hunt(
             except OSError as e:
                 raise ValueError(f"-o {output}: cannot write there ({e.strerror or e})") from None
         template = options_from_cli(script=script) if script is not None else ServerOptions()
+        if tls and intercept:
+            raise ValueError("--intercept serves the realtime hosts' TLS itself: give --tls or --intercept, not both")
+        if tls:
+            template = dataclasses.replace(template, tls=tls_files(True, None, None, "127.0.0.1"))
         fmt = output_format(format, output)
         if fmt in (ReportFormat.concise, ReportFormat.github):
             raise UsageError(f"hunt reports bugs, not findings: --format {fmt.value} is analyze's (see --help)")
+        if upstream is not None:
+            announce_upstream(upstream, template, runs, repro_runs, max_bugs)
+            for path, bug in zip(schedule or [], schedules or [], strict=True):
+                if not all(map(link_makes, bug.faults)):
+                    raise ValueError(f"{path}: its faults need the fake model ({bug.describe()}): not with --upstream")
         options = HuntOptions(
             budget=seconds or None, runs=runs, jobs=jobs, timeout=limit, seed=seed, shrink_runs=shrink_runs,
             repro_runs=repro_runs, max_bugs=max_bugs, out_dir=out, schedules=schedules, template=template,
             script=script, numbers=[schedule_number(p) for p in schedule] if schedule else None,
             kill_strays=kill_strays_default() if kill_strays is None else kill_strays, quiet=quiet or None,
+            upstream=upstream, intercept=intercept,
         )  # fmt: skip
         err = stderr_console()
+        announce_tls(template.tls, EscapedLines(sys.stderr))  # type: ignore[arg-type]
         result = run_hunt(command, options, lambda p: err.print(progress_line(p), markup=False, soft_wrap=True))
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -30,6 +30,7 @@ from .root import ExitCode, UsageError, app, exit_code, say
 
 if TYPE_CHECKING:
     from ..net.options import EndpointOption
+    from ..net.proxy import RecordOptions
     from ..net.server import ServerOptions
 
 
@@ -126,6 +127,19 @@ def serve(
     fail_on: Annotated[FailOn, typer.Option(help="With --exit-with-findings: the severity that fails.")] = (
         FailOn.error
     ),
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="A fault-injecting proxy to this endpoint instead of the fake: the faults a link makes, on the link.",
+        ),
+    ] = None,
+    intercept: Annotated[
+        bool,
+        typer.Option(
+            "--intercept", help="With --upstream: also an HTTPS proxy for clients with a hard-coded URL (as record's)."
+        ),
+    ] = False,
 ) -> None:
     """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
@@ -137,12 +151,35 @@ def serve(
         options = options_from_cli(**{**endpoint, "host": bind_host(endpoint["host"])})
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if upstream is not None:
+        serve_upstream(upstream, options, live, intercept)
+        return
+    if intercept:
+        raise UsageError("--intercept goes with --upstream (serve's fake endpoint: rtrace hunt --intercept)")
     from ..net.common import scrubbed_logging
 
     stop_on_sigterm()
     scrubbed_logging(sys.stderr)
     live = sys.stderr.isatty() if live is None else live
     serve_watched(options, live, fail_on.value if exit_with_findings else None)
+
+
+def serve_upstream(upstream: str, options: "ServerOptions", live: bool | None, intercept: bool = False) -> None:
+    """`serve --upstream URL`: `record`'s proxy to URL with serve's faults on the link (the fake model's options,
+    a tool, transcripts, `--from`, do not apply: there is no fake model)."""
+    from ..net.proxy import RecordOptions, check_upstream
+
+    try:
+        check_upstream(upstream)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if options.from_trace is not None or options.endpoint.tool is not None:
+        raise UsageError("--upstream: --from and --tool are the fake model's; the upstream answers for itself")
+    if intercept and options.tls is not None:
+        raise UsageError("--intercept serves the realtime hosts' TLS itself: give --tls or --intercept, not both")
+    record = RecordOptions(upstream=upstream, output=options.record, host=options.host, port=options.port,
+                           tls=options.tls, intercept=intercept)  # fmt: skip
+    record_link(record, options, live)
 
 
 def serve_watched(options: "ServerOptions", live: bool, fail_on: str | None) -> None:
@@ -223,15 +260,59 @@ def sweep(
 
 RECORD_EXAMPLES = """Examples:
   rtrace record --upstream wss://api.openai.com/v1/realtime -o session.jsonl
+  rtrace record --upstream wss://api.openai.com/v1/realtime -o session.jsonl --intercept   # give the agent https_proxy
   OPENAI_BASE_URL=<printed URL> python my_agent.py    # in another shell"""
 
 
+#: The options of `serve` that `record` takes too: its listening side's TLS, and the faults a link makes
+#: (`rtrace.net.link`) with their latency, jitter, seed, close code, times and script.
+LINK_OPTIONS = ("tls", "cert", "key", "latency", "jitter", "seed", "close_after", "drop_on", "drop_after", "error_on",
+                "expire_after", "close_code", "fault_times", "script")  # fmt: skip
+
+
 def listening_options() -> Callable[[Command], Command]:
-    """`--tls`, `--cert`, `--key` as `serve` declares them (`ENDPOINT_OPTIONS`), spliced where `record`'s
-    `listen: Endpoint` parameter is."""
+    """`LINK_OPTIONS` as `serve` declares them (`ENDPOINT_OPTIONS`), spliced where `record`'s `listen: Endpoint`
+    parameter is."""
     from ..net.options import OPTION_BY_FIELD
 
-    return spliced("listen", [endpoint_parameter(OPTION_BY_FIELD[name]) for name in ("tls", "cert", "key")])
+    return spliced("listen", [endpoint_parameter(OPTION_BY_FIELD[name]) for name in LINK_OPTIONS])
+
+
+def record_link(options: "RecordOptions", faults: "ServerOptions | None", live: bool | None) -> None:
+    """`record` (and `serve --upstream`): the recording proxy, through the faults of `faults` when it has any
+    (`rtrace.net.link.LinkProxy`), its trace folded as it is written, a line per connection on stderr."""
+    import dataclasses
+
+    from ..net.link import LinkProxy, check_link
+    from ..net.live import ConnectionLog, watch
+    from ..net.proxy import record_main
+    from ..net.server import describe
+
+    out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
+    make: Any = None
+    says: list[str] = []
+    if faults is not None and (faults.schedule or faults.latency or faults.latency_by_type or faults.jitter
+                               or faults.jitter_by_type):  # fmt: skip
+        try:
+            check_link(faults)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        make, says = (lambda o, w: LinkProxy(o, faults, w)), ["on the link: " + line for line in describe(faults)]
+    stop_on_sigterm()
+    log = ConnectionLog("rtrace record", say)
+
+    def run(path: str, tap: Any) -> None:
+        given = dataclasses.replace(options, output=path, tap=tap)
+        if make is None:
+            record_main(given, out, err)  # type: ignore[arg-type]
+        else:
+            record_main(given, out, err, make, says)  # type: ignore[arg-type]
+
+    try:
+        watched = watch(run, options.output, sys.stderr.isatty() if live is None else live, err, log=log)  # type: ignore[arg-type]
+        say(log.summary(watched.trace, options.output is None))
+    except OSError as e:
+        raise UsageError(f"{e.filename or options.output}: {e.strerror or e}") from None
 
 
 @app.command(epilog=verbatim(RECORD_EXAMPLES))
@@ -242,35 +323,34 @@ def record(
     port: Annotated[int, typer.Option(help="Local port (0: a free one).")] = 0,
     host: Annotated[str, typer.Option(help="Address to bind (not loopback: a warning is printed).")] = "127.0.0.1",
     keep_audio: Annotated[bool, typer.Option(help="Keep audio payloads (default: byte count and SHA-256).")] = False,
+    intercept: Annotated[
+        bool,
+        typer.Option(
+            "--intercept",
+            help="Also an HTTPS proxy (printed: https_proxy and the authority to trust) that answers api.openai.com "
+            "and Azure's realtime hosts with this recorder, for clients whose URL is hard-coded.",
+        ),
+    ] = False,
     *,
     listen: Endpoint,
     live: LiveOpt = None,
 ) -> None:
-    """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop."""
-    from ..net.proxy import RecordOptions, check_upstream, record_main
-    from ..net.tls import tls_files
+    """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop. With fault
+    flags, they act on the link as serve's act (those that need no fake model)."""
+    from ..net.proxy import RecordOptions, check_upstream
+    from ..net.server import options_from_cli
 
     bind_host(host)
     try:
         check_upstream(upstream)
-        cert, key = (str(listen[k]) if listen[k] is not None else None for k in ("cert", "key"))
-        files = tls_files(listen["tls"], cert, key, host)
+        faults = options_from_cli(**listen, host=host)
+        if intercept and faults.tls is not None:
+            raise ValueError("--intercept serves the realtime hosts' TLS itself: give --tls or --intercept, not both")
     except ValueError as e:
         raise UsageError(str(e)) from None
-    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio, tls=files)
-    out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
-    stop_on_sigterm()
-    try:
-        import dataclasses
-
-        from ..net.live import ConnectionLog, watch
-
-        log = ConnectionLog("rtrace record", say)
-        watched = watch(lambda path, tap: record_main(dataclasses.replace(options, output=path, tap=tap), out, err),  # type: ignore[arg-type]
-                        output, sys.stderr.isatty() if live is None else live, err, log=log)  # type: ignore[arg-type]  # fmt: skip
-        say(log.summary(watched.trace, False))
-    except OSError as e:
-        raise UsageError(f"{e.filename or output}: {e.strerror or e}") from None
+    options = RecordOptions(upstream=upstream, output=output, host=host, port=port, keep_audio=keep_audio,
+                            tls=faults.tls, intercept=intercept)  # fmt: skip
+    record_link(options, faults, live)
 
 
 REPLAY_EXAMPLES = """Examples:

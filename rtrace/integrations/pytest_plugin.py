@@ -13,7 +13,9 @@ runs again and again in a child pytest, each time against a server of the hunt w
 fails when the hunt found a bug at or above `fail_on` (the bugs' report is its failure text; their scripts,
 traces and minimized traces are kept in the test's trace folder). In a child of a hunt (`RTRACE_HUNT` in the
 environment, as `rtrace hunt -- pytest ...` also sets it) the fixture starts no server of its own: it hands out the
-hunt's, and the hunt judges the session.
+hunt's, and the hunt judges the session. With `upstream="ws://127.0.0.1:PORT/v1"` too, every run of the hunt goes
+through a link to that endpoint (`rtrace hunt --upstream`; an endpoint on this machine only: a billed one is
+hunted with `rtrace hunt --upstream URL --runs N -- pytest ...`).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 LEVELS = FAIL_ON_LEVELS
 #: What the marker (and an indirect parametrization of the fixture) may say besides the `rtrace serve` options
 #: (`rtrace.net.options.ENDPOINT_OPTIONS`), which it takes by their fields.
-PLUGIN_OPTIONS = ("fail_on", "hunt", "hunt_runs")
+PLUGIN_OPTIONS = ("fail_on", "hunt", "hunt_runs", "upstream")
 #: Runs of each bug's minimal schedule a test's hunt takes its rate over (`hunt_runs` in the marker).
 HUNT_RUNS = 5
 #: `options_from_cli` options a test may not set: the plugin binds a free loopback port and records the trace.
@@ -51,7 +53,7 @@ _WAIT = 30.0
 
 _SERVER_KEY = pytest.StashKey["RtraceServer"]()
 _LATENCIES_KEY = pytest.StashKey[list[float]]()
-_HUNT_KEY = pytest.StashKey["tuple[ServerOptions, float, str, Path, int]"]()
+_HUNT_KEY = pytest.StashKey["tuple[ServerOptions, float, str, Path, int, str | None]"]()
 #: Set in the environment of the commands a hunt runs (`rtrace.net.hunt.CommandTarget`).
 HUNT_ENV = "RTRACE_HUNT"
 
@@ -131,10 +133,13 @@ def rtrace_server(request: pytest.FixtureRequest, rtrace_latency: float | None) 
     runs = options.pop("hunt_runs", HUNT_RUNS)
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         pytest.fail(f"rtrace: hunt_runs={runs!r}: give a whole number of at least 1", pytrace=False)
+    upstream = options.pop("upstream", None)
     server_options = _server_options(request, options)
+    if upstream is not None:
+        _check_upstream(upstream, server_options, bool(budget))
     trace = _trace_path(request)
     if budget:
-        hunting = (server_options, _hunt_budget(budget), fail_on, trace.with_suffix(""), runs)
+        hunting = (server_options, _hunt_budget(budget), fail_on, trace.with_suffix(""), runs, upstream)
         request.node.stash[_HUNT_KEY] = hunting
     server = RtraceServer(server_options, trace, fail_on)
     server.start()
@@ -144,6 +149,27 @@ def rtrace_server(request: pytest.FixtureRequest, rtrace_latency: float | None) 
         yield server
     finally:
         server.close()
+
+
+def _check_upstream(upstream: Any, options: ServerOptions, hunting: bool) -> None:
+    """`upstream=URL` (with `hunt=`, as `rtrace hunt --upstream`): every run of the test's hunt through a link to
+    a `ws://`/`wss://` endpoint on this machine (a billed one is `rtrace hunt --upstream URL --runs N -- pytest`,
+    where the runs are counted); the marker's faults all ones a link makes. A mistake fails the test's setup."""
+    from ..net.common import is_loopback
+    from ..net.link import check_link
+    from ..net.proxy import check_upstream
+
+    if not hunting:
+        pytest.fail("rtrace: upstream= hunts through a link: give hunt= too (one run: rtrace serve --upstream URL)",
+                    pytrace=False)  # fmt: skip
+    try:
+        check_upstream(str(upstream))
+        check_link(options)
+    except ValueError as e:
+        pytest.fail(f"rtrace: {e}", pytrace=False)
+    if not is_loopback(str(upstream)):
+        pytest.fail(f"rtrace: upstream={upstream!r}: every run would be a real, billed session; hunt it with "
+                    "rtrace hunt --upstream URL --runs N -- pytest ... (its runs counted)", pytrace=False)  # fmt: skip
 
 
 def _hunt_budget(value: Any) -> float:
@@ -166,7 +192,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     hunting = pyfuncitem.stash.get(_HUNT_KEY, None)
     if hunting is None:
         return None
-    template, budget, fail_on, folder, runs = hunting
+    template, budget, fail_on, folder, runs, upstream = hunting
     from ..net.hunt import HuntOptions
     from ..net.processes import Stopper
     from ..rules.base import SEVERITY_RANK
@@ -180,7 +206,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     # the budget is the hunt's wall time, a run's too (a hang after a fault ends early: `HuntOptions.quiet`)
     options = HuntOptions(budget=budget, timeout=budget, out_dir=folder, template=template,
                           shrink_runs=min(2, runs), repro_runs=runs, max_bugs=5, script=script, stopper=stopper,
-                          stdout_in_tail=True)  # fmt: skip
+                          stdout_in_tail=True, upstream=upstream)  # fmt: skip
     result = _hunted(pyfuncitem, command, options, stopper)
     if result.clean_failed:
         tail = "\n".join(result.clean.stderr_tail if result.clean else [])

@@ -87,6 +87,7 @@ from .hunt_runs import (
     records_of,
     server_options,
 )
+from .link import UpstreamTarget, link_makes
 from .processes import Stopped, Stopper
 from .schedule import (
     SURVIVAL,
@@ -268,8 +269,9 @@ async def _search(hunt: Hunt) -> HuntResult:
     hunt.baseline = {k.finding for k in clean.keys}
     hunt.search_started = hunt.clock()
     jobs = max(1, options.jobs)
-    queue = systematic(surface, options.seed)
-    generator = Generator(surface, options.seed)
+    makes = link_makes if options.upstream is not None else None
+    queue = [s for s in systematic(surface, options.seed) if makes is None or all(map(makes, s.faults))]
+    generator = Generator(surface, options.seed, makes=makes)
     searched: list[Run] = []
     stopped = None
     not_done: list[str] = []
@@ -647,7 +649,10 @@ def hunt(
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
     stopper = options.stopper or Stopper()
-    target = CommandTarget(command, options.script, options.kill_strays, options.quiet, options.stdout_in_tail)
+    target: Target = CommandTarget(command, options.script, options.kill_strays, options.quiet,
+                                   options.stdout_in_tail, options.intercept)  # fmt: skip
+    if options.upstream is not None:
+        target = UpstreamTarget(command, options.upstream, options.script, options.intercept)
 
     async def main() -> HuntResult:
         stopper.attach(asyncio.get_running_loop(), signals)

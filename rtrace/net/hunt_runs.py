@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..rules.base import Finding
+from .intercept import intercepting
 from .processes import Ended, Stopped, Stopper, kill_strays_default
 from .schedule import BugKey, Schedule
 from .script import parse_script
 from .server import ServerOptions, run_server
 from .sweep import CommandNotFound, command_env, how_ended, run_command
+from .tls import trust_env
 
 #: Defaults of the command line.
 SHRINK_RUNS = 3
@@ -69,6 +71,11 @@ class HuntOptions:
     stopper: Stopper | None = None
     #: The command's stdout joins the stderr lines kept (a child pytest reports its failure on stdout).
     stdout_in_tail: bool = False
+    #: `--upstream`: every run through a link to this endpoint (`rtrace.net.link`), the faults it cannot make
+    #: (`link.link_makes`) left out of the search.
+    upstream: str | None = None
+    #: `--intercept`: each run's command is given an HTTPS proxy that answers the realtime hosts itself.
+    intercept: bool = False
 
 
 @dataclasses.dataclass
@@ -173,10 +180,15 @@ class CommandTarget:
     kill_strays: bool = False
     quiet: float | None = None
     stdout_in_tail: bool = False
+    #: `--intercept`: the command reaches the server through an HTTPS proxy (`rtrace.net.intercept`).
+    intercept: bool = False
 
     async def run(self, options: ServerOptions, timeout: float) -> Ended:
-        async with run_server(options) as srv:
+        async with run_server(options) as srv, intercepting(self.intercept, srv.port) as proxied:
             env = {**command_env(srv, options.latency), "RTRACE_HUNT": "1"}  # a pytest plugin hands out this server
+            env.update(proxied)
+            if options.tls is not None:  # --tls: the command trusts the made authority (`tls.trust_env`)
+                env.update((name, value) for name, value, _ in trust_env(options.tls))
             quiet = self.quiet
 
             def hung() -> str | None:
@@ -190,6 +202,7 @@ class CommandTarget:
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
+        base += ["--intercept"] if self.intercept else []
         args = ["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *self.command]
         return shlex.join(args)
 

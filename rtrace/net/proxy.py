@@ -17,7 +17,7 @@ import itertools
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import IO, Any
 
 import orjson
@@ -42,6 +42,7 @@ from .common import (
     warn_unless_loopback,
     watch_backlog,
 )
+from .intercept import intercepting
 from .tls import TlsFiles, announce_tls
 
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
@@ -83,6 +84,8 @@ class RecordOptions:
     tap: Tap | None = None
     #: Listen on `wss://` with this certificate (`rtrace.net.tls`); None: `ws://`.
     tls: TlsFiles | None = None
+    #: `--intercept`: an HTTPS proxy in front too, the realtime hosts' tunnels answered here (`net.intercept`).
+    intercept: bool = False
 
 
 @dataclasses.dataclass
@@ -354,15 +357,20 @@ class RecordingProxy:
         self._pending.clear()
 
 
+#: What makes a recorder from its options and writer (`RecordingProxy`, or `link.LinkProxy` with its faults).
+MakeProxy = Callable[[RecordOptions, TraceWriter | None], RecordingProxy]
+
+
 @contextlib.asynccontextmanager
-async def run_proxy(options: RecordOptions) -> AsyncIterator[RecordingProxy]:
-    """Run a recorder for the duration of the block; the trace is complete when it exits."""
+async def run_proxy(options: RecordOptions, make: MakeProxy = RecordingProxy) -> AsyncIterator[RecordingProxy]:
+    """Run a recorder (`make`'s: a `link.LinkProxy` injects faults) for the duration of the block; the trace is
+    complete when it exits."""
     writer = None
     if options.output is not None:
         header = {"recorder": "rtrace record", "version": __version__, **options.header}
         redact = functools.partial(redact_event, keep_audio=options.keep_audio)
         writer = TraceWriter.open(options.output, header, time.monotonic, trace_write_failed, redact, tap=options.tap)
-    proxy = RecordingProxy(options, writer)
+    proxy = make(options, writer)
     try:
         await proxy.start()
         yield proxy
@@ -377,29 +385,42 @@ def check_upstream(url: str) -> str:
     return check_ws_url(url, "--upstream")
 
 
-async def _record_forever(options: RecordOptions, announce: Callable[[RecordingProxy], None]) -> None:
-    async with run_proxy(options) as proxy:
-        announce(proxy)
+async def _record_forever(
+    options: RecordOptions, announce: Callable[[RecordingProxy, dict[str, str]], None], make: MakeProxy = RecordingProxy
+) -> None:
+    async with run_proxy(options, make) as proxy, intercepting(options.intercept, proxy.port) as proxied:
+        announce(proxy, proxied)
         await until_stopped()
 
 
-def record_main(options: RecordOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> None:
-    """`rtrace record`: print where to point the client, then record until Ctrl-C or SIGTERM."""
+def record_main(
+    options: RecordOptions,
+    out: IO[str] = sys.stdout,
+    err: IO[str] = sys.stderr,
+    make: MakeProxy = RecordingProxy,
+    says: Sequence[str] = (),
+) -> None:
+    """`rtrace record`: print where to point the client (and `says`: the faults of a link), then record until
+    Ctrl-C or SIGTERM."""
     check_upstream(options.upstream)
     scrubbed_logging(err)
     exposure = "use the upstream through this proxy with their own credentials, and is recorded"
     warn_unless_loopback(options.host, exposure, err)
 
-    def announce(proxy: RecordingProxy) -> None:
+    def announce(proxy: RecordingProxy, proxied: dict[str, str]) -> None:
         print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
         print(f"  OPENAI_BASE_URL={proxy.http_url}", file=out)
         print(f"  recording to {options.output}", file=out)
+        for line in says:
+            print(f"  {line}", file=out)
+        for name, value in proxied.items():  # --intercept: what the client's process is given
+            print(f"  {name}={value}", file=out)
         announce_tls(options.tls, out)
         print("  Ctrl-C to stop.", file=out)
         out.flush()
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_record_forever(options, announce))
+        asyncio.run(_record_forever(options, announce, make))
 
 
 __all__ = [

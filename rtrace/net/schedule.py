@@ -39,8 +39,8 @@ import json
 import math
 import random
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Generator as GeneratorType
-from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from ..core.durations import format_duration
@@ -630,8 +630,12 @@ MAX_FAULTS = 3
 class Generator:
     """The random phase: seeded schedules, fresh or mutated from those that showed something new (`observe`)."""
 
-    def __init__(self, surface: Surface, seed: int, max_k: int | None = None) -> None:
+    def __init__(
+        self, surface: Surface, seed: int, max_k: int | None = None, makes: Callable[[Fault], bool] | None = None
+    ) -> None:
         self.surface = surface
+        #: Only faults this allows are drawn (`--upstream`: what a link can make).
+        self.makes = makes
         self.seed = seed
         self.rng = random.Random(seed)
         #: Schedules that showed something new, in the order they did.
@@ -643,6 +647,12 @@ class Generator:
 
     def _fault(self) -> Fault:
         f = random_fault(self.surface, self.rng)
+        for _ in range(100):
+            if self.makes is None or self.makes(f):
+                break
+            f = random_fault(self.surface, self.rng)
+        else:
+            f = Fault("latency", "all", "*", CANONICAL_LATENCY)
         if self.max_k is not None and f.k > self.max_k and f.moment in ("event", "sent"):
             f = dataclasses.replace(f, k=self.max_k)
         return f

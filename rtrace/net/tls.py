@@ -14,6 +14,7 @@ variables name `--cert` (right for a self-signed certificate; else point them at
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import ipaddress
@@ -101,9 +102,28 @@ def ensure(host: str = "127.0.0.1", folder: Path | None = None) -> TlsFiles:
     there, covers `host` and is good for more than a week; else made (and the authority too if it is missing).
     Raises TlsError when `cryptography` is missing or the folder cannot be written."""
     folder = folder or tls_dir()
+    return _kept(folder, names_for(host), folder / "server.pem", folder / "server-key.pem")
+
+
+def for_host(host: str, folder: Path | None = None) -> TlsFiles:
+    """A certificate for the name `host` signed by the authority of `folder` (default `tls_dir()`), kept in its
+    `hosts/` folder and reused as `ensure` reuses the server's: what `--intercept` serves a realtime host with."""
+    folder = folder or tls_dir()
+    stem = "".join(c if c.isalnum() or c in ".-" else "_" for c in host.lower())
+    hosts = folder / "hosts"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        hosts.mkdir(exist_ok=True, mode=0o700)
+    except OSError as e:
+        raise TlsError(f"--intercept: cannot keep the certificates in {hosts}: {e.strerror or e}") from None
+    files = _kept(folder, [host], hosts / f"{stem}.pem", hosts / f"{stem}-key.pem")
+    return dataclasses.replace(files, folder=folder)
+
+
+def _kept(folder: Path, names: list[str], cert: Path, key: Path) -> TlsFiles:
+    """The certificate `cert`/`key` for `names`, signed by the authority of `folder`: reused when usable, else made
+    (the authority too if it is missing)."""
     ca_cert, ca_key = folder / "ca.pem", folder / "ca-key.pem"
-    cert, key = folder / "server.pem", folder / "server-key.pem"
-    names = names_for(host)
     try:
         import cryptography  # noqa: F401
     except ImportError:
@@ -137,6 +157,27 @@ def trust_env(files: TlsFiles) -> list[tuple[str, str, str]]:
         ("SSL_CERT_FILE", ca, "Python ssl: websockets, aiohttp, httpx (replaces the default authorities)"),
         ("REQUESTS_CA_BUNDLE", ca, "Python requests"),
     ]
+
+
+def trust_bundle(files: TlsFiles) -> Path:
+    """`ca-bundle.pem` beside the authority: it and this system's own authorities (`ssl`'s default file), for the
+    variables that replace a runtime's authorities (`SSL_CERT_FILE`): a client that goes through `--intercept`
+    still trusts the hosts it reaches untouched. Raises TlsError when it cannot be written."""
+    import ssl as _ssl
+
+    paths = _ssl.get_default_verify_paths()
+    system = b""
+    for candidate in (paths.cafile, paths.openssl_cafile):
+        if candidate and os.path.isfile(candidate):
+            with contextlib.suppress(OSError):
+                system = Path(candidate).read_bytes()
+                break
+    bundle = files.ca.with_name("ca-bundle.pem")
+    try:
+        _write(bundle, files.ca.read_bytes() + b"\n" + system, private=False)
+    except OSError as e:
+        raise TlsError(f"--intercept: cannot write {bundle}: {e.strerror or e}") from None
+    return bundle
 
 
 def tls_files(tls: bool, cert: str | None, key: str | None, host: str) -> TlsFiles | None:

@@ -23,7 +23,9 @@ from rich.console import Console
 from .. import __version__
 from ..core.durations import format_duration
 from ..core.escape import json_visible, shown
+from ..net.common import safe_url
 from ..net.hunt import Bug, HuntResult, Progress
+from ..net.link import FAKE_ONLY
 from ..net.schedule import SURVIVAL
 from ..rules import RULES
 from .markdown import md_text
@@ -225,6 +227,7 @@ def result_json(result: HuntResult) -> dict[str, Any]:
                          for f in clean.findings],
         },
         "surface": result.surface.to_json(),
+        "upstream": None if o.upstream is None else {"url": safe_url(o.upstream), "left_out": list(FAKE_ONLY)},
         "bugs": [bug_json(b) for b in result.bugs],
         "not_reproduced": [bug_json(b) for b in result.unconfirmed],
     }
