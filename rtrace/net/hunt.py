@@ -652,7 +652,8 @@ def hunt(
     target: Target = CommandTarget(command, options.script, options.kill_strays, options.quiet,
                                    options.stdout_in_tail, options.intercept)  # fmt: skip
     if options.upstream is not None:
-        target = UpstreamTarget(command, options.upstream, options.script, options.intercept)
+        target = UpstreamTarget(command, options.upstream, options.script, options.intercept, options.kill_strays,
+                                options.stdout_in_tail)  # fmt: skip
 
     async def main() -> HuntResult:
         stopper.attach(asyncio.get_running_loop(), signals)

@@ -27,6 +27,7 @@ from ..core.writer import TraceWriter
 from .common import safe_url
 from .faults import ABNORMAL, NO_STATUS
 from .intercept import intercepting
+from .processes import Ended
 from .proxy import RecordingProxy, RecordOptions, run_proxy
 from .schedule import KIND_COST
 from .schedule import Fault as SearchFault
@@ -257,14 +258,18 @@ class UpstreamTarget:
     upstream: str
     script: Path | None = None
     intercept: bool = False
+    #: `HuntOptions.kill_strays`, `HuntOptions.stdout_in_tail` (as `hunt_runs.CommandTarget`'s).
+    kill_strays: bool = False
+    stdout_in_tail: bool = False
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(self, options: ServerOptions, timeout: float) -> Ended:
         record = RecordOptions(upstream=self.upstream, output=options.record, header=options.header, tls=options.tls)
         async with run_link(record, options) as proxy, intercepting(self.intercept, proxy.port) as proxied:
             env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1", **proxied}
             if options.tls is not None:
                 env.update((name, value) for name, value, _ in trust_env(options.tls))
-            return await run_command(self.command, env, timeout, "hunt", echo=False)
+            return await run_command(self.command, env, timeout, "hunt", False, self.kill_strays,
+                                     stdout_in_tail=self.stdout_in_tail)  # fmt: skip
 
     def reproduce(self, script: Path, schedule: Any, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
