@@ -112,7 +112,7 @@ def test_hunt_through_a_link_finds_the_call_lost_on_reconnect_on_livekit_1_8_4(t
     """As the direct hunt finds it, from a fault the link makes (a drop or close at an event)."""
     result = link_hunt(livekit("1.8.4", "reconnect"), tmp_path, runs=12)
     bug = the_bug(result, "RT105")
-    assert bug.key.reaction == "reconnected" and "--upstream" in bug.command, explain(result)
+    assert bug.key.reaction.startswith("reconnected") and "--upstream" in bug.command, explain(result)
     assert [f.kind for f in bug.schedule.faults] in (["drop"], ["close"]), explain(result)
 
 
@@ -124,6 +124,6 @@ def test_hunt_through_a_link_finds_7880_on_livekit_1_8_4(tmp_path: Path) -> None
 def test_hunt_through_a_link_finds_the_call_lost_on_reconnect_on_livekit_agents_js_1_9_0(tmp_path: Path) -> None:
     """The Node client through the link, as the direct hunt finds it; its key went upstream, into no artifact."""
     bug = the_bug(link_hunt(agents_js(), tmp_path, runs=12), "RT105")
-    assert bug.key.reaction == "reconnected", bug
+    assert bug.key.reaction.startswith("reconnected"), bug
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert files and not [p for p in files if b"sk-rtrace-test-key" in p.read_bytes()]
