@@ -124,7 +124,7 @@ def test_hunt_tls_reaches_the_wss_only_sdk_unchanged(tmp_path: Path, monkeypatch
             "-o", str(tmp_path / "hunt.json")]  # fmt: skip
     code = main([*args, "--", *command])
     doc = json.loads((tmp_path / "hunt.json").read_text(encoding="utf-8"))
-    clean = tmp_path / "h" / "runs" / "run0001.jsonl"
+    clean = tmp_path / "h" / "1" / "runs" / "run0001.jsonl"  # the hunt's own directory (a fresh one per hunt)
     opened = [r for r in trace_records(clean) if r["event"].get("type") == "connection.opened"]
     assert opened and opened[0]["event"]["path"].startswith("/v1/realtime"), doc
     assert doc["baseline"]["exit"] == "exit 0", doc
