@@ -40,6 +40,7 @@ import argparse
 import compileall
 import contextlib
 import datetime
+import functools
 import math
 import os
 import platform
@@ -170,6 +171,12 @@ def compiled() -> bool:
     return done.stdout.strip() == "True"
 
 
+@functools.cache
+def _has(module: str) -> bool:
+    """Whether the interpreter that runs the baselines has `module` (asked once per run)."""
+    return has_module(module)
+
+
 def baselines(case: Case, repeat: int, timeout: float, loaded: bool) -> dict[str, Any]:
     """Issue 41's figures of one size of an analysis shape (see the module's docstring): the default mode against
     DuckDB's count (wall), the analysis against the typed decoder (CPU), and with `loaded`, the default mode, `-j 1`
@@ -177,10 +184,10 @@ def baselines(case: Case, repeat: int, timeout: float, loaded: bool) -> dict[str
     path = str(case.floor_path)
     default = [*RTRACE, "analyze", path, "--strict", "--fail-on", "info"]
     out: dict[str, Any] = {"default_s": best(default, repeat, timeout)["wall_s"]}
-    if has_module("duckdb"):
+    if _has("duckdb"):
         out["duckdb_s"] = best([sys.executable, "-c", DUCKDB_COUNT, path], repeat, timeout)["wall_s"]
         out["vs_duckdb"] = out["default_s"] / out["duckdb_s"]
-    if has_module("msgspec"):
+    if _has("msgspec"):
         out["typed_cpu_s"] = best([sys.executable, "-c", TYPED, path], repeat, timeout)["cpu_s"]
     if loaded:
         cmds = {

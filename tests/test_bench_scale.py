@@ -4,6 +4,7 @@ bench.run_scale. Timings are measured by `make bench-scale`, never here."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,9 @@ def test_the_source_column_is_the_analysis_run_from_source(tmp_path: Path) -> No
     case = scale.ensure("pipelined-creates-no-ids", 1, data=tmp_path)
     row = measure(case, 1, 120, tmp_path, with_source=True)
     assert row["source_cpu_s"] > 0 and not row["source_timed_out"]
+    assert row["default_s"] > 0 and "loaded_default_s" not in row  # issue 41's baselines; loaded only where asked
+    for module, key in (("duckdb", "vs_duckdb"), ("msgspec", "cpu_vs_typed")):
+        assert (key in row) is (importlib.util.find_spec(module) is not None), key
     assert row["source_cpu_ratio"] == pytest.approx(row["source_cpu_s"] / row["floor_cpu_s"])
     shape = {"shape": "pipelined-creates-no-ids", "unit": "items", "kind": "analyze", "sizes": [row]}
     shape.update(judge([row], 120))
