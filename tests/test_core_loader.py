@@ -733,9 +733,9 @@ def test_the_scanner_takes_the_canonical_lines_of_every_quiet_type() -> None:
 @needs_scanner
 @given(st.binary(max_size=300), st.integers(0, 300), st.integers(0, 300))
 def test_the_scanners_line_count_is_bytes_count(data: bytes, start: int, end: int) -> None:
-    """`_scan.lines` counts the newlines of a region as `bytes.count` does (16 bytes a step, then the tail), and
-    refuses a region outside the buffer as the scanner does."""
-    data = data + b"\n" * (start % 37) + data  # runs of newlines across the 16-byte steps
+    """`_scan.lines` counts the newlines of a region as `bytes.count` does, and refuses a region outside the buffer
+    as the scanner does."""
+    data = data + b"\n" * (start % 37) + data  # runs of newlines, and regions that start or end inside them
     start, end = min(start, end, len(data)), min(max(start, end), len(data))
     assert SCANNER.lines(data, start, end) == data.count(b"\n", start, end)
     assert loader_module._count_lines is SCANNER.lines

@@ -114,7 +114,7 @@ class Rows:
         return self.reader._entries(scan_table(transitions, audio), until_line, keep, detail)
 
 
-#: Newlines in a region of a block: the scanner's `lines` (16 bytes a step), else `bytes.count` (an older build).
+#: Newlines in a region of a block: the scanner's `lines` (`memchr`), else `bytes.count` (an older build).
 _count_lines: Callable[[bytes, int, int], int] = getattr(_scanner, "lines", None) or (
     lambda b, i, j: b.count(b"\n", i, j)
 )
