@@ -20,6 +20,13 @@ When the fold is compiled (setup.py, `rtrace._compiled`), the analysis at the si
 runs from source too (`RTRACE_PURE=1`, the pure path a machine without a compiler gets): the `from source` column is
 its CPU ratio to the floor, and what the compiler took off. The verdict judges the rtrace as installed.
 
+Issue 41's figures come in a second table from the same run (`issue_table`): beside each analysis, the typed
+decoder's limit (msgspec decoding each line into a Struct of what a record needs, `bench.run.TYPED`, CPU), DuckDB's
+count of the event types with `DUCKDB_THREADS` threads (wall, against rtrace's default mode, which may read with two
+processes), and for the shapes of `--loaded-shapes` the default mode, `-j 1` and the floor again with `BUSY` busy
+processes beside them (wall: what a user waits for on a loaded machine), each against its targets (`ISSUE41_RATIO`,
+`ISSUE41_RSS_MB`).
+
 Verdict per shape: `linear` when the exponent from 4x to 16x is at most 1.1, the 4x run (`JUDGED_SIZE`, the size
 issue 27 states its targets at; the largest when 4x was not run) is within 3x the floor in CPU time and under
 100 MB peak RSS, the HTML report is within 2x the analysis and `show --at` within 1.1x the analysis of its prefix
@@ -31,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import datetime
+import functools
 import math
 import os
 import platform
@@ -40,12 +49,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from bench.run import FLOOR, ROOT, RTRACE, LoadSampler
+from bench.generate import DEFAULT_OUT
+from bench.run import DUCKDB, FLOOR, ROOT, RTRACE, TYPED, LoadSampler, has_module
 from bench.scale import DATA, DEFAULT_SEED, SHAPES, SIZES, Case, case_from_json
 from rtrace._compiled import PURE_ENV
 
@@ -64,6 +75,36 @@ JUDGED_SIZE = 4
 MAX_REPORT_RATIO = 2.0
 #: `rtrace show --at N` over `rtrace analyze -j 1` of the N lines: no slower, give or take a shared machine's noise.
 MAX_SHOW_RATIO = 1.1
+
+
+#: Issue 41's targets at `JUDGED_SIZE`: every analysis shape within this many times the floor (CPU), peak RSS at most
+#: this; the audio call's default mode within the floor idle and with `BUSY` busy processes beside it; the event-heavy
+#: default mode faster than DuckDB's count; `show --at` no slower than the analysis.
+ISSUE41_RATIO = 2.0
+ISSUE41_RSS_MB = 64.0
+ISSUE41_AUDIO = 1.0
+#: Busy processes beside the loaded runs (issue 41: "at load 2 (two busy processes beside it)").
+BUSY = 2
+#: DuckDB's threads for its count (issue 41: "DuckDB's count with 2 threads").
+DUCKDB_THREADS = 2
+DUCKDB_COUNT = DUCKDB.replace(
+    "import sys, duckdb\n", f"import sys, duckdb\nduckdb.sql('SET threads TO {DUCKDB_THREADS}')\n", 1
+)
+#: A busy process: one core's worth of load.
+_SPIN = "while True:\n    pass\n"
+
+
+@contextlib.contextmanager
+def busy(n: int) -> Iterator[None]:
+    """`n` processes that each keep a core busy while the block runs (killed after, by their own handles)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", _SPIN]) for _ in range(n)]
+    try:
+        time.sleep(0.2)  # running before the first measured command starts
+        yield
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
 
 
 def timed(cmd: list[str], timeout: float | None, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -130,10 +171,52 @@ def compiled() -> bool:
     return done.stdout.strip() == "True"
 
 
+@functools.cache
+def _has(module: str) -> bool:
+    """Whether the interpreter that runs the baselines has `module` (asked once per run)."""
+    return has_module(module)
+
+
+def baselines(case: Case, repeat: int, timeout: float, loaded: bool) -> dict[str, Any]:
+    """Issue 41's figures of one size of an analysis shape (see the module's docstring): the default mode against
+    DuckDB's count (wall), the analysis against the typed decoder (CPU), and with `loaded`, the default mode, `-j 1`
+    and the floor with `BUSY` busy processes beside them (wall, each the best of `repeat` runs in turn)."""
+    path = str(case.floor_path)
+    default = [*RTRACE, "analyze", path, "--strict", "--fail-on", "info"]
+    out: dict[str, Any] = {"default_s": best(default, repeat, timeout)["wall_s"]}
+    if _has("duckdb"):
+        out["duckdb_s"] = best([sys.executable, "-c", DUCKDB_COUNT, path], repeat, timeout)["wall_s"]
+        out["vs_duckdb"] = out["default_s"] / out["duckdb_s"]
+    if _has("msgspec"):
+        out["typed_cpu_s"] = best([sys.executable, "-c", TYPED, path], repeat, timeout)["cpu_s"]
+    if loaded:
+        cmds = {
+            "default": default,
+            "one": [*RTRACE, "analyze", path, "-j", "1"],
+            "floor": [sys.executable, "-c", FLOOR, path],
+        }
+        runs: dict[str, list[float]] = {name: [] for name in cmds}
+        with busy(BUSY):
+            out["load_busy"] = os.getloadavg()[0]
+            for _ in range(repeat):
+                for name, cmd in cmds.items():
+                    runs[name].append(timed(cmd, timeout)["wall_s"])
+        for name, walls in runs.items():
+            out[f"loaded_{name}_s"] = min(walls)
+    return out
+
+
 def measure(
-    case: Case, repeat: int, timeout: float, tmp: Path, with_report: bool = False, with_source: bool = False
+    case: Case,
+    repeat: int,
+    timeout: float,
+    tmp: Path,
+    with_report: bool = False,
+    with_source: bool = False,
+    loaded: bool = False,
 ) -> dict[str, Any]:
-    """One size of one shape; `with_source`: the analysis run from source (`RTRACE_PURE=1`) too."""
+    """One size of one shape; `with_source`: the analysis run from source (`RTRACE_PURE=1`) too; `loaded`: the
+    default mode under load too (`baselines`)."""
     cmd, reference = commands(case, tmp)
     found = best(cmd, repeat, timeout)
     floor = best([sys.executable, "-c", FLOOR, str(case.floor_path)], repeat, None)
@@ -181,6 +264,10 @@ def measure(
         source = best(cmd, repeat, timeout, {PURE_ENV: "1"})
         row["source_cpu_s"], row["source_timed_out"] = source["cpu_s"], source["timed_out"]
         row["source_cpu_ratio"] = source["cpu_s"] / row["floor_cpu_s"]
+    if kind == "analyze" and not found["timed_out"]:
+        row.update(baselines(case, repeat, timeout, loaded))
+        if row.get("typed_cpu_s"):
+            row["cpu_vs_typed"] = row["cpu_s"] / row["typed_cpu_s"]
     row["ratio"] = row["rtrace_s"] / row["floor_s"]
     row["cpu_ratio"] = row["cpu_s"] / row["floor_cpu_s"]
     row["us_per_line"] = row["rtrace_s"] / max(case.lines, 1) * 1e6
@@ -275,6 +362,7 @@ def run_shape(
     data: Path,
     report_sizes: set[int],
     source_sizes: set[int] = frozenset(),
+    loaded: bool = False,
 ) -> dict[str, Any]:
     shape = SHAPES[name]
     rows: list[dict[str, Any]] = []
@@ -285,8 +373,30 @@ def run_shape(
                 continue
             case = prepare(name, size, seed, data)
             print(f"  {name} {size}x ({case.lines:,} lines) ...", file=sys.stderr, flush=True)
-            rows.append(measure(case, repeat, timeout, Path(tmp), size in report_sizes, size in source_sizes))
+            rows.append(measure(case, repeat, timeout, Path(tmp), size in report_sizes, size in source_sizes, loaded))
     return {"shape": name, "unit": shape.unit, "kind": shape.kind, "base": shape.base, "sizes": rows}
+
+
+#: `bench.generate`'s workloads (the 60-minute call, the 20-hour text session), measured whole by `--headline`.
+HEADLINE = ("audio-call", "event-heavy")
+
+
+def headline(repeat: int, timeout: float, loaded: set[str], data: Path = DEFAULT_OUT) -> list[dict[str, Any]]:
+    """The analysis of `bench.generate`'s workloads (generated first when missing, in a child process) with issue
+    41's figures beside it, as one-row shapes of size 0 (the whole workload)."""
+    subprocess.run(
+        [sys.executable, "-m", "bench.generate", "--out", str(data)], cwd=ROOT, check=True, capture_output=True
+    )
+    out = []
+    for name in HEADLINE:
+        path = data / f"{name}.jsonl"
+        with path.open("rb") as f:
+            lines = sum(1 for _ in f)
+        print(f"  {name} (bench.generate, {lines:,} lines) ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            row = measure(Case(name, 0, lines, path, path, lines), repeat, timeout, Path(tmp), loaded=name in loaded)
+        out.append({"shape": f"{name} (bench.generate)", "unit": "lines", "kind": "analyze", "sizes": [row]})
+    return out
 
 
 # -- output --------------------------------------------------------------------------------------------------
@@ -385,6 +495,17 @@ def main(argv: list[str] | None = None) -> int:
         default=str(JUDGED_SIZE),
         help="sizes at which a compiled rtrace's analysis is timed from source too (RTRACE_PURE=1; '': none)",
     )
+    parser.add_argument(
+        "--headline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure bench.generate's whole workloads too (the 60-minute call, the 20-hour session)",
+    )
+    parser.add_argument(
+        "--loaded-shapes",
+        default="audio-call",
+        help=f"shapes whose default mode is timed with {BUSY} busy processes beside it too ('': none)",
+    )
     args = parser.parse_args(argv)
     if args.print is not None:
         saved = orjson.loads(args.print.read_bytes())
@@ -415,15 +536,80 @@ def main(argv: list[str] | None = None) -> int:
     with LoadSampler() as sampler:
         for name in names:
             print(f"{name}:", file=sys.stderr, flush=True)
-            shape = run_shape(name, sizes, args.repeat, args.timeout, args.seed, args.data, report_sizes, source_sizes)
+            loaded = name in args.loaded_shapes.split(",")
+            shape = run_shape(
+                name, sizes, args.repeat, args.timeout, args.seed, args.data, report_sizes, source_sizes, loaded
+            )
             shape.update(judge(shape["sizes"], args.timeout, shape["kind"]))
             results["shapes"].append(shape)
+        if args.headline:
+            print("bench.generate's workloads:", file=sys.stderr, flush=True)
+            results["headline"] = headline(args.repeat, args.timeout, set(args.loaded_shapes.split(",")))
     results["load_during"] = sampler.summary()
     results["load_after"] = os.getloadavg()
     results["total_s"] = time.perf_counter() - started
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     return report(results)
+
+
+def _x(value: float | None, target: float | None = None, judged: bool = False) -> str:
+    """A ratio, with `ok`/`MISSED` against `target` where it is judged."""
+    if value is None:
+        return "-"
+    cell = f"{value:.2f}x"
+    if judged and target is not None:
+        cell += " ok" if value <= target else " MISSED"
+    return cell
+
+
+def issue_table(results: dict[str, Any]) -> str:
+    """Issue 41's table, one row per shape and size: the analysis (`-j 1`) over the floor and over the typed decoder
+    (CPU), peak RSS, the default mode over DuckDB's count (wall), the default mode, `-j 1` and the floor under load,
+    and show's (or the report's) time over the analysis's."""
+    columns = [
+        "shape",
+        "size",
+        "lines",
+        f"x floor (CPU; <= {ISSUE41_RATIO:g}x)",
+        "x typed (CPU)",
+        f"peak RSS (<= {ISSUE41_RSS_MB:.0f} MB)",
+        "default mode x floor (wall)",
+        "default mode / DuckDB count (wall)",
+        f"loaded: default mode x floor (<= {ISSUE41_AUDIO:g}x)",
+        "loaded: -j 1 x floor",
+        "loaded: default / -j 1",
+        "show or report / analyze (CPU)",
+    ]
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for s in [*results["shapes"], *results.get("headline", [])]:
+        for r in s["sizes"]:
+            if r.get("skipped") or r.get("timed_out"):
+                continue
+            judged = r["size"] in (JUDGED_SIZE, 0)  # 0: a whole workload of `bench.generate` (`headline`)
+            analysis = s.get("kind", "analyze") == "analyze"
+            rss = f"{r['rss_mb']:.0f} MB" + (
+                (" ok" if r["rss_mb"] <= ISSUE41_RSS_MB else " MISSED") if judged and s["kind"] != "report" else ""
+            )
+            floor = r["floor_s"]
+            default = r.get("default_s")
+            loaded = r.get("loaded_floor_s")
+            cells = [
+                s["shape"],
+                f"{r['size']}x" if r["size"] else "whole",
+                f"{r['lines']:,}",
+                _x(ratio_of(r), ISSUE41_RATIO, judged and analysis and r["size"] != 0),
+                _x(r.get("cpu_vs_typed")),
+                rss,
+                _x(default / floor if default else None, ISSUE41_AUDIO, judged and s["shape"].startswith("audio-call")),
+                _x(r.get("vs_duckdb"), 1.0, judged and s["shape"].startswith("event-heavy")),
+                _x(r["loaded_default_s"] / loaded if loaded else None, ISSUE41_AUDIO, judged),
+                _x(r["loaded_one_s"] / loaded if loaded else None),
+                _x(r["loaded_default_s"] / r["loaded_one_s"] if loaded else None, 1.0, judged),
+                _x(vs_analyze_of(r), 1.0 if s["kind"] == "show-at" else None, judged),
+            ]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def fold_of(results: dict[str, Any]) -> str:
@@ -442,6 +628,11 @@ def report(results: dict[str, Any]) -> int:
         f"{seen}; {results['total_s'] / 60:.1f} min; rtrace {fold_of(results)}\n"
     )
     print(table(results))
+    print(
+        f"\nIssue 41 (targets at {JUDGED_SIZE}x; typed: msgspec into a Struct; DuckDB: its count with "
+        f"{DUCKDB_THREADS} threads; loaded: {BUSY} busy processes beside each run):\n"
+    )
+    print(issue_table(results))
     failed = [s["shape"] for s in results["shapes"] if s["verdict"] != "linear"]
     print(f"\n{len(results['shapes']) - len(failed)} of {len(results['shapes'])} shapes linear", end="")
     print(f"; failing: {', '.join(failed)}" if failed else "")

@@ -4,12 +4,13 @@ bench.run_scale. Timings are measured by `make bench-scale`, never here."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 import pytest
 
 from bench import scale
-from bench.run_scale import fold_of, judge, measure, table
+from bench.run_scale import fold_of, issue_table, judge, measure, table
 from rtrace.engine.fold import analyze_path
 
 #: Small sizes (in each shape's unit) that still hold every feature of the shape: tool turns, deletes, several
@@ -127,6 +128,9 @@ def test_the_source_column_is_the_analysis_run_from_source(tmp_path: Path) -> No
     case = scale.ensure("pipelined-creates-no-ids", 1, data=tmp_path)
     row = measure(case, 1, 120, tmp_path, with_source=True)
     assert row["source_cpu_s"] > 0 and not row["source_timed_out"]
+    assert row["default_s"] > 0 and "loaded_default_s" not in row  # issue 41's baselines; loaded only where asked
+    for module, key in (("duckdb", "vs_duckdb"), ("msgspec", "cpu_vs_typed")):
+        assert (key in row) is (importlib.util.find_spec(module) is not None), key
     assert row["source_cpu_ratio"] == pytest.approx(row["source_cpu_s"] / row["floor_cpu_s"])
     shape = {"shape": "pipelined-creates-no-ids", "unit": "items", "kind": "analyze", "sizes": [row]}
     shape.update(judge([row], 120))
@@ -134,3 +138,36 @@ def test_the_source_column_is_the_analysis_run_from_source(tmp_path: Path) -> No
     assert cell in table({"shapes": [shape]})
     assert measure(case, 1, 120, tmp_path).get("source_cpu_s") is None  # only where asked
     assert fold_of({"compiled": True}) == "compiled (mypyc)" and fold_of({"compiled": False}) == "from source"
+
+
+def test_issue_41s_table_has_every_figure_of_the_issue_from_one_row() -> None:
+    """The second table of `bench.run_scale`: each of issue 41's figures from the row measured in the same run, with
+    its verdict where the issue sets a target (at 4x, and on the whole `bench.generate` workloads)."""
+    row = {
+        "size": 4,
+        "lines": 1000,
+        "rtrace_s": 2.0,
+        "floor_s": 1.0,
+        "cpu_ratio": 1.5,
+        "rss_mb": 70.0,
+        "timed_out": False,
+        "cpu_vs_typed": 2.5,
+        "default_s": 0.9,
+        "vs_duckdb": 1.4,
+        "loaded_default_s": 3.0,
+        "loaded_one_s": 3.3,
+        "loaded_floor_s": 2.0,
+    }
+    whole = {**row, "size": 0, "rss_mb": 30.0, "loaded_default_s": 1.8}
+    text = issue_table(
+        {
+            "shapes": [{"shape": "audio-call", "kind": "analyze", "sizes": [row]}],
+            "headline": [{"shape": "event-heavy (bench.generate)", "kind": "analyze", "sizes": [whole]}],
+        }
+    )
+    audio, event = text.splitlines()[2:]
+    assert "| 1.50x ok |" in audio and "| 2.50x |" in audio and "| 70 MB MISSED |" in audio
+    assert "| 0.90x ok |" in audio  # the default mode within the floor: the audio call's target
+    assert "| 1.50x MISSED | 1.65x | 0.91x ok |" in audio  # loaded: default, -j 1 (both x floor), default / -j 1
+    assert "| whole |" in event and "| 1.40x MISSED |" in event  # DuckDB's count: judged on event-heavy
+    assert "| 0.90x ok | 1.65x | 0.55x ok |" in event

@@ -730,6 +730,20 @@ def test_the_scanner_takes_the_canonical_lines_of_every_quiet_type() -> None:
     assert entry[:6] == (2, 2.5, 1, 1, "i", 6)
 
 
+@needs_scanner
+@given(st.binary(max_size=300), st.integers(0, 300), st.integers(0, 300))
+def test_the_scanners_line_count_is_bytes_count(data: bytes, start: int, end: int) -> None:
+    """`_scan.lines` counts the newlines of a region as `bytes.count` does, and refuses a region outside the buffer
+    as the scanner does."""
+    data = data + b"\n" * (start % 37) + data  # runs of newlines, and regions that start or end inside them
+    start, end = min(start, end, len(data)), min(max(start, end), len(data))
+    assert SCANNER.lines(data, start, end) == data.count(b"\n", start, end)
+    assert loader_module._count_lines is SCANNER.lines
+    for outside in ((-1, end), (start, len(data) + 1), (end + 1, end) if end < len(data) else (1, 0)):
+        with pytest.raises(ValueError):
+            SCANNER.lines(data, *outside)
+
+
 def _report_both_ways(data: bytes, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
     from rtrace.engine.fold import analyze_reader
     from rtrace.rules.base import Config

@@ -319,6 +319,25 @@ def test_the_split_is_chosen_only_with_a_free_core_and_long_lines(
     assert free <= len(os.sched_getaffinity(0))
 
 
+def test_free_cores_are_what_runs_beside_this_process_now_not_the_minute_before() -> None:
+    """The split is decided by the run queue sampled at start (`free_of`, a pure function of the samples): a
+    neighbour busy in every sample takes its core, one that only passed by does not, and the load average (a
+    minute behind) is used only where there is no run queue to read."""
+    free_of = parallel.free_of
+    assert free_of(2, [1, 1, 1, 1], 1.9) == 2  # idle now, however busy the last minute was
+    assert free_of(2, [2, 3, 2, 2], 0.1) == 1  # one neighbour busy throughout, one passing by
+    assert free_of(2, [3, 3, 4, 3], 0.1) == 0  # two busy neighbours (load 2): no core for a second process
+    assert free_of(4, [6, 7, 6, 6], None) == -1
+    assert free_of(2, [0], None) == 2  # a run queue read without this process in it counts nothing below zero
+    assert free_of(2, [], 0.5) == 1.5  # no /proc/stat: the load average
+    assert free_of(2, [], None) == 0  # neither: read alone
+    for samples, pays in (([1, 1, 1, 1], True), ([2, 2, 2, 2], True), ([3, 3, 3, 3], False), ([3, 2, 3, 3], True)):
+        assert (free_of(2, samples, None) >= parallel.SPLIT_FREE_CORES) is pays, samples
+    if parallel.procs_running() is not None:  # Linux: counted here, this process included
+        assert parallel.procs_running() >= 1  # type: ignore[operator]
+        assert parallel.free_cores() <= len(os.sched_getaffinity(0))
+
+
 def test_url_of_undoes_path_normalisation() -> None:
     assert parallel.url_of(Path("s3://bucket/day/*.jsonl")) == "s3://bucket/day/*.jsonl"
     assert parallel.url_of(Path("file:///tmp/x.jsonl")) == "file:///tmp/x.jsonl"

@@ -24,7 +24,7 @@ from rtrace.core.loader import TraceReader, load
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 from rtrace.engine.fold import fold_state as fold
-from rtrace.report.show import render_state, render_timeline, wrap
+from rtrace.report.show import cells, render_state, render_timeline, wrap
 
 from . import regen_show
 from .counting import count_parses
@@ -282,6 +282,22 @@ def test_wrap_fits_every_line_and_keeps_every_word(cell: list[tuple[str, str]], 
     text = "".join(run for run, _ in cell)
     assert "".join(run for line in lines for run, _ in line).replace(" ", "") == text.replace(" ", "")
     assert all(not line or (line[0][0][0] != " " and line[-1][0][-1] != " ") for line in lines)
+
+
+@given(st.text(alphabet=st.sampled_from("ab  語x\x1b\x07\u200b\u0301é~\x7f\t")))
+def test_cells_counts_what_rich_counts(text: str) -> None:
+    """`cells` answers printable ASCII by `len` and asks rich the rest: the widths `show` lays out by are rich's."""
+    assert cells(text) == cell_len(text)
+
+
+def test_a_row_with_the_same_item_on_both_sides_shows_it_in_both_columns() -> None:
+    """The right column reuses the left's cell and lines when they show the same item the same way (most rows):
+    both columns still show it, as two lay-outs would."""
+    records, _ = load(regen_show.REAL / "tool-output-race.livekit-1.8.8.jsonl")
+    out = io.StringIO()
+    render_state(fold(records[:40]), 40, Console(file=out, width=120, color_system=None))
+    rows = [line for line in out.getvalue().splitlines() if U1 in line]
+    assert rows and all(line.count(U1) == 2 for line in rows)
 
 
 def test_a_console_without_colours_gets_the_text_a_colour_console_shows() -> None:

@@ -25,6 +25,8 @@ connection (and item, for audio deltas) a tuple: (count, t of the last, conn, di
 the last, conn, dir index, each line's t, each line's raw type) with `detail`; (count, t of the last, conn, dir index,
 item_id, audio bytes, each line's t, each line's bytes) for audio deltas.
 
+`lines(buffer, start, end)` counts the newlines of a region, as `bytes.count` does, with `memchr`.
+
 `hinted(text)` is the other scan here: the secret screen of `rtrace.core.secrets` (`_hinted`), whether an ASCII text,
 lower-cased, holds one of the hint words given once to `set_hints(words)` or a `%` and two hex digits; None for a
 text that is not ASCII (folding and lower-casing those is left to Python) or before `set_hints`. It answers what the
@@ -701,7 +703,36 @@ static PyObject *hinted(PyObject *self, PyObject *text) {
     Py_RETURN_FALSE;
 }
 
+/* lines(buffer, start, end): how many newlines buffer[start:end] holds, as `bytes.count(b"\n", start, end)` says, by
+   `memchr` from one to the next (the reader numbers a block's lines before the scanner reads them: `bytes.count`
+   walked them a byte at a time, a third of the reading of an audio call; an SSE2 count of 16 bytes a step measured
+   no faster than libc's `memchr`, on short lines and long). */
+static PyObject *lines(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t a, b;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &a, &b))
+        return NULL;
+    if (a < 0 || b > view.len || a > b) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "region out of the buffer");
+        return NULL;
+    }
+    P p = (P)view.buf + a, stop = (P)view.buf + b;
+    Py_ssize_t n = 0;
+    while (p < stop) {
+        P nl = memchr(p, '\n', stop - p);
+        if (nl == NULL)
+            break;
+        n++;
+        p = nl + 1;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef methods[] = {
+    {"lines", lines, METH_VARARGS,
+     "lines(buffer, start, end) -> int: the newlines in buffer[start:end] (bytes.count(b'\\n', start, end))."},
     {"set_hints", set_hints, METH_O,
      "set_hints(words) -> None: the hint words `hinted` looks for (a sorted tuple of lower-case ASCII bytes)."},
     {"hinted", hinted, METH_O,

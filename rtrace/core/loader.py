@@ -114,6 +114,11 @@ class Rows:
         return self.reader._entries(scan_table(transitions, audio), until_line, keep, detail)
 
 
+#: Newlines in a region of a block: the scanner's `lines` (`memchr`), else `bytes.count` (an older build).
+_count_lines: Callable[[bytes, int, int], int] = getattr(_scanner, "lines", None) or (
+    lambda b, i, j: b.count(b"\n", i, j)
+)
+
 #: The largest connection number the C scanner takes a line of (nine digits); a line of a larger one is parsed whole.
 SCANNED_CONN_MAX = 999_999_999
 
@@ -275,6 +280,7 @@ class TraceReader:
         in place. A line that spans blocks still comes as a list of one.
         """
         stream = self._open_stream()
+        count_lines = _count_lines
         limit = self._max
         horizon = max(limit * MAX_SKIP_FACTOR, MIN_SKIP_BYTES)
         lineno = 1
@@ -336,7 +342,7 @@ class TraceReader:
                     at = nl + 1
                 last = block.rfind(b"\n", at)
                 if last >= 0:
-                    count = block.count(b"\n", at, last + 1)
+                    count = count_lines(block, at, last + 1)
                     self.lines = lineno + count - 1
                     yield lineno, (block, at, last + 1, count), True
                     lineno += count

@@ -18,6 +18,7 @@ import pickle
 import re
 import signal
 import stat
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,8 +35,8 @@ SPLIT_SHARE = 0.45
 #: The split read pays only where reading is most of the work: lines this long on average (a call's audio), not
 #: a trace of small events, whose fold (serial, in this process) is the cost whatever reads the lines.
 SPLIT_MIN_LINE_BYTES = 1024
-#: ... and only with a core free for the second process (cores this process may use, less the load average):
-#: on a busy machine the two processes share one core and lose to one.
+#: ... and only with a core free for the second process (cores this process may use, less what runs beside it now:
+#: `free_cores`): on a busy machine the two processes share one core and lose to one.
 SPLIT_FREE_CORES = 1.0
 #: How much of the trace `split_pays` looks at for its line length.
 _SAMPLE_BYTES = 4 << 20
@@ -93,34 +94,76 @@ def analyze_file(
 
 
 def free_cores() -> float:
-    """Cores this process may run on (its affinity) less the 1-minute load average: what a second process would
-    find free (0 or less on a busy machine)."""
+    """Cores this process may run on (its affinity) less what else runs on them now, measured at the call: the
+    kernel's run queue (`procs_running` of /proc/stat, this process not counted) sampled `_RUN_SAMPLES` times over
+    a few milliseconds, or the 1-minute load average where there is no /proc/stat (`free_of`). 0 or less on a busy
+    machine."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         cores = os.cpu_count() or 1
+    running = []
+    for k in range(_RUN_SAMPLES):
+        if k:
+            time.sleep(_RUN_EVERY_S)
+        found = procs_running()
+        if found is None:
+            break
+        running.append(found)
     try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average: assume a busy machine, read alone
-        return 0.0
-    return cores - load
+        load: float | None = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average
+        load = None
+    return free_of(cores, running, load)
+
+
+#: How many times, and how far apart, `free_cores` reads the run queue.
+_RUN_SAMPLES = 4
+_RUN_EVERY_S = 0.001
+
+
+def procs_running() -> int | None:
+    """The tasks running or ready to run on the whole machine now, this one included (/proc/stat), or None."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            stat_text = f.read()
+    except OSError:
+        return None
+    at = stat_text.find(b"\nprocs_running ")
+    if at < 0:
+        return None
+    value = stat_text[at + 15 : stat_text.find(b"\n", at + 1)].strip()
+    return int(value) if value.isdigit() else None
+
+
+def free_of(cores: int, running: Sequence[int], load: float | None) -> float:
+    """The cores free for a second process: `cores` less the tasks that ran beside this one in every sample of the
+    run queue (`running`, this process included in each: a busy neighbour is runnable in all of them, a task that
+    only passed by is not); without samples, less the load average `load` (which lags a minute behind: a machine
+    that just got busy reads idle); without either, none (read alone)."""
+    if running:
+        return cores - max(0, min(running) - 1)
+    if load is not None:
+        return cores - load
+    return 0.0
 
 
 def split_pays(path: str) -> bool:
-    """Whether a second process can shorten reading the trace at `path` (see `analyze_split`): a core is free for
-    it (`SPLIT_FREE_CORES`) and its lines are long (`SPLIT_MIN_LINE_BYTES`, measured on the trace's start). False
-    for anything not a regular file of at least `SPLIT_MIN_BYTES`."""
+    """Whether a second process can shorten reading the trace at `path` (see `analyze_split`): its lines are long
+    (`SPLIT_MIN_LINE_BYTES`, measured on the trace's start) and a core is free for it now (`SPLIT_FREE_CORES`,
+    `free_cores`: on a loaded machine one process is never slower than two). False for anything not a regular
+    file of at least `SPLIT_MIN_BYTES`."""
     try:
         if path == "-" or not os.path.isfile(path) or os.path.getsize(path) < SPLIT_MIN_BYTES:
-            return False
-        if free_cores() < SPLIT_FREE_CORES:
             return False
         with open(path, "rb") as f:
             sample = f.read(_SAMPLE_BYTES)
     except OSError:
         return False
     lines = sample.count(b"\n")
-    return lines == 0 or len(sample) / lines >= SPLIT_MIN_LINE_BYTES
+    if lines and len(sample) / lines < SPLIT_MIN_LINE_BYTES:
+        return False
+    return free_cores() >= SPLIT_FREE_CORES
 
 
 def analyze_split(

@@ -43,12 +43,13 @@ def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
     space: tuple[str, str] | None = None  # the spaces before the next word, kept only if it fits on this line
     for run, style in cell:
         style = f"{style} {over}".strip()
+        plain = run.isascii() and run.isprintable()  # a cell a character: measured by `len`
         for token in _TOKENS.findall(run):
             if token[0] == " ":
                 space = (token, style)
                 continue
-            size = cell_len(token)
-            gap = cell_len(space[0]) if space is not None and used else 0
+            size = len(token) if plain else cell_len(token)
+            gap = len(space[0]) if space is not None and used else 0  # spaces: a cell each
             if used and used + gap + size > width:
                 lines.append([])
                 used = gap = 0
@@ -72,6 +73,12 @@ def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
 
 
 _TOKENS = re.compile(r" +|[^ ]+")
+
+
+def cells(text: str) -> int:
+    """The terminal cells `text` takes (`rich.cells.cell_len`), without asking rich when each character takes one
+    (printable ASCII: most of what `show` lays out, thousands of items at a time)."""
+    return len(text) if text.isascii() and text.isprintable() else cell_len(text)
 
 
 def chop(word: str, width: int) -> str:
@@ -113,7 +120,7 @@ def side_by_side(
     room = max(24, width - 2 * num - 3 * len(_GAP))
     columns = ([row[0] for row in rows], [row[2] for row in rows])
     widest = [
-        max([cell_len(title)] + [sum(cell_len(run) for run, _ in cell) for cell in column])
+        max([cells(title)] + [sum(cells(run) for run, _ in cell) for cell in column])
         for title, column in zip(titles, columns, strict=True)
     ]
     half = room // 2
@@ -126,24 +133,33 @@ def side_by_side(
     else:
         widths = [half, room - half]
 
+    runs = out.runs
+    add, extend = runs.append, runs.extend  # `Out.append`'s runs, added here directly: a row is a handful of them
+    gap, newline = (_GAP, ""), ("\n", "")
+
     def line(left: Cell, right: Cell, numbers: tuple[str, str]) -> None:
-        out.append(numbers[0].rjust(num), "dim")
-        out.append(_GAP)
-        out.runs.extend(left)
+        add((numbers[0].rjust(num), "dim"))
+        add(gap)
+        extend(left)
         if not right and not numbers[1]:
-            out.append("\n")
+            add(newline)
             return
-        pad = widths[0] - sum(cell_len(run) for run, _ in left)
-        out.append(" " * max(pad, 0) + _GAP)
-        out.append(numbers[1].rjust(num), "dim")
-        out.append(_GAP)
-        out.runs.extend(right)
-        out.append("\n")
+        pad = widths[0]
+        for run, _ in left:
+            pad -= cells(run)
+        add((" " * max(pad, 0) + _GAP, ""))
+        add((numbers[1].rjust(num), "dim"))
+        add(gap)
+        extend(right)
+        add(newline)
 
     line([(titles[0], "bold")], [(titles[1], "bold")], ("#", "#"))
     for k, (left, left_over, right, right_over) in enumerate(rows):
         left_lines = wrap(left, widths[0], left_over) if left else [[]]
-        right_lines = wrap(right, widths[1], right_over) if right else [[]]
+        if right is left and right_over == left_over and widths[1] == widths[0]:
+            right_lines = left_lines  # the same cell the same way: its lines are only read
+        else:
+            right_lines = wrap(right, widths[1], right_over) if right else [[]]
         for j in range(max(len(left_lines), len(right_lines))):
             numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
             line(
@@ -188,7 +204,10 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
             left_over = "bold red" if sid in only_server else ""
         if k < len(client_ids):
             cid = client_ids[k]
-            right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
+            if k < len(server_ids) and cid == server_ids[k] and conn.conv.get(cid) is not None:
+                right = left  # the same item on both sides (most rows): one cell, laid out once (`side_by_side`)
+            else:
+                right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
             right_over = "bold green" if cid in only_client else "bold yellow" if cid in reordered else ""
         rows.append((left, left_over, right, right_over))
     side_by_side(out, rows, ("server conversation", title), width, (len(server_ids), len(client_ids)))
