@@ -172,3 +172,26 @@ def test_a_signal_stops_the_hunt_within_two_seconds_with_a_partial_report(sig: s
     assert f"interrupted ({sig}): a partial report" in out
     assert "not done: the clean run (cut short)" in out
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_full_disk_under_out_stops_the_hunt_with_exit_3_never_blaming_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from rtrace.core import writer
+
+    real = writer._new_file
+
+    def full(path: str) -> tuple[object, str]:  # every trace is written onto a full disk
+        fp, tmp = real(path)
+        fp.close()
+        return open("/dev/full", "wb"), tmp
+
+    monkeypatch.setattr(writer, "_new_file", full)
+    client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    assert main(["hunt", "--runs", "3", "--out", str(tmp_path / "h"), "--", *client]) == 3
+    captured = capsys.readouterr()
+    assert "the hunt stopped: a run's trace could not be written under" in captured.err
+    assert "discarded: its trace could not be written (No space left on device)" in captured.out
+    assert "the command failed its clean run" not in captured.out

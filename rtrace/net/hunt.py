@@ -157,7 +157,7 @@ class HuntResult:
 
     @property
     def clean_failed(self) -> bool:
-        return self.clean is not None and not self.clean.survived and self.clean.cut != "internal error"
+        return self.clean is not None and not self.clean.survived and self.clean.cut is None
 
     @property
     def baseline(self) -> list[Finding]:
@@ -292,8 +292,8 @@ async def _search(hunt: Hunt) -> HuntResult:
                            "the search", "shrinking", "reproduction"]  # fmt: skip
         return result
     split["clean run"] = hunt.elapsed()
-    if clean.cut == "internal error":  # rtrace failed, not the command: nothing of the client to hunt on
-        return HuntResult([], options, clean, Surface(), hunt.runs, [], [], hunt.elapsed(), "internal error")
+    if clean.cut is not None:  # rtrace failed (or could not write), not the command: nothing to hunt on
+        return HuntResult([], options, clean, Surface(), hunt.runs, [], [], hunt.elapsed(), clean.cut)
     surface = surface_of(records_of(clean.trace))
     if not clean.survived:
         result = HuntResult([], options, clean, surface, hunt.runs, [], [], hunt.elapsed(), "clean run failed")
@@ -319,7 +319,7 @@ async def _search(hunt: Hunt) -> HuntResult:
                 searched.append(run)
                 generator.observe(run.schedule, run.signals())
     except Spent:
-        stopped = "budget"
+        stopped = "trace not written" if hunt.unwritten is not None else "budget"
     except Stopped:
         stopped = "interrupted"
     if queue:
