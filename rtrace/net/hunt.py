@@ -65,7 +65,6 @@ from .schedule import (
     Surface,
     acted,
     bug_key,
-    check_seed,
     item_calls_of,
     item_kinds_of,
     linked,
@@ -76,6 +75,7 @@ from .schedule import (
 )
 from .script import Schedule as ScriptSchedule
 from .sweep import check_command
+from .values import check_seed
 
 
 @dataclasses.dataclass
