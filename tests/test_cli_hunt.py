@@ -43,6 +43,9 @@ def test_hunt_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "give --budget or --runs" in capsys.readouterr().err
     assert main(["hunt", "--runs", "1", "--schedule", str(tmp_path / "none.toml"), "--", "true"]) == 2
     assert "cannot read the schedule" in capsys.readouterr().err
+    for option, value, least in (("--max-bugs", "-1", 0), ("--jobs", "0", 1), ("--repro-runs", "0", 1)):
+        assert main(["hunt", "--runs", "1", option, value, "--out", str(tmp_path / "h"), "--", "true"]) == 2
+        assert f"{option} {value}: give {least} or more" in capsys.readouterr().err
 
 
 SCRIPT = """# the agent's test scripts the model: its tool is called on the user's question
