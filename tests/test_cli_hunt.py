@@ -43,6 +43,9 @@ def test_hunt_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "give --budget or --runs" in capsys.readouterr().err
     assert main(["hunt", "--runs", "1", "--schedule", str(tmp_path / "none.toml"), "--", "true"]) == 2
     assert "cannot read the schedule" in capsys.readouterr().err
+    for option, value, least in (("--max-bugs", "-1", 0), ("--jobs", "0", 1), ("--repro-runs", "0", 1)):
+        assert main(["hunt", "--runs", "1", option, value, "--out", str(tmp_path / "h"), "--", "true"]) == 2
+        assert f"{option} {value}: give {least} or more" in capsys.readouterr().err
 
 
 SCRIPT = """# the agent's test scripts the model: its tool is called on the user's question
@@ -236,3 +239,26 @@ def test_hunt_upstream_guards_and_says_what_it_leaves_out(tmp_path: Path, capsys
     assert main(["hunt", "--upstream", "ws://127.0.0.1:9/v1", "--runs", "1", *out, "--", "false"]) == 4
     err = capsys.readouterr().err
     assert err.startswith("rtrace hunt: through a link to ws://127.0.0.1:9/v1; left out") and "barge_in" in err
+
+
+def test_a_full_disk_under_out_stops_the_hunt_with_exit_3_never_blaming_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from rtrace.core import writer
+
+    real = writer._new_file
+
+    def full(path: str) -> tuple[object, str]:  # every trace is written onto a full disk
+        fp, tmp = real(path)
+        fp.close()
+        return open("/dev/full", "wb"), tmp
+
+    monkeypatch.setattr(writer, "_new_file", full)
+    client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    assert main(["hunt", "--runs", "3", "--out", str(tmp_path / "h"), "--", *client]) == 3
+    captured = capsys.readouterr()
+    assert "the hunt stopped: a run's trace could not be written under" in captured.err
+    assert "discarded: its trace could not be written (No space left on device)" in captured.out
+    assert "the command failed its clean run" not in captured.out

@@ -158,3 +158,21 @@ def test_the_commands_server_failing_inside_is_rtraces_not_the_clients(
     options = ServerOptions(record=tmp_path / "t.jsonl", port=0)
     ended = asyncio.run(CommandTarget([sys.executable, "-c", client]).run(options, 20))
     assert ended.internal is not None and "ZeroDivisionError: inside serve" in ended.internal
+
+
+def test_a_run_whose_trace_could_not_be_written_is_discarded_and_the_hunt_stops(tmp_path: Path) -> None:
+    @dataclasses.dataclass
+    class FullDisk:
+        async def run(self, options: ServerOptions, timeout: float) -> Ended:
+            return Ended(0, unwritten="No space left on device")
+
+        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+            return ""
+
+    runner = Judged(FullDisk(), HuntOptions(budget=None, runs=5, out_dir=tmp_path))
+    run = asyncio.run(runner.run(Schedule(), "systematic"))
+    assert run.cut == "trace not written" and runner.judged == []
+    assert run.how() == "discarded: its trace could not be written (No space left on device)"
+    assert runner.spent(1) == "trace not written"
+    with pytest.raises(Spent):
+        asyncio.run(runner.run(Schedule(), "systematic"))

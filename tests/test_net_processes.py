@@ -127,23 +127,29 @@ def test_exit_status_and_the_ci_default(monkeypatch: pytest.MonkeyPatch) -> None
 def stopped_by(sig: int, args: list[str], tmp_path: Path) -> tuple[int, float, str, str, int]:
     """`rtrace ARGS -- sh -c ...` in its own process, sent `sig` alone (not its terminal's group) once its command
     runs: its exit status, the seconds from the signal to its end, its stdout and stderr, the command's pid."""
+    pidfile = tmp_path / "pid"
+    argv = [sys.executable, "-m", "rtrace.cli", *args, "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]
+    return signalled(sig, argv, pidfile)
+
+
+def signalled(sig: int, argv: list[str], pidfile: Path, cwd: Path | None = None) -> tuple[int, float, str, str, int]:
+    """`argv` in its own process (this checkout first on its path), sent `sig` once `pidfile` is written: its exit
+    status, the seconds from the signal to its end, its stdout and stderr, the pid in `pidfile`."""
     import signal
     import subprocess
 
-    pidfile = tmp_path / "pid"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
-    argv = [sys.executable, "-m", "rtrace.cli", *args, "--", "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+                            cwd=cwd)  # fmt: skip
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while not pidfile.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.2)
+        time.sleep(0.3)
         sent = time.monotonic()
         proc.send_signal(signal.Signals(sig))
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=20)
         took = time.monotonic() - sent
     finally:
         proc.kill()
     return proc.returncode, took, out.decode(), err.decode(), int(pidfile.read_text().strip())
-

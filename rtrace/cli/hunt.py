@@ -181,6 +181,10 @@ def hunt(
         write_bytes(buffer.getvalue().encode("utf-8"), output)
     else:
         write_bytes(render(result, fmt.value).encode("utf-8"), output)
+    if result.stopped == "trace not written":  # a full disk under --out: what was found so far is above
+        say(f"rtrace: the hunt stopped: a run's trace could not be written under {result.options.out_dir} "
+            f"(free some space, or give another --out)")  # fmt: skip
+        raise typer.Exit(ExitCode.UNREADABLE)
     if result.stopped == "internal error":
         say(f"rtrace: internal error during the clean run, not a failure of the command: {result.runs[0].how()}")
         raise typer.Exit(ExitCode.INTERNAL)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_input
 from ..rules import RULES
-from .schedule import Schedule, comment_text
+from .schedule import Schedule
 from .script import SCRIPT_BYTES, parse_script
 from .script import Schedule as ScriptSchedule
+from .values import comment_text
 
 #: The line of a bug's script that holds its schedule as JSON (`load_schedule`).
 SCHEDULE_LINE = "# rtrace-schedule: "

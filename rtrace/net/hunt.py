@@ -97,7 +97,6 @@ from .schedule import (
     Surface,
     acted,
     bug_key,
-    check_seed,
     item_calls_of,
     item_kinds_of,
     linked,
@@ -108,6 +107,7 @@ from .schedule import (
 )
 from .script import Schedule as ScriptSchedule
 from .sweep import check_command
+from .values import check_seed
 
 
 @dataclasses.dataclass
@@ -136,7 +136,7 @@ class HuntResult:
 
     @property
     def clean_failed(self) -> bool:
-        return self.clean is not None and not self.clean.survived and self.clean.cut != "internal error"
+        return self.clean is not None and not self.clean.survived and self.clean.cut is None
 
     @property
     def baseline(self) -> list[Finding]:
@@ -258,8 +258,8 @@ async def _search(hunt: Hunt) -> HuntResult:
                            "the search", "shrinking", "reproduction"]  # fmt: skip
         return result
     split["clean run"] = hunt.elapsed()
-    if clean.cut == "internal error":  # rtrace failed, not the command: nothing of the client to hunt on
-        return HuntResult([], options, clean, Surface(), hunt.runs, [], [], hunt.elapsed(), "internal error")
+    if clean.cut is not None:  # rtrace failed (or could not write), not the command: nothing to hunt on
+        return HuntResult([], options, clean, Surface(), hunt.runs, [], [], hunt.elapsed(), clean.cut)
     surface = surface_of(records_of(clean.trace))
     hunt.clean_client = client_counts(records_of(clean.trace))
     if not clean.survived:
@@ -287,7 +287,7 @@ async def _search(hunt: Hunt) -> HuntResult:
                 searched.append(run)
                 generator.observe(run.schedule, run.signals())
     except Spent:
-        stopped = "budget"
+        stopped = "trace not written" if hunt.unwritten is not None else "budget"
     except Stopped:
         stopped = "interrupted"
     if queue:

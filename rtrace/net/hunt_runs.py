@@ -122,6 +122,8 @@ class Run:
         """How the command ended: `exit 0`, `exit 3`, `killed by SIGSEGV`, `timeout`, `hung (...)`."""
         if self.ended_early is not None:
             return f"hung (ended early: quiet {self.ended_early:g}s after the fault)"
+        if self.cut == "trace not written":
+            return f"discarded: its trace could not be written ({self.problem})"
         if self.cut == "internal error":
             return f"discarded: an internal error of rtrace (traceback in {self.internal or 'no file'})"
         if self.cut is not None:
@@ -198,7 +200,9 @@ class CommandTarget:
                                       self.stdout_in_tail)  # fmt: skip
             if srv.internal_errors:
                 ended.internal = "\n".join(srv.internal_errors)
-            return ended
+        if srv.recorder is not None and srv.recorder.failed is not None:  # known once the trace is closed
+            ended.unwritten = srv.recorder.failed
+        return ended
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
         base = ["--script", str(self.script)] if self.script is not None else []
@@ -286,6 +290,8 @@ class Runner:
         #: When shrinking ends (`SHRINK_SHARE`): the rest is the re-runs' that measure each bug's rate.
         self.shrink_deadline = None if options.budget is None else self.started + options.budget * SHRINK_SHARE
         self.shrink_cut = False
+        #: Why a run's trace could not be written (a full disk under --out): the hunt stops there.
+        self.unwritten: str | None = None
         #: Seconds between two progress lines while a run goes on (the clean run too).
         self.heartbeat = HEARTBEAT
 
@@ -323,7 +329,7 @@ class Runner:
             return Run(0, phase, schedule, self.traces / "not-run", 0, 0.0, cut="budget")
         async with self.slots:
             left = self.time_left()
-            if left is not None and left <= 0:
+            if (left is not None and left <= 0) or self.unwritten is not None:
                 raise Spent()
             self.count += 1
             index = self.count
@@ -345,7 +351,10 @@ class Runner:
             ended = Ended(*ended)
         run = Run(index, phase, schedule, trace, ended.code, self.clock() - start, stderr_tail=ended.tail,
                   strays=ended.strays, strays_killed=ended.strays_killed)  # fmt: skip
-        if ended.internal is not None:
+        if ended.unwritten is not None:
+            run.cut, run.problem = "trace not written", ended.unwritten
+            self.unwritten = ended.unwritten  # a full disk stays full: no run starts after this one
+        elif ended.internal is not None:
             run.cut, run.internal = "internal error", self._keep_traceback(index, ended.internal)
         elif ended.cut == "quiet":
             run.ended_early = self.options.quiet
@@ -384,6 +393,8 @@ class Runner:
 
     def spent(self, searched: int) -> str | None:
         o = self.options
+        if self.unwritten is not None:
+            return "trace not written"
         if o.runs is not None and searched >= o.runs:
             return "runs"
         if self.search_deadline is not None and self.clock() >= self.search_deadline:

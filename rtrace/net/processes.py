@@ -47,6 +47,8 @@ class Ended:
     cut: str | None = None
     #: The traceback of a failure of rtrace itself during the run (its server's): the run says nothing of the client.
     internal: str | None = None
+    #: Why the run's trace could not be written whole (a full disk): the run says nothing of the client either.
+    unwritten: str | None = None
 
 
 class Stopped(Exception):

@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import random
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Generator as GeneratorType
 from typing import Any, Literal
 
 from ..core.durations import format_duration
+from .values import check_fault, check_seed, comment_text
 
 Kind = Literal[
     "latency", "drop", "close", "error", "fail", "delay", "expire", "jitter", "cancel", "rate_limit",
@@ -338,50 +337,10 @@ class Fault:
         if unknown:
             raise ValueError(f"a fault has no field {unknown[0]!r}")
         fault = cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
-        check_fault(fault)
+        check_fault(fault, KIND_COST, MOMENTS)
         return fault
 
 
-#: The largest seed (a trace header and the fake model's generator take it: 63 bits).
-MAX_SEED = 2**63 - 1
-#: The largest `k` and the longest time a fault's value may name (seconds: a day).
-MAX_K = 1_000_000
-MAX_FAULT_SECONDS = 86_400.0
-#: The kinds whose value is a time in seconds, a close code, a word (an error code, a reason, a limit).
-_SECONDS_KINDS = frozenset({"latency", "jitter", "delay", "expire", "barge_in", "burst"})
-_CODE_KINDS = frozenset({"drop", "close"})
-_TARGET = re.compile(r"[A-Za-z0-9_.:*=/-]{0,200}")
-
-
-def check_seed(seed: Any, where: str = "seed") -> int:
-    """`seed` if it is a whole number from 0 to `MAX_SEED` (what `--seed` takes), else ValueError."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"{where} {seed!r}: give a whole number from 0 to {MAX_SEED}")
-    return seed
-
-
-def check_fault(f: Fault) -> None:
-    """Raise ValueError unless every value of `f` is one the command line would take: a known kind and moment, a
-    target that is an event type, `k` a whole number from 1, a time finite and in range, a close code."""
-    if f.kind not in KIND_COST:
-        raise ValueError(f"kind {f.kind!r}: give one of {', '.join(KIND_COST)}")
-    if f.moment not in MOMENTS:
-        raise ValueError(f"moment {f.moment!r}: give one of {', '.join(MOMENTS)}")
-    if not isinstance(f.target, str) or not _TARGET.fullmatch(f.target):
-        raise ValueError(f"target {f.target!r}: give an event type (letters, digits, `._:*=/-`)")
-    if not isinstance(f.k, int) or isinstance(f.k, bool) or not 1 <= f.k <= MAX_K:
-        raise ValueError(f"k {f.k!r}: give a whole number from 1 to {MAX_K}")
-    v = f.value
-    if f.kind in _SECONDS_KINDS or f.kind == "pace":
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-            raise ValueError(f"{f.kind} value {v!r}: give a number of seconds")
-        if not 0 <= v <= MAX_FAULT_SECONDS:
-            raise ValueError(f"{f.kind} value {v!r}: give a time from 0 to {MAX_FAULT_SECONDS:g} seconds")
-    elif f.kind in _CODE_KINDS:
-        if not isinstance(v, int) or isinstance(v, bool) or not 1000 <= v <= 4999:
-            raise ValueError(f"{f.kind} value {v!r}: give a close code from 1000 to 4999")
-    elif not isinstance(v, str) or not _TARGET.fullmatch(v):
-        raise ValueError(f"{f.kind} value {v!r}: give a code (letters, digits, `._:-`)")
 
 
 def _ordinal(n: int) -> str:
@@ -481,11 +440,6 @@ class Schedule:
 
 def _fault_order(f: Fault) -> tuple[Any, ...]:
     return (KIND_COST[f.kind], f.moment, f.target, f.k, str(f.value))
-
-
-def comment_text(text: str) -> str:
-    """`text` fit for one comment line of a script: line breaks and other control characters as escapes."""
-    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
 def _toml_string(text: str) -> str:

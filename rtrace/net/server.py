@@ -49,9 +49,9 @@ from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
 from .lateness import Lateness
 from .options import ENDPOINT_OPTIONS, OPTION_BY_FIELD
 from .playback import ResponseSource, recorded_responses
-from .schedule import check_seed
 from .script import Schedule, load_script
 from .tls import TlsFiles, announce_tls, tls_files
+from .values import check_seed
 from .wire import Emission, decode_frame
 
 

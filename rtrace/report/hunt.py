@@ -138,7 +138,7 @@ def _run_management_lines(result: HuntResult) -> list[str]:
     if result.split:
         out.append("time: " + ", ".join(f"{k} {format_duration(round(v))}" for k, v in result.split.items()))
     out += [f"run {run}: the command left pid {pid} running" for run, pid in result.strays]
-    out += [f"run {r.index}: {r.how()}" for r in result.runs if r.cut == "internal error"]
+    out += [f"run {r.index}: {r.how()}" for r in result.runs if r.cut in ("internal error", "trace not written")]
     return out
 
 
