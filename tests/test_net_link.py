@@ -168,6 +168,32 @@ def test_a_hunt_through_the_link_finds_the_bug_the_direct_hunt_finds(tmp_path: P
     assert {"client", "server"} <= {r["dir"] for r in recs}
 
 
+def test_a_run_through_the_link_whose_trace_cannot_be_written_is_discarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk under --out with --upstream: the link's trace of the clean run is not written whole, so the run
+    is discarded (never judged, the command never blamed) and the hunt stops there, as it does without a link."""
+    import sys
+
+    from rtrace.core import writer
+    from rtrace.net.hunt import HuntOptions, hunt
+
+    real = writer._new_file
+
+    def full(path: str) -> tuple[object, str]:  # every trace is written onto a full disk
+        fp, tmp = real(path)
+        fp.close()
+        return open("/dev/full", "wb"), tmp
+
+    monkeypatch.setattr(writer, "_new_file", full)
+    client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
+    with Upstream() as url:
+        options = HuntOptions(budget=None, runs=3, shrink_runs=1, repro_runs=1, out_dir=tmp_path, upstream=url)
+        result = hunt(client, options)
+    assert result.clean is not None and result.clean.cut == "trace not written", result.clean
+    assert result.stopped == "trace not written" and not result.clean_failed and len(result.runs) == 1
+
+
 def test_the_link_acts_on_a_real_api_recording_played_back(tmp_path: Path) -> None:
     """The upstream a real server's session played back (`serve --from` a realapi recording: what the real API
     answered): the link's faults act on its answers as on the fake's; the client gets the recorded response."""
