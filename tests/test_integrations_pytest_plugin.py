@@ -539,7 +539,7 @@ def test_a_hunt_in_a_test_through_a_link_to_an_upstream(users: pytest.Pytester) 
             import os, subprocess, sys
             import pytest
 
-            @pytest.mark.rtrace(hunt="2s", hunt_runs=1, upstream={url!r})
+            @pytest.mark.rtrace(hunt="30s", hunt_runs=1, upstream={url!r})
             def test_agent(rtrace_server):
                 done = subprocess.run([sys.executable, {str(client)!r}], env={{**os.environ, **rtrace_server.env}})
                 assert done.returncode == 0
