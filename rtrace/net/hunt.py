@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -190,19 +189,6 @@ def keys_of(
 
 class Hunt(Runner):
     """One hunt: its runs (`hunt_runs.Runner`), each judged by its trace (`_judge`)."""
-
-    def __init__(
-        self,
-        target: Target,
-        options: HuntOptions,
-        progress: Callable[[Progress], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(target, options, progress, clock)
-        #: The client events of the clean run (`bugs.client_counts`), once it ran.
-        self.clean_client: dict[str, int] | None = None
-        #: Candidates the cap (`max_bugs`) left out, one line each (`HuntResult.left_out`).
-        self.left_out: list[str] = []
 
     def judge(self, run: Run) -> None:
         _judge(run, self.options.template.schedule, self.clean_client)

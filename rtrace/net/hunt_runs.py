@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..rules.base import Finding
+from .bugs import About
 from .intercept import intercepting
 from .processes import Ended, Stopped, Stopper, kill_strays_default
 from .schedule import BugKey, Schedule
@@ -29,8 +30,6 @@ from .tls import trust_env
 SHRINK_RUNS = 3
 REPRO_RUNS = 10
 MAX_BUGS = 10
-#: What a finding is about (`BugKey.finding`): its rule and the kinds of its items.
-About = tuple[str, tuple[str, ...]]
 
 
 @dataclasses.dataclass
@@ -280,6 +279,11 @@ class Runner:
         self.baseline: set[tuple[str, tuple[str, ...]]] = set()
         self.bugs_so_far: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
         self.phase = "clean run"
+        #: The client events of the clean run (`bugs.client_counts`), once it ran: what `judge` reads a session
+        #: completed by.
+        self.clean_client: dict[str, int] | None = None
+        #: Candidates the cap (`max_bugs`) left out, one line each (`HuntResult.left_out`).
+        self.left_out: list[str] = []
         self.traces = options.out_dir / "runs"
         #: At most `jobs` runs at once, whatever asks for them (the search's batches, the bugs' confirmations).
         self.slots = asyncio.Semaphore(max(1, options.jobs))
