@@ -1669,9 +1669,11 @@ def _() -> TraceBuilder:
 # -- RT126 turn-never-completed / RT127 no-reconnect-after-abnormal-close -----------------------------------
 
 
-def cut_in_flight(b: TraceBuilder) -> None:
+def cut_in_flight() -> TraceBuilder:
     """A user turn whose response a fault's close cuts right after `response.created`; the client reconnects and
     replays the conversation (livekit-agents: the turn's future stays pending)."""
+    b = TraceBuilder()
+    b.open()
     b.client({"type": "session.update", "session": {"type": "realtime"}})
     msg = user_msg("item_u1", "What's the weather in Paris?")
     b.create(msg, prev="root", dt=0.0001)
@@ -1682,13 +1684,12 @@ def cut_in_flight(b: TraceBuilder) -> None:
     b.meta({"type": "fault.injected", "fault": "script", "spec": "turn 1", "line": 1, "action": "close"})
     b.close(1011, dt=0.001)
     reconnect_replay(b, 2, with_call=False)
+    return b
 
 
 @scenario("turn-never-completed/positive-silent-after-reconnect")
 def _() -> TraceBuilder:
-    b = TraceBuilder()
-    b.open()
-    cut_in_flight(b)
+    b = cut_in_flight()
     b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
     b.close(dt=1.0)
     return b
@@ -1697,9 +1698,7 @@ def _() -> TraceBuilder:
 @scenario("turn-never-completed/positive-new-connection-closed-without-asking")
 def _() -> TraceBuilder:
     """The client is killed (or gives the turn up) on the new connection without asking again."""
-    b = TraceBuilder()
-    b.open()
-    cut_in_flight(b)
+    b = cut_in_flight()
     b.close(1006, dt=2.0)
     return b
 
@@ -1707,18 +1706,14 @@ def _() -> TraceBuilder:
 @scenario("turn-never-completed/positive-closed-after-the-replay")
 def _() -> TraceBuilder:
     """The client replayed the conversation, waited for the cut response, and its test's deadline closed it (1000)."""
-    b = TraceBuilder()
-    b.open()
-    cut_in_flight(b)
+    b = cut_in_flight()
     b.close(1000, dt=2.0)
     return b
 
 
 @scenario("turn-never-completed/negative-asked-again")
 def _() -> TraceBuilder:
-    b = TraceBuilder()
-    b.open()
-    cut_in_flight(b)
+    b = cut_in_flight()
     rc = b.response_create(dt=0.01)
     b.response_created("resp_2", b.event_id(rc))
     b.response_done("resp_2", output=[], dt=0.2)
@@ -1730,9 +1725,7 @@ def _() -> TraceBuilder:
 @scenario("turn-never-completed/negative-recording-stopped")
 def _() -> TraceBuilder:
     """The trace stops 2 s after the reconnect, the connection still open: no time to judge the client by."""
-    b = TraceBuilder()
-    b.open()
-    cut_in_flight(b)
+    b = cut_in_flight()
     b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=2.0)
     return b
 

@@ -55,23 +55,40 @@ class Client:
 
     async def open(self) -> None:
         self.ws = await connect(self.url)
+        self.added_ids: set[str] = set()  # the items this connection's server added
         await self.next_of(lambda e: e["type"] == "session.created", retry=None)
 
     async def reconnect(self) -> None:
         if self.mode == "give-up" and not self.correct:
             raise GaveUp
-        self.reconnects += 1
-        if self.reconnects > RECONNECTS:
-            raise RuntimeError("too many reconnects")
-        await self.open()
-        for item in self.items:
-            if item["type"] == "function_call_output" and self.mode == "lose-output" and not self.correct:
-                continue  # the planted bug: outputs are not part of the replay
-            await self.send({"type": "conversation.item.create", "item": item})
+        while True:
+            self.reconnects += 1
+            if self.reconnects > RECONNECTS:
+                raise RuntimeError("too many reconnects")
+            try:
+                await self.open()
+                await self.replay()
+                break
+            except ConnectionClosed:
+                continue  # closed again while replaying: from the start
         if self.asking and self.calls:
             self.cut = True  # its calls complete: run them, then ask
         elif self.asking and not (self.mode == "hang" and not self.correct):
             await self.send({"type": "response.create"})  # ask again for what the close cut (the bug: not)
+
+    async def replay(self) -> None:
+        """The conversation created again, one item at a time (each refused one sent again); a close propagates."""
+        assert self.ws is not None
+        for item in self.items:
+            if item["type"] == "function_call_output" and self.mode == "lose-output" and not self.correct:
+                continue  # the planted bug: outputs are not part of the replay
+            event = {"type": "conversation.item.create", "item": item}
+            await self.ws.send(json.dumps(event))
+            await self.next_of(self.added(item), retry=event, reconnect=False)
+
+    @staticmethod
+    def added(item: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+        return lambda e: e["type"] == "conversation.item.added" and e["item"].get("id") == item["id"]
 
     async def send(self, event: dict[str, Any]) -> None:
         assert self.ws is not None
@@ -83,23 +100,34 @@ class Client:
                 await self.reconnect()
                 return  # the replay sent what was created, and asked again for what was asked
 
-    async def next_of(self, wanted: Callable[[dict[str, Any]], bool], retry: dict[str, Any] | None) -> dict[str, Any]:
-        """The next server event `wanted`; an `error` (or a failed response) sends `retry` again."""
+    async def next_of(
+        self, wanted: Callable[[dict[str, Any]], bool], retry: dict[str, Any] | None, reconnect: bool = True,
+        item: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The next server event `wanted`; an `error` (or a failed response) sends `retry` again; a close
+        reconnects (or, with `reconnect=False`, propagates)."""
         assert self.ws is not None
         while True:
             try:
                 event = json.loads(await asyncio.wait_for(self.ws.recv(), WAIT))
             except ConnectionClosed:
+                if not reconnect:
+                    raise
                 await self.reconnect()
-                if self.cut:
-                    return {}
+                if self.cut or (item is not None and item["id"] in self.added_ids):
+                    return {}  # the replay created what was waited for
                 continue
             except TimeoutError:
                 raise AssertionError(f"no answer within {WAIT}s ({self.reconnects} reconnects)") from None
             self.take_call(event)
+            if event["type"] == "conversation.item.added":
+                self.added_ids.add(event["item"].get("id"))
             failed = event["type"] == "response.done" and event["response"].get("status") in ("failed", "cancelled")
             if (event["type"] == "error" or failed) and retry is not None:
-                await self.send(retry)
+                if reconnect:
+                    await self.send(retry)
+                else:
+                    await self.ws.send(json.dumps(retry))
                 continue
             if wanted(event):
                 return event
@@ -121,8 +149,8 @@ class Client:
         self.items.append(item)
         event = {"type": "conversation.item.create", "item": item}
         await self.send(event)
-        added = lambda e: e["type"] == "conversation.item.added" and e["item"].get("id") == item["id"]  # noqa: E731
-        await self.next_of(added, retry=event)
+        if item["id"] not in self.added_ids:  # else a reconnect's replay already created it
+            await self.next_of(self.added(item), retry=event, item=item)
 
     async def respond(self) -> None:
         """Ask for a response and wait for it (or for its cut, once its calls are complete)."""

@@ -8,7 +8,6 @@ from pathlib import Path
 from rtrace.engine.fold import analyze_path
 
 from .conftest import SAMPLES
-from .tracebuilder import TraceBuilder
 
 
 def rules_of(path: Path) -> list[str]:
@@ -27,9 +26,7 @@ def test_a_turn_cut_in_flight_is_judged_only_once_the_client_had_the_time(tmp_pa
     from .make_samples import cut_in_flight
 
     for waited, expected in ((2.0, False), (9.9, False), (10.5, True)):
-        b = TraceBuilder()
-        b.open()
-        cut_in_flight(b)
+        b = cut_in_flight()
         b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=waited)
         path = tmp_path / f"cut-{waited}.jsonl"
         b.write(path)
@@ -39,9 +36,7 @@ def test_a_turn_cut_in_flight_is_judged_only_once_the_client_had_the_time(tmp_pa
 def test_a_server_started_response_on_the_new_connection_completes_the_turn(tmp_path: Path) -> None:
     from .make_samples import cut_in_flight
 
-    b = TraceBuilder()
-    b.open()
-    cut_in_flight(b)
+    b = cut_in_flight()
     b.response_created("resp_vad", None, dt=0.5)  # server VAD: the user spoke again and the server answers
     b.response_done("resp_vad", output=[], dt=0.2)
     b.server({"type": "rate_limits.updated", "rate_limits": []}, dt=12.0)
