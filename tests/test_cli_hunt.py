@@ -246,16 +246,9 @@ def test_a_full_disk_under_out_stops_the_hunt_with_exit_3_never_blaming_the_comm
 ) -> None:
     import sys
 
-    from rtrace.core import writer
+    from .test_core_writer import traces_onto_a_full_disk
 
-    real = writer._new_file
-
-    def full(path: str) -> tuple[object, str]:  # every trace is written onto a full disk
-        fp, tmp = real(path)
-        fp.close()
-        return open("/dev/full", "wb"), tmp
-
-    monkeypatch.setattr(writer, "_new_file", full)
+    traces_onto_a_full_disk(monkeypatch)
     client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
     assert main(["hunt", "--runs", "3", "--out", str(tmp_path / "h"), "--", *client]) == 3
     captured = capsys.readouterr()

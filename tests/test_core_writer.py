@@ -17,6 +17,21 @@ from rtrace.core.trace import encode
 from rtrace.core.writer import Replacing, TraceWriter, check_writable, same_file, write_replacing
 
 
+def traces_onto_a_full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every trace written from now on (the writer's new files) goes onto a full disk (`/dev/full`): the hunt's
+    tests of a disk that fills under --out, with a link or without."""
+    from rtrace.core import writer
+
+    real = writer._new_file
+
+    def full(path: str) -> tuple[object, str]:
+        fp, tmp = real(path)
+        fp.close()
+        return open("/dev/full", "wb"), tmp
+
+    monkeypatch.setattr(writer, "_new_file", full)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0

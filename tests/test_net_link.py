@@ -175,17 +175,11 @@ def test_a_run_through_the_link_whose_trace_cannot_be_written_is_discarded(
     is discarded (never judged, the command never blamed) and the hunt stops there, as it does without a link."""
     import sys
 
-    from rtrace.core import writer
     from rtrace.net.hunt import HuntOptions, hunt
 
-    real = writer._new_file
+    from .test_core_writer import traces_onto_a_full_disk
 
-    def full(path: str) -> tuple[object, str]:  # every trace is written onto a full disk
-        fp, tmp = real(path)
-        fp.close()
-        return open("/dev/full", "wb"), tmp
-
-    monkeypatch.setattr(writer, "_new_file", full)
+    traces_onto_a_full_disk(monkeypatch)
     client = [sys.executable, str(Path(__file__).parent / "sweep_client.py")]
     with Upstream() as url:
         options = HuntOptions(budget=None, runs=3, shrink_runs=1, repro_runs=1, out_dir=tmp_path, upstream=url)
