@@ -126,6 +126,9 @@ def test_the_reaction_names_what_the_client_lost_or_that_it_hung() -> None:
     assert lost(["RT105", "RT104", "RT111"]) == "a function call and a tool output"
     assert reaction_of("reconnected", ["RT111"], True, False) == "reconnected and restored"
     assert reaction_of("reconnected", [], False, True) == "hung"
+    # items lost on reconnect are the cause, a turn that then hung what followed; a turn lost alone is the hang
+    assert reaction_of("reconnected", ["RT105"], False, True) == "reconnected and lost data"
+    assert reaction_of("reconnected", ["RT126"], False, True) == "hung"
     assert reaction_of("gave up", ["RT122"], False, False) == "gave up"
     assert reaction_of("continued", [], True, False) == "continued"
 

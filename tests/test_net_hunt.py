@@ -665,3 +665,34 @@ def test_a_process_left_running_is_named_and_killed_when_asked(tmp_path: Path) -
     assert result.strays == [(1, pid)]
     assert result.runs[0].left_running() == f"the command left pid {pid} running (killed)"
     assert result.runs[0].exit_code == 0
+
+
+def test_a_client_backing_off_between_connections_is_not_ended_early(tmp_path: Path) -> None:
+    """A drop, then no connection for longer than `quiet` (a reconnect's back-off), then a new connection that
+    finishes the turn: the run is the client's whole, never cut as a hang."""
+    client = (
+        "import asyncio, json, os, sys\n"
+        "from websockets.asyncio.client import connect\n"
+        "URL = os.environ['RTRACE_URL'] + '/realtime?model=gpt-realtime'\n"
+        "async def main():\n"
+        "    try:\n"
+        "        async with connect(URL) as ws:\n"
+        "            await ws.recv()\n"
+        "            await ws.send(json.dumps({'type': 'response.create'}))\n"
+        "            while True:\n"
+        "                await ws.recv()\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "    await asyncio.sleep(1.5)\n"
+        "    async with connect(URL) as ws:\n"
+        "        await ws.recv()\n"
+        "        await ws.send(json.dumps({'type': 'response.create'}))\n"
+        "        while json.loads(await ws.recv())['type'] != 'response.done':\n"
+        "            pass\n"
+        "asyncio.run(main())\n"
+    )
+    schedule = Schedule((Fault("drop", "event", "response.create", 1006),))
+    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[schedule])
+    result = hunt([sys.executable, "-c", client], options)
+    (run,) = result.runs
+    assert run.ended_early is None and run.survived, run.how()

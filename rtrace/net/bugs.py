@@ -196,8 +196,12 @@ class Cause:
 
 def reaction_of(basic: str, rules: Iterable[str], survived: bool, hung: bool) -> str:
     """The client's reaction as an entry is keyed by: `gave up`, `hung` (the turn never completed, or the command
-    outlived its deadline), `reconnected and lost data` (a data-losing rule among `rules`: `lost` names what),
-    `reconnected and restored`, `continued`, from `schedule.reaction`'s class (`basic`)."""
+    outlived its deadline), `reconnected and lost data` (a data-losing rule among `rules`: `lost` names what; an
+    item lost on the reconnect is the cause even when the turn then hung), `reconnected and restored`, `continued`,
+    from `schedule.reaction`'s class (`basic`)."""
+    lost_items = any(r in DATA_LOSS and FAMILIES.get(r) != TURN_LOST for r in rules)
+    if basic == "reconnected" and lost_items:
+        return "reconnected and lost data"  # the loss is the cause; a turn that then hung is what followed from it
     if hung:
         return "hung"
     if basic == "gave up":
@@ -221,6 +225,8 @@ FAMILIES = {
     "RT105": "items lost on reconnect", "RT106": "items lost on reconnect", "RT113": "items lost on reconnect",
     "RT123": "items lost on reconnect", "RT124": "turn lost on reconnect", "RT126": "turn lost on reconnect",
 }  # fmt: skip
+#: The family of a turn that never completed after a reconnect (its client hung: `reaction_of`).
+TURN_LOST = "turn lost on reconnect"
 
 
 def family_of(rule: str, reaction: str) -> str:

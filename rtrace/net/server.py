@@ -445,9 +445,11 @@ class RealtimeServer:
         self.internal_errors: list[str] = []
 
     def hung_after_fault(self, quiet: float) -> bool:
-        """Whether a fault acted, no response was done since, and nothing went either way for `quiet` seconds: the
-        client hangs on the turn the fault broke (a hunt ends such a run early instead of waiting out its deadline)."""
-        return (self.fault_at is not None and not self.done_since_fault
+        """Whether a fault acted, no response was done since, a connection is open (the new one, or the one a fault
+        did not close) and nothing went either way for `quiet` seconds: the client hangs on the turn the fault broke
+        (a hunt ends such a run early instead of waiting out its deadline). A client with no connection open is
+        between connections - backing off before it reconnects, or gone - and is left to its deadline."""
+        return (self.fault_at is not None and not self.done_since_fault and bool(self.sessions)
                 and time.monotonic() - self.activity >= quiet)  # fmt: skip
 
     @property
