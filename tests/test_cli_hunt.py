@@ -167,14 +167,14 @@ def test_the_budget_is_wall_time_and_a_clean_run_it_cut_is_said(
 def test_a_signal_stops_the_hunt_within_two_seconds_with_a_partial_report(sig: str, code: int, tmp_path: Path) -> None:
     import signal
 
-    from .test_net_processes import stopped_by
+    from .test_net_processes import gone, stopped_by
 
     status, took, out, err, pid = stopped_by(getattr(signal, sig), ["hunt", "--budget", "5m", "--out", str(tmp_path)],
                                              tmp_path)  # fmt: skip
     assert status == code and took < 2.5, err
     assert f"interrupted ({sig}): a partial report" in out
     assert "not done: the clean run (cut short)" in out
-    assert not Path(f"/proc/{pid}").exists()
+    assert gone(pid)
 
 
 def test_the_cap_keeps_the_data_loss_and_names_what_it_left_out(tmp_path: Path) -> None:

@@ -508,7 +508,7 @@ def test_ctrl_c_stops_a_hunt_in_a_test_within_seconds_and_shows_what_it_found(tm
     import signal
     import sys
 
-    from .test_net_processes import signalled
+    from .test_net_processes import gone, signalled
 
     pidfile = tmp_path / "pid"
     (tmp_path / "test_slow.py").write_text(
@@ -523,7 +523,7 @@ def test_ctrl_c_stops_a_hunt_in_a_test_within_seconds_and_shows_what_it_found(tm
     text = out + err
     assert took < 8, text  # the run in flight ends at once; pytest then reports and exits
     assert "interrupted (SIGINT): a partial report" in text and "KeyboardInterrupt" in text
-    assert not Path(f"/proc/{pid}").exists()
+    assert gone(pid)
 
 
 def test_a_hunt_in_a_test_through_a_link_to_an_upstream(users: pytest.Pytester) -> None:

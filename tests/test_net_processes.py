@@ -23,6 +23,17 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
+def gone(pid: int, within: float = 2.0) -> bool:
+    """Whether process `pid` is dead (gone, or a zombie: an exit status not yet reaped) within `within` seconds: a
+    process killed with its group dies as the kernel gets to it, not in the instant the kill returns."""
+    deadline = time.monotonic() + within
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def _escaping(tmp_path: Path, how: str, then: str = "") -> list[str]:
     """A command that leaves a child behind, escaped from its group by `how` (`setsid` or `setpgid`), holding its
     stderr, the child's pid written to `tmp_path/pid`; then the command runs `then` and exits 0."""

@@ -152,10 +152,10 @@ def test_a_directory_as_the_command_says_so(tmp_path: Path, capsys: pytest.Captu
 def test_a_signal_stops_a_sweep_at_once_with_the_table_of_the_runs_done(tmp_path: Path) -> None:
     import signal
 
-    from .test_net_processes import stopped_by
+    from .test_net_processes import gone, stopped_by
 
     status, took, _, err, pid = stopped_by(signal.SIGTERM, ["sweep", "--runs", "3", "--out", str(tmp_path / "o")],
                                            tmp_path)  # fmt: skip
     assert status == 143 and took < 2.5
     assert "sweep interrupted (SIGTERM): a partial table, of the 0 runs done" in err
-    assert not Path(f"/proc/{pid}").exists()
+    assert gone(pid)
