@@ -30,32 +30,11 @@ from typing import Any
 
 import orjson
 
+from ..core.catalog import ANCHOR_TYPES
 from ..core.escape import shown
 from ..core.trace import Record
 
 PACES = ("reactive", "recorded", "asap")
-#: Server event types a replay waits for: acknowledgements, errors and the response lifecycle. Streaming deltas are
-#: not waited for (another endpoint may chunk differently).
-ANCHOR_TYPES = frozenset(
-    {
-        "session.created",
-        "session.updated",
-        "conversation.item.added",
-        "conversation.item.done",
-        "conversation.item.deleted",
-        "conversation.item.truncated",
-        "conversation.item.retrieved",
-        "input_audio_buffer.committed",
-        "input_audio_buffer.cleared",
-        "input_audio_buffer.speech_started",
-        "input_audio_buffer.speech_stopped",
-        "response.created",
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.done",
-        "error",
-    }
-)
 #: Keys whose string values are ids a server may assign.
 ID_KEYS = frozenset({"id", "item_id", "response_id", "call_id", "previous_item_id"})
 #: A recorded pause longer than this is shortened to it (a replay is not meant to take as long as the call).
