@@ -73,7 +73,7 @@ def test_the_idle_timeout_inserts_the_servers_system_note() -> None:
     session(d, {"type": "server_vad", "silence_duration_ms": 200, "idle_timeout_ms": 1000})
     d.send(user("hi", "U"))
     ems = d.conn.receive({"type": "response.create"})
-    [idle] = [em for em in ems if em.wake is not None and em.wake[0] == "idle"]
+    [idle] = [em for em in ems if isinstance(em.wake, tuple) and em.wake[0] == "idle"]
     assert idle.wake == ("idle", d.conn.idle_epoch, 1000)
     out = d.run(d.conn.wake(idle.wake), follow=False)
     note = out[1]["item"]
