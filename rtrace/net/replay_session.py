@@ -33,10 +33,9 @@ import orjson
 from ..core.catalog import ANCHOR_TYPES
 from ..core.escape import shown
 from ..core.trace import Record
+from .ids import ID_KEYS, client_ids, learn_ids, rewrite_ids
 
 PACES = ("reactive", "recorded", "asap")
-#: Keys whose string values are ids a server may assign.
-ID_KEYS = frozenset({"id", "item_id", "response_id", "call_id", "previous_item_id"})
 #: A recorded pause longer than this is shortened to it (a replay is not meant to take as long as the call).
 MAX_THINK = 5.0
 #: Seconds without any server event after which a connection whose answers are all in is considered settled.
@@ -64,55 +63,6 @@ class ConnResult:
     received: int = 0
     timeouts: int = 0
     close_code: int | None = None
-
-
-# -- ids ------------------------------------------------------------------------------------------------------------
-
-
-def client_ids(records: list[Record]) -> set[str]:
-    """Ids the client chose: those of items it created."""
-    out: set[str] = set()
-    for rec in records:
-        if rec.dir != "client":
-            continue
-        item = rec.event.get("item")
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            out.add(item["id"])
-    return out
-
-
-def learn_ids(recorded: Any, replayed: Any, keep: set[str], ids: dict[str, str], key: str = "") -> None:
-    """Walk a recorded server event and its replayed counterpart side by side; each server-assigned id that
-    differs is mapped (recorded -> replayed)."""
-    if isinstance(recorded, dict) and isinstance(replayed, dict):
-        for k, v in recorded.items():
-            if k in replayed:
-                learn_ids(v, replayed[k], keep, ids, k)
-    elif isinstance(recorded, list) and isinstance(replayed, list):
-        for a, b in zip(recorded, replayed, strict=False):
-            learn_ids(a, b, keep, ids, key)
-    elif (
-        key in ID_KEYS
-        and isinstance(recorded, str)
-        and isinstance(replayed, str)
-        and recorded
-        and recorded != replayed
-        and recorded not in keep
-    ):
-        ids.setdefault(recorded, replayed)
-
-
-def rewrite_ids(obj: Any, ids: dict[str, str], key: str = "") -> Any:
-    """`obj` with every mapped id replaced (any value under an id key)."""
-    if not ids:
-        return obj
-    if isinstance(obj, dict):
-        return {k: rewrite_ids(v, ids, k) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [rewrite_ids(v, ids, key) for v in obj]
-    if isinstance(obj, str) and key in ID_KEYS:
-        return ids.get(obj, obj)
-    return obj
 
 
 # -- the plan of one connection -------------------------------------------------------------------------------------
