@@ -70,14 +70,9 @@ class SpeechTurns(abc.ABC):
 
     @abc.abstractmethod
     def _error(
-        self,
-        code: str | None,
-        message: str,
-        param: str | None = None,
-        client: dict[str, Any] | None = None,
-        etype: str = "invalid_request_error",
+        self, code: str | None, message: str, param: str | None = None, client: dict[str, Any] | None = None
     ) -> Emission:
-        """The `error` answering `client`."""
+        """The `invalid_request_error` answering `client`."""
 
     @abc.abstractmethod
     def _ack_item(self, wire: dict[str, Any], previous: str | None) -> list[Emission]:
