@@ -8,17 +8,17 @@ or `Done`. `rtrace.net.replay` moves the frames and the time (as websockets' `pr
 `asyncio/connection.py`); a test drives a session with a fake clock and hand-made answers in milliseconds.
 
 Pacing keeps the recording's causality at every pace: a client event is sent only once the server event it followed
-in the recording (its anchor, the last acknowledgement, error or response-lifecycle event before it) has come, or
+in the recording (its anchor: the last of `rtrace.core.catalog.ANCHOR_TYPES` before it) has come, or
 `timeout` passed (a wait over the timeout: a divergence). `reactive` then waits the recorded think time (at most
 `MAX_THINK`), `recorded` sends at the recorded offset from the connection's start when that is later, `asap` at
 once; `speed` divides every pause. Once every event is sent the session settles: it waits (up to `timeout` in all)
 until each acknowledgement the recording has came as often, then for `SETTLE` seconds without any server event.
 
-Server-assigned ids are learned by walking each server event beside its recorded counterpart (the k-th event of the
-same type) and rewritten in what is sent afterwards; the ids the client chose itself stay. Divergences: an
-acknowledgement that did not come (`missing`, at the recording's line of the one awaited), an error the recording
-does not have (`error`, at the recording's line of the event that caused it and the replay's line of the error),
-the endpoint closing before every event was sent (`closed`).
+Server-assigned ids are learned (`rtrace.net.ids.learn_ids`) by walking each server event beside its recorded
+counterpart (the k-th event of the same type) and rewritten in what is sent afterwards; the ids the client chose
+itself stay. Divergences: an acknowledgement that did not come (`missing`, at the recording's line of the one
+awaited), an error the recording does not have (`error`, at the recording's line of the event that caused it and the
+replay's line of the error), the endpoint closing before every event was sent (`closed`).
 """
 
 from __future__ import annotations
