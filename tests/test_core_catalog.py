@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rtrace.core.catalog import (
+    ACK_TYPES,
+    ANCHOR_TYPES,
     BETA_TO_GA,
     CLIENT_EVENTS,
     ERROR_ANSWERS,
@@ -124,3 +126,12 @@ def test_every_answer_of_the_tables_is_a_client_event() -> None:
     for kinds in [*ERROR_ANSWERS.values(), *ERROR_PARAMS.values()]:
         assert kinds <= CLIENT_EVENTS
     assert FATAL_ERROR_CODES <= ERROR_ANSWERS.keys() and not GENERIC_ERROR_CODES & ERROR_ANSWERS.keys()
+
+
+def test_ack_and_anchor_types_are_server_events_under_their_ga_names() -> None:
+    for types in (ACK_TYPES, ANCHOR_TYPES):
+        assert types <= SERVER_EVENTS, sorted(types - SERVER_EVENTS)
+        assert not types & set(BETA_TO_GA)
+    # a replay waits for every acknowledgement, and for what the server sends of its own accord
+    assert ACK_TYPES < ANCHOR_TYPES
+    assert "session.created" in ANCHOR_TYPES - ACK_TYPES and "error" in ANCHOR_TYPES - ACK_TYPES

@@ -80,6 +80,40 @@ SERVER_EVENTS: Final = frozenset(
     }
 )
 
+#: Server events that acknowledge one client event each (`session.update`, an item's create, delete, truncate or
+#: retrieve, an audio commit or clear, `response.create`): where an answer's latency matters, so a hunt delays
+#: these (`rtrace.net.schedule`). The server's own moments are not here (`session.created`, speech, a response's
+#: output and end: nothing the client asked for waits on them), nor `error` (a refusal, a fault of its own).
+ACK_TYPES: Final = frozenset(
+    {
+        "session.updated",
+        "conversation.item.added",
+        "conversation.item.done",
+        "conversation.item.deleted",
+        "conversation.item.truncated",
+        "conversation.item.retrieved",
+        "input_audio_buffer.committed",
+        "input_audio_buffer.cleared",
+        "response.created",
+    }
+)
+
+#: Server events a replay waits for before sending the client event that followed one in the recording
+#: (`rtrace.net.replay_session`): the acknowledgements, and what a client reacts to that the server sends of its
+#: own accord: `session.created` (the session is ready), server VAD's speech edges, a response's output items and
+#: its end, and `error`. Streaming deltas are not (another endpoint may chunk differently).
+ANCHOR_TYPES: Final = ACK_TYPES | frozenset(
+    {
+        "session.created",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.done",
+        "error",
+    }
+)
+
 #: Item types of the conversation, and the roles of a message: what `TYPE:ITEM_TYPE` (`--drop-on`, a script's
 #: `event`) may name after the colon.
 ITEM_TYPES: Final = frozenset(

@@ -4,34 +4,31 @@ API does (docs/protocol.md sections 2 and 3) and turns client frames into server
 No sockets, no asyncio, no clocks here: `rtrace.net.server` moves the frames and the time. The conversation is the
 analyzer's own model (`rtrace.core.conversation.Conversation`, each item's payload in `Item.wire`); responses are
 `rtrace.net.responses`, recorded ones `rtrace.net.playback`, the schedule's turns (a script's and the fault flags',
-protocol answers too) `rtrace.net.script.ConnectionScript`, the wire's shapes `rtrace.net.wire`. The server only
-executes the `Emission`s.
+protocol answers too) `rtrace.net.script.ConnectionScript`, the user's speech (input audio, server VAD, barge-in,
+idle timeout) `rtrace.net.speech`, the wire's shapes `rtrace.net.wire`. The server only executes the `Emission`s.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
-import math
 from collections.abc import Callable, Hashable
 from typing import Any, Literal
 
-from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, decode, session_codec, session_format
+from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, session_codec, session_format
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
 from .playback import ResponseSource, play
 from .responses import Responses, Run, Steps, last_user_text
 from .schema import check_client_event
-from .script import ConnectionScript, ResponseContext, Schedule, Turn
-from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
+from .script import ConnectionScript, ResponseContext, Schedule
+from .speech import SpeechTurns
+from .vad import settings_of, turn_detection
 from .wire import (
     DEFAULT_MAX_EVENT_BYTES,
     RATE_LIMITS,
     TRANSCRIPTION_DEFAULTS,
     Emission,
     FrameError,
-    committed_audio_message,
     copy_json,
     default_session,
     error_event,
@@ -40,8 +37,6 @@ from .wire import (
     merge_session,
     opaque_id,
     rate_limited,
-    transcription_events,
-    transcription_failed,
 )
 
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
@@ -156,23 +151,19 @@ class SharedCounters:
 
 
 #: The item types a client may create.
-#: The system item the idle timeout inserts (the real server says so in its own words, at more length).
-#: How long the user speaks in a barge-in (a schedule's `barge_in`): from `speech_started` to `speech_stopped`.
-BARGE_IN_SPEECH_MS = 600
-
-IDLE_NOTE = "No user speech was detected for a while: if the user was speaking, answer; else check in briefly."
-
 _CREATABLE = "'message', 'function_call', 'function_call_output'"
 _ROLES = "'user', 'assistant', 'system'"
 
 
-class EndpointConnection:
+class EndpointConnection(SpeechTurns):
     """One websocket's server side. Feed it client events; send what it returns, in order, with the delays given.
 
     Contract: call `open()` once first; `receive(event)` for each decoded client event (`frame_error(err)` for a
     frame that did not decode); `wake(token)` when an `Emission.wake` is reached. After `closed` is true every call
     returns nothing.
     """
+
+    options: EndpointOptions
 
     def __init__(
         self,
@@ -182,6 +173,7 @@ class EndpointConnection:
         shared: SharedCounters | None = None,
         source: ResponseSource | None = None,
     ) -> None:
+        super().__init__()  # the speech part's state (`SpeechTurns`)
         self.conn = conn
         self.options = options or EndpointOptions()
         self.shared = shared or SharedCounters()
@@ -197,18 +189,6 @@ class EndpointConnection:
         self.session = default_session(opaque_id(sess, conn) if real else f"sess_fake{conn:04d}", self.options.model)
         self.conversation_id = opaque_id("conv", conn) if real else f"conv_fake{conn:04d}"
         self.responses = Responses(conn, self.conv, self.session, self.conversation_id, self.options, self._new_item_id)
-        self.audio_buffer_bytes = 0
-        #: Server VAD over the appended audio; the id of the user item the speech in progress will become; how
-        #: many audio turns were committed (which transcript the next one gets).
-        self.vad = VoiceDetector()
-        self.speech_item: str | None = None
-        self.speech_start_ms = 0
-        #: Which idle-timeout wake is current (speech and each response make the earlier ones stale).
-        self.idle_epoch = 0
-        self.audio_turns = 0
-        #: Responses a schedule's barge-in waits in, by response id: the turn (`barge_in`: after how much output
-        #: audio the user speaks).
-        self.barging: dict[str, Turn] = {}
         self.closed = False
         self.response_requests = 0
         self.tokens_used = 0
@@ -315,40 +295,6 @@ class EndpointConnection:
         if token[0] == "idle" and token[1] == self.idle_epoch:
             return self._limit(self._idle_timeout(int(token[2])))
         return []
-
-    # -- idle timeout -------------------------------------------------------------------------------------
-
-    def _idle_after(self, run: Run) -> list[Emission]:
-        """After a response, when the session's server VAD has `idle_timeout_ms`: a wake that long after the
-        answer's audio has played (the realapi recording: 5.8 s after the `response.done` of 0.8 s of audio with a
-        5,000 ms timeout). Speech or another response first makes it stale."""
-        config = turn_detection(self.session)
-        idle = settings_of(config, self.options.vad_rms).idle_timeout_ms if config is not None else None
-        self.idle_epoch += 1
-        if idle is None or not run.response.in_conversation:
-            return []
-        rate, sample_bytes = session_format(self.session) or DEFAULT_FORMAT
-        played = sum(audio_ms(run.items[i].audio_bytes, rate, sample_bytes) for i in run.response.output)
-        return [Emission(wake=("idle", self.idle_epoch, idle), delay=(played + idle) / 1000)]
-
-    def _idle_timeout(self, idle_ms: int) -> list[Emission]:
-        """No speech for `idle_ms`: `input_audio_buffer.timeout_triggered`, the server's system item that says so,
-        the buffer committed as the user's (silent) turn, and a response, as the real server does."""
-        if self.responses.active is not None:
-            return []
-        item_id = self.speech_item or self._new_item_id()
-        self.speech_item = None
-        end = self.vad.position_ms + idle_ms
-        triggered = {"audio_start_ms": self.vad.position_ms, "audio_end_ms": end, "item_id": item_id}
-        out = [self._event({"type": "input_audio_buffer.timeout_triggered", **triggered})]
-        note = {"type": "message", "role": "system", "content": [{"type": "input_text", "text": IDLE_NOTE}]}
-        wire = {"id": self._new_item_id(), "type": "message", "status": "completed", **note}
-        previous = self.conv.tail
-        self.conv.insert(self._item(wire, "audio"), previous)
-        out.extend(self._ack_item(wire, previous))
-        committed, transcript = self._commit(item_id, 0)
-        out.extend(committed)
-        return [*out, *self._transcribed_while_answering(self._start_response({}, None), transcript)]
 
     # -- session ------------------------------------------------------------------------------------------
 
@@ -524,135 +470,6 @@ class EndpointConnection:
         truncated = {"item_id": item.id, "content_index": event.get("content_index", 0), "audio_end_ms": end}
         return [self._event({"type": "conversation.item.truncated", **truncated})]
 
-    # -- input audio --------------------------------------------------------------------------------------
-
-    def _audio_append(self, event: dict[str, Any]) -> list[Emission]:
-        audio = event.get("audio")
-        if not isinstance(audio, str):
-            return [self._error("missing_required_parameter", "Missing required parameter: 'audio'.", "audio", event)]
-        try:
-            data = base64.b64decode(audio, validate=True)
-        except (binascii.Error, ValueError):
-            return [self._error("invalid_value", "Invalid 'audio': expected base64-encoded audio.", "audio", event)]
-        self.audio_buffer_bytes += len(data)
-        config = turn_detection(self.session)
-        if config is None:
-            return []
-        rate, codec = session_codec(self.session, "input")
-        settings = settings_of(config, self.options.vad_rms)
-        out: list[Emission] = []
-        for edge, ms in self.vad.feed(decode(data, codec), rate, settings):
-            if edge == "started":
-                out.extend(self._speech_started(ms, settings))
-            else:
-                out.extend(self._speech_stopped(ms, settings))
-        return out
-
-    def _speech_started(self, ms: int, settings: VadSettings) -> list[Emission]:
-        """Speech began: its user item's id is taken now; a response generating in the conversation is cancelled
-        (`turn_detected`) when the session lets speech interrupt."""
-        self.speech_item = self._new_item_id()
-        self.speech_start_ms = ms
-        self.idle_epoch += 1  # the user spoke: no idle timeout
-        started = {"type": "input_audio_buffer.speech_started", "audio_start_ms": ms, "item_id": self.speech_item}
-        out = [self._event(started)]
-        active = self.responses.active
-        if active is not None and settings.interrupt_response:
-            out.extend(self._event(e) for e in self._rate_limits_after(self.responses.cancel(active, "turn_detected")))
-        return out
-
-    def _speech_stopped(self, ms: int, settings: VadSettings) -> list[Emission]:
-        """Speech ended: the buffer is committed as the user's item, and a response begins when the session says
-        `create_response` and none is generating."""
-        item_id = self.speech_item or self._new_item_id()
-        self.speech_item = None
-        out = [self._event({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": ms, "item_id": item_id})]
-        committed, transcript = self._commit(item_id, ms - self.speech_start_ms)
-        out.extend(committed)
-        if settings.create_response and self.responses.active is None:
-            # the real server transcribes while the response streams: its transcription comes after
-            # `response.created`
-            out.extend(self._transcribed_while_answering(self._start_response({}, None), transcript))
-        else:
-            out.extend(self._placed(transcript))
-        return out
-
-    def _transcribed_while_answering(
-        self, answer: list[Emission], transcript: list[dict[str, Any] | Emission]
-    ) -> list[Emission]:
-        """The automatic response's emissions with the turn's transcription among them, as the real server sends it
-        while the answer streams: after `response.created`, a transcription delta after each of the answer's first
-        deltas, `completed` after the next one (what the answer has not streamed yet by its first pause comes
-        before that pause)."""
-        if not transcript:
-            return answer
-        out = answer[:1]
-        left = self._placed(transcript)
-        for em in answer[1:]:
-            if em.wake is not None and left:  # the answer pauses here: the rest of the transcription first
-                out.extend(left)
-                left = []
-            out.append(em)
-            if left and em.event is not None and str(em.event.get("type")).endswith(".delta"):
-                out.append(left.pop(0))
-                if out[-1].event is None and left:  # a fault's note goes with the event it notes
-                    out.append(left.pop(0))
-        return [*out, *left] if left else out
-
-    def _placed(self, transcript: list[dict[str, Any] | Emission]) -> list[Emission]:
-        """A transcription's events numbered as they are placed (a fault's note goes as it is)."""
-        return [self._event(e) if isinstance(e, dict) else e for e in transcript]
-
-    def _commit(self, item_id: str, speech_ms: int) -> tuple[list[Emission], list[dict[str, Any] | Emission]]:
-        """The buffer becomes a user message: `committed` and the item's acks, and the events of its transcription
-        when the session enables it (`speech_ms` long), for the caller to place. A schedule's `transcription`
-        turn makes it fail instead (`conversation.item.input_audio_transcription.failed`, no delta, no
-        transcript in the item), its note before it."""
-        self.audio_buffer_bytes = 0
-        self.vad.reset()
-        n = self.audio_turns
-        self.audio_turns += 1
-        lines = self.options.transcripts or list(self.script.transcripts)
-        said = lines[min(n, len(lines) - 1)] if lines else ""
-        wire = committed_audio_message(item_id)
-        previous = self.conv.tail
-        self.conv.insert(self._item(wire, "audio"), previous)
-        self.responses.heard[item_id] = said
-        committed = {"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id}
-        out = [self._event(committed), *self._ack_item(wire, previous)]
-        transcript: list[dict[str, Any] | Emission] = []
-        failing = self.script.on_transcription() if _transcribes(self.session) else None
-        if failing is not None:
-            transcript = [failing.note("fail"), transcription_failed(item_id, failing.fail)]
-        elif _transcribes(self.session):
-            wire["content"][0]["transcript"] = said
-            seconds = max(0, math.ceil(speech_ms / 1000))  # 0 for a turn without speech (the idle timeout's)
-            transcript = [
-                self.responses.delta(e) if e["type"].endswith(".delta") else e
-                for e in transcription_events(item_id, said, seconds)
-            ]
-        return out, transcript
-
-    def _audio_commit(self, event: dict[str, Any]) -> list[Emission]:
-        rate, sample_bytes = session_format(self.session, "input") or DEFAULT_FORMAT
-        ms = audio_ms(self.audio_buffer_bytes, rate, sample_bytes)
-        if ms < 100:
-            message = (
-                "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
-                f"but buffer only has {ms:.2f}ms of audio."
-            )
-            return [self._error("input_audio_buffer_commit_empty", message, None, event)]
-        item_id = self.speech_item or self._new_item_id()
-        self.speech_item = None
-        committed, transcript = self._commit(item_id, int(ms))
-        return [*committed, *self._placed(transcript)]
-
-    def _audio_clear(self, event: dict[str, Any]) -> list[Emission]:
-        self.audio_buffer_bytes = 0
-        self.vad.reset()
-        self.speech_item = None
-        return [self._event({"type": "input_audio_buffer.cleared"})]
-
     def _output_audio_clear(self, event: dict[str, Any]) -> list[Emission]:
         active = self.responses.active
         rid = active.response.id if active is not None else None
@@ -780,21 +597,6 @@ class EndpointConnection:
             out.extend(self._idle_after(run))
         return [*out, *self._closing_after(run)]
 
-    def _barge_in(self, run: Run, turn: Turn) -> list[Emission]:
-        """A schedule's barge-in: the user starts speaking during `run`, as server VAD hears it (`speech_started`;
-        the response cancelled `turn_detected` when the session lets speech interrupt), and stops
-        `BARGE_IN_SPEECH_MS` later (a wake: `speech_stopped`, the turn committed as a user item, a response when
-        the session creates one)."""
-        config = turn_detection(self.session)
-        if config is None:
-            return []
-        settings = settings_of(config, self.options.vad_rms)
-        start = max(self.vad.position_ms, self.vad.stopped_ms)
-        out = [turn.note("barge_in"), *self._speech_started(start, settings)]
-        stop = start + BARGE_IN_SPEECH_MS
-        out.append(Emission(wake=("barge", self.speech_item, stop), delay=BARGE_IN_SPEECH_MS / 1000))
-        return out
-
     def _failure(self, code: str) -> dict[str, Any]:
         """The `status_details` of a response failed with `code` (`rate_limit_exceeded`: a rate limit's)."""
         if code == "rate_limit_exceeded":
@@ -842,15 +644,6 @@ def _session_modalities(session: dict[str, Any]) -> Any:
     `output_modalities`."""
     beta = session.get("modalities")
     return beta if isinstance(beta, list) and beta else session.get("output_modalities")
-
-
-def _transcribes(session: dict[str, Any]) -> bool:
-    """Whether the session asks for input audio transcription (GA `audio.input.transcription`, beta
-    `input_audio_transcription`)."""
-    audio = session.get("audio")
-    if isinstance(audio, dict) and isinstance(audio.get("input"), dict) and "transcription" in audio["input"]:
-        return isinstance(audio["input"]["transcription"], dict)
-    return isinstance(session.get("input_audio_transcription"), dict)
 
 
 def _is_output_audio(item: Item) -> bool:

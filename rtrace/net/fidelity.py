@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .endpoint import EndpointConnection, EndpointOptions
-from .playback import remap
+from .ids import learn_by_type, remap
 from .schema import json_type
 from .wire import Emission
 
@@ -159,37 +159,6 @@ def options_for(records: Sequence[Record]) -> EndpointOptions:
     return EndpointOptions(model=model, transcripts=transcripts, tool=tool, sideband=sideband, real_ids=True)
 
 
-#: (event type, path) of the ids an answer gives that later client events name.
-_ID_PATHS = (("item", "id"), ("item", "call_id"), ("response", "id"), ("item_id",), ("response_id",))
-
-
-def _learn_ids(real: list[Event], serve: list[Event], ids: dict[str, str]) -> None:
-    """Map each real id to the endpoint's: the k-th occurrence of an event type on each side, field by field."""
-    seen: dict[str, list[Event]] = defaultdict(list)
-    for ev in serve:
-        seen[str(ev.get("type"))].append(ev)
-    count: dict[str, int] = defaultdict(int)
-    for ev in real:
-        etype = str(ev.get("type"))
-        k = count[etype]
-        count[etype] += 1
-        if k >= len(seen[etype]):
-            continue
-        other = seen[etype][k]
-        for path in _ID_PATHS:
-            a, b = _get(ev, path), _get(other, path)
-            if isinstance(a, str) and isinstance(b, str):
-                ids.setdefault(a, b)
-
-
-def _get(obj: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
 def serve_session(records: Sequence[Record], options: EndpointOptions | None = None) -> list[Record]:
     """The recorded client events fed to a fresh endpoint, interleaved with its answers (client events as sent,
     after their ids were mapped to the endpoint's). Client events the recording shows sent together (no server
@@ -208,7 +177,7 @@ def serve_session(records: Sequence[Record], options: EndpointOptions | None = N
             out.extend(waiting)
             waiting, ahead = [], 0
             continue
-        _learn_ids(real_so_far, [e for d, e in [*out, *waiting] if d == "server"], ids)
+        learn_by_type(real_so_far, [e for d, e in [*out, *waiting] if d == "server"], ids)
         sent = remap(ev, ids)
         out.append(("client", sent))
         for first, answer in _run(conn, conn.receive(sent), idle):

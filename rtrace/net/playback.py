@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.audio import delta_bytes
 from ..core.catalog import normalize_type
+from .ids import remap
 from .responses import OpenItem, Responses, Run, Steps, tokens
 from .wire import item_text
 
@@ -78,17 +79,6 @@ def recorded_responses(records: Iterable[Any]) -> list[RecordedResponse]:
         if etype == "response.done":
             del open_[key]
     return out
-
-
-def remap(obj: Any, ids: dict[str, str]) -> Any:
-    """`obj` with every string that is a recorded id replaced by this connection's (any key, any depth)."""
-    if isinstance(obj, str):
-        return ids.get(obj, obj)
-    if isinstance(obj, dict):
-        return {k: remap(v, ids) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [remap(v, ids) for v in obj]
-    return obj
 
 
 def play(responses: Responses, run: Run, recorded: RecordedResponse) -> Steps:

@@ -8,17 +8,17 @@ or `Done`. `rtrace.net.replay` moves the frames and the time (as websockets' `pr
 `asyncio/connection.py`); a test drives a session with a fake clock and hand-made answers in milliseconds.
 
 Pacing keeps the recording's causality at every pace: a client event is sent only once the server event it followed
-in the recording (its anchor, the last acknowledgement, error or response-lifecycle event before it) has come, or
+in the recording (its anchor: the last of `rtrace.core.catalog.ANCHOR_TYPES` before it) has come, or
 `timeout` passed (a wait over the timeout: a divergence). `reactive` then waits the recorded think time (at most
 `MAX_THINK`), `recorded` sends at the recorded offset from the connection's start when that is later, `asap` at
 once; `speed` divides every pause. Once every event is sent the session settles: it waits (up to `timeout` in all)
 until each acknowledgement the recording has came as often, then for `SETTLE` seconds without any server event.
 
-Server-assigned ids are learned by walking each server event beside its recorded counterpart (the k-th event of the
-same type) and rewritten in what is sent afterwards; the ids the client chose itself stay. Divergences: an
-acknowledgement that did not come (`missing`, at the recording's line of the one awaited), an error the recording
-does not have (`error`, at the recording's line of the event that caused it and the replay's line of the error),
-the endpoint closing before every event was sent (`closed`).
+Server-assigned ids are learned (`rtrace.net.ids.learn_ids`) by walking each server event beside its recorded
+counterpart (the k-th event of the same type) and rewritten in what is sent afterwards; the ids the client chose
+itself stay. Divergences: an acknowledgement that did not come (`missing`, at the recording's line of the one
+awaited), an error the recording does not have (`error`, at the recording's line of the event that caused it and the
+replay's line of the error), the endpoint closing before every event was sent (`closed`).
 """
 
 from __future__ import annotations
@@ -30,34 +30,12 @@ from typing import Any
 
 import orjson
 
+from ..core.catalog import ANCHOR_TYPES
 from ..core.escape import shown
 from ..core.trace import Record
+from .ids import ID_KEYS, client_ids, learn_ids, rewrite_ids
 
 PACES = ("reactive", "recorded", "asap")
-#: Server event types a replay waits for: acknowledgements, errors and the response lifecycle. Streaming deltas are
-#: not waited for (another endpoint may chunk differently).
-ANCHOR_TYPES = frozenset(
-    {
-        "session.created",
-        "session.updated",
-        "conversation.item.added",
-        "conversation.item.done",
-        "conversation.item.deleted",
-        "conversation.item.truncated",
-        "conversation.item.retrieved",
-        "input_audio_buffer.committed",
-        "input_audio_buffer.cleared",
-        "input_audio_buffer.speech_started",
-        "input_audio_buffer.speech_stopped",
-        "response.created",
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.done",
-        "error",
-    }
-)
-#: Keys whose string values are ids a server may assign.
-ID_KEYS = frozenset({"id", "item_id", "response_id", "call_id", "previous_item_id"})
 #: A recorded pause longer than this is shortened to it (a replay is not meant to take as long as the call).
 MAX_THINK = 5.0
 #: Seconds without any server event after which a connection whose answers are all in is considered settled.
@@ -85,55 +63,6 @@ class ConnResult:
     received: int = 0
     timeouts: int = 0
     close_code: int | None = None
-
-
-# -- ids ------------------------------------------------------------------------------------------------------------
-
-
-def client_ids(records: list[Record]) -> set[str]:
-    """Ids the client chose: those of items it created."""
-    out: set[str] = set()
-    for rec in records:
-        if rec.dir != "client":
-            continue
-        item = rec.event.get("item")
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            out.add(item["id"])
-    return out
-
-
-def learn_ids(recorded: Any, replayed: Any, keep: set[str], ids: dict[str, str], key: str = "") -> None:
-    """Walk a recorded server event and its replayed counterpart side by side; each server-assigned id that
-    differs is mapped (recorded -> replayed)."""
-    if isinstance(recorded, dict) and isinstance(replayed, dict):
-        for k, v in recorded.items():
-            if k in replayed:
-                learn_ids(v, replayed[k], keep, ids, k)
-    elif isinstance(recorded, list) and isinstance(replayed, list):
-        for a, b in zip(recorded, replayed, strict=False):
-            learn_ids(a, b, keep, ids, key)
-    elif (
-        key in ID_KEYS
-        and isinstance(recorded, str)
-        and isinstance(replayed, str)
-        and recorded
-        and recorded != replayed
-        and recorded not in keep
-    ):
-        ids.setdefault(recorded, replayed)
-
-
-def rewrite_ids(obj: Any, ids: dict[str, str], key: str = "") -> Any:
-    """`obj` with every mapped id replaced (any value under an id key)."""
-    if not ids:
-        return obj
-    if isinstance(obj, dict):
-        return {k: rewrite_ids(v, ids, k) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [rewrite_ids(v, ids, key) for v in obj]
-    if isinstance(obj, str) and key in ID_KEYS:
-        return ids.get(obj, obj)
-    return obj
 
 
 # -- the plan of one connection -------------------------------------------------------------------------------------

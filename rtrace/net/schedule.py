@@ -103,12 +103,9 @@ ERROR_CODES: dict[str, str] = {
 #: Failure codes a response may end with (`response.done` status `failed`).
 FAIL_CODES = ("server_error", "rate_limit_exceeded")
 
-#: Server events that answer a client event: where ack latency matters.
-ACK_TYPES = frozenset({
-    "session.updated", "conversation.item.added", "conversation.item.created", "conversation.item.done",
-    "conversation.item.deleted", "conversation.item.truncated", "conversation.item.retrieved",
-    "input_audio_buffer.committed", "input_audio_buffer.cleared", "response.created",
-})  # fmt: skip
+#: Server events that answer a client event: where ack latency matters (declared in the catalog).
+from ..core.catalog import ACK_TYPES  # noqa: E402
+
 #: Client events the clean run may send many of and whose faults the systematic phase leaves to the random one.
 _STREAMED = ("input_audio_buffer.append",)
 
