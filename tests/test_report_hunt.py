@@ -123,3 +123,11 @@ def test_the_html_report_is_one_file_with_each_entrys_report_page_embedded(tmp_p
     assert "rtrace-data" in page and "deleted-function-call-output" in page  # the report page's own data
     assert "\\x0a" not in page and "[[turn]]\nwhen" in page
     assert "href=" not in page.split("<iframe")[0] and "file:" not in page
+
+
+def test_the_time_split_is_said_in_the_progress_lines_unit(tmp_path: Path) -> None:
+    res = result(tmp_path)
+    res.split = {"clean run": 2.6, "search": 145.0, "confirming": 93.4}
+    out = io.StringIO()
+    render_terminal(res, plain_console(out))
+    assert "time: clean run 3s, search 145s, confirming 93s" in out.getvalue()

@@ -136,7 +136,8 @@ def _run_management_lines(result: HuntResult) -> list[str]:
     if result.not_done:
         out.append(f"not done: {'; '.join(result.not_done)}")
     if result.split:
-        out.append("time: " + ", ".join(f"{k} {format_duration(round(v))}" for k, v in result.split.items()))
+        # in seconds, as the progress lines count them (one unit: the parts add up to the whole at a glance)
+        out.append("time: " + ", ".join(f"{k} {round(v)}s" for k, v in result.split.items()))
     out += [f"run {run}: the command left pid {pid} running" for run, pid in result.strays]
     out += [f"run {r.index}: {r.how()}" for r in result.runs if r.cut in ("internal error", "trace not written")]
     return out
