@@ -225,6 +225,24 @@ def test_findings_that_restate_the_injected_fault_are_no_bug() -> None:
     assert not echoes(finding("RT101", "error"), {"latency", "close", "error"})
 
 
+def test_a_run_ended_quiet_after_a_reconnect_that_lost_data_is_keyed_by_the_loss_not_as_hung() -> None:
+    """The runner ends a run quiet after its fault (h42's early end: exit None, `ended_early`); a client that
+    reconnected and lost a call is keyed `reconnected and lost data`, as when it gives up by itself; one that lost
+    nothing, or outlived --timeout, is `hung`."""
+    from rtrace.net.hunt import keys_of
+    from rtrace.rules.base import Finding
+
+    def run(ended_early: float | None, rules: list[str]) -> Run:
+        found = [Finding(r, "x", "error", 1, "m", "e", (), {"items": ("item_1",)}, "f", 1) for r in rules]
+        return Run(1, "systematic", Schedule((Fault("drop", "event", "conversation.item.create", 1006),)),
+                   Path("run.jsonl"), None, 1.0, findings=found, reaction=("reconnected", ()),
+                   ended_early=ended_early)  # fmt: skip
+
+    assert {k.reaction for k in keys_of(run(3.0, ["RT105"]), [])} == {"reconnected and lost data"}
+    assert {k.reaction for k in keys_of(run(3.0, []), [])} == {"hung"}
+    assert {k.reaction for k in keys_of(run(None, ["RT105"]), [])} == {"hung"}  # past --timeout: h39's hung
+
+
 REAL = Path(__file__).parent.parent / "sample_traces" / "real"
 
 
