@@ -226,9 +226,9 @@ def test_findings_that_restate_the_injected_fault_are_no_bug() -> None:
 
 
 def test_a_run_ended_quiet_after_a_reconnect_that_lost_data_is_keyed_by_the_loss_not_as_hung() -> None:
-    """The runner ends a run quiet after its fault (h42's early end: exit None, `ended_early`); a client that
-    reconnected and lost a call is keyed `reconnected and lost data`, as when it gives up by itself; one that lost
-    nothing, or outlived --timeout, is `hung`."""
+    """The runner ends a run quiet after its fault (exit None, `ended_early`); a client that reconnected and lost a
+    call is keyed `reconnected and lost data`, whether the run was ended quiet or outlived --timeout (the hang
+    follows from the loss); one that lost nothing is `hung`."""
     from rtrace.net.hunt import keys_of
     from rtrace.rules.base import Finding
 
@@ -240,7 +240,8 @@ def test_a_run_ended_quiet_after_a_reconnect_that_lost_data_is_keyed_by_the_loss
 
     assert {k.reaction for k in keys_of(run(3.0, ["RT105"]), [])} == {"reconnected and lost data"}
     assert {k.reaction for k in keys_of(run(3.0, []), [])} == {"hung"}
-    assert {k.reaction for k in keys_of(run(None, ["RT105"]), [])} == {"hung"}  # past --timeout: h39's hung
+    assert {k.reaction for k in keys_of(run(None, ["RT105"]), [])} == {"reconnected and lost data"}  # --timeout
+    assert {k.reaction for k in keys_of(run(None, []), [])} == {"hung"}
 
 
 REAL = Path(__file__).parent.parent / "sample_traces" / "real"

@@ -26,7 +26,7 @@ HUNT_EXAMPLES = """Examples:
   rtrace hunt --tls --runs 20 -- node realtime_test.mjs   # a wss:// client: it is given NODE_EXTRA_CA_CERTS
   rtrace hunt --upstream wss://api.openai.com/v1/realtime --runs 10 -- python my_agent_test.py   # billed
   rtrace hunt --intercept --runs 20 -- python agent_test.py   # its URL is wss://api.openai.com/...: https_proxy
-  rtrace hunt --schedule rtrace-hunt/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
+  rtrace hunt --schedule rtrace-hunt/1/bug-1.toml --runs 10 -- python my_agent_test.py   # a bug's rate"""
 
 
 def announce_upstream(upstream: str, template: "ServerOptions", runs: int | None, *spend: int) -> None:

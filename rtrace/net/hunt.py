@@ -60,7 +60,6 @@ from .bugs import (
     first_note,
     gave_up_rank,
     injected_kinds,
-    loses_data,
     merged,
     point_of,
     primary_order,
@@ -164,10 +163,8 @@ def keys_of(
         kept = [f for f in kept if f.rule not in SESSION_END_RULES]
     # what the client did: gave up, hung, reconnected and restored or lost what the kept findings say
     rules = {f.rule for f in kept}
-    # a run ended early, quiet after a client that reconnected and lost data (`hunt_runs.Runner`), is keyed by the
-    # loss: the quiet is its consequence (the client waits for what it lost), as when the client gives up by itself
-    lost_first = run.ended_early is not None and run.reaction[0] == "reconnected" and loses_data(rules)
-    hung = (run.exit_code is None and not lost_first) or "RT126" in rules
+    # a client that reconnected and lost items is keyed by the loss even when it then hung (`reaction_of`)
+    hung = run.exit_code is None or run.ended_early is not None or "RT126" in rules
     reacted = reaction_of(run.reaction[0], rules, run.survived or run.phase == "clean run", hung)
     run.point = point_of(records, first_note(records, len(run.schedule.turn_faults())))
     keys: list[BugKey] = []
