@@ -359,9 +359,7 @@ def _bug(key: BugKey, run: Run, schedule: Schedule) -> Bug:
     bug.sentence = sentence(bug.cause, title)
     if bug.cause.family == "gave up":
         bug.fix = GAVE_UP_FIX
-    quiet = getattr(run, "ended_early", None)  # set by the runner when it ends a run quiet after its fault
-    if quiet:
-        bug.ended_early = float(quiet) if isinstance(quiet, (int, float)) and not isinstance(quiet, bool) else 0.0
+    bug.ended_early = run.ended_early  # the runner's, when it ended the run quiet after its fault
     return bug
 
 
