@@ -228,3 +228,27 @@ def test_the_servers_own_fault_flags_act_on_the_nth_response_or_transcription_on
 
 def done_of_last(d: Driver) -> dict:  # type: ignore[type-arg]
     return next(e for _, e in reversed(d.sent) if e["type"] == "response.done")["response"]
+
+
+ALL_FLAGS = {"close_after": 40, "drop_on": ["response.create", "conversation.item.create:function_call_output"],
+             "drop_after": ["response.done:function_call"], "fail_response": {2}, "cancel_response": {1, 3},
+             "rate_limit_response": {4}, "fail_transcription": {2}, "barge_in": {5}, "slow_audio": {6},
+             "burst_audio": {7}, "error_on": ["session.update"], "expire_after": 12.5}  # fmt: skip
+
+
+def test_the_flags_their_help_their_script_and_their_words_are_pinned() -> None:
+    """Pinned before the vocabulary became one declaration (issue 38): the options, their help, the script every
+    flag writes in the trace header and the words serve starts with stay as they were."""
+    import hashlib
+    import json
+
+    from rtrace.net.options import ENDPOINT_OPTIONS
+
+    def digest(value: object) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+    assert digest([(o.field, o.kind, o.help, o.option, o.sweep) for o in ENDPOINT_OPTIONS]) == "7aa8826d7b7b1102"
+    for code in (None, 1011):
+        schedule = Schedule.of(Faults(**ALL_FLAGS, close_code=code))  # type: ignore[arg-type]
+        assert digest([schedule.to_toml(), schedule.describe()]) == ("4fa7df090cb54bd0" if code is None else "d9804e8f63b34af1")
+        assert parse_script(schedule.to_toml()).to_toml() == schedule.to_toml()
