@@ -784,3 +784,13 @@ def test_a_beta_sessions_modalities_say_what_its_responses_answer_in() -> None:
     d.send({"type": "session.update", "session": {"output_modalities": ["text"]}})
     out = d.send({"type": "response.create"})
     assert "response.output_audio.delta" not in types(out)
+
+
+def test_every_response_action_has_its_behaviour() -> None:
+    """A fault action a response turn may carry (`rtrace.net.actions`) is done by one entry of `ON_RESPONSE`; the
+    actions of a client or server event are the endpoint's close, error and delay."""
+    from rtrace.net.actions import KEYS
+    from rtrace.net.endpoint import ON_RESPONSE
+
+    assert set(ON_RESPONSE) == {k for k, key in KEYS.items() if "response" in key.moments}
+    assert {k for k, key in KEYS.items() if key.moments & {"event", "sent"}} <= {"close", "error", "delay"}

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rtrace.engine.fold import analyze_path
+from rtrace.net.actions import SHRINK_FLOOR
 from rtrace.net.bugs import merged as _merged
 from rtrace.net.bugs import severity_rank as _severity_rank
 from rtrace.net.hunt import (
@@ -32,7 +33,7 @@ from rtrace.net.hunt import (
     records_of,
 )
 from rtrace.net.processes import Stopper
-from rtrace.net.schedule import SHRINK_FLOOR, SURVIVAL, BugKey, Fault, Schedule
+from rtrace.net.schedule import SURVIVAL, BugKey, Fault, Schedule
 from rtrace.net.script import load_script
 from rtrace.net.server import ServerOptions
 from rtrace.net.sweep import CommandNotFound

@@ -9,7 +9,7 @@ import pytest
 
 from rtrace.net.values import MAX_SEED, check_fault, check_seed, comment_text
 
-KINDS = ("latency", "drop", "error", "pace")
+KINDS = {"latency": "seconds", "drop": "code", "error": "word", "pace": "seconds"}
 MOMENTS = ("all", "event")
 
 

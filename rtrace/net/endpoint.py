@@ -17,10 +17,11 @@ from typing import Any, Literal
 from ..core.audio import DEFAULT_FORMAT, audio_ms, bytes_for_ms, session_codec, session_format
 from ..core.catalog import CLIENT_EVENTS
 from ..core.conversation import Conversation, Item, item_from_event
+from .actions import KEYS
 from .playback import ResponseSource, play
 from .responses import Responses, Run, Steps, last_user_text
 from .schema import check_client_event
-from .script import ConnectionScript, ResponseContext, Schedule
+from .script import ConnectionScript, ResponseContext, Schedule, Turn
 from .speech import SpeechTurns
 from .vad import settings_of, turn_detection
 from .wire import (
@@ -516,21 +517,11 @@ class EndpointConnection(SpeechTurns):
         if self.options.rate_limits:
             out.append(self._event({"type": "rate_limits.updated", "rate_limits": RATE_LIMITS}))
         turn = self.script.on_response(lambda: self._response_context(params))
-        if turn is not None and turn.close is not None:
-            self.script.after_response[run.response.id] = turn
-        if turn is not None and turn.fail is not None:
-            done = self._event(self.responses.failed(run, self._failure(turn.fail)))
-            return [*out, turn.note("fail", event), done, *self._closing_after(run)]
-        if turn is not None and turn.rate_limit is not None:
-            limits, details = rate_limited(turn.rate_limit, str(self.session.get("model") or self.options.model))
-            updated = self._event({"type": "rate_limits.updated", "rate_limits": limits})
-            noted = [turn.note("rate_limit", event), updated]
-            done = self._event(self.responses.failed(run, details))
-            return [*out, *noted, done, *self._closing_after(run)]
-        if turn is not None and turn.cancel is not None:
-            # the server's own cancel, before any output: the one shape of a cancelled response (`Responses.cancel`)
-            cancelled = [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run, turn.cancel))]
-            return [*out, turn.note("cancel", event), *cancelled, *self._closing_after(run)]
+        for key, value in turn.acts if turn is not None else ():  # in the declaration's order (`ON_RESPONSE`)
+            assert turn is not None
+            out.extend(ON_RESPONSE[key](self, run, turn, value, event))
+            if KEYS[key].ends:
+                return [*out, *self._closing_after(run)]
         recorded = self.source.take() if self.source is not None else None
         first = self.options.first_output_delay
         if turn is not None and (turn.text is not None or turn.calls):
@@ -539,17 +530,40 @@ class EndpointConnection(SpeechTurns):
             gen, first = play(self.responses, run, recorded), 0.0  # a recorded response keeps its own pacing
         else:
             gen = self.responses.scripted(run, params)
-        if turn is not None and turn.audio_pace is not None:
-            run.audio_pace = turn.audio_pace
-            out.append(turn.note("audio_pace", event))
-        if turn is not None and turn.audio_burst is not None:
-            run.audio_pace, run.audio_hold = 0.0, turn.audio_burst
-            out.append(turn.note("audio_burst", event))
-        if turn is not None and turn.barge_in is not None:
-            self.barging[run.response.id] = turn
         self.responses.begin(run, _after(first, gen) if first > 0 else gen)
         out.extend(self._pump(run))
         return out
+
+    # -- what each response action does (`ON_RESPONSE`) -------------------------------------------------------
+
+    def _close_after(self, run: Run, turn: Turn, value: Any, event: dict[str, Any] | None) -> list[Emission]:
+        self.script.after_response[run.response.id] = turn  # its note and close once the response is done
+        return []
+
+    def _fail(self, run: Run, turn: Turn, code: str, event: dict[str, Any] | None) -> list[Emission]:
+        return [turn.note("fail", event), self._event(self.responses.failed(run, self._failure(code)))]
+
+    def _rate_limit(self, run: Run, turn: Turn, limit: str, event: dict[str, Any] | None) -> list[Emission]:
+        limits, details = rate_limited(limit, str(self.session.get("model") or self.options.model))
+        updated = self._event({"type": "rate_limits.updated", "rate_limits": limits})
+        return [turn.note("rate_limit", event), updated, self._event(self.responses.failed(run, details))]
+
+    def _cancel(self, run: Run, turn: Turn, reason: str, event: dict[str, Any] | None) -> list[Emission]:
+        # the server's own cancel, before any output: the one shape of a cancelled response (`Responses.cancel`)
+        cancelled = [self._event(e) for e in self._rate_limits_after(self.responses.cancel(run, reason))]
+        return [turn.note("cancel", event), *cancelled]
+
+    def _audio_pace(self, run: Run, turn: Turn, pace: float, event: dict[str, Any] | None) -> list[Emission]:
+        run.audio_pace = pace
+        return [turn.note("audio_pace", event)]
+
+    def _audio_burst(self, run: Run, turn: Turn, hold: float, event: dict[str, Any] | None) -> list[Emission]:
+        run.audio_pace, run.audio_hold = 0.0, hold
+        return [turn.note("audio_burst", event)]
+
+    def _barge(self, run: Run, turn: Turn, after: float, event: dict[str, Any] | None) -> list[Emission]:
+        self.barging[run.response.id] = turn  # acts once that much of its audio was sent (`_pump`)
+        return []
 
     def _response_context(self, params: dict[str, Any]) -> ResponseContext:
         """What a response turn's `when` looks at."""
@@ -636,6 +650,21 @@ def _after(seconds: float, gen: Steps) -> Steps:
     """`gen`, a pause of `seconds` first."""
     yield seconds
     yield from gen
+
+
+#: What each response action of a script turn does (by its script key, `rtrace.net.actions.KEYS`), tried in the
+#: turn's order: one that ends the response (`Key.ends`: failed, cancelled, rate-limited) answers it at once, with
+#: no output; the others shape it (its audio, a barge-in in it, a close after it). A response action without its
+#: entry here fails `tests/test_net_endpoint.py::test_every_response_action_has_its_behaviour`.
+ON_RESPONSE: dict[str, Callable[[EndpointConnection, Run, Turn, Any, dict[str, Any] | None], list[Emission]]] = {
+    "close": EndpointConnection._close_after,
+    "fail": EndpointConnection._fail,
+    "cancel": EndpointConnection._cancel,
+    "rate_limit": EndpointConnection._rate_limit,
+    "barge_in": EndpointConnection._barge,
+    "audio_pace": EndpointConnection._audio_pace,
+    "audio_burst": EndpointConnection._audio_burst,
+}
 
 
 def _session_modalities(session: dict[str, Any]) -> Any:

@@ -1,9 +1,10 @@
-"""Injected faults, declared once: each fault flag of `rtrace serve` (`FAULTS`) is a name, an option kind, its help,
-the scenario-script turns it compiles to, and how `describe` says it. `Faults` holds the flags' values; its turns
-(`rtrace.net.script.Schedule.of`) run in the one engine with a script's own (`rtrace.net.script.ConnectionScript`):
-one matcher, one fire counter, one note format. Also here: the `TYPE[:ITEM_TYPE]` spec grammar and close codes.
+"""The fault flags of `rtrace serve` (`FAULTS`), derived from the one declaration of each fault action
+(`rtrace.net.actions.ACTIONS`: a flag's name, kind, help, the `when` key its value fills and its words). `Faults`
+holds the flags' values by field; its turns (`rtrace.net.script.Schedule.of`) run in the one engine with a
+script's own (`rtrace.net.script.ConnectionScript`): one matcher, one fire counter, one note format. Also here:
+the `TYPE[:ITEM_TYPE]` spec grammar and close codes.
 
-Adding a fault: a `Fault` in `FAULTS` (its turn tables and its words) and a field of `Faults` named after it. The
+Adding a fault: an `Action` in `rtrace.net.actions` (a `Flag` in it when `serve` takes it as an option). The
 command line, the pytest plugin, `describe` and the docs' option tables read the declaration.
 
 A fault is a protocol answer like any other, decided without I/O; `rtrace.net.server` only executes it. Its note is
@@ -19,197 +20,91 @@ carry (1000-1003, 1007-1014, 3000-4999; 1001 going away, 1011 server error, 1012
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-from collections.abc import Callable
 from typing import Any, Literal
 
 from ..core.catalog import CLIENT_EVENTS, ITEM_TYPES, ROLES, SERVER_EVENTS, normalize_type, side_of
-from ..core.durations import format_duration, parse_duration
+from ..core.durations import parse_duration
+from .actions import ABNORMAL, FLAGS, NO_STATUS, Action, Flag, FlagKind, seconds_text, valid_close_code
 
 Side = Literal["client", "server"]
-#: What a fault flag takes: `specs` (repeated or comma-separated `TYPE[:ITEM_TYPE]` of one side), `count` (a whole
-#: number), `numbers` (repeated whole numbers), `duration` (in the grammar of `rtrace.core.durations`).
-Kind = Literal["specs", "count", "numbers", "duration"]
+#: What a fault flag takes (`rtrace.net.actions.FlagKind`).
+Kind = FlagKind
 #: One scenario-script turn as its TOML table (`rtrace.net.script` reads it with the file's schema).
 Table = dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class Fault:
-    """One fault flag: `name` is the option (`--drop-on`), the `fault` of its notes and its field in `Faults`."""
-
-    name: str
-    kind: Kind
-    #: The option's help (`rtrace serve --help`, the docs' option table).
-    help: str
-    #: The turns a value of the flag compiles to, given the `--close-code` (None: the fault's own default).
-    tables: Callable[[Any, int | None], list[Table]]
-    #: What a turn of it does, in words: given its spec (what the flag was given) and how it closes.
-    says: Callable[[str, str], str]
-    #: For `specs`: whose events they name.
-    side: Side | None = None
-
-    @property
-    def field(self) -> str:
-        return self.name.replace("-", "_")
-
-
-#: The close code of a drop: no close frame at all (the TCP connection ends; the client's websocket says 1006).
-ABNORMAL = 1006
-#: A close frame without a status code (the receiver reports 1005).
-NO_STATUS = 1005
-_SPEC = "TYPE[:ITEM_TYPE]"
-
-
-def seconds_text(seconds: float) -> str:
-    """Seconds as a duration that reads back exactly (`10.0s`, `0.00001s`; `rtrace.core.durations`)."""
-    import decimal  # here, not at the top: every command line builds its options from this module (8 ms)
-
-    return f"{decimal.Decimal(repr(seconds)):f}s"
-
-
-#: The flags' values: a barge-in this many seconds into the response's audio; slow audio this many seconds per
-#: second of audio; bursty audio held this long.
-BARGE_IN_AFTER = 0.2
-SLOW_AUDIO = 2.0
-BURST_HOLD = 1.0
-
-
-def _or(code: int | None, default: int) -> int:
-    return default if code is None else code
-
+#: A fault flag (`rtrace.net.actions.Flag`).
+Fault = Flag
 
 #: The fault flags, in the order the help and `describe` list them (and, within a moment, they are tried in).
-FAULTS: tuple[Fault, ...] = (
-    Fault(
-        "close-after", "count", "Fault: close after N server events.",
-        lambda n, code: [] if n is None else [{"when": {"sent_count": n}, "close": _or(code, 1000)}],
-        lambda spec, how: f"close ({how}) after {spec} server events",
-    ),
-    Fault(
-        "drop-on", "specs", f"Fault: drop the socket when a client event is {_SPEC}.",
-        lambda specs, code: [{"when": {"event": s}, "close": _or(code, ABNORMAL)} for s in specs],
-        lambda spec, how: f"drop the socket ({how}) when the client sends {spec}", side="client",
-    ),
-    Fault(
-        "drop-after", "specs", f"Fault: drop the socket after a server event {_SPEC}, e.g. response.done.",
-        lambda specs, code: [{"when": {"sent": s}, "close": _or(code, ABNORMAL)} for s in specs],
-        lambda spec, how: f"drop the socket ({how}) right after sending {spec}", side="server",
-    ),
-    Fault(
-        "fail-response", "numbers", "Fault: the connection's Nth response fails.",
-        lambda numbers, code: [{"when": {"response": n}, "fail": "server_error"} for n in sorted(numbers)],
-        lambda spec, how: f"fail response {spec} of a connection",
-    ),
-    Fault(
-        "cancel-response", "numbers", "Fault: the server cancels the connection's Nth response (turn_detected).",
-        lambda numbers, code: [{"when": {"response": n}, "cancel": "turn_detected"} for n in sorted(numbers)],
-        lambda spec, how: f"cancel response {spec} of a connection (turn_detected, no output)",
-    ),
-    Fault(
-        "rate-limit-response", "numbers", "Fault: the connection's Nth response hits the rate limit.",
-        lambda numbers, code: [{"when": {"response": n}, "rate_limit": "tokens"} for n in sorted(numbers)],
-        lambda spec, how: f"rate-limit response {spec} of a connection (no tokens remaining, failed "
-                          "rate_limit_exceeded)",
-    ),
-    Fault(
-        "fail-transcription", "numbers", "Fault: the server's Nth input audio transcription fails.",
-        lambda numbers, code: [{"when": {"transcription": n}, "fail": True} for n in sorted(numbers)],
-        lambda spec, how: f"fail input audio transcription {spec} (transcription.failed instead of completed)",
-    ),
-    Fault(
-        "barge-in", "numbers",
-        f"Fault: the user speaks during the connection's Nth response ({BARGE_IN_AFTER}s of its audio in).",
-        lambda numbers, code: [{"when": {"response": n}, "barge_in": seconds_text(BARGE_IN_AFTER)}
-                               for n in sorted(numbers)],
-        lambda spec, how: f"the user speaks {format_duration(BARGE_IN_AFTER)} into response {spec} of a "
-                          "connection (server VAD)",
-    ),
-    Fault(
-        "slow-audio", "numbers", f"Fault: the Nth response's output audio at {SLOW_AUDIO:g}x real time.",
-        lambda numbers, code: [{"when": {"response": n}, "audio_pace": SLOW_AUDIO} for n in sorted(numbers)],
-        lambda spec, how: f"the output audio of response {spec} of a connection at {SLOW_AUDIO:g}x real time",
-    ),
-    Fault(
-        "burst-audio", "numbers", f"Fault: the Nth response's output audio held {BURST_HOLD:g}s, then at once.",
-        lambda numbers, code: [{"when": {"response": n}, "audio_burst": seconds_text(BURST_HOLD)}
-                               for n in sorted(numbers)],
-        lambda spec, how: f"the output audio of response {spec} of a connection held "
-                          f"{format_duration(BURST_HOLD)}, then in one burst",
-    ),
-    Fault(
-        "error-on", "specs", f"Fault: answer {_SPEC} with an error.",
-        lambda specs, code: [{"when": {"event": s}, "error": "fault_injected"} for s in specs],
-        lambda spec, how: f"answer {spec} with an error", side="client",
-    ),
-    Fault(
-        "expire-after", "duration", "Fault: session_expired, close 1001 after this long (10s).",
-        lambda seconds, code: [] if seconds is None else [{"when": {"opened": True}, "expire": seconds_text(seconds)}],
-        lambda spec, how: f"session_expired and close 1001 {format_duration(float(spec))} after a connection opens",
-    ),
-)  # fmt: skip
-FAULT_BY_NAME: dict[str, Fault] = {f.name: f for f in FAULTS}
+FAULTS: tuple[Flag, ...] = tuple(flag for flag, _ in FLAGS)
+FAULT_BY_NAME: dict[str, Flag] = {f.name: f for f in FAULTS}
+_ACTION_OF: dict[str, Action] = {flag.name: action for flag, action in FLAGS}
+
+__all__ = ["ABNORMAL", "FAULTS", "NO_STATUS", "Faults", "seconds_text", "valid_close_code"]
 
 
-@dataclasses.dataclass
+def _not_given(kind: Kind) -> Any:
+    return set() if kind == "numbers" else ([] if kind == "specs" else None)
+
+
 class Faults:
-    """The fault flags' values (each field a `Fault` of `FAULTS`, by its `field` name), with `--close-code` and
-    `--fault-times`. `rtrace.net.script.Schedule.of(faults)` compiles them to turns."""
+    """The fault flags' values (one per flag of `FAULTS`, by its `field` name: `Faults(drop_on=[...])`), with
+    `close_code` (`--close-code`: the close code of every closing fault; None: each flag's own, 1006 for a drop,
+    1000 for `close_after`) and `times` (`--fault-times`: how many times each fault, each spec of it, fires in the
+    life of a server; None: every time; the default 1 lets a client that reconnects and replays the event a drop
+    matched get through the second time; `expire_after` counts when a connection is armed with it).
+    `rtrace.net.script.Schedule.of(faults)` compiles them to turns."""
 
-    #: Close the connection once this many server events have been sent on it.
-    close_after: int | None = None
-    #: Close the connection (no close handshake wait, queued events dropped) when a client event matches one of
-    #: these: `TYPE` or `TYPE:ITEM_TYPE` (e.g. `conversation.item.create:function_call_output`), before answering it.
-    drop_on: list[str] = dataclasses.field(default_factory=list)
-    #: Answer these responses (1-based, per connection: each `response.create` and each automatic response after
-    #: speech) with `response.done` status `failed`.
-    fail_response: set[int] = dataclasses.field(default_factory=set)
-    #: The server cancels these responses (1-based, per connection) right after `response.created`: `response.done`
-    #: status `cancelled`, reason `turn_detected`, no output.
-    cancel_response: set[int] = dataclasses.field(default_factory=set)
-    #: These responses hit the rate limit: `rate_limits.updated` with no tokens remaining, then `response.done`
-    #: status `failed`, code `rate_limit_exceeded`.
-    rate_limit_response: set[int] = dataclasses.field(default_factory=set)
-    #: These input audio transcriptions (1-based, in the server's life) fail:
-    #: `conversation.item.input_audio_transcription.failed` instead of their deltas and `completed`.
-    fail_transcription: set[int] = dataclasses.field(default_factory=set)
-    #: The user speaks `BARGE_IN_AFTER` seconds into these responses' output audio (server VAD: `speech_started`,
-    #: the response cancelled `turn_detected`, then a new user turn).
-    barge_in: set[int] = dataclasses.field(default_factory=set)
-    #: These responses' output audio comes at `SLOW_AUDIO` seconds per second of audio.
-    slow_audio: set[int] = dataclasses.field(default_factory=set)
-    #: These responses' output audio is held `BURST_HOLD` seconds, then sent at once.
-    burst_audio: set[int] = dataclasses.field(default_factory=set)
-    #: Answer matching client events (`TYPE` or `TYPE:ITEM_TYPE`) with an `error` instead of processing them.
-    error_on: list[str] = dataclasses.field(default_factory=list)
-    #: Send `session_expired` and close 1001 this many seconds after the connection opened.
-    expire_after: float | None = None
-    #: Close the connection (as a drop) right after the server sends an event matching one of these: `TYPE` or
-    #: `TYPE:ITEM_TYPE`, the item of the event or one of a `response.done`'s outputs (e.g.
-    #: `response.done:function_call`: while the client runs the tool).
-    drop_after: list[str] = dataclasses.field(default_factory=list)
-    #: Close code of every closing fault (see the module docstring); None: 1006 for a drop, 1000 for
-    #: `close_after`.
-    close_code: int | None = None
-    #: How many times each fault (each spec of it) fires in the life of a server; None: every time. The default 1
-    #: lets a client that reconnects and replays the event a drop matched get through the second time.
-    #: `expire_after` counts when a connection is armed with it.
-    times: int | None = 1
+    def __init__(self, close_code: int | None = None, times: int | None = 1, **values: Any) -> None:
+        unknown = sorted(set(values) - {f.field for f in FAULTS})
+        if unknown:
+            raise TypeError(f"Faults has no flag {unknown[0]!r}")
+        self.values: dict[str, Any] = {f.field: values.get(f.field, _not_given(f.kind)) for f in FAULTS}
+        self.close_code = close_code
+        self.times = times
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Faults) and (self.values, self.close_code, self.times) == (
+            other.values, other.close_code, other.times)  # fmt: skip
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{k}={v!r}" for k, v in self.values.items() if v not in (None, [], set()))
+        return f"Faults({given}, close_code={self.close_code!r}, times={self.times!r})"
 
     @classmethod
     def given(cls, values: dict[str, Any], close_code: int | None = None, times: int | None = 1) -> Faults:
         """The flags' values as the command line gives them (by field name; absent: not given), each read and
         checked as its kind says (`read`). Raises ValueError naming the option."""
-        return cls(**{f.field: read(f, values.get(f.field)) for f in FAULTS}, close_code=close_code, times=times)
+        return cls(close_code, times, **{f.field: read(f, values.get(f.field)) for f in FAULTS})
 
     def tables(self) -> list[Table]:
         """The turns of every fault given, as script tables (`fault` names each; `times` as `--fault-times`)."""
         out: list[Table] = []
-        for fault in FAULTS:
-            for table in fault.tables(getattr(self, fault.field), self.close_code):
-                out.append({"fault": fault.name, **table, "times": self.times or 0})
+        for flag in FAULTS:
+            for table in _tables(flag, self.values[flag.field], self.close_code):
+                out.append({"fault": flag.name, **table, "times": self.times or 0})
         return out
+
+
+def _tables(flag: Flag, value: Any, code: int | None) -> list[Table]:
+    """The turns a value of `flag` compiles to, given the `--close-code`: one per spec or number, in order."""
+    action = _ACTION_OF[flag.name]
+    assert action.key is not None and action.reader is not None
+    does = action.canonical if flag.value is None else flag.value
+    if action.key == "close" and code is not None:
+        does = code
+    if flag.kind == "duration":
+        return [] if value is None else [{"when": {flag.when: True}, action.key: action.reader.write(value)}]
+    given = [] if value is None else ([value] if flag.kind == "count" else value)
+    if flag.kind == "numbers":
+        given = sorted(given)
+    return [{"when": {flag.when: v}, action.key: action.reader.write(does)} for v in given]
 
 
 def read(fault: Fault, value: Any) -> Any:
@@ -242,13 +137,6 @@ def closing_words(code: int) -> str:
     """How a closing fault ends the connection, in words (`describe`)."""
     words = {ABNORMAL: "no close frame, 1006", NO_STATUS: "a close frame without a code (1005)"}
     return words.get(code, f"close {code}")
-
-
-#: Codes a fault may close with: a close frame may carry 1000-1003, 1007-1014 and 3000-4999; 1005 and 1006 are
-#: how a close frame without a code and a connection without a close frame are reported. 1015 (TLS failure)
-#: cannot be produced by a server.
-def valid_close_code(code: int) -> bool:
-    return code in (1000, 1001, 1002, 1003, NO_STATUS, ABNORMAL) or 1007 <= code <= 1014 or 3000 <= code <= 4999
 
 
 def matches(spec: str, event: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from ..core.writer import TraceWriter
+from . import actions
 from .common import safe_url
 from .faults import ABNORMAL, NO_STATUS
 from .intercept import intercepting
@@ -40,18 +41,20 @@ from .wire import Emission, error_event
 
 #: Either side of a proxied connection.
 Socket = ServerConnection | ClientConnection
-#: The kinds of fault (`schedule.Kind`) a link makes: latency and jitter on the upstream's events, a drop, close,
-#: `error` answer or delay at a client event, a close or delay after a server event, `session_expired`. The others
-#: (failed, cancelled, rate-limited responses, a close after the Nth response, failed transcriptions, barge-ins,
-#: paced or bursty audio) change what the model does: only the fake endpoint makes them.
-LINK_KINDS = frozenset({"latency", "jitter", "drop", "close", "error", "delay", "expire"})
+#: The kinds of fault (`schedule.Kind`) a link makes (`rtrace.net.actions.Action.link`): latency and jitter on the
+#: upstream's events, a drop, close, `error` answer or delay at a client event, a close or delay after a server
+#: event, `session_expired`. The others (failed, cancelled, rate-limited responses, a close after the Nth response,
+#: failed transcriptions, barge-ins, paced or bursty audio) change what the model does: only the fake endpoint
+#: makes them.
+LINK_KINDS = actions.LINK_KINDS
 #: The moments (`schedule.Moment`) a link sees: every event, a client event, a server event, the session's clock.
 LINK_MOMENTS = frozenset({"all", "event", "sent", "session"})
 #: What only the fake model makes, in words (the hunt's report names them when it leaves them out).
 FAKE_ONLY = (*sorted(k for k in KIND_COST if k not in LINK_KINDS), "close after the Nth response")
-#: The turn fields that ask the model for something (a link has no model to ask).
-_MODEL_FIELDS = ("user", "user_regex", "tool_output", "response", "transcription", "text", "fail", "cancel",
-                 "rate_limit", "barge_in", "audio_pace", "audio_burst")  # fmt: skip
+#: The turn fields that ask the model for something (a link has no model to ask): its conditions on a response or a
+#: transcription, its answer, and the fault actions no link makes (`rtrace.net.actions.Key.model`).
+_MODEL_FIELDS = ("user", "user_regex", "tool_output", "response", "transcription", "text",
+                 *(k for k, key in actions.KEYS.items() if key.model))  # fmt: skip
 
 
 def link_makes(fault: SearchFault) -> bool:

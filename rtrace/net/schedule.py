@@ -42,77 +42,19 @@ from collections.abc import Generator as GeneratorType
 from typing import Any, Literal
 
 from ..core.durations import format_duration
+from .actions import ACTION_BY_KIND, BY_COST, CANONICAL_LATENCY, error_code
 from .values import check_fault, check_seed, comment_text
 
-Kind = Literal[
-    "latency", "drop", "close", "error", "fail", "delay", "expire", "jitter", "cancel", "rate_limit",
-    "transcription", "barge_in", "pace", "burst",
-]  # fmt: skip
+#: A search kind: the `kind` of an action of `rtrace.net.actions.ACTIONS`.
+Kind = str
 Moment = Literal["all", "event", "sent", "response", "session", "transcription"]
 MOMENTS: tuple[str, ...] = ("all", "event", "sent", "response", "session", "transcription")
 
 #: The rank of each kind of fault in the systematic phase (cheapest first: see the module docstring).
-KIND_COST: dict[str, int] = {
-    "latency": 0, "drop": 1, "close": 2, "error": 3, "fail": 4, "delay": 5, "expire": 6, "jitter": 7, "cancel": 8,
-    "rate_limit": 9, "transcription": 10, "barge_in": 11, "pace": 12, "burst": 13,
-}  # fmt: skip
-#: The canonical value of each kind in the systematic phase.
-CANONICAL_LATENCY = 0.05
-CANONICAL_DELAY = 0.5
-CANONICAL_CLOSE = 1011
-CANONICAL_JITTER = 0.05
-#: A barge-in this many seconds into a response's output audio; slow audio at this many seconds per second of
-#: audio; bursty audio held this long.
-CANONICAL_BARGE_IN = 0.2
-CANONICAL_PACE = 2.0
-CANONICAL_BURST = 1.0
-#: Below this a pace is not shrunk further (1: real time).
-PACE_FLOOR = 1.0
-#: What the random phase draws for those.
-BARGE_INS = (0.0, 0.1, 0.2, 0.5, 1.0)
-PACES = (1.5, 2.0, 4.0)
-BURSTS = (0.5, 1.0, 2.0)
-#: The limits a rate-limited response names (`rate_limits.updated`), and the reason the server cancels for.
-RATE_LIMITS = ("tokens", "requests")
-CANCEL_REASON = "turn_detected"
-TRANSCRIPTION_CODE = "server_error"
+KIND_COST: dict[str, int] = {a.kind: a.cost for a in BY_COST}
 #: The server events that tell a client's responses had audio, and that its user audio was transcribed.
 OUTPUT_AUDIO = "response.output_audio.delta"
 TRANSCRIBED = "conversation.item.input_audio_transcription.completed"
-DROP = 1006
-#: Close codes the random phase draws (1006: no close frame; 1000 normal, 1001 going away, 1011 server error, 1012
-#: restart, 1013 try again later).
-CLOSE_CODES = (1006, 1000, 1001, 1011, 1012, 1013)
-LATENCIES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-DELAYS = (0.1, 0.5, 1.0, 2.0)
-#: Below this a latency or a delay is not shrunk further (it is dropped, or kept).
-SHRINK_FLOOR = 0.005
-
-#: The code the real API answers a client event with when it refuses it (protocol reference, "Known codes").
-ERROR_CODES: dict[str, str] = {
-    "conversation.item.create:function_call_output": "invalid_tool_call_id",
-    "conversation.item.create": "invalid_previous_item_id",
-    "conversation.item.delete": "item_delete_invalid_item_id",
-    "conversation.item.retrieve": "item_retrieve_invalid_item_id",
-    "conversation.item.truncate": "unsupported_content_type",
-    "input_audio_buffer.commit": "input_audio_buffer_commit_empty",
-    "response.create": "conversation_already_has_active_response",
-    "response.cancel": "response_cancel_not_active",
-    "session.update": "invalid_value",
-}
-#: Failure codes a response may end with (`response.done` status `failed`).
-FAIL_CODES = ("server_error", "rate_limit_exceeded")
-
-#: Server events that answer a client event: where ack latency matters (declared in the catalog).
-from ..core.catalog import ACK_TYPES  # noqa: E402
-
-#: Client events the clean run may send many of and whose faults the systematic phase leaves to the random one.
-_STREAMED = ("input_audio_buffer.append",)
-
-
-def error_code(spec: str) -> str:
-    """The code the real API answers the client event `spec` (`TYPE[:ITEM_TYPE]`) with when it refuses it."""
-    return ERROR_CODES.get(spec) or ERROR_CODES.get(spec.partition(":")[0]) or "server_error"
 
 
 # -- the surface -----------------------------------------------------------------------------------------------
@@ -286,41 +228,7 @@ class Fault:
 
     def describe(self) -> str:
         """The fault in words, one line."""
-        nth = f"{_ordinal(self.k)} " if self.k > 1 else ""
-        if self.kind in ("latency", "jitter"):
-            where = "every server event" if self.target == "*" else self.target
-            if self.kind == "jitter":
-                return f"ack jitter +/-{format_duration(float(self.value))} on {where}"
-            return f"ack latency {format_duration(float(self.value))} on {where}"
-        if self.kind == "cancel":
-            return f"response {self.k} cancelled by the server ({self.value})"
-        if self.kind == "rate_limit":
-            return f"response {self.k} rate-limited (no {self.value} remaining)"
-        if self.kind == "transcription":
-            return f"input audio transcription {self.k} failed ({self.value})"
-        if self.kind == "barge_in" and not self.value:
-            return f"the user speaks as response {self.k} starts (before any output)"
-        if self.kind == "barge_in":
-            return f"the user speaks {format_duration(float(self.value))} into response {self.k}'s audio"
-        if self.kind == "pace":
-            return f"response {self.k}'s output audio at {float(self.value):g}x real time"
-        if self.kind == "burst":
-            return f"response {self.k}'s output audio held {format_duration(float(self.value))}, then at once"
-        if self.kind in ("drop", "close") and self.moment == "event":
-            return f"close {self.value} on the {nth}{self.target} (before answering it)"
-        if self.kind in ("drop", "close") and self.moment == "sent":
-            return f"close {self.value} right after the {nth}{self.target}"
-        if self.kind == "close":
-            return f"close {self.value} after response {self.k}'s response.done"
-        if self.kind == "error":
-            return f"error {self.value} answering the {nth}{self.target}"
-        if self.kind == "fail":
-            return f"response {self.k} failed ({self.value})"
-        if self.kind == "delay" and self.moment == "event":
-            return f"answer to the {nth}{self.target} {format_duration(float(self.value))} late"
-        if self.kind == "delay":
-            return f"the {nth}{self.target} (and what follows) {format_duration(float(self.value))} late"
-        return f"session_expired {format_duration(float(self.value))} after a connection opened"
+        return ACTION_BY_KIND[self.kind].words(self)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -334,15 +242,12 @@ class Fault:
         if unknown:
             raise ValueError(f"a fault has no field {unknown[0]!r}")
         fault = cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
-        check_fault(fault, KIND_COST, MOMENTS)
+        check_fault(fault, {a.kind: a.form for a in BY_COST}, MOMENTS)
         return fault
 
 
 
 
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -472,45 +377,11 @@ def _turn_lines(f: Fault) -> list[str]:
 # -- the systematic phase --------------------------------------------------------------------------------------
 
 
-def _systematic_sent(surface: Surface) -> list[str]:
-    """The server events the systematic phase closes after or delays: all but streamed parts (deltas)."""
-    return [spec for spec, _ in surface.server if not spec.partition(":")[0].endswith(".delta")]
-
-
-def _ack_types(surface: Surface) -> list[str]:
-    """The acknowledgement types the client received (latency is by event type, whatever the item)."""
-    seen = dict.fromkeys(spec.partition(":")[0] for spec, _ in surface.server)
-    return [etype for etype in seen if etype in ACK_TYPES]
-
-
 def single_faults(surface: Surface) -> list[Fault]:
-    """Each point of the surface once, with its canonical fault, cheapest first (see the module docstring)."""
-    faults: list[Fault] = [Fault("latency", "all", "*", CANONICAL_LATENCY)]
-    client = [spec for spec, _ in surface.client if spec not in _STREAMED]
-    sent = _systematic_sent(surface)
-    faults += [Fault("drop", "event", spec, DROP) for spec in client]
-    faults += [Fault("close", "sent", spec, CANONICAL_CLOSE) for spec in sent]
-    faults += [Fault("close", "response", "", CANONICAL_CLOSE, n) for n in range(1, surface.responses + 1)]
-    faults += [Fault("error", "event", spec, error_code(spec)) for spec in client]
-    faults += [Fault("fail", "response", "", FAIL_CODES[0], n) for n in range(1, surface.responses + 1)]
-    faults += [Fault("latency", "all", etype, CANONICAL_LATENCY * 4) for etype in _ack_types(surface)]
-    faults += [Fault("delay", "event", spec, CANONICAL_DELAY) for spec in client]
-    faults += [Fault("delay", "sent", spec, CANONICAL_DELAY) for spec in sent]
-    if surface.duration > 0:
-        faults.append(Fault("expire", "session", "", round(max(0.1, surface.duration / 2), 3)))
-    responses = range(1, surface.responses + 1)
-    faults.append(Fault("jitter", "all", "*", CANONICAL_JITTER))
-    faults += [Fault("cancel", "response", "", CANCEL_REASON, n) for n in responses]
-    faults += [Fault("rate_limit", "response", "", RATE_LIMITS[0], n) for n in responses]
-    faults += [Fault("transcription", "transcription", "", TRANSCRIPTION_CODE, k)
-               for k in range(1, surface.transcriptions + 1)]  # fmt: skip
-    if surface.audio and surface.server_vad:
-        faults += [Fault("barge_in", "response", "", CANONICAL_BARGE_IN, n) for n in responses]
-    if surface.audio:
-        faults += [Fault("pace", "response", "", CANONICAL_PACE, n) for n in responses]
-        faults += [Fault("burst", "response", "", CANONICAL_BURST, n) for n in responses]
-    # stable: kinds in cost order, points in the order the client met them
-    return sorted(faults, key=lambda f: KIND_COST[f.kind])
+    """Each point of the surface once, with its canonical fault, cheapest first (see the module docstring): each
+    action's points (`rtrace.net.actions.Action.points`), kinds in cost order, points in the order the client met
+    them."""
+    return [Fault(a.kind, *point) for a in BY_COST for point in a.points(surface)]  # type: ignore[arg-type]
 
 
 def systematic(surface: Surface, seed: int = 0) -> list[Schedule]:
@@ -522,56 +393,11 @@ def systematic(surface: Surface, seed: int = 0) -> list[Schedule]:
 
 
 def random_fault(surface: Surface, rng: random.Random) -> Fault:
-    """One fault drawn from the whole fault space of the surface (any point, any value, any k it reached)."""
-    client = list(surface.client) or [("session.update", 1)]
-    server = list(surface.server) or [("session.updated", 1)]
-    responses = max(1, surface.responses)
-    kinds: list[str] = ["latency", "latency", "drop", "close", "close", "error", "fail", "delay", "delay", "expire",
-                        "jitter", "cancel", "rate_limit"]  # fmt: skip
-    if surface.transcriptions:
-        kinds.append("transcription")
-    if surface.audio and surface.server_vad:
-        kinds.append("barge_in")
-    if surface.audio:
-        kinds += ["pace", "burst"]
-    kind = rng.choice(kinds)
-    if kind in ("latency", "jitter"):
-        target = "*" if rng.random() < 0.6 else rng.choice(_ack_types(surface) or ["*"])
-        return Fault(kind, "all", target, rng.choice(LATENCIES))  # type: ignore[arg-type]
-    if kind == "cancel":
-        return Fault("cancel", "response", "", CANCEL_REASON, rng.randint(1, responses))
-    if kind == "rate_limit":
-        return Fault("rate_limit", "response", "", rng.choice(RATE_LIMITS), rng.randint(1, responses))
-    if kind == "transcription":
-        return Fault("transcription", "transcription", "", TRANSCRIPTION_CODE, rng.randint(1, surface.transcriptions))
-    if kind in ("barge_in", "pace", "burst"):
-        values = {"barge_in": BARGE_INS, "pace": PACES, "burst": BURSTS}[kind]
-        return Fault(kind, "response", "", rng.choice(values), rng.randint(1, responses))  # type: ignore[arg-type]
-    if kind == "drop":
-        spec, count = rng.choice(client)
-        return Fault("drop", "event", spec, DROP, rng.randint(1, count))
-    if kind == "close":
-        code = rng.choice(CLOSE_CODES)
-        if rng.random() < 0.25:
-            return Fault("close", "response", "", code, rng.randint(1, responses))
-        if rng.random() < 0.5:
-            spec, count = rng.choice(client)
-            return Fault("close", "event", spec, code, rng.randint(1, count))
-        spec, count = rng.choice(server)
-        return Fault("close", "sent", spec, code, rng.randint(1, count))
-    if kind == "error":
-        spec, count = rng.choice(client)
-        return Fault("error", "event", spec, error_code(spec), rng.randint(1, count))
-    if kind == "fail":
-        return Fault("fail", "response", "", rng.choice(FAIL_CODES), rng.randint(1, responses))
-    if kind == "delay":
-        if rng.random() < 0.5:
-            spec, count = rng.choice(client)
-            return Fault("delay", "event", spec, rng.choice(DELAYS), rng.randint(1, count))
-        spec, count = rng.choice(server)
-        return Fault("delay", "sent", spec, rng.choice(DELAYS), rng.randint(1, count))
-    duration = max(0.2, surface.duration)
-    return Fault("expire", "session", "", round(rng.uniform(0.1, duration), 3))
+    """One fault drawn from the whole fault space of the surface (any point, any value, any k it reached): a kind
+    by its lots among those the surface meets, then its point (`rtrace.net.actions.Action.draw`)."""
+    kinds = [a for a in BY_COST if a.meets(surface) for _ in range(a.lots)]
+    action = rng.choice(kinds)
+    return Fault(action.kind, *action.draw(surface, rng))  # type: ignore[arg-type]
 
 
 #: How many faults a random schedule combines at most.
@@ -829,19 +655,10 @@ def bug_key(
 
 
 def _smaller_values(f: Fault) -> list[Fault]:
-    """The one-step-smaller variants of a fault: a latency or a delay halved (not below `SHRINK_FLOOR`), k one
-    less (a close code stays: a normal close and a drop are different faults)."""
-    out: list[Fault] = []
-    if f.kind in ("latency", "jitter", "delay", "barge_in", "burst") and isinstance(f.value, (int, float)):
-        half = round(float(f.value) / 2, 4)
-        if half >= SHRINK_FLOOR:
-            out.append(dataclasses.replace(f, value=half))
-        if f.kind == "barge_in" and f.value > 0:
-            out.append(dataclasses.replace(f, value=0.0))  # before any output: the cheapest barge-in
-    if f.kind == "pace" and isinstance(f.value, (int, float)):
-        half = round(float(f.value) / 2, 4)
-        if half >= PACE_FLOOR:
-            out.append(dataclasses.replace(f, value=half))
+    """The one-step-smaller variants of a fault: its value one step smaller as its action says
+    (`rtrace.net.actions.Action.smaller`: a latency or a delay halved, not below a floor; a close code stays: a
+    normal close and a drop are different faults), k one less."""
+    out = [dataclasses.replace(f, value=v) for v in ACTION_BY_KIND[f.kind].smaller(f.value)]
     if f.k > 1:
         out.append(dataclasses.replace(f, k=1))
         if f.k > 2:

@@ -77,9 +77,9 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..core.durations import parse_duration
 from ..core.inputs import MAX_NESTING, TooDeep, check_nesting, pattern_search, user_pattern, value_nesting_over
-from .faults import FAULT_BY_NAME, Faults, Table, check_spec, closing_words, matches, seconds_text, valid_close_code
+from .actions import KEYS
+from .faults import FAULT_BY_NAME, Faults, Table, check_spec, closing_words, matches
 from .wire import Emission
 
 Moment = Literal["response", "event", "sent", "opened", "transcription"]
@@ -91,20 +91,17 @@ _WHEN = {
     "opened": {"opened"},
     "transcription": {"transcription"},
 }
-_ACTIONS: dict[Moment, set[str]] = {
-    "response": {"text", "call", "fail", "close", "cancel", "rate_limit", "barge_in", "audio_pace", "audio_burst"},
-    "event": {"delay", "close", "error"},
-    "sent": {"delay", "close"},
-    "opened": {"expire"},
-    "transcription": {"fail"},
+#: The actions of each moment: a response's answer (`text`, `call`), and the fault actions declared for it
+#: (`rtrace.net.actions.KEYS`).
+_ACTIONS: dict[str, set[str]] = {
+    moment: {k for k, key in KEYS.items() if moment in key.moments} | ({"text", "call"} if moment == "response"
+                                                                      else set())
+    for moment in _WHEN
 }
 #: Response actions that end the response at once, with no output: none goes with an answer or another of them.
-_ENDING = ("fail", "cancel", "rate_limit")
-#: The reasons a response is cancelled for (`status_details.reason`): the server cancels on its own only when it
-#: hears the user (`turn_detected`).
-CANCEL_REASONS = ("turn_detected", "client_cancelled")
-#: The limits a `rate_limits.updated` names.
-RATE_LIMITS = ("tokens", "requests")
+_ENDING = tuple(k for k, key in KEYS.items() if key.ends)
+#: Response actions that act on its output audio.
+_AUDIO = frozenset(k for k, key in KEYS.items() if key.audio)
 #: The `fault` of a turn a script file wrote (the fault flags' turns are named after their flag).
 SCRIPT = "script"
 
@@ -146,30 +143,22 @@ class Turn:
     sent_count: int | None = None
     #: Only the Nth event `event` / `sent` matches (counted in the server's life) sets the turn off.
     nth: int | None = None
-    text: str | None = None
-    calls: tuple[Call, ...] = ()
-    fail: str | None = None
-    close: int | None = None
-    delay: float | None = None
-    error: str | None = None
-    expire: float | None = None
     #: The server's Kth input audio transcription (`when.transcription`, counted in the server's life).
     transcription: int | None = None
-    #: The response is cancelled by the server right after `response.created`, for this reason.
-    cancel: str | None = None
-    #: The response hits this rate limit (`tokens` or `requests`): `rate_limits.updated` with none remaining,
-    #: then `response.done` failed `rate_limit_exceeded`.
-    rate_limit: str | None = None
-    #: The user starts speaking once this many seconds of the response's output audio were sent (server VAD).
-    barge_in: float | None = None
-    #: The response's output audio paced at this many seconds per second of audio (1: real time).
-    audio_pace: float | None = None
-    #: The response's output audio held this long before its first delta, then sent in one burst.
-    audio_burst: float | None = None
+    text: str | None = None
+    calls: tuple[Call, ...] = ()
+    #: Its fault actions, (script key, value as read) in the declaration's order (`rtrace.net.actions.KEYS`); each
+    #: reads as an attribute of the turn (`turn.close`, None when it has none).
+    acts: tuple[tuple[str, Any], ...] = ()
     #: How many times the turn may act in the server's life; None: every time.
     times: int | None = None
     #: What its notes call it: `script` (a turn of a file), or the fault flag it was compiled from (`drop-on`).
     fault: str = SCRIPT
+
+    def __getattr__(self, name: str) -> Any:
+        if name in KEYS:
+            return dict(self.__dict__.get("acts", ())).get(name)
+        raise AttributeError(name)
 
     @property
     def spec(self) -> str:
@@ -459,11 +448,11 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         raise fail(f"one action on an event, not {', '.join(ordered)}", ordered[1])
     ending = [k for k in ordered if k in _ENDING]
     if moment == "response" and ending and (len(ending) > 1 or actions & {"text", "call"}):
-        word = {"fail": "a failed", "cancel": "a cancelled", "rate_limit": "a rate-limited"}[ending[0]]
+        word = KEYS[ending[0]].ends
         where = ending[1] if len(ending) > 1 else ending[0]
         raise fail(f"{word} response has no text and no call, and one end ({', '.join(ending)})", where)
-    if ending and actions & {"barge_in", "audio_pace", "audio_burst"}:
-        key = next(k for k in ordered if k in {"barge_in", "audio_pace", "audio_burst"})
+    if ending and actions & _AUDIO:
+        key = next(k for k in ordered if k in _AUDIO)
         raise fail(f"`{key}` acts on a response's output audio: `{ending[0]}` ends it with none", key)
 
     fields: dict[str, Any] = {}
@@ -483,21 +472,6 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise fail(f"`{key}` must be a whole number of at least {low}", where)
         return value
-
-    def duration_of(key: str, source: dict[str, Any]) -> float | None:
-        value = source.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise fail(f'`{key}` must be a duration: "2s", "250ms"', key)
-        try:  # one grammar with the command line: a number needs a unit (0 excepted)
-            seconds = parse_duration(value if isinstance(value, str) else repr(value))
-        except ValueError as e:
-            raise fail(f"`{key}`: {getattr(e, 'why', e)}" + (" (in quotes)" if not isinstance(value, str) else ""),
-                       key) from None  # fmt: skip
-        if key in ("delay", "barge_in", "audio_burst") and not seconds < 86400:
-            raise fail(f'`{key}` must be under a day: "2s", "250ms"', key)
-        return seconds
 
     fields["user"] = text_of("user", when, "when.user")
     regex = text_of("user_regex", when, "when.user_regex")
@@ -540,37 +514,14 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         fields["calls"] = tuple(_call(c, fail) for c in listed)
         if not fields["calls"]:
             raise fail("`call` is an empty list", "call")
-    failure = raw.get("fail")
-    if failure is not None:
-        if failure is True:
-            fields["fail"] = "server_error"
-        elif isinstance(failure, str) and failure:
-            fields["fail"] = failure
-        else:
-            raise fail("`fail` must be true or an error code", "fail")
-    close = raw.get("close")
-    if close is not None:
-        if not isinstance(close, int) or isinstance(close, bool) or not valid_close_code(close):
-            codes = "1000-1003, 1007-1014, 3000-4999, 1005 (no code) or 1006 (no close frame)"
-            raise fail(f"`close` must be a close code: {codes}", "close")
-        fields["close"] = close
-    for key in ("delay", "expire", "barge_in", "audio_burst"):
-        fields[key] = duration_of(key, raw)
-    for key, choices in (("cancel", CANCEL_REASONS), ("rate_limit", RATE_LIMITS)):
-        value = raw.get(key)
-        if value is True:
-            fields[key] = choices[0]
-        elif isinstance(value, str) and value in choices:
-            fields[key] = value
-        elif value is not None:
-            raise fail(f"`{key}` must be true or one of {', '.join(choices)}", key)
-    pace = raw.get("audio_pace")
-    if pace is not None:
-        if isinstance(pace, bool) or not isinstance(pace, (int, float)) or not 0 < pace <= 100:
-            raise fail("`audio_pace` must be a number above 0, at most 100 (seconds per second of audio; 1: real "
-                       "time)", "audio_pace")  # fmt: skip
-        fields["audio_pace"] = float(pace)
-    fields["error"] = text_of("error", raw, "error")
+    acts = []
+    for key, declared in KEYS.items():  # each fault action read as it is declared (`rtrace.net.actions`)
+        if raw.get(key) is not None:
+            try:
+                acts.append((key, declared.reader.read(key, raw[key])))
+            except ValueError as e:
+                raise fail(str(e), key) from None
+    fields["acts"] = tuple(acts)
     times = raw.get("times")
     if times is not None and (not isinstance(times, int) or isinstance(times, bool) or times < 0):
         raise fail("`times` must be a whole number (0: every time)", "times")
@@ -580,9 +531,7 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
         raise fail(f"a `fault = {fault!r}` turn names an event, a count, a response, an expiry or a transcription",
                    "fault")
     if times is None:  # a fault fires once by default, an answer every time
-        faulty = (turn.fail, turn.close, turn.error, turn.expire, turn.cancel, turn.rate_limit, turn.barge_in,
-                  turn.audio_pace, turn.audio_burst)
-        times = 1 if any(v is not None for v in faulty) else 0
+        times = 1 if any(KEYS[key].once for key, _ in turn.acts) else 0
     return dataclasses.replace(turn, times=times or None)
 
 
@@ -649,14 +598,7 @@ def render(schedule: Schedule) -> str:
                 arguments = f", arguments = {_value(call.arguments)}" if call.arguments is not None else ""
                 calls.append(f"{{ name = {_value(call.name)}{arguments} }}")
             out.append(f"call = [{', '.join(calls)}]")
-        actions = {"fail": turn.fail, "close": turn.close, "error": turn.error, "cancel": turn.cancel,
-                   "rate_limit": turn.rate_limit, "audio_pace": turn.audio_pace}  # fmt: skip
-        out.extend(f"{k} = {_value(v)}" for k, v in actions.items() if v is not None)
-        durations = (("delay", turn.delay), ("expire", turn.expire), ("barge_in", turn.barge_in),
-                     ("audio_burst", turn.audio_burst))  # fmt: skip
-        for key, seconds in durations:
-            if seconds is not None:
-                out.append(f"{key} = {_value(seconds_text(seconds))}")
+        out.extend(f"{key} = {_value(KEYS[key].reader.write(value))}" for key, value in turn.acts)
         out.append(f"times = {turn.times or 0}")
     return "\n".join(out) + "\n"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: The largest seed (a trace header and the fake model's generator take it: 63 bits).
@@ -16,9 +16,6 @@ MAX_SEED = 2**63 - 1
 #: The largest `k` and the longest time a fault's value may name (seconds: a day).
 MAX_K = 1_000_000
 MAX_FAULT_SECONDS = 86_400.0
-#: The kinds whose value is a time in seconds, a close code, a word (an error code, a reason, a limit).
-_SECONDS_KINDS = frozenset({"latency", "jitter", "delay", "expire", "barge_in", "burst"})
-_CODE_KINDS = frozenset({"drop", "close"})
 _TARGET = re.compile(r"[A-Za-z0-9_.:*=/-]{0,200}")
 
 
@@ -29,9 +26,10 @@ def check_seed(seed: Any, where: str = "seed") -> int:
     return seed
 
 
-def check_fault(f: Any, kinds: Iterable[str], moments: Iterable[str]) -> None:
-    """Raise ValueError unless every value of `f` is one the command line would take: a known kind and moment, a
-    target that is an event type, `k` a whole number from 1, a time finite and in range, a close code."""
+def check_fault(f: Any, kinds: Mapping[str, str], moments: Iterable[str]) -> None:
+    """Raise ValueError unless every value of `f` is one the command line would take: a known kind (`kinds`: each
+    kind's form, `seconds`, `code` or `word`, as `rtrace.net.actions` declares it) and moment, a target that is an
+    event type, `k` a whole number from 1, a time finite and in range, a close code."""
     if f.kind not in kinds:
         raise ValueError(f"kind {f.kind!r}: give one of {', '.join(kinds)}")
     if f.moment not in moments:
@@ -41,12 +39,12 @@ def check_fault(f: Any, kinds: Iterable[str], moments: Iterable[str]) -> None:
     if not isinstance(f.k, int) or isinstance(f.k, bool) or not 1 <= f.k <= MAX_K:
         raise ValueError(f"k {f.k!r}: give a whole number from 1 to {MAX_K}")
     v = f.value
-    if f.kind in _SECONDS_KINDS or f.kind == "pace":
+    if kinds[f.kind] == "seconds":
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
             raise ValueError(f"{f.kind} value {v!r}: give a number of seconds")
         if not 0 <= v <= MAX_FAULT_SECONDS:
             raise ValueError(f"{f.kind} value {v!r}: give a time from 0 to {MAX_FAULT_SECONDS:g} seconds")
-    elif f.kind in _CODE_KINDS:
+    elif kinds[f.kind] == "code":
         if not isinstance(v, int) or isinstance(v, bool) or not 1000 <= v <= 4999:
             raise ValueError(f"{f.kind} value {v!r}: give a close code from 1000 to 4999")
     elif not isinstance(v, str) or not _TARGET.fullmatch(v):
