@@ -332,7 +332,7 @@ class Action:
             when = {"opened": True}
         else:
             when = {f.moment: f.k}
-        return {"when": when, self.key: f.value, "times": 1}
+        return {"when": when, self.key: float(f.value) if self.form == "seconds" else f.value, "times": 1}
 
 
 def _latency_points(surface: Surface) -> list[Drawn]:

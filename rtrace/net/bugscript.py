@@ -12,7 +12,7 @@ from pathlib import Path
 from ..core.inputs import MAX_NESTING, UnreadableInput, nesting_over, read_side_input
 from ..rules import RULES
 from .schedule import Schedule
-from .script import SCRIPT_BYTES, parse_script
+from .script import SCRIPT_BYTES
 from .script import Schedule as ScriptSchedule
 from .values import comment_text
 
@@ -27,7 +27,7 @@ def bug_script(schedule: Schedule, base: ScriptSchedule) -> str:
     text = schedule.script_toml()
     if base:
         head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
-        ours = parse_script(text, "<schedule>") if schedule.turn_faults() else ScriptSchedule()
+        ours = schedule.script() if schedule.turn_faults() else ScriptSchedule()
         where = comment_text(str(base.path or "the script"))
         text = f"{head}\n# then the turns of {where} the hunt ran on\n\n{(ours + base).to_toml()}"
     return text + f"{SCHEDULE_LINE}{json.dumps(schedule.to_json())}\n"

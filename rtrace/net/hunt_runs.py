@@ -21,7 +21,6 @@ from .bugs import About
 from .intercept import intercepting
 from .processes import Ended, Stopped, Stopper, kill_strays_default
 from .schedule import BugKey, Schedule
-from .script import parse_script
 from .server import ServerOptions, run_server
 from .sweep import CommandNotFound, command_env, how_ended, run_command
 from .tls import trust_env
@@ -216,7 +215,7 @@ def server_options(template: ServerOptions, schedule: Schedule, trace: Path, hea
     with the hunt's header fields."""
     default, by_type = schedule.latency()
     jitter, jitter_by_type = schedule.jitter()
-    turns = parse_script(schedule.script_toml(), "<schedule>") if schedule.turn_faults() else None
+    turns = schedule.script() if schedule.turn_faults() else None
     endpoint = dataclasses.replace(template.endpoint, seed=schedule.seed)
     return dataclasses.replace(
         template, host="127.0.0.1", port=0, record=trace, latency=default, latency_by_type=by_type,

@@ -35,7 +35,6 @@ again by hand (`rtrace serve --script`, `rtrace sweep --script`). Pure: no I/O, 
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Generator as GeneratorType
@@ -43,6 +42,8 @@ from typing import Any, Literal
 
 from ..core.durations import format_duration
 from .actions import ACTION_BY_KIND, BY_COST, CANONICAL_LATENCY, error_code
+from .script import Schedule as ScriptSchedule
+from .script import Turn, render, turn_of
 from .values import check_fault, check_seed, comment_text
 
 #: A search kind: the `kind` of an action of `rtrace.net.actions.ACTIONS`.
@@ -286,21 +287,34 @@ class Schedule:
         return self.latency("jitter")
 
     def turn_faults(self) -> list[Fault]:
-        """The faults that are script turns (all but latency and jitter), in turn order."""
-        return [f for f in self.faults if f.kind not in ("latency", "jitter")]
+        """The faults that are script turns (all but latency and jitter: those with a script key), in turn order."""
+        return [f for f in self.faults if ACTION_BY_KIND[f.kind].key is not None]
 
-    def script_toml(self) -> str:
-        """The scenario script of this schedule (`rtrace serve --script`); the latency is a flag (`serve_args`),
-        written in its comments."""
+    def script(self) -> ScriptSchedule:
+        """The endpoint's schedule value of this schedule's turns, built from the faults' actions
+        (`rtrace.net.actions.Action.table`), no TOML read: each turn numbered and placed (`line`) as `script_toml`
+        writes it, so a note names the line of the bug's script."""
+        turns = [turn_of(ACTION_BY_KIND[f.kind].table(f), i + 1) for i, f in enumerate(self.turn_faults())]
+        head = len(self._comments()) + 1
+        placed = [dataclasses.replace(t, line=head + 1 + sum(_rendered_lines(u) for u in turns[:i]))
+                  for i, t in enumerate(turns)]  # fmt: skip
+        return ScriptSchedule(tuple(placed), (), "<schedule>")
+
+    def _comments(self) -> list[str]:
         lines = ["# rtrace hunt schedule", f"# seed {self.seed}"]
         for f in self.faults:
             lines.append(f"# {comment_text(f.describe())}")
         flags = " ".join(self.serve_args())
         if flags:
             lines.append(f"# run with: rtrace serve {flags} --script THIS_FILE")
-        for f in self.turn_faults():
-            lines += ["", "[[turn]]", *_turn_lines(f)]
-        return "\n".join(lines) + "\n"
+        return lines
+
+    def script_toml(self) -> str:
+        """The scenario script of this schedule (`rtrace serve --script`), written by the scripts' one writer
+        (`rtrace.net.script.render`) under comments that say it; the latency is a flag (`serve_args`), written in
+        its comments. `parse_script(s.script_toml())` reads back `s.script()`."""
+        text = "\n".join(self._comments()) + "\n"
+        return text + "\n" + render(self.script()) if self.turn_faults() else text
 
     def serve_args(self) -> list[str]:
         """The `rtrace serve` / `sweep` flags besides `--script`: latency, jitter and seed."""
@@ -344,34 +358,9 @@ def _fault_order(f: Fault) -> tuple[Any, ...]:
     return (KIND_COST[f.kind], f.moment, f.target, f.k, str(f.value))
 
 
-def _toml_string(text: str) -> str:
-    return json.dumps(text)
-
-
-def _turn_lines(f: Fault) -> list[str]:
-    """The `[[turn]]` body of a fault that is a script turn."""
-    if f.kind == "expire":
-        return ["when = { opened = true }", f"expire = {_toml_string(format_duration(float(f.value)))}"]
-    if f.kind == "transcription":
-        return [f"when = {{ transcription = {f.k} }}", f"fail = {_toml_string(str(f.value))}"]
-    if f.moment == "response":
-        when = f"when = {{ response = {f.k} }}"
-        if f.kind in ("fail", "cancel", "rate_limit"):
-            return [when, f"{f.kind} = {_toml_string(str(f.value))}"]
-        if f.kind in ("barge_in", "burst"):
-            key = "barge_in" if f.kind == "barge_in" else "audio_burst"
-            return [when, f"{key} = {_toml_string(format_duration(float(f.value)))}"]
-        if f.kind == "pace":
-            return [when, f"audio_pace = {float(f.value)!r}"]
-        return [when, f"close = {int(f.value)}"]
-    key = "event" if f.moment == "event" else "sent"
-    nth = f", nth = {f.k}" if f.k > 1 else ""
-    when = f"when = {{ {key} = {_toml_string(f.target)}{nth} }}"
-    if f.kind in ("drop", "close"):
-        return [when, f"close = {int(f.value)}"]
-    if f.kind == "error":
-        return [when, f"error = {_toml_string(str(f.value))}"]
-    return [when, f"delay = {_toml_string(format_duration(float(f.value)))}", "times = 1"]
+def _rendered_lines(turn: Turn) -> int:
+    """How many lines the one writer gives a turn, with the blank line after it."""
+    return render(ScriptSchedule((turn,))).count("\n") + 1
 
 
 # -- the systematic phase --------------------------------------------------------------------------------------

@@ -355,6 +355,17 @@ def parse_script(text: str, path: str = "<script>") -> Schedule:
     return _schedule(raw_turns, transcripts, path, lines)
 
 
+def turn_of(table: Table, index: int, line: int = 0) -> Turn:
+    """The script turn `index` of a table a program built, its values already read (as
+    `rtrace.net.actions.Action.table` makes them: the hunt's faults), without the file's checks: its `when`
+    conditions, its fault actions, its `times`."""
+    when = table["when"]
+    moment = next(m for m, keys in _WHEN.items() if (keys - {"nth"}) & set(when))
+    conditions = {k: v for k, v in when.items() if k != "opened"}
+    acts = tuple((key, table[key]) for key in KEYS if table.get(key) is not None)
+    return Turn(index, line, moment, **conditions, acts=acts, times=table.get("times") or None)  # type: ignore[arg-type]
+
+
 def _schedule(tables: list[Table], transcripts: list[str], path: str, lines: _Lines | None) -> Schedule:
     where = lines or _Lines("")
     turns = tuple(_turn(raw, k + 1, where, path) for k, raw in enumerate(tables))
