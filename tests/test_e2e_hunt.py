@@ -18,7 +18,7 @@ import pytest
 
 from rtrace.engine.fold import analyze_path
 from rtrace.net.hunt import Bug, HuntOptions, HuntResult, hunt, records_of
-from rtrace.net.schedule import SURVIVAL
+from rtrace.net.keys import SURVIVAL
 
 from .conftest import ROOT, client_node, client_python
 

@@ -8,10 +8,11 @@ import random
 
 import pytest
 
-from rtrace.net.actions import ACTIONS, FLAGS, KEYS, LINK_KINDS, Action
+from rtrace.net.actions import ACTIONS, FLAGS, KEYS, LINK_KINDS, Action, error_code
 from rtrace.net.faults import FAULTS
-from rtrace.net.schedule import KIND_COST, MOMENTS, Fault, Schedule, random_fault, single_faults
+from rtrace.net.schedule import KIND_COST, MOMENTS, Fault, Schedule
 from rtrace.net.script import _ACTIONS, parse_script
+from rtrace.net.search import random_fault, single_faults
 from rtrace.net.values import check_fault
 
 from .test_net_search import RICH
@@ -63,3 +64,10 @@ def test_the_flags_and_the_link_derive_from_the_declaration() -> None:
     assert LINK_KINDS == {"latency", "jitter", "drop", "close", "error", "delay", "expire"}
     for flag, action in FLAGS:
         assert action.key is not None, f"--{flag.name} compiles to turns: its action needs a script key"
+
+
+def test_error_answers_use_the_codes_the_real_api_sends() -> None:
+    assert error_code("conversation.item.create:function_call_output") == "invalid_tool_call_id"
+    assert error_code("conversation.item.delete") == "item_delete_invalid_item_id"
+    assert error_code("response.create") == "conversation_already_has_active_response"
+    assert error_code("input_audio_buffer.append") == "server_error"

@@ -32,8 +32,9 @@ from rtrace.net.hunt import (
     load_schedule,
     records_of,
 )
+from rtrace.net.keys import SURVIVAL, BugKey
 from rtrace.net.processes import Stopper
-from rtrace.net.schedule import SURVIVAL, BugKey, Fault, Schedule
+from rtrace.net.schedule import Fault, Schedule
 from rtrace.net.script import load_script
 from rtrace.net.server import ServerOptions
 from rtrace.net.sweep import CommandNotFound
@@ -381,7 +382,7 @@ def test_the_users_script_is_the_base_the_schedule_runs_on(tmp_path: Path) -> No
     schedule runs the user's script alone; a fault the user's script injects is the client's world: its echo is
     no bug, and the client's reaction is to the hunt's fault, not to the script's."""
     from rtrace.net.hunt import injected_kinds, server_options
-    from rtrace.net.schedule import reaction
+    from rtrace.net.keys import reaction
     from rtrace.net.script import parse_script
 
     text = ('[[turn]]\nwhen = { user = "order" }\ncall = { name = "lookup_order" }\n\n'

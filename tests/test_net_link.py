@@ -17,8 +17,9 @@ from websockets.exceptions import ConnectionClosed
 from rtrace.net.faults import Faults
 from rtrace.net.link import FAKE_ONLY, LINK_KINDS, check_link, link_makes, run_link
 from rtrace.net.proxy import RecordOptions
-from rtrace.net.schedule import Fault, single_faults, surface_of
+from rtrace.net.schedule import Fault
 from rtrace.net.script import Schedule
+from rtrace.net.search import single_faults, surface_of
 from rtrace.net.server import ServerOptions, run_server
 
 USER = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hello there"}]}

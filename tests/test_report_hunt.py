@@ -10,8 +10,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rtrace.net.hunt import Bug, HuntOptions, HuntResult, Progress, Run
-from rtrace.net.schedule import SURVIVAL, BugKey, Fault, Schedule, Surface
+from rtrace.net.keys import SURVIVAL, BugKey
+from rtrace.net.schedule import Fault, Schedule
 from rtrace.net.script import parse_script
+from rtrace.net.search import Surface
 from rtrace.report.console import plain_console
 from rtrace.report.hunt import progress_line, render, render_terminal, result_json
 

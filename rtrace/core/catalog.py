@@ -82,7 +82,7 @@ SERVER_EVENTS: Final = frozenset(
 
 #: Server events that acknowledge one client event each (`session.update`, an item's create, delete, truncate or
 #: retrieve, an audio commit or clear, `response.create`): where an answer's latency matters, so a hunt delays
-#: these (`rtrace.net.schedule`). The server's own moments are not here (`session.created`, speech, a response's
+#: these (`rtrace.net.search`). The server's own moments are not here (`session.created`, speech, a response's
 #: output and end: nothing the client asked for waits on them), nor `error` (a refusal, a fault of its own).
 ACK_TYPES: Final = frozenset(
     {

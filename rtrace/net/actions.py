@@ -1,9 +1,9 @@
 """Every fault action, declared once (`ACTIONS`), as toxiproxy registers a toxic: its search kind and moments, the
 script key its turn carries and how that value is read and written, its words, its canonical value, what the
 hunt's search draws and how it shrinks it, its cost, whether a link can make it, and the `serve` flags that compile
-to it. The flags (`rtrace.net.faults`), the script's keys (`rtrace.net.script`), the search's kinds
-(`rtrace.net.schedule`), the link's (`rtrace.net.link`) and every description derive from it. Pure: imports only
-`rtrace.core`; no I/O, no event loop, no endpoint. Adding a fault: one `Action` here plus its behaviour.
+to it. The flags (`rtrace.net.faults`), the script's keys (`rtrace.net.script`), the search's kinds (`schedule`,
+`search`, `shrink`), the link's (`link`) and every description derive from it. Pure: imports only `rtrace.core`;
+no I/O, no event loop, no endpoint. Adding a fault: one `Action` here plus its behaviour.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ FACTOR = Reader(_factor)
 
 
 class Surface(Protocol):
-    """What an action's draws read of a clean run (`rtrace.net.schedule.Surface`)."""
+    """What an action's draws read of a clean run (`rtrace.net.search.Surface`)."""
 
     @property
     def client(self) -> tuple[tuple[str, int], ...]: ...

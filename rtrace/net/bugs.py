@@ -16,7 +16,8 @@ from typing import Any
 
 from ..rules import RULES
 from ..rules.base import Finding
-from .schedule import SURVIVAL, BugKey, Schedule
+from .keys import SURVIVAL, BugKey
+from .schedule import Schedule
 from .script import Schedule as ScriptSchedule
 
 #: What a finding is about (`BugKey.finding`): its rule and the kinds of its items.
@@ -198,7 +199,7 @@ def reaction_of(basic: str, rules: Iterable[str], survived: bool, hung: bool) ->
     """The client's reaction as an entry is keyed by: `gave up`, `hung` (the turn never completed, or the command
     outlived its deadline), `reconnected and lost data` (a data-losing rule among `rules`: `lost` names what; an
     item lost on the reconnect is the cause even when the turn then hung), `reconnected and restored`, `continued`,
-    from `schedule.reaction`'s class (`basic`)."""
+    from `keys.reaction`'s class (`basic`)."""
     lost_items = any(r in DATA_LOSS and FAMILIES.get(r) != TURN_LOST for r in rules)
     if basic == "reconnected" and lost_items:
         return "reconnected and lost data"  # the loss is the cause; a turn that then hung is what followed from it
@@ -410,7 +411,7 @@ class Bug:
     shrink_runs: int = 0
     #: How the command ended (survival findings), else "".
     how: str = ""
-    #: The other findings of the defect, `RULE slug` each: linked to this one (`schedule.linked`) in every run
+    #: The other findings of the defect, `RULE slug` each: linked to this one (`keys.linked`) in every run
     #: that reproduced it - one bug seen by several rules, reported once.
     also: list[str] = dataclasses.field(default_factory=list)
     #: Every rule of the bug, (id, slug), its own first.

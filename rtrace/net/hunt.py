@@ -1,7 +1,7 @@
 """`rtrace hunt`: look for the bugs of a real client by itself. Runs the user's command against a fresh fake
-endpoint per schedule (`rtrace.net.schedule`: the fault space, the phases, the shrinker, the bug keys) and
-turns what the runs showed into distinct, shrunk, re-run bugs. Prints nothing: `rtrace.report.hunt` renders
-the result, the progress it is told of.
+endpoint per schedule (`rtrace.net.schedule` the values, `search` the phases, `shrink` the shrinker, `keys` the
+bug keys) and turns what the runs showed into distinct, shrunk, re-run bugs. Prints nothing:
+`rtrace.report.hunt` renders the result, the progress it is told of.
 
 1. **The clean run**: no fault, no latency. Its trace is the client's surface; its findings are the baseline,
    bugs like any other (their schedule: no fault), and a finding of the same rule on the same kind of item under a
@@ -15,7 +15,7 @@ the result, the progress it is told of.
 3. **The bugs**: candidates by cause (`rtrace.net.bugs`: the defect, the items, the point of the surface where the
    fault acted, the client's reaction; a client that gave up on a connection fault is one candidate wherever it
    was), the data-losing ones first (`max_bugs` never cuts one for a survival candidate; what it cuts is
-   `HuntResult.left_out`); for each, the cheapest schedule that showed it is shrunk (`schedule.shrink`; each
+   `HuntResult.left_out`); for each, the cheapest schedule that showed it is shrunk (`shrink.shrink`; each
    candidate is re-run up to `shrink_runs` times: a flaky reproduction counts once it shows), its reproduction rate
    taken over `repro_runs` runs, and one reproducing trace minimized keeping the entry's findings
    (`rtrace.transform.minimize`). Where that does not reproduce it reliably, the next schedules that showed the
@@ -25,7 +25,7 @@ the result, the progress it is told of.
    reported as a bug. A finding made certain by an answer a fault injected, or about what it refused
    (`bugs.echoed_with`), is no bug.
 4. **The client did not survive**: a run whose command exits non-zero, dies of a signal or outlives `timeout`
-   is a finding of its own kind (`schedule.SURVIVAL`), shrunk and re-run the same way.
+   is a finding of its own kind (`keys.SURVIVAL`), shrunk and re-run the same way.
 
 Every run's trace header holds its seed and its schedule (`hunt`); each bug's schedule is written as a script
 (`bug-N.toml`, with its `serve` flags and its schedule as JSON in the comments: `load_schedule` reads it back,
@@ -86,25 +86,13 @@ from .hunt_runs import (
     records_of,
     server_options,
 )
+from .keys import SURVIVAL, BugKey, acted, bug_key, item_calls_of, item_kinds_of, linked, reaction
 from .link import UpstreamTarget, link_makes
 from .processes import Stopped, Stopper
-from .schedule import (
-    SURVIVAL,
-    BugKey,
-    Generator,
-    Schedule,
-    Surface,
-    acted,
-    bug_key,
-    item_calls_of,
-    item_kinds_of,
-    linked,
-    reaction,
-    shrink,
-    surface_of,
-    systematic,
-)
+from .schedule import Schedule
 from .script import Schedule as ScriptSchedule
+from .search import Generator, Surface, surface_of, systematic
+from .shrink import shrink
 from .sweep import check_command
 from .values import check_seed
 

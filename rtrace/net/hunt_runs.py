@@ -19,8 +19,9 @@ from typing import Any, Protocol
 from ..rules.base import Finding
 from .bugs import About
 from .intercept import intercepting
+from .keys import BugKey
 from .processes import Ended, Stopped, Stopper, kill_strays_default
-from .schedule import BugKey, Schedule
+from .schedule import Schedule
 from .server import ServerOptions, run_server
 from .sweep import CommandNotFound, command_env, how_ended, run_command
 from .tls import trust_env
@@ -87,7 +88,7 @@ class Run:
     exit_code: int | None
     seconds: float
     findings: list[Finding] = dataclasses.field(default_factory=list)
-    #: One key per defect of the run - a group of findings that name one item or call (`schedule.linked`), keyed
+    #: One key per defect of the run - a group of findings that name one item or call (`keys.linked`), keyed
     #: by its primary finding (`primary_order`) - then the client's failure.
     keys: list[BugKey] = dataclasses.field(default_factory=list)
     reaction: tuple[str, tuple[str, ...]] = ("continued", ())

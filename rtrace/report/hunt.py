@@ -25,8 +25,8 @@ from ..core.durations import format_duration
 from ..core.escape import json_visible, shown
 from ..net.common import safe_url
 from ..net.hunt import Bug, HuntResult, Progress
+from ..net.keys import SURVIVAL
 from ..net.link import FAKE_ONLY
-from ..net.schedule import SURVIVAL
 from ..rules import RULES
 from .markdown import md_text
 
