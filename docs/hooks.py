@@ -2,6 +2,7 @@
 
 - `cli.md`, the command reference, from the click command tree of `rtrace.cli.app` (typer's app): every command
   with its help, usage, arguments, options (names, value, default) and the examples of its `--help`.
+- `faults.md`, every fault action, from `rtrace.net.actions.ACTIONS`: its flags, script key, words, moments, link.
 - `rules/index.md` and a page per rule (`rules/<slug>.md`), from `rtrace.rules.RULES`: the table, then each rule's
   docstring, which is its user documentation (what `rtrace rules SLUG` prints).
 
@@ -142,11 +143,43 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def fault_reference() -> str:
+    """`faults.md`: every fault action of `rtrace.net.actions.ACTIONS`, as `serve`, a script and `rtrace hunt` know
+    it: its flags, its script key, what it does in words, what the hunt draws, whether a link makes it."""
+    from rtrace.net.actions import BY_COST, Action
+
+    def words(action: Action) -> str:
+        from rtrace.net.schedule import Fault
+
+        moment = action.moments[0]
+        target = {"event": "TYPE", "sent": "TYPE", "all": "*"}.get(moment, "")
+        return Fault(action.kind, moment, target, action.canonical, 2).describe()  # type: ignore[arg-type]
+
+    rows = []
+    for action in BY_COST:
+        flags = ", ".join(f"`--{f.name}` (marker `{f.field}`)" for f in action.flags) or (
+            f"`--{action.kind}`" if action.key is None else "-")  # fmt: skip
+        key = f"`{action.key}`" if action.key else "-"
+        rows.append(f"| `{action.kind}` | {_cell(words(action))} | {flags} | {key} | {', '.join(action.moments)} | "
+                    f"{'yes' if action.link else 'no'} |")  # fmt: skip
+    return "\n".join([
+        "# Faults\n",
+        "Generated from the declaration of each fault action (`rtrace/net/actions.py`): the kinds `rtrace hunt` "
+        "searches, cheapest first, with an example of each in words (at the 2nd point it acts at), the `serve` flags "
+        "and the script key that make it, where it acts, and whether a link to a real server (`--upstream`, "
+        "`record`) can make it.\n",
+        "| kind | an example | `serve` flag | script key | acts at | a link makes it |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ])  # fmt: skip
+
+
 # -- MkDocs ----------------------------------------------------------------------------------------------------------
 
 
 def generated_pages() -> dict[str, str]:
-    return {"cli.md": cli_reference(), **rule_pages()}
+    return {"cli.md": cli_reference(), "faults.md": fault_reference(), **rule_pages()}
 
 
 def on_config(config: Any) -> Any:

@@ -67,6 +67,19 @@ def test_the_rule_reference_lists_every_rule_with_its_docstring(site: Path) -> N
         assert rule.slug in (site / "rules" / "index.html").read_text(encoding="utf-8")
 
 
+def test_the_fault_reference_has_every_action_its_flags_and_its_words() -> None:
+    """The generated `faults.md` says every action of `rtrace.net.actions.ACTIONS` (a new fault is in the docs with
+    no edit of them); the command reference has each of its flags."""
+    from rtrace.net.actions import ACTIONS
+
+    page, cli = hooks().fault_reference(), hooks().cli_reference()
+    for action in ACTIONS:
+        row = next((line for line in page.splitlines() if line.startswith(f"| `{action.kind}` |")), None)
+        assert row is not None, action.kind
+        assert all(f"`--{f.name}` (marker `{f.field}`)" in row and f"--{f.name}" in cli for f in action.flags)
+        assert action.key is None or f"`{action.key}`" in row
+
+
 def _commands() -> tuple[Any, list[tuple[str, Any]]]:
     import typer.main
 

@@ -356,6 +356,8 @@ def test_the_marker_takes_every_serve_option_by_its_field_and_the_docs_name_each
     from rtrace.net.faults import FAULTS
     from rtrace.net.options import ENDPOINT_OPTIONS
 
+    from .test_docs_site import hooks
+
     assert marker_options() == [o.field for o in ENDPOINT_OPTIONS if o.field not in ("host", "port", "record")]
     assert {f.field for f in FAULTS} <= set(marker_options())
     assert _cli_value("drop_on", "response.create", None) == ["response.create"]  # type: ignore[arg-type]
@@ -363,6 +365,7 @@ def test_the_marker_takes_every_serve_option_by_its_field_and_the_docs_name_each
     assert _cli_value("expire_after", 10, None) == "10s"  # type: ignore[arg-type]
     root = Path(__file__).resolve().parent.parent
     docs = (root / "README.md").read_text() + "".join(p.read_text() for p in sorted((root / "docs").glob("*.md")))
+    docs += hooks().fault_reference()  # a fault's marker key: the generated fault reference (rtrace.net.actions)
     assert [o for o in marker_options() if not re.search(rf"`{o}\b", docs)] == []
 
 
