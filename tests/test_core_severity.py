@@ -43,3 +43,16 @@ def test_analyze_serve_and_the_exit_code_agree_on_each_level(level: str) -> None
     found = [F("warning")]
     expected = ExitCode.FINDINGS if level in ("warning", "info") else ExitCode.OK
     assert exit_code(found, level) == expected  # type: ignore[arg-type]
+
+
+def test_at_or_above_is_read_in_one_place() -> None:
+    """No module but `core/severity.py` compares severity ranks against a level (`failing` is "at or above"): the
+    hunt's exit code and the pytest plugin's hunt read it too (issue 38)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "rtrace"
+    compares = re.compile(r"SEVERITY_RANK[^\n]*(>=|<=|>|<)|(>=|<=|>|<)[^\n]*SEVERITY_RANK")
+    found = [f"{p.relative_to(root)}:{n}" for p in sorted(root.rglob("*.py")) if p.name != "severity.py"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if compares.search(line)]  # fmt: skip
+    assert found == []

@@ -330,7 +330,7 @@ def vad_session(d: Driver, transcription: bool = True, **turn: Any) -> None:
 
 
 def test_server_vad_speech_commits_transcribes_and_answers() -> None:
-    d = make(transcripts=["What's the weather in Oslo?", "thanks"])
+    d = make(transcript=["What's the weather in Oslo?", "thanks"])
     vad_session(d)
     assert d.send(speech(400, hz=0)) == []
     started = d.send(speech(600))
@@ -367,7 +367,7 @@ def test_server_vad_speech_commits_transcribes_and_answers() -> None:
 
 
 def test_without_transcription_the_model_still_hears_and_create_response_false_waits() -> None:
-    d = make(transcripts=["hello"])
+    d = make(transcript=["hello"])
     vad_session(d, transcription=False, create_response=False)
     d.send(speech(300))
     out = d.send(speech(400, hz=0))
@@ -381,7 +381,7 @@ def test_without_transcription_the_model_still_hears_and_create_response_false_w
 
 
 def test_speaking_during_a_response_interrupts_it_and_the_client_truncates() -> None:
-    d = Driver(EndpointConnection(1, EndpointOptions(audio_pace=1.0, transcripts=["a long story please"])))
+    d = Driver(EndpointConnection(1, EndpointOptions(audio_pace=1.0, transcript=["a long story please"])))
     d.open()  # the default session: audio both ways, server VAD, no transcription
     d.send(speech(300), follow=False)
     first = d.send(speech(400, hz=0), follow=False)  # speech ends: the story starts, paced in real time
@@ -405,7 +405,7 @@ def test_speaking_during_a_response_interrupts_it_and_the_client_truncates() -> 
 
 
 def test_interrupt_response_false_lets_the_answer_finish() -> None:
-    d = make(transcripts=["a long story"])
+    d = make(transcript=["a long story"])
     vad_session(d, interrupt_response=False)
     d.send(speech(300), follow=False)
     d.send(speech(400, hz=0), follow=False)  # the story: paused between its chunks
@@ -571,7 +571,7 @@ def test_a_voice_session_the_analyzer_folds_has_the_endpoints_conversation_and_a
     """Speech (server VAD, automatic responses, interruptions), creates, cancels and truncates in any order,
     audio paced in real time: the analyzer folding both sides holds the endpoint's items and audio lengths, and
     reports nothing at warning or above for what only the server did."""
-    options = EndpointOptions(audio_pace=1.0, transcripts=["hello", "a long story please", "thanks"])  # no tool call
+    options = EndpointOptions(audio_pace=1.0, transcript=["hello", "a long story please", "thanks"])  # no tool call
     conn = EndpointConnection(1, options)
     records: list[Record] = []
     pending: list[Any] = []
@@ -652,7 +652,7 @@ GA_REQUIRED: dict[str, set[str]] = {
 
 
 def test_every_server_event_carries_the_fields_the_ga_types_require() -> None:
-    d = Driver(EndpointConnection(1, EndpointOptions(conversation_created=True, rate_limits=True, transcripts=["hi"])))
+    d = Driver(EndpointConnection(1, EndpointOptions(conversation_created=True, rate_limits=True, transcript=["hi"])))
     d.open()
     tools = [{"type": "function", "name": "ping", "parameters": {"type": "object", "properties": {}}}]
     audio_in = {"transcription": {"model": "m"}}

@@ -240,7 +240,7 @@ def test_an_audio_answer_streams_audio_sized_to_its_transcript_in_the_order_of_t
 
 
 def test_g711_output_and_a_tone() -> None:
-    d = Driver(EndpointConnection(1, EndpointOptions(audio_tone_hz=440)))
+    d = Driver(EndpointConnection(1, EndpointOptions(audio_tone=440)))
     d.open()
     fmt = {"output": {"format": {"type": "audio/pcma"}}}
     d.send({"type": "session.update", "session": {"type": "realtime", "audio": fmt}})

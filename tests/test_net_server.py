@@ -721,8 +721,8 @@ def test_options_from_cli() -> None:
     assert (o.endpoint.tool, o.endpoint.tool_arguments, o.endpoint.seed) == ("lookup", '{"id": 4}', 3)
     assert (options_from_cli(tool="ping").endpoint.tool_arguments, options_from_cli().endpoint.tool) == (None, None)
     o = options_from_cli(audio_tone=440, audio_pace=1, transcript=["hi", "bye"], vad_threshold=0.1)
-    assert (o.endpoint.audio_tone_hz, o.endpoint.audio_pace) == (440, 1)
-    assert (o.endpoint.transcripts, o.endpoint.vad_rms) == (["hi", "bye"], 0.1)
+    assert (o.endpoint.audio_tone, o.endpoint.audio_pace) == (440, 1)
+    assert (o.endpoint.transcript, o.endpoint.vad_threshold) == (["hi", "bye"], 0.1)
     for bad in (
         {"duplicate_id": "x"}, {"latency": ["fast"]}, {"from_trace": "/nonexistent.jsonl"}, {"close_code": 1015},
         {"close_code": 2000}, {"tool": "=1"}, {"tool": "x={"}, {"tool": "x=[1]"}, {"audio_tone": -1.0},

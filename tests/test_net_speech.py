@@ -30,7 +30,7 @@ def session(d: Driver, vad: dict[str, Any] | None) -> None:
 
 
 def test_each_committed_turn_is_heard_as_the_next_transcript_the_last_repeating() -> None:
-    d = make(transcripts=["one", "two"])
+    d = make(transcript=["one", "two"])
     session(d, None)
     heard = []
     for _ in range(3):

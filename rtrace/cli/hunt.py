@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..core.severity import failing
 from ..report.console import plain_console, stderr_console, stdout_console
 from ..report.outputs import ReportFormat
-from ..rules.base import SEVERITY_RANK
 from .common import EscapedLines, FailOn, verbatim
 from .outputs import output_format, write_bytes
 from .root import ExitCode, UsageError, app, say
@@ -192,10 +192,8 @@ def hunt(
         raise typer.Exit(exit_status(result.options.stopper.signum if result.options.stopper else None))
     if result.clean_failed or (result.clean is None and result.options.schedules is None):  # failed, or cut
         raise typer.Exit(ExitCode.REPLAY_FAILED)
-    if fail_on is not FailOn.never:
-        floor = SEVERITY_RANK[fail_on.value]
-        if any(SEVERITY_RANK.get(b.severity, 0) >= floor for b in result.bugs):
-            raise typer.Exit(ExitCode.FINDINGS)
+    if failing(result.bugs, fail_on.value):  # the one reading of "at or above" (`never`: none)
+        raise typer.Exit(ExitCode.FINDINGS)
     raise typer.Exit(ExitCode.OK)
 
 

@@ -195,7 +195,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     template, budget, fail_on, folder, runs, upstream = hunting
     from ..net.hunt import HuntOptions
     from ..net.processes import Stopper
-    from ..rules.base import SEVERITY_RANK
 
     root = pyfuncitem.config.rootpath
     path, _, rest = pyfuncitem.nodeid.partition("::")
@@ -214,12 +213,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if result.clean is None:
         pytest.fail(f"rtrace hunt: the budget ran out during the clean run (no fault)\n{_hunt_text(result)}",
                     pytrace=False)  # fmt: skip
-    floor = SEVERITY_RANK.get(fail_on, 99)
-    failing = [b for b in result.bugs if fail_on != "never" and SEVERITY_RANK.get(b.severity, 0) >= floor]
+    failed = failing(result.bugs, fail_on)  # the one reading of "at or above" (`never`: none)
     text = _hunt_text(result)
     if result.not_done:  # never silent: a test that passes a hunt the budget cut says what was left undone
         pyfuncitem.warn(pytest.PytestWarning(f"rtrace hunt: not done within {budget:g}s: {'; '.join(result.not_done)}"))
-    if failing:
+    if failed:
         pytest.fail(text, pytrace=False)
     pyfuncitem.add_report_section("call", "rtrace hunt", text)
     return True

@@ -41,8 +41,6 @@ from .wire import (
 )
 
 DuplicateMode = Literal["append_duplicate", "ignore", "reject"]
-#: `--preamble` as typed, as `EndpointOptions.preamble`.
-PREAMBLE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 CallDeleteMode = Literal["allow", "cascade", "reject"]
 
 
@@ -112,17 +110,17 @@ class EndpointOptions:
     audio_ms_per_char: int = 60
     audio_delta_ms: int = 200
     #: The audio is silence (0), or a sine tone of this many Hz.
-    audio_tone_hz: float = 0.0
+    audio_tone: float = 0.0
     #: Seconds of pause per second of audio, before each audio delta but the first (0: all at once; 1: in real
     #: time, so a user can speak during an answer and interrupt it).
     audio_pace: float = 0.0
     #: Server VAD (`turn_detection` of type `server_vad` or `semantic_vad`; see `rtrace.net.vad`): a 10 ms frame of
     #: appended audio is speech when its RMS reaches this fraction of full scale (0.02: about -34 dBFS).
-    vad_rms: float = 0.02
+    vad_threshold: float = 0.02
     #: What the user said in each committed audio turn of a connection, in order (the last repeats; none: "").
     #: Sent as its transcription when the session enables `audio.input.transcription`, and what the answer reads.
     #: (The schedule's transcripts serve when this is empty.)
-    transcripts: list[str] = dataclasses.field(default_factory=list)
+    transcript: list[str] = dataclasses.field(default_factory=list)
     model: str = "gpt-realtime"
     #: Ids shaped as the real server's (`item_` and 21 opaque letters and digits, `call_` and 16); by default they
     #: say the connection and the count (`item_s1_0003`, `resp_fake0002`), which a reader of serve's trace follows.
@@ -291,7 +289,7 @@ class EndpointConnection(SpeechTurns):
             return self._limit(self._pump(run))
         if token[0] == "barge" and token[1] == self.speech_item:  # the user of a barge-in stops speaking
             config = turn_detection(self.session)
-            settings = settings_of(config, self.options.vad_rms) if config is not None else None
+            settings = settings_of(config, self.options.vad_threshold) if config is not None else None
             return self._limit(self._speech_stopped(int(token[2]), settings)) if settings is not None else []
         if token[0] == "idle" and token[1] == self.idle_epoch:
             return self._limit(self._idle_timeout(int(token[2])))

@@ -156,7 +156,7 @@ def options_for(records: Sequence[Record]) -> EndpointOptions:
                 tool = str(item.get("name"))
     first = next((ev.get("type") for d, ev in records if d == "server"), None)
     sideband = first not in (None, "session.created")  # a WebRTC call's sideband socket: the call made the session
-    return EndpointOptions(model=model, transcripts=transcripts, tool=tool, sideband=sideband, real_ids=True)
+    return EndpointOptions(model=model, transcript=transcripts, tool=tool, sideband=sideband, real_ids=True)
 
 
 def serve_session(records: Sequence[Record], options: EndpointOptions | None = None) -> list[Record]:

@@ -54,7 +54,7 @@ class ScriptOptions(Protocol):
     seed: int
     audio_ms_per_char: int
     audio_delta_ms: int
-    audio_tone_hz: float
+    audio_tone: float
     audio_pace: float
     obfuscation: bool
     real_ids: bool
@@ -437,7 +437,7 @@ class Responses:
 
     def audio(self, run: Run, ids: dict[str, Any], ms: int) -> Steps:
         """`response.output_audio.delta`s holding `ms` milliseconds of the run's format, `audio_delta_ms` each:
-        silence, or a tone of `audio_tone_hz`; `audio_pace` seconds of pause per second of audio before each
+        silence, or a tone of `audio_tone`; `audio_pace` seconds of pause per second of audio before each
         but the message's first (0: as fast as it is made, 1: in real time). The item's audio length is what
         was sent (what a truncate is checked against). On a sideband socket the call plays it: no delta is sent,
         `output_audio_buffer.started` says when it began (`audio_started`)."""
@@ -456,7 +456,7 @@ class Responses:
                 yield from self.audio_started(run)  # time passes: the call has begun to play it
                 yield piece / 1000 * pace
             count = rate * piece // 1000
-            data = encode(tone(count, rate, o.audio_tone_hz, run.audio_samples), codec)
+            data = encode(tone(count, rate, o.audio_tone, run.audio_samples), codec)
             run.audio_samples += count
             item.audio_bytes += len(data)
             if not o.sideband:  # on a WebRTC call's sideband socket the audio goes over the call's media

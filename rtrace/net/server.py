@@ -31,7 +31,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from .. import __version__
-from ..core.durations import format_duration, parse_duration, parse_latencies
+from ..core.durations import format_duration, parse_latencies
 from ..core.inputs import TooDeep, check_nesting
 from ..core.secrets import may_hold_secret, safe_path, scrub_secrets, scrub_text
 from ..core.trace import encode
@@ -44,14 +44,13 @@ from .common import (
     warn_unless_loopback,
     watch_backlog,
 )
-from .endpoint import PREAMBLE_MODES, EndpointConnection, EndpointOptions, SharedCounters
-from .faults import ABNORMAL, NO_STATUS, Faults, check_specs, valid_close_code
+from .endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from .faults import ABNORMAL, NO_STATUS, Faults, check_specs
 from .lateness import Lateness
 from .options import ENDPOINT_OPTIONS, OPTION_BY_FIELD
 from .playback import ResponseSource, recorded_responses
 from .script import Schedule, load_script
 from .tls import TlsFiles, announce_tls, tls_files
-from .values import check_seed
 from .wire import Emission, decode_frame
 
 
@@ -646,75 +645,29 @@ def options_from_cli(**given: Any) -> ServerOptions:
     if unknown:
         raise TypeError(f"options_from_cli: no option {', '.join(unknown)}")
     v = {o.field: o.default for o in ENDPOINT_OPTIONS} | given
-    host, port, seed, tool, script = v["host"], v["port"], v["seed"], v["tool"], v["script"]
-    audio_tone, audio_pace, vad_threshold = v["audio_tone"], v["audio_pace"], v["vad_threshold"]
-    duplicate_id, story_chunk_delay, close_code = v["duplicate_id"], v["story_chunk_delay"], v["close_code"]
-    record = os.fspath(v["record"]) if v["record"] is not None else None
-    from_trace = os.fspath(v["from_trace"]) if v["from_trace"] is not None else None
     cert, key = (os.fspath(v[k]) if v[k] is not None else None for k in ("cert", "key"))
-    files = tls_files(bool(v["tls"]), cert, key, host)
+    files = tls_files(bool(v["tls"]), cert, key, v["host"])
     default, by_type = parse_latencies(v["latency"] or [], "--latency")
     check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
     jitters = [v["jitter"]] if isinstance(v["jitter"], str) else list(v["jitter"] or [])
     jitter, jitter_by_type = parse_latencies(jitters, "--jitter")
     check_specs(list(jitter_by_type), "server", "--jitter", "TYPE=DURATION")
-    if seed is not None:
-        check_seed(seed, "--seed")  # a trace header holds it: 63 bits
-    endpoint = EndpointOptions(seed=seed or 0)
-    if tool is not None:
-        endpoint.tool, endpoint.tool_arguments = parse_tool(tool)
-    if audio_tone is not None:
-        if not 0 <= audio_tone <= 20000:
-            raise ValueError(f"--audio-tone {audio_tone:g}: give 0 (silence) or a frequency up to 20000 Hz")
-        endpoint.audio_tone_hz = audio_tone
-    if audio_pace is not None:
-        if not 0 <= audio_pace <= 100:
-            raise ValueError(f"--audio-pace {audio_pace:g}: 0 (all at once), 1 (real time), or a factor up to 100")
-        endpoint.audio_pace = audio_pace
-    endpoint.transcripts = list(v["transcript"] or [])
-    if vad_threshold is not None:
-        if not 0 < vad_threshold <= 1:
-            raise ValueError(f"--vad-threshold {vad_threshold:g}: a fraction of full scale above 0, at most 1")
-        endpoint.vad_rms = vad_threshold
-    if duplicate_id not in ("append_duplicate", "ignore", "reject"):
-        raise ValueError(f"--duplicate-id must be append_duplicate, ignore or reject, not {duplicate_id!r}")
-    endpoint.duplicate_id = duplicate_id
-    if story_chunk_delay is not None:
-        endpoint.story_chunk_delay = parse_duration(story_chunk_delay, "--story-chunk-delay")
-    preamble = v["preamble"]
-    if preamble not in PREAMBLE_MODES:
-        raise ValueError(f"--preamble must be auto, on or off, not {preamble!r}")
-    endpoint.preamble = PREAMBLE_MODES[preamble]
-    if v["first_output_delay"] is not None:
-        endpoint.first_output_delay = parse_duration(v["first_output_delay"], "--first-output-delay")
-    if close_code is not None and not valid_close_code(close_code):
-        raise ValueError(
-            f"--close-code {close_code}: a close may carry 1000-1003, 1007-1014 or 3000-4999; "
-            "1005 sends a close frame without a code, 1006 ends the connection without one"
-        )
-    fault_times = v["fault_times"]
-    if fault_times is not None and fault_times < 0:
-        raise ValueError(f"--fault-times {fault_times}: 0 (every time) or more")
-    faults = Faults.given(v, close_code, fault_times or None)  # --fault-times 0: every time
-    schedule = Schedule.of(faults)
-    if script is not None:
-        schedule = schedule + load_script(os.fspath(script))  # a ScriptError is a ValueError: file:line: message
-    if from_trace is not None and not os.path.isfile(from_trace):
-        raise ValueError(f"{from_trace}: no such trace file")
-    return ServerOptions(
-        host=host,
-        port=port,
-        latency=default,
-        latency_by_type=by_type,
-        jitter=jitter,
-        jitter_by_type=jitter_by_type,
-        seed=seed,
-        record=record,
-        from_trace=from_trace,
-        endpoint=endpoint,
-        schedule=schedule,
-        tls=files,
-    )
+    # every other option read as it is declared, into the field of its name (`EndpointOption.read`, `.into`)
+    read = {o.field: o.read(v[o.field]) if o.read is not None and v[o.field] is not None else v[o.field]
+            for o in ENDPOINT_OPTIONS}  # fmt: skip
+    into = {"endpoint": {}, "server": {}}  # type: dict[str, dict[str, Any]]
+    for o in ENDPOINT_OPTIONS:
+        for where in o.into if read[o.field] is not None else ():
+            into[where][o.field] = read[o.field]
+    endpoint = EndpointOptions(**into["endpoint"])
+    if read["tool"] is not None:
+        endpoint.tool, endpoint.tool_arguments = parse_tool(read["tool"])
+    times = read["fault_times"]
+    schedule = Schedule.of(Faults.given(v, read["close_code"], times or None))  # --fault-times 0: every time
+    if read["script"] is not None:
+        schedule = schedule + load_script(os.fspath(read["script"]))  # a ScriptError is a ValueError: file:line:
+    return ServerOptions(**into["server"], latency=default, latency_by_type=by_type, jitter=jitter,
+                         jitter_by_type=jitter_by_type, endpoint=endpoint, schedule=schedule, tls=files)
 
 
 def describe(options: ServerOptions) -> list[str]:

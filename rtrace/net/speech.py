@@ -30,8 +30,8 @@ IDLE_NOTE = "No user speech was detected for a while: if the user was speaking, 
 class SpeechOptions(Protocol):
     """The endpoint options the speech part reads (`rtrace.net.endpoint.EndpointOptions` has them)."""
 
-    vad_rms: float
-    transcripts: list[str]
+    vad_threshold: float
+    transcript: list[str]
 
 
 class SpeechTurns(abc.ABC):
@@ -105,7 +105,7 @@ class SpeechTurns(abc.ABC):
         if config is None:
             return []
         rate, codec = session_codec(self.session, "input")
-        settings = settings_of(config, self.options.vad_rms)
+        settings = settings_of(config, self.options.vad_threshold)
         out: list[Emission] = []
         for edge, ms in self.vad.feed(decode(data, codec), rate, settings):
             if edge == "started":
@@ -178,7 +178,7 @@ class SpeechTurns(abc.ABC):
         self.vad.reset()
         n = self.audio_turns
         self.audio_turns += 1
-        lines = self.options.transcripts or list(self.script.transcripts)
+        lines = self.options.transcript or list(self.script.transcripts)
         said = lines[min(n, len(lines) - 1)] if lines else ""
         wire = committed_audio_message(item_id)
         previous = self.conv.tail
@@ -229,7 +229,7 @@ class SpeechTurns(abc.ABC):
         config = turn_detection(self.session)
         if config is None:
             return []
-        settings = settings_of(config, self.options.vad_rms)
+        settings = settings_of(config, self.options.vad_threshold)
         start = max(self.vad.position_ms, self.vad.stopped_ms)
         out = [turn.note("barge_in"), *self._speech_started(start, settings)]
         stop = start + BARGE_IN_SPEECH_MS
@@ -243,7 +243,7 @@ class SpeechTurns(abc.ABC):
         answer's audio has played (the realapi recording: 5.8 s after the `response.done` of 0.8 s of audio with a
         5,000 ms timeout). Speech or another response first makes it stale."""
         config = turn_detection(self.session)
-        idle = settings_of(config, self.options.vad_rms).idle_timeout_ms if config is not None else None
+        idle = settings_of(config, self.options.vad_threshold).idle_timeout_ms if config is not None else None
         self.idle_epoch += 1
         if idle is None or not run.response.in_conversation:
             return []

@@ -33,7 +33,7 @@ SEMANTIC_SILENCE_MS = {"low": 1000, "medium": 500, "auto": 500, "high": 250}
 
 @dataclasses.dataclass(frozen=True)
 class VadSettings:
-    """What a session's `turn_detection` says, and the threshold of the fake (`EndpointOptions.vad_rms`)."""
+    """What a session's `turn_detection` says, and the threshold of the fake (`EndpointOptions.vad_threshold`)."""
 
     threshold_rms: float
     prefix_padding_ms: int = 300
