@@ -15,6 +15,7 @@ import pytest
 
 from rtrace.core.audio import encode, tone
 from rtrace.net.endpoint import EndpointConnection, EndpointOptions, SharedCounters
+from rtrace.net.faults import Faults
 from rtrace.net.script import (
     Call,
     ConnectionScript,
@@ -592,3 +593,31 @@ def test_the_new_actions_write_out_and_read_back_the_same() -> None:
     assert {t.times for t in schedule.turns} == {1}  # each a fault: once
     again = parse_script(schedule.to_toml())
     assert _shape(again) == _shape(schedule) and again.to_toml() == schedule.to_toml()
+
+
+def test_a_stalled_response_sends_its_first_chunk_then_nothing_for_the_stall_then_the_rest() -> None:
+    """`stall_audio` (`--stall-audio N`): the response's output audio stops after its first chunk for the stall,
+    then resumes where it was; noted at `response.created`, once, on a virtual clock (time as data)."""
+    d = voiced('[[turn]]\nwhen = { response = 1 }\nstall_audio = "2.5s"\n')
+    d.send(user("hello there", "U1"))
+    start = d.t
+    d.send({"type": "response.create"})
+    audio = [(round(t - start, 6), e) for t, e in d.sent if e["type"] == "response.output_audio.delta"]
+    assert [t for t, _ in audio[:1]] == [0.0] and {t for t, _ in audio[1:]} == {2.5} and len(audio) > 2
+    done = next(t for t, e in d.sent if e["type"] == "response.done") - start
+    assert done == 2.5 and d.meta[-1]["action"] == "stall_audio" and d.meta[-1]["spec"] == "turn 1"
+    again = d.t
+    d.send({"type": "response.create"})  # a fault fires once: the next response streams without a stall
+    assert {t - again for t, e in d.sent if e["type"] == "response.output_audio.delta" and t > again} <= {0.0}
+    flagged = Driver(EndpointConnection(1, EndpointOptions(rate_limits_after_done=False),
+                                        Schedule.of(Faults(stall_audio={1}))))  # fmt: skip
+    flagged.open()
+    flagged.send({"type": "session.update", "session": VOICE})
+    flagged.send(user("hello there", "U1"))
+    start = flagged.t
+    flagged.send({"type": "response.create"})
+    times = [t - start for t, e in flagged.sent if e["type"] == "response.output_audio.delta"]
+    assert times[0] == 0.0 and set(times[1:]) == {3.0}
+    assert [(m["fault"], m["spec"]) for m in flagged.meta] == [("stall-audio", "1")]
+    with pytest.raises(ScriptError, match="`stall_audio` acts on a response's output audio"):
+        parse_script('[[turn]]\nwhen = { response = 1 }\nstall_audio = "1s"\ncancel = true\n')

@@ -1000,3 +1000,30 @@ def test_serve_record_on_a_full_disk_says_where_its_trace_stopped_and_keeps_serv
     assert asyncio.run(go()) == ["session.created"] * 4
     err = capfd.readouterr().err
     assert err.count("cannot write the trace /dev/full any more (No space left on device)") == 1, err
+
+
+def test_a_stalled_audio_stream_stops_after_its_first_chunk_on_the_wire_and_is_noted(tmp_path: Path) -> None:
+    """`stall_audio` through `serve`'s socket: the first audio delta at once, the next ones the stall later (the
+    flag `--stall-audio N` is the same action at 3s; a script turn makes it short here), the note in the trace."""
+    path = tmp_path / "stall.jsonl"
+    stall = 0.4
+    schedule = parse_script(f'[[turn]]\nwhen = {{ response = 1 }}\nstall_audio = "{stall}s"\n')
+    arrived: list[float] = []
+
+    async def main() -> None:
+        async with run_server(ServerOptions(record=path, schedule=schedule)) as srv, connect(endpoint(srv)) as ws:
+            await recv(ws)
+            await ws.send(json.dumps({"type": "session.update",
+                                      "session": {"type": "realtime", "output_modalities": ["audio"]}}))  # fmt: skip
+            await until(ws, "session.updated")
+            await ws.send(user("hello there", "U1"))
+            await ws.send(json.dumps({"type": "response.create"}))
+            start = time.monotonic()
+            while (event := await recv(ws))["type"] != "response.done":
+                if event["type"] == "response.output_audio.delta":
+                    arrived.append(time.monotonic() - start)
+
+    run(main)
+    assert len(arrived) > 2 and arrived[1] - arrived[0] >= stall * 0.9 and arrived[-1] - arrived[1] < stall / 2
+    notes = [r.event for r in TraceReader.open(path) if r.type == "fault.injected"]
+    assert [(n["action"], n["spec"]) for n in notes] == [("stall_audio", "turn 1")]

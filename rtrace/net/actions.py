@@ -412,6 +412,8 @@ DELAYS = (0.1, 0.5, 1.0, 2.0)
 BARGE_IN_AFTER = 0.2
 SLOW_AUDIO = 2.0
 BURST_HOLD = 1.0
+#: A stalled response's output audio stops this long after its first chunk, then resumes.
+STALL_AUDIO = 3.0
 
 
 def _barge_smaller(value: Any) -> list[Any]:
@@ -507,6 +509,17 @@ ACTIONS: tuple[Action, ...] = (
                     f"Fault: the Nth response's output audio held {BURST_HOLD:g}s, then at once.", "response",
                     lambda spec, how: f"the output audio of response {spec} of a connection held "
                                       f"{format_duration(BURST_HOLD)}, then in one burst"),),
+    ),
+    Action(
+        "stall", ("response",), "stall_audio", SHORT,
+        lambda f: f"response {f.k}'s output audio stalls {_seconds(f)} after its first chunk, then resumes",
+        STALL_AUDIO, "seconds", 14, lambda s: _at_responses(STALL_AUDIO)(s) if s.audio else [],
+        _response_draw((1.0, 3.0, 8.0)), _halved(SHRINK_FLOOR), meets=_audio, audio=True,
+        flags=(Flag("stall-audio", "numbers",
+                    f"Fault: the Nth response's output audio stalls {STALL_AUDIO:g}s after its first chunk, then "
+                    "resumes.", "response",
+                    lambda spec, how: f"the output audio of response {spec} of a connection stalls "
+                                      f"{format_duration(STALL_AUDIO)} after its first chunk, then resumes"),),
     ),
     Action(
         "error", ("event",), "error", TEXT, lambda f: f"error {f.value} answering the {_nth(f)}{f.target}",

@@ -559,6 +559,10 @@ class EndpointConnection(SpeechTurns):
         run.audio_pace, run.audio_hold = 0.0, hold
         return [turn.note("audio_burst", event)]
 
+    def _stall_audio(self, run: Run, turn: Turn, stall: float, event: dict[str, Any] | None) -> list[Emission]:
+        run.audio_stall = stall  # the stream stops after its first chunk (`Responses.audio`)
+        return [turn.note("stall_audio", event)]
+
     def _barge(self, run: Run, turn: Turn, after: float, event: dict[str, Any] | None) -> list[Emission]:
         self.barging[run.response.id] = turn  # acts once that much of its audio was sent (`_pump`)
         return []
@@ -662,6 +666,7 @@ ON_RESPONSE: dict[str, Callable[[EndpointConnection, Run, Turn, Any, dict[str, A
     "barge_in": EndpointConnection._barge,
     "audio_pace": EndpointConnection._audio_pace,
     "audio_burst": EndpointConnection._audio_burst,
+    "stall_audio": EndpointConnection._stall_audio,
 }
 
 

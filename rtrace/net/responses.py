@@ -105,6 +105,8 @@ class Run:
     #: audio delta (`audio_burst`: the audio then comes at once).
     audio_pace: float | None = None
     audio_hold: float = 0.0
+    #: A stall of its audio stream (`stall_audio`): this many seconds after its first chunk, once.
+    audio_stall: float = 0.0
     #: On a WebRTC call's sideband socket: whether `output_audio_buffer.started` was sent (its audio plays on the
     #: call, not on the socket).
     audio_started: bool = False
@@ -455,6 +457,10 @@ class Responses:
             elif pace > 0 and item.audio_bytes > 0:
                 yield from self.audio_started(run)  # time passes: the call has begun to play it
                 yield piece / 1000 * pace
+            if run.audio_stall > 0 and item.audio_bytes > 0:  # the stream stops after its first chunk, then resumes
+                yield from self.audio_started(run)
+                yield run.audio_stall
+                run.audio_stall = 0.0
             count = rate * piece // 1000
             data = encode(tone(count, rate, o.audio_tone, run.audio_samples), codec)
             run.audio_samples += count
