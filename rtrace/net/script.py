@@ -38,7 +38,9 @@ response no turn answers gets the default script's answer (`rtrace.net.responses
   user item and answered when the session creates responses; only in a session with server VAD: one that
   commits its own turns hears no speech and the turn does not hold), `audio_pace = 2.0` (its output audio at
   that many seconds per second of audio; 1: real time), `audio_burst = "1s"` (its output audio held that long
-  before the first delta, then sent at once); these go with `text`, `call` and `close`.
+  before the first delta, then sent at once); these go with `text`, `call` and `close`. Every fault action's
+  key, its moments and how its value is read are declared in `rtrace.net.actions` (the docs' generated
+  `faults.md` lists them all: `stall_audio = "5s"`, a stream stalled after its first chunk, is one more).
 - a **client event** arriving: `event = "TYPE[:ITEM_TYPE]"` (as `--drop-on`). Actions, one of: `delay =
   "2s"` (a duration as the options take it, `rtrace.core.durations`: a bare number is a mistake; the answer to
   it goes out that much later; what follows waits behind it), `close = CODE` (drop the
