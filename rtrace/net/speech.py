@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 from ..core.audio import DEFAULT_FORMAT, audio_ms, decode, session_codec, session_format
 from ..core.conversation import Conversation, Item
+from .actions import CANCEL_REASONS
 from .responses import Responses, Run
 from .script import ConnectionScript, Turn
 from .vad import VadSettings, VoiceDetector, settings_of, turn_detection
@@ -124,7 +125,8 @@ class SpeechTurns(abc.ABC):
         out = [self._event(started)]
         active = self.responses.active
         if active is not None and settings.interrupt_response:
-            out.extend(self._event(e) for e in self._rate_limits_after(self.responses.cancel(active, "turn_detected")))
+            cancelled = self.responses.cancel(active, CANCEL_REASONS[0])  # the server's own reason: it heard the user
+            out.extend(self._event(e) for e in self._rate_limits_after(cancelled))
         return out
 
     def _speech_stopped(self, ms: int, settings: VadSettings) -> list[Emission]:
