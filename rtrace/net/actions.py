@@ -430,132 +430,196 @@ def _barge_words(f: Point) -> str:
 #: Every fault action, in the order `serve --help` lists their flags (and a schedule tries the flags' turns in).
 ACTIONS: tuple[Action, ...] = (
     Action(
-        "close", ("event", "sent", "response"), "close", CLOSE, _close_words, CANONICAL_CLOSE, "code", 2,
-        lambda s: [("sent", spec, CANONICAL_CLOSE, 1) for spec in systematic_sent(s)]
+        kind="close", moments=("event", "sent", "response"), key="close", reader=CLOSE, words=_close_words,
+        canonical=CANONICAL_CLOSE, form="code", cost=2,
+        points=lambda s: [("sent", spec, CANONICAL_CLOSE, 1) for spec in systematic_sent(s)]
         + [("response", "", CANONICAL_CLOSE, n) for n in _responses(s)],
-        _close_draw, lots=2, link=True,
-        flags=(Flag("close-after", "count", "Fault: close after N server events.", "sent_count",
-                    lambda spec, how: f"close ({how}) after {spec} server events", value=1000),),
+        draw=_close_draw, lots=2, link=True,
+        flags=(
+            Flag(
+                name="close-after", kind="count", help="Fault: close after N server events.", when="sent_count",
+                says=lambda spec, how: f"close ({how}) after {spec} server events", value=1000,
+            ),
+        ),
     ),
     Action(
-        "drop", ("event", "sent"), "close", CLOSE, _close_words, ABNORMAL, "code", 1,
-        lambda s: [("event", spec, ABNORMAL, 1) for spec in systematic_client(s)],
-        lambda s, rng: ("event", *(lambda sc: (sc[0], ABNORMAL, rng.randint(1, sc[1])))(rng.choice(_client(s)))),
+        kind="drop", moments=("event", "sent"), key="close", reader=CLOSE, words=_close_words, canonical=ABNORMAL,
+        form="code", cost=1, points=lambda s: [("event", spec, ABNORMAL, 1) for spec in systematic_client(s)],
+        draw=lambda s, rng: ("event", *(lambda sc: (sc[0], ABNORMAL, rng.randint(1, sc[1])))(rng.choice(_client(s)))),
         link=True,
-        flags=(Flag("drop-on", "specs", f"Fault: drop the socket when a client event is {_SPEC}.", "event",
-                    lambda spec, how: f"drop the socket ({how}) when the client sends {spec}", side="client"),
-               Flag("drop-after", "specs", f"Fault: drop the socket after a server event {_SPEC}, e.g. response.done.",
-                    "sent", lambda spec, how: f"drop the socket ({how}) right after sending {spec}",
-                    side="server")),
+        flags=(
+            Flag(
+                name="drop-on", kind="specs", help=f"Fault: drop the socket when a client event is {_SPEC}.",
+                when="event", says=lambda spec, how: f"drop the socket ({how}) when the client sends {spec}",
+                side="client",
+            ),
+            Flag(
+                name="drop-after", kind="specs",
+                help=f"Fault: drop the socket after a server event {_SPEC}, e.g. response.done.", when="sent",
+                says=lambda spec, how: f"drop the socket ({how}) right after sending {spec}", side="server",
+            ),
+        ),
     ),
     Action(
-        "fail", ("response",), "fail", CODE, lambda f: f"response {f.k} failed ({f.value})", FAIL_CODES[0], "word",
-        4, _at_responses(FAIL_CODES[0]), _response_draw(FAIL_CODES), ends="a failed",
-        flags=(Flag("fail-response", "numbers", "Fault: the connection's Nth response fails.", "response",
-                    lambda spec, how: f"fail response {spec} of a connection"),),
+        kind="fail", moments=("response",), key="fail", reader=CODE,
+        words=lambda f: f"response {f.k} failed ({f.value})", canonical=FAIL_CODES[0], form="word", cost=4,
+        points=_at_responses(FAIL_CODES[0]), draw=_response_draw(FAIL_CODES), ends="a failed",
+        flags=(
+            Flag(
+                name="fail-response", kind="numbers", help="Fault: the connection's Nth response fails.",
+                when="response", says=lambda spec, how: f"fail response {spec} of a connection",
+            ),
+        ),
     ),
     Action(
-        "cancel", ("response",), "cancel", Reader(_choice(CANCEL_REASONS)),
-        lambda f: f"response {f.k} cancelled by the server ({f.value})", CANCEL_REASONS[0], "word", 8,
-        _at_responses(CANCEL_REASONS[0]), _first_response_draw(CANCEL_REASONS[0]), ends="a cancelled",
-        flags=(Flag("cancel-response", "numbers",
-                    "Fault: the server cancels the connection's Nth response (turn_detected).", "response",
-                    lambda spec, how: f"cancel response {spec} of a connection (turn_detected, no output)"),),
+        kind="cancel", moments=("response",), key="cancel", reader=Reader(_choice(CANCEL_REASONS)),
+        words=lambda f: f"response {f.k} cancelled by the server ({f.value})", canonical=CANCEL_REASONS[0], form="word",
+        cost=8, points=_at_responses(CANCEL_REASONS[0]), draw=_first_response_draw(CANCEL_REASONS[0]),
+        ends="a cancelled",
+        flags=(
+            Flag(
+                name="cancel-response", kind="numbers",
+                help="Fault: the server cancels the connection's Nth response (turn_detected).", when="response",
+                says=lambda spec, how: f"cancel response {spec} of a connection (turn_detected, no output)",
+            ),
+        ),
     ),
     Action(
-        "rate_limit", ("response",), "rate_limit", Reader(_choice(RATE_LIMITS)),
-        lambda f: f"response {f.k} rate-limited (no {f.value} remaining)", RATE_LIMITS[0], "word", 9,
-        _at_responses(RATE_LIMITS[0]), _response_draw(RATE_LIMITS), ends="a rate-limited",
-        flags=(Flag("rate-limit-response", "numbers", "Fault: the connection's Nth response hits the rate limit.",
-                    "response", lambda spec, how: f"rate-limit response {spec} of a connection (no tokens "
-                                                  "remaining, failed rate_limit_exceeded)"),),
+        kind="rate_limit", moments=("response",), key="rate_limit", reader=Reader(_choice(RATE_LIMITS)),
+        words=lambda f: f"response {f.k} rate-limited (no {f.value} remaining)", canonical=RATE_LIMITS[0], form="word",
+        cost=9, points=_at_responses(RATE_LIMITS[0]), draw=_response_draw(RATE_LIMITS), ends="a rate-limited",
+        flags=(
+            Flag(
+                name="rate-limit-response", kind="numbers",
+                help="Fault: the connection's Nth response hits the rate limit.", when="response",
+                says=lambda spec, how: f"rate-limit response {spec} of a connection (no tokens "
+                    "remaining, failed rate_limit_exceeded)",
+            ),
+        ),
     ),
     Action(
-        "transcription", ("transcription",), "fail", CODE,
-        lambda f: f"input audio transcription {f.k} failed ({f.value})", FAIL_CODES[0], "word", 10,
-        lambda s: [("transcription", "", FAIL_CODES[0], k) for k in range(1, s.transcriptions + 1)],
-        lambda s, rng: ("transcription", "", FAIL_CODES[0], rng.randint(1, s.transcriptions)),
+        kind="transcription", moments=("transcription",), key="fail", reader=CODE,
+        words=lambda f: f"input audio transcription {f.k} failed ({f.value})", canonical=FAIL_CODES[0], form="word",
+        cost=10, points=lambda s: [("transcription", "", FAIL_CODES[0], k) for k in range(1, s.transcriptions + 1)],
+        draw=lambda s, rng: ("transcription", "", FAIL_CODES[0], rng.randint(1, s.transcriptions)),
         meets=lambda s: bool(s.transcriptions),
-        flags=(Flag("fail-transcription", "numbers", "Fault: the server's Nth input audio transcription fails.",
-                    "transcription", lambda spec, how: f"fail input audio transcription {spec} (transcription."
-                                                       "failed instead of completed)"),),
+        flags=(
+            Flag(
+                name="fail-transcription", kind="numbers",
+                help="Fault: the server's Nth input audio transcription fails.", when="transcription",
+                says=lambda spec, how: f"fail input audio transcription {spec} (transcription."
+                    "failed instead of completed)",
+            ),
+        ),
     ),
     Action(
-        "barge_in", ("response",), "barge_in", SHORT, _barge_words, BARGE_IN_AFTER, "seconds", 11,
-        lambda s: _at_responses(BARGE_IN_AFTER)(s) if s.audio and s.server_vad else [],
-        _response_draw((0.0, 0.1, 0.2, 0.5, 1.0)), _barge_smaller, meets=lambda s: s.audio and s.server_vad,
-        audio=True,
-        flags=(Flag("barge-in", "numbers",
-                    f"Fault: the user speaks during the connection's Nth response ({BARGE_IN_AFTER}s of its audio "
-                    "in).", "response",
-                    lambda spec, how: f"the user speaks {format_duration(BARGE_IN_AFTER)} into response {spec} of a "
-                                      "connection (server VAD)"),),
+        kind="barge_in", moments=("response",), key="barge_in", reader=SHORT, words=_barge_words,
+        canonical=BARGE_IN_AFTER, form="seconds", cost=11,
+        points=lambda s: _at_responses(BARGE_IN_AFTER)(s) if s.audio and s.server_vad else [],
+        draw=_response_draw((0.0, 0.1, 0.2, 0.5, 1.0)), smaller=_barge_smaller,
+        meets=lambda s: s.audio and s.server_vad, audio=True,
+        flags=(
+            Flag(
+                name="barge-in", kind="numbers",
+                help=f"Fault: the user speaks during the connection's Nth response ({BARGE_IN_AFTER}s of its audio "
+                    "in).",
+                when="response",
+                says=lambda spec, how: f"the user speaks {format_duration(BARGE_IN_AFTER)} into response {spec} of a "
+                    "connection (server VAD)",
+            ),
+        ),
     ),
     Action(
-        "pace", ("response",), "audio_pace", FACTOR, lambda f: f"response {f.k}'s output audio at "
-                                                               f"{float(f.value):g}x real time",
-        SLOW_AUDIO, "seconds", 12, lambda s: _at_responses(SLOW_AUDIO)(s) if s.audio else [],
-        _response_draw((1.5, 2.0, 4.0)), _halved(PACE_FLOOR), meets=_audio, audio=True,
-        flags=(Flag("slow-audio", "numbers", f"Fault: the Nth response's output audio at {SLOW_AUDIO:g}x real time.",
-                    "response", lambda spec, how: f"the output audio of response {spec} of a connection at "
-                                                  f"{SLOW_AUDIO:g}x real time"),),
+        kind="pace", moments=("response",), key="audio_pace", reader=FACTOR,
+        words=lambda f: f"response {f.k}'s output audio at {float(f.value):g}x real time", canonical=SLOW_AUDIO,
+        form="seconds", cost=12, points=lambda s: _at_responses(SLOW_AUDIO)(s) if s.audio else [],
+        draw=_response_draw((1.5, 2.0, 4.0)), smaller=_halved(PACE_FLOOR), meets=_audio, audio=True,
+        flags=(
+            Flag(
+                name="slow-audio", kind="numbers",
+                help=f"Fault: the Nth response's output audio at {SLOW_AUDIO:g}x real time.", when="response",
+                says=lambda spec, how: f"the output audio of response {spec} of a connection at "
+                    f"{SLOW_AUDIO:g}x real time",
+            ),
+        ),
     ),
     Action(
-        "burst", ("response",), "audio_burst", SHORT,
-        lambda f: f"response {f.k}'s output audio held {_seconds(f)}, then at once", BURST_HOLD, "seconds", 13,
-        lambda s: _at_responses(BURST_HOLD)(s) if s.audio else [], _response_draw((0.5, 1.0, 2.0)),
-        _halved(SHRINK_FLOOR), meets=_audio, audio=True,
-        flags=(Flag("burst-audio", "numbers",
-                    f"Fault: the Nth response's output audio held {BURST_HOLD:g}s, then at once.", "response",
-                    lambda spec, how: f"the output audio of response {spec} of a connection held "
-                                      f"{format_duration(BURST_HOLD)}, then in one burst"),),
+        kind="burst", moments=("response",), key="audio_burst", reader=SHORT,
+        words=lambda f: f"response {f.k}'s output audio held {_seconds(f)}, then at once", canonical=BURST_HOLD,
+        form="seconds", cost=13, points=lambda s: _at_responses(BURST_HOLD)(s) if s.audio else [],
+        draw=_response_draw((0.5, 1.0, 2.0)), smaller=_halved(SHRINK_FLOOR), meets=_audio, audio=True,
+        flags=(
+            Flag(
+                name="burst-audio", kind="numbers",
+                help=f"Fault: the Nth response's output audio held {BURST_HOLD:g}s, then at once.", when="response",
+                says=lambda spec, how: f"the output audio of response {spec} of a connection held "
+                    f"{format_duration(BURST_HOLD)}, then in one burst",
+            ),
+        ),
     ),
     Action(
-        "stall", ("response",), "stall_audio", SHORT,
-        lambda f: f"response {f.k}'s output audio stalls {_seconds(f)} after its first chunk, then resumes",
-        STALL_AUDIO, "seconds", 14, lambda s: _at_responses(STALL_AUDIO)(s) if s.audio else [],
-        _response_draw((1.0, 3.0, 8.0)), _halved(SHRINK_FLOOR), meets=_audio, audio=True,
-        flags=(Flag("stall-audio", "numbers",
-                    f"Fault: the Nth response's output audio stalls {STALL_AUDIO:g}s after its first chunk, then "
-                    "resumes.", "response",
-                    lambda spec, how: f"the output audio of response {spec} of a connection stalls "
-                                      f"{format_duration(STALL_AUDIO)} after its first chunk, then resumes"),),
+        kind="stall", moments=("response",), key="stall_audio", reader=SHORT,
+        words=lambda f: f"response {f.k}'s output audio stalls {_seconds(f)} after its first chunk, then resumes",
+        canonical=STALL_AUDIO, form="seconds", cost=14,
+        points=lambda s: _at_responses(STALL_AUDIO)(s) if s.audio else [], draw=_response_draw((1.0, 3.0, 8.0)),
+        smaller=_halved(SHRINK_FLOOR), meets=_audio, audio=True,
+        flags=(
+            Flag(
+                name="stall-audio", kind="numbers",
+                help=f"Fault: the Nth response's output audio stalls {STALL_AUDIO:g}s after its first chunk, then "
+                    "resumes.",
+                when="response",
+                says=lambda spec, how: f"the output audio of response {spec} of a connection stalls "
+                    f"{format_duration(STALL_AUDIO)} after its first chunk, then resumes",
+            ),
+        ),
     ),
     Action(
-        "error", ("event",), "error", TEXT, lambda f: f"error {f.value} answering the {_nth(f)}{f.target}",
-        FAIL_CODES[0], "word", 3, lambda s: [("event", spec, error_code(spec), 1) for spec in systematic_client(s)],
-        lambda s, rng: (lambda sc: ("event", sc[0], error_code(sc[0]), rng.randint(1, sc[1])))(
+        kind="error", moments=("event",), key="error", reader=TEXT,
+        words=lambda f: f"error {f.value} answering the {_nth(f)}{f.target}", canonical=FAIL_CODES[0], form="word",
+        cost=3, points=lambda s: [("event", spec, error_code(spec), 1) for spec in systematic_client(s)],
+        draw=lambda s, rng: (lambda sc: ("event", sc[0], error_code(sc[0]), rng.randint(1, sc[1])))(
             rng.choice(_client(s))),
         link=True,
-        flags=(Flag("error-on", "specs", f"Fault: answer {_SPEC} with an error.", "event",
-                    lambda spec, how: f"answer {spec} with an error", value="fault_injected", side="client"),),
+        flags=(
+            Flag(
+                name="error-on", kind="specs", help=f"Fault: answer {_SPEC} with an error.", when="event",
+                says=lambda spec, how: f"answer {spec} with an error", value="fault_injected", side="client",
+            ),
+        ),
     ),
     Action(
-        "expire", ("session",), "expire", LONG,
-        lambda f: f"session_expired {_seconds(f)} after a connection opened", 10.0, "seconds", 6,
-        lambda s: [("session", "", round(max(0.1, s.duration / 2), 3), 1)] if s.duration > 0 else [],
-        lambda s, rng: ("session", "", round(rng.uniform(0.1, max(0.2, s.duration)), 3), 1), link=True,
-        flags=(Flag("expire-after", "duration", "Fault: session_expired, close 1001 after this long (10s).", "opened",
-                    lambda spec, how: f"session_expired and close 1001 {format_duration(float(spec))} after a "
-                                      "connection opens"),),
+        kind="expire", moments=("session",), key="expire", reader=LONG,
+        words=lambda f: f"session_expired {_seconds(f)} after a connection opened", canonical=10.0, form="seconds",
+        cost=6, points=lambda s: [("session", "", round(max(0.1, s.duration / 2), 3), 1)] if s.duration > 0 else [],
+        draw=lambda s, rng: ("session", "", round(rng.uniform(0.1, max(0.2, s.duration)), 3), 1), link=True,
+        flags=(
+            Flag(
+                name="expire-after", kind="duration", help="Fault: session_expired, close 1001 after this long (10s).",
+                when="opened",
+                says=lambda spec, how: f"session_expired and close 1001 {format_duration(float(spec))} after a "
+                    "connection opens",
+            ),
+        ),
     ),
     Action(
-        "latency", ("all",), None, None,
-        lambda f: f"ack latency {_seconds(f)} on {'every server event' if f.target == '*' else f.target}",
-        CANONICAL_LATENCY, "seconds", 0, _latency_points, _latency_draw(LATENCIES), _halved(SHRINK_FLOOR), lots=2,
-        link=True,
+        kind="latency", moments=("all",), key=None, reader=None,
+        words=lambda f: f"ack latency {_seconds(f)} on {'every server event' if f.target == '*' else f.target}",
+        canonical=CANONICAL_LATENCY, form="seconds", cost=0, points=_latency_points, draw=_latency_draw(LATENCIES),
+        smaller=_halved(SHRINK_FLOOR), lots=2, link=True,
     ),
     Action(
-        "jitter", ("all",), None, None,
-        lambda f: f"ack jitter +/-{_seconds(f)} on {'every server event' if f.target == '*' else f.target}",
-        CANONICAL_JITTER, "seconds", 7, lambda s: [("all", "*", CANONICAL_JITTER, 1)], _latency_draw(LATENCIES),
-        _halved(SHRINK_FLOOR), link=True,
+        kind="jitter", moments=("all",), key=None, reader=None,
+        words=lambda f: f"ack jitter +/-{_seconds(f)} on {'every server event' if f.target == '*' else f.target}",
+        canonical=CANONICAL_JITTER, form="seconds", cost=7, points=lambda s: [("all", "*", CANONICAL_JITTER, 1)],
+        draw=_latency_draw(LATENCIES), smaller=_halved(SHRINK_FLOOR), link=True,
     ),
     Action(
-        "delay", ("event", "sent"), "delay", SHORT, _delay_words, CANONICAL_DELAY, "seconds", 5,
-        lambda s: [("event", spec, CANONICAL_DELAY, 1) for spec in systematic_client(s)]
+        kind="delay", moments=("event", "sent"), key="delay", reader=SHORT, words=_delay_words,
+        canonical=CANONICAL_DELAY, form="seconds", cost=5,
+        points=lambda s: [("event", spec, CANONICAL_DELAY, 1) for spec in systematic_client(s)]
         + [("sent", spec, CANONICAL_DELAY, 1) for spec in systematic_sent(s)],
-        _delay_draw, _halved(SHRINK_FLOOR), lots=2, link=True, once=False,
+        draw=_delay_draw, smaller=_halved(SHRINK_FLOOR), lots=2, link=True, once=False,
     ),
 )  # fmt: skip
 ACTION_BY_KIND: dict[str, Action] = {a.kind: a for a in ACTIONS}
