@@ -25,6 +25,7 @@ from rtrace.net.script import (
     Turn,
     load_script,
     parse_script,
+    render,
 )
 
 from .netdriver import Driver, done_of, types, user
@@ -621,3 +622,17 @@ def test_a_stalled_response_sends_its_first_chunk_then_nothing_for_the_stall_the
     assert [(m["fault"], m["spec"]) for m in flagged.meta] == [("stall-audio", "1")]
     with pytest.raises(ScriptError, match="`stall_audio` acts on a response's output audio"):
         parse_script('[[turn]]\nwhen = { response = 1 }\nstall_audio = "1s"\ncancel = true\n')
+
+
+def test_a_turn_says_times_only_where_it_is_not_the_default() -> None:
+    """A fault fires once and an answer every time unless `times` says otherwise: the writer leaves the default out,
+    and what it writes reads back as the same turns."""
+    text = (
+        '[[turn]]\nwhen = { response = 2 }\nfail = "server_error"\n\n'
+        '[[turn]]\nwhen = { event = "response.create" }\ndelay = "0.5s"\ntimes = 1\n\n'
+        '[[turn]]\nwhen = { response = 3 }\ncancel = "turn_detected"\ntimes = 0\n'
+    )
+    schedule = parse_script(text)
+    rendered = render(schedule)
+    assert rendered.count("times") == 2, rendered
+    assert [t.times for t in parse_script(rendered).turns] == [t.times for t in schedule.turns] == [1, 1, None]

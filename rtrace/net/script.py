@@ -543,9 +543,15 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
                                                          turn.expire, turn.transcription)):  # fmt: skip
         raise fail(f"a `fault = {fault!r}` turn names an event, a count, a response, an expiry or a transcription",
                    "fault")
-    if times is None:  # a fault fires once by default, an answer every time
-        times = 1 if any(KEYS[key].once for key, _ in turn.acts) else 0
+    if times is None:
+        times = default_times(turn.acts)
     return dataclasses.replace(turn, times=times or None)
+
+
+def default_times(acts: tuple[tuple[str, Any], ...]) -> int:
+    """How many times a turn with these actions fires when its `times` is not given: a fault once, an answer
+    (or a delay) every time (0)."""
+    return 1 if any(KEYS[key].once for key, _ in acts) else 0
 
 
 def _call(raw: Any, fail: Any) -> Call:
@@ -612,7 +618,8 @@ def render(schedule: Schedule) -> str:
                 calls.append(f"{{ name = {_value(call.name)}{arguments} }}")
             out.append(f"call = [{', '.join(calls)}]")
         out.extend(f"{key} = {_value(KEYS[key].reader.write(value))}" for key, value in turn.acts)
-        out.append(f"times = {turn.times or 0}")
+        if (turn.times or 0) != default_times(turn.acts):
+            out.append(f"times = {turn.times or 0}")
     return "\n".join(out) + "\n"
 
 
