@@ -28,12 +28,14 @@ from types import ModuleType
 
 #: What setup.py compiles, as module names.
 COMPILED = (
+    "rtrace.core.answers",
     "rtrace.core.audio",
     "rtrace.core.catalog",
     "rtrace.core.conversation",
     "rtrace.core.describe",
     "rtrace.core.facts",
     "rtrace.core.fields",
+    "rtrace.core.pending",
     "rtrace.core.reducer",
     "rtrace.core.secrets",
     "rtrace.core.state",

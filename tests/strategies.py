@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from rtrace.core.catalog import BETA_TO_GA
+from rtrace.core.conversation import Item
+from rtrace.core.pending import Change
 from rtrace.core.trace import Record
 
 #: The suite's bound for property tests: enough examples to find collisions, no per-example deadline.
@@ -297,3 +299,39 @@ def check_invariants(state: Any) -> None:
             assert conn.active.open and conn.active.in_conversation
         open_in_conv = [r for r in conn.responses.values() if r.open and r.in_conversation]
         assert len(open_in_conv) <= 1, f"conn {n}: several open in-conversation responses"
+
+
+# -- pending changes (`core.pending`) --------------------------------------------------------------------------
+
+#: The kinds of the pending changes `pending_ops` draws.
+PENDING_KINDS = ["conversation.item.create", "conversation.item.delete", "response.create", "session.update"]
+
+
+@st.composite
+def pending_change(draw: st.DrawFn, seq: int) -> Change:
+    kind = draw(st.sampled_from(PENDING_KINDS))
+    item = None
+    item_id = draw(st.sampled_from([None, "", "a", "b"]))
+    if kind == "conversation.item.create" and draw(st.booleans()):
+        item_type = draw(st.sampled_from(["message", "function_call", "function_call_output"]))
+        call_id = draw(st.sampled_from([None, "k1", "k2"]))
+        item = Item(id=item_id or "", type=item_type, call_id=call_id)
+    return Change(
+        kind, 1, seq, seq + 1, float(seq), event_id=draw(st.sampled_from([None, "e1", "e2"])), item_id=item_id,
+        item=item,
+        previous_item_id=draw(st.sampled_from([None, "a", "root"])) if kind == "conversation.item.create" else None,
+        conversation=draw(st.sampled_from(["auto", "none"])),
+    )  # fmt: skip
+
+
+@st.composite
+def pending_ops(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    """Adds (seq increasing) and removals of pending changes, in any order."""
+    ops: list[tuple[str, Any]] = []
+    live: list[int] = []
+    for seq in range(draw(st.integers(0, 40))):
+        if live and draw(st.integers(0, 2)) == 0:
+            ops.append(("remove", live.pop(draw(st.integers(0, len(live) - 1)))))
+        ops.append(("add", draw(pending_change(seq))))
+        live.append(seq)
+    return ops

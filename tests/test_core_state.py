@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rtrace.core.conversation import Item
 from rtrace.core.state import Change, Connection, TraceState, client_view, divergence
 
-from .strategies import BOUNDED
+from .strategies import BOUNDED, pending_ops
 
 # -- the client view ----------------------------------------------------------------------------------------
 
@@ -129,108 +131,6 @@ def test_divergence_properties(perm: list[str], drop_c: set[str], drop_s: set[st
     assert bool(d) == (client != server)
 
 
-# -- pending changes: O(1) lookups that answer what a walk of every pending change answered ------------------------
-
-from typing import Any  # noqa: E402
-
-from rtrace.core.state import Pending  # noqa: E402
-
-_KINDS = ["conversation.item.create", "conversation.item.delete", "response.create", "session.update"]
-
-
-@st.composite
-def _change(draw: st.DrawFn, seq: int) -> Change:
-    kind = draw(st.sampled_from(_KINDS))
-    item = None
-    item_id = draw(st.sampled_from([None, "", "a", "b"]))
-    if kind == "conversation.item.create" and draw(st.booleans()):
-        item_type = draw(st.sampled_from(["message", "function_call", "function_call_output"]))
-        call_id = draw(st.sampled_from([None, "k1", "k2"]))
-        item = Item(id=item_id or "", type=item_type, call_id=call_id)
-    return Change(
-        kind, 1, seq, seq + 1, float(seq), event_id=draw(st.sampled_from([None, "e1", "e2"])), item_id=item_id,
-        item=item,
-        previous_item_id=draw(st.sampled_from([None, "a", "root"])) if kind == "conversation.item.create" else None,
-        conversation=draw(st.sampled_from(["auto", "none"])),
-    )  # fmt: skip
-
-
-@st.composite
-def _pending_ops(draw: st.DrawFn) -> list[tuple[str, Any]]:
-    """Adds (seq increasing) and removals of pending changes, in any order."""
-    ops: list[tuple[str, Any]] = []
-    live: list[int] = []
-    for seq in range(draw(st.integers(0, 40))):
-        if live and draw(st.integers(0, 2)) == 0:
-            ops.append(("remove", live.pop(draw(st.integers(0, len(live) - 1)))))
-        ops.append(("add", draw(_change(seq))))
-        live.append(seq)
-    return ops
-
-
-@BOUNDED
-@given(_pending_ops(), st.sampled_from(["a", "b", "", "k1", "e1", "zz"]))
-def test_pending_lookups_answer_what_a_walk_of_every_change_answers(ops: list[tuple[str, Any]], key: str) -> None:
-    pending = Pending()
-    model: dict[int, Change] = {}
-    for k, (op, arg) in enumerate(ops):
-        if op == "add":
-            pending.add(arg)
-            model[arg.seq] = arg
-        else:
-            pending.remove(model.pop(arg))
-        assert list(pending.values()) == list(model.values()) and len(pending) == len(model)
-        if k == len(ops) // 2:
-            pending.quoting({key}, None)  # the index of previous ids is built here, then kept up to date
-    walk = list(model.values())
-
-    def first(pred: Any) -> Change | None:
-        return next((c for c in walk if pred(c)), None)
-
-    for kind in _KINDS:
-        assert pending.oldest(kind) is first(lambda c, k=kind: c.kind == k)
-        assert pending.oldest(kind, key) is first(lambda c, k=kind: c.kind == k and c.item_id == key)
-        assert pending.count(kind) == sum(c.kind == kind for c in walk)
-    for kinds in (None, frozenset(_KINDS[:2]), frozenset({"response.create"})):
-        assert pending.oldest_of(kinds) is first(lambda c, ks=kinds: ks is None or c.kind in ks)
-
-        def quotes(c: Change, ks: Any = kinds) -> bool:
-            keys = {c.item_id, c.previous_item_id, c.item.call_id if c.item is not None else None}
-            return (ks is None or c.kind in ks) and key in keys
-
-        assert pending.quoting({key}, kinds) is first(quotes)
-    for item_type in ("message", "function_call"):
-        assert pending.oldest_idless_create(item_type) is first(
-            lambda c, t=item_type: c.kind == _KINDS[0] and c.item_id is None and (c.item is None or c.item.type == t)
-        )
-    for in_conversation in (True, False):
-        replies = [c for c in walk if c.kind == "response.create" and (c.conversation != "none") == in_conversation]
-        assert pending.oldest_replies(in_conversation, 2) == replies[:2]
-    assert pending.with_event_id("e1") is first(lambda c: c.event_id == "e1")
-    assert pending.with_event_id("e1", "response.create") is first(
-        lambda c: c.event_id == "e1" and c.kind == "response.create"
-    )
-    calls = [c for c in walk if c.kind == _KINDS[0] and c.item and c.item.call_id == "k1"]
-    assert pending.creates_for_call("k1") == calls
-
-
-def test_a_pipeline_acknowledged_in_order_leaves_nothing_behind() -> None:
-    """200,000 creates then their acks, oldest first: each lookup finds the next at once, and what the indexes hold
-    stays within twice what is pending (the dict the reducer used walked every removed slot at every ack)."""
-    pending = Pending()
-    changes = [Change("conversation.item.create", 1, k, k + 1, 0.0, item_id=f"i{k}") for k in range(200_000)]
-    for change in changes:
-        pending.add(change)
-    for k, change in enumerate(changes):
-        assert pending.oldest("conversation.item.create") is change
-        assert pending.oldest("conversation.item.create", f"i{k}") is change
-        pending.remove(change)
-        queue = pending._kinds.get("conversation.item.create")
-        if queue is not None and type(queue) is not Change:
-            assert len(queue.changes) - queue.head <= 2 * queue.live + 1  # type: ignore[union-attr]
-    assert not pending and not pending._kinds and not pending._items["conversation.item.create"]
-
-
 def _naive_expected_ids(conn: Connection) -> list[str]:
     """The client view as the reducer computed it with list walks (quadratic on long pipelines): the reference."""
     order = conn.conv.ids()
@@ -249,7 +149,7 @@ def _naive_expected_ids(conn: Connection) -> list[str]:
 
 
 @BOUNDED
-@given(st.lists(st.sampled_from(["a", "b", "c"]), unique=True), _pending_ops())
+@given(st.lists(st.sampled_from(["a", "b", "c"]), unique=True), pending_ops())
 def test_the_client_view_and_expected_items_match_the_walks_they_replace(server: list[str], ops: list[Any]) -> None:
     conn = _conn_with(server)
     for op, arg in ops:

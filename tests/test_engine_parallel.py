@@ -616,3 +616,16 @@ def test_a_compressed_trace_is_read_by_one_process_and_a_folder_of_them_is_a_fle
         f"file://{packed.parent / 'b.jsonl'}",
         f"file://{packed}",
     ]
+
+
+def test_free_cores_stop_sampling_at_the_first_sample_with_no_core_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy machine the run queue is read once and no sleep follows (each one waited for a core to wake on);
+    on an idle one every sample is taken."""
+    slept: list[float] = []
+    monkeypatch.setattr(parallel.time, "sleep", slept.append)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(parallel, "procs_running", lambda: 3)  # two busy neighbours
+    assert parallel.free_cores() == 0 and slept == []
+    monkeypatch.setattr(parallel, "procs_running", lambda: 1)
+    assert parallel.free_cores() == 2 and len(slept) == parallel._RUN_SAMPLES - 1
+

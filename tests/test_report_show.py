@@ -24,7 +24,7 @@ from rtrace.core.loader import TraceReader, load
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 from rtrace.engine.fold import fold_state as fold
-from rtrace.report.show import cells, render_state, render_timeline, wrap
+from rtrace.report.show import cells, render_state, render_timeline, wrap, wrapped
 
 from . import regen_show
 from .counting import count_parses
@@ -278,6 +278,7 @@ def test_untrusted_text_is_escaped_in_show() -> None:
 def test_wrap_fits_every_line_and_keeps_every_word(cell: list[tuple[str, str]], width: int) -> None:
     lines = wrap(cell, width, "bold red")
     assert all(sum(cell_len(run) for run, _ in line) <= width for line in lines)
+    assert wrapped(cell, width, "bold red") == (lines, [sum(cell_len(run) for run, _ in line) for line in lines])
     assert all(style.endswith("bold red") for line in lines for _, style in line)
     text = "".join(run for run, _ in cell)
     assert "".join(run for line in lines for run, _ in line).replace(" ", "") == text.replace(" ", "")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from .secrets import scrub_text
+
 #: What JSON writers leave raw but a terminal or an editor acts on: DEL, C1 controls (U+009B is a CSI), bidi
 #: embeddings, overrides and isolates, zero-width and direction marks, line and paragraph separators, the BOM.
 _INVISIBLE = re.compile("[\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
@@ -19,8 +21,6 @@ PREVIEW_LIMIT = 120
 
 def shown(text: str, limit: int = PREVIEW_LIMIT) -> str:
     """Untrusted text for people: secrets scrubbed (`core.secrets.scrub_text`), then `printable`."""
-    from .secrets import scrub_text
-
     return printable(scrub_text(text), limit)
 
 

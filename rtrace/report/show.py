@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -38,8 +39,14 @@ def item_cell(item: Item | None, item_id: str) -> Cell:
 def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
     """`cell` in lines of at most `width` terminal cells: broken at spaces (the spaces at a break dropped), a word
     longer than a line cut. `over` is laid over every run's style (a divergence's colour)."""
+    return wrapped(cell, width, over)[0]
+
+
+def wrapped(cell: Cell, width: int, over: str = "") -> tuple[list[Cell], list[int]]:
+    """`wrap`'s lines, and the cells each takes (what a column pads after it)."""
     lines: list[Cell] = [[]]
     used = 0
+    sizes: list[int] = []
     space: tuple[str, str] | None = None  # the spaces before the next word, kept only if it fits on this line
     for run, style in cell:
         style = f"{style} {over}".strip()
@@ -52,6 +59,7 @@ def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
             gap = len(space[0]) if space is not None and used else 0  # spaces: a cell each
             if used and used + gap + size > width:
                 lines.append([])
+                sizes.append(used)
                 used = gap = 0
             if gap and space is not None:
                 lines[-1].append(space)
@@ -61,15 +69,18 @@ def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
                 head = chop(token, width - used)
                 lines[-1].append((head, style))
                 lines.append([])
+                sizes.append(used + (len(head) if plain else cell_len(head)))
                 used = 0
                 token = token[len(head) :]
                 size = cell_len(token)
             if token:
                 lines[-1].append((token, style))
                 used += size
+    sizes.append(used)
     if not lines[-1] and len(lines) > 1:
         lines.pop()
-    return lines
+        sizes.pop()
+    return lines, sizes
 
 
 _TOKENS = re.compile(r" +|[^ ]+")
@@ -101,7 +112,7 @@ class Out:
 
     def print(self, console: Console) -> None:
         if console.color_system is None and not console.record:
-            console.file.write("".join(run for run, _ in self.runs))
+            console.file.write("".join(map(itemgetter(0), self.runs)))
             console.file.flush()
             return
         text = Text()
@@ -137,36 +148,33 @@ def side_by_side(
     add, extend = runs.append, runs.extend  # `Out.append`'s runs, added here directly: a row is a handful of them
     gap, newline = (_GAP, ""), ("\n", "")
 
-    def line(left: Cell, right: Cell, numbers: tuple[str, str]) -> None:
+    def line(left: Cell, used: int, right: Cell, numbers: tuple[str, str]) -> None:
         add((numbers[0].rjust(num), "dim"))
         add(gap)
         extend(left)
         if not right and not numbers[1]:
             add(newline)
             return
-        pad = widths[0]
-        for run, _ in left:
-            pad -= cells(run)
-        add((" " * max(pad, 0) + _GAP, ""))
+        add((" " * max(widths[0] - used, 0) + _GAP, ""))
         add((numbers[1].rjust(num), "dim"))
         add(gap)
         extend(right)
         add(newline)
 
-    line([(titles[0], "bold")], [(titles[1], "bold")], ("#", "#"))
+    line([(titles[0], "bold")], cells(titles[0]), [(titles[1], "bold")], ("#", "#"))
+    nothing: tuple[list[Cell], list[int]] = ([[]], [0])
     for k, (left, left_over, right, right_over) in enumerate(rows):
-        left_lines = wrap(left, widths[0], left_over) if left else [[]]
+        left_lines, left_sizes = wrapped(left, widths[0], left_over) if left else nothing
         if right is left and right_over == left_over and widths[1] == widths[0]:
             right_lines = left_lines  # the same cell the same way: its lines are only read
         else:
-            right_lines = wrap(right, widths[1], right_over) if right else [[]]
+            right_lines = wrapped(right, widths[1], right_over)[0] if right else [[]]
         for j in range(max(len(left_lines), len(right_lines))):
             numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
-            line(
-                left_lines[j] if j < len(left_lines) else [],
-                right_lines[j] if j < len(right_lines) else [],
-                numbers,
-            )
+            if j < len(left_lines):
+                line(left_lines[j], left_sizes[j], right_lines[j] if j < len(right_lines) else [], numbers)
+            else:
+                line([], 0, right_lines[j], numbers)
 
 
 def render_state(state: TraceState, at_line: int, console: Console, conns: Iterable[int] | None = None) -> None:

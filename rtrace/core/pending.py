@@ -1,0 +1,494 @@
+"""The client changes still awaiting an answer: `Change` (one sent client event and its fate) and `Pending` (one
+connection's, oldest first, with the O(1) lookups the reducer and the rules make), and the field path an error's
+`param` names. Pure data and indexes: no I/O; what a change means to the conversation is `core.state`'s and the
+reducer's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, Literal
+
+import orjson
+
+from .conversation import Item
+from .describe import describe
+
+ChangeStatus = Literal["pending", "confirmed", "rejected", "indeterminate"]
+#: How many of the oldest pending changes `Pending.naming` looks at (errors are rare; the cost stays linear).
+NAMING_LIMIT = 64
+#: The fields a change kept as text (`Change.sent`) leaves out when it holds them: `event_id`, `previous_item_id`.
+KEPT_APART: Final = ("event_id", "previous_item_id")
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Change:
+    """A client event that awaits an answer from the server."""
+
+    #: The client event type (`conversation.item.create`, `response.create`, ...).
+    kind: str
+    conn: int
+    seq: int
+    line: int
+    t: float
+    event_id: str | None = None
+    #: One line saying what was sent (`summary`); None for a change kept as text (`sent`): said when first read.
+    said: str | None = ""
+    #: The item the change is about (create: the new item's id when the client chose one).
+    item_id: str | None = None
+    #: For creates: the item as sent.
+    item: Item | None = None
+    previous_item_id: str | None = None
+    #: For truncates.
+    audio_end_ms: int | None = None
+    #: For response.create: `response.conversation` ("auto" or "none") and the metadata it asked to echo.
+    conversation: str = "auto"
+    metadata: dict[str, Any] | None = None
+    #: The client event as sent, while the change waits (an error that names a field of it, `param`, is joined
+    #: by it: `Pending.naming`); dropped once answered and said. As JSON text when the change was sent behind
+    #: `reducer.SENT_KEPT` others still waiting (a pipeline), without the fields the change holds (`KEPT_APART`):
+    #: `event()` parses it again, only when an error makes `naming` walk that far or `summary` is first read.
+    sent: dict[str, Any] | str | None = None
+    status: ChangeStatus = "pending"
+    #: The line and time of the answer (confirmation, error, or the close that made it indeterminate).
+    answer_line: int | None = None
+    answer_t: float | None = None
+    #: For rejected changes: the error object.
+    error: dict[str, Any] | None = None
+
+    def __init__(
+        self,
+        kind: str,
+        conn: int,
+        seq: int,
+        line: int,
+        t: float,
+        event_id: str | None = None,
+        said: str | None = "",
+        item_id: str | None = None,
+        item: Item | None = None,
+        previous_item_id: str | None = None,
+        audio_end_ms: int | None = None,
+        conversation: str = "auto",
+        metadata: dict[str, Any] | None = None,
+        sent: dict[str, Any] | str | None = None,
+        status: ChangeStatus = "pending",
+        answer_line: int | None = None,
+        answer_t: float | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.conn = conn
+        self.seq = seq
+        self.line = line
+        self.t = t
+        self.event_id = event_id
+        self.said = said
+        self.item_id = item_id
+        self.item = item
+        self.previous_item_id = previous_item_id
+        self.audio_end_ms = audio_end_ms
+        self.conversation = conversation
+        self.metadata = metadata
+        self.sent = sent
+        self.status = status
+        self.answer_line = answer_line
+        self.answer_t = answer_t
+        self.error = error
+
+    @property
+    def summary(self) -> str:
+        """One line saying what was sent (`create function_call_output item_x (call_y) after item_z`)."""
+        said = self.said
+        if said is None:
+            event = self.event()
+            said = self.said = "" if event is None else describe(self.kind, event)
+        return said
+
+    def event(self) -> dict[str, Any] | None:
+        """The client event as sent (None once answered and said), parsed again if kept as text."""
+        sent = self.sent
+        if not isinstance(sent, str):
+            return sent
+        event: dict[str, Any] = orjson.loads(sent)
+        for key, value in zip(KEPT_APART, (self.event_id, self.previous_item_id), strict=True):
+            if value is not None:
+                event.setdefault(key, value)
+        return event
+
+    def answered(self) -> None:
+        """Drop the event as sent, unless it is the text its summary is still to be said from (`said` None)."""
+        if self.said is not None:
+            self.sent = None
+
+    @property
+    def short(self) -> str:
+        """`conversation.item.create` -> `create`."""
+        return self.kind.rsplit(".", 1)[-1]
+
+    def latency(self) -> float | None:
+        return None if self.answer_t is None else self.answer_t - self.t
+
+
+# -- pending changes -----------------------------------------------------------------------------------------
+
+_CREATE: Final = "conversation.item.create"
+_DELETE: Final = "conversation.item.delete"
+
+
+class _Queue:
+    """Two or more pending changes under one key of a `Pending` index, oldest first. A change answered leaves it
+    lazily: the head moves past answered ones, and the list is compacted once they outnumber a quarter of the
+    pending ones, so each change costs O(1) amortized and the list holds at most a quarter more than what is pending
+    (an answered change it held kept its memory: 50,000 creates in flight held 10 MB of answered ones at twice)."""
+
+    __slots__ = ("changes", "dead", "head", "live")
+
+    def __init__(self, first: Change, second: Change) -> None:
+        self.changes = [first, second]
+        self.head = 0
+        self.live = 2
+        self.dead = 0
+
+
+#: One key's pending changes: the change itself when it is the only one (the usual case: no container), else a
+#: `_Queue`.
+_Bucket = Change | _Queue
+#: An index with nothing filed in it yet, shared (never written: `Pending.add` makes a real one first).
+_NONE: Final[dict[Any, Any]] = {}
+
+
+def _file(index: dict[Any, _Bucket], key: Any, change: Change) -> None:
+    """File `change` (the newest) under `key` of `index`."""
+    held = index.get(key)
+    if held is None:
+        index[key] = change
+    elif type(held) is _Queue:
+        held.changes.append(change)
+        held.live += 1
+    else:
+        index[key] = _Queue(held, change)  # type: ignore[arg-type]
+
+
+def _unfile(index: dict[Any, _Bucket], key: Any, change: Change, seqs: dict[int, Change]) -> None:
+    """Take `change`, just removed from `seqs` (the pending changes by seq), from under `key` of `index`."""
+    held = index[key]
+    if held is change:
+        del index[key]
+        return
+    assert type(held) is _Queue
+    held.live -= 1
+    if not held.live:
+        del index[key]
+        return
+    held.dead += 1
+    if held.dead > held.live >> 2:
+        held.changes = [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
+        held.head = held.dead = 0
+
+
+class Pending:
+    """The changes of one connection still awaiting an answer, oldest first (by `seq`).
+
+    A mapping seq -> `Change` for whoever walks them all (the client view, `show`); and the lookups the reducer
+    and the rules make, each O(1) (amortized) however many changes wait: the oldest of a kind, the oldest of a
+    kind about one item id, the oldest id-less create of an item type, the oldest `response.create` in or out of
+    the conversation, and the changes that carry an event id, a call_id, or quote an id. Adding and removing a
+    change is O(1) as well: a pipeline of 200,000 creates acknowledged in order costs what one create costs, 200,000
+    times. A change's fields must not change while it waits (they are its keys), and only a create carries an item
+    and a `previous_item_id` (as the reducer makes them).
+    """
+
+    __slots__ = ("_calls", "_events", "_idless", "_items", "_kinds", "_prevs", "_removed", "_replies", "_seqs")
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        #: Every pending change by seq, in seq order.
+        self._seqs: dict[int, Change] = {}
+        # The indexes, each the shared empty `_NONE` until a change is filed in it (most connections, and every
+        # closed one, have nothing pending: they cost no dict).
+        #: By kind (`conversation.item.create`, ...).
+        self._kinds: dict[str, _Bucket] = _NONE
+        #: kind -> item id -> changes about that id (`Change.item_id`).
+        self._items: dict[str, dict[str, _Bucket]] = _NONE
+        #: Creates without an item id, by the type of the item they carry (None: no item).
+        self._idless: dict[str | None, _Bucket] = _NONE
+        #: By `event_id`, any kind: None until an event id is looked up (an error that carries one, a response
+        #: that echoes one), then built from `_seqs` and kept (most traces never look one up: a change costs no
+        #: entry there).
+        self._events: dict[str, _Bucket] | None = None
+        #: Creates by the call_id of their item, and by their `previous_item_id` (that one only once an error quoted
+        #: an id: None until then, built from `_seqs` when first needed).
+        self._calls: dict[str, _Bucket] = _NONE
+        self._prevs: dict[str, _Bucket] | None = None
+        #: `response.create`s by whether they are in the conversation (`conversation` is not "none").
+        self._replies: dict[bool, _Bucket] = _NONE
+        #: Removals since `_seqs` was last rebuilt (a dict keeps the slots of removed keys until it grows).
+        self._removed = 0
+
+    # -- the mapping ------------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    def __bool__(self) -> bool:
+        return bool(self._seqs)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._seqs)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._seqs
+
+    def __getitem__(self, seq: int) -> Change:
+        return self._seqs[seq]
+
+    def __setitem__(self, seq: int, change: Change) -> None:
+        if seq != change.seq:
+            raise ValueError(f"change of seq {change.seq} filed under {seq}")
+        self.add(change)
+
+    def __delitem__(self, seq: int) -> None:
+        self.remove(self._seqs[seq])
+
+    def values(self) -> Iterable[Change]:
+        return self._seqs.values()
+
+    def items(self) -> Iterable[tuple[int, Change]]:
+        return self._seqs.items()
+
+    def clear(self) -> None:
+        self._reset()
+
+    # -- adding and removing ----------------------------------------------------------------------------------
+
+    def add(self, change: Change) -> None:
+        """File a change just sent (its seq is the newest)."""
+        seqs = self._seqs
+        if change.seq in seqs:
+            raise ValueError(f"a change of seq {change.seq} is pending already")
+        seqs[change.seq] = change
+        # Each index it belongs in, made real first (`remove` takes it out of the same ones).
+        kind = change.kind
+        if self._kinds is _NONE:
+            self._kinds, self._items = {}, {}
+        _file(self._kinds, kind, change)
+        item_id = change.item_id
+        if item_id is not None:
+            by_id = self._items.get(kind)
+            if by_id is None:
+                self._items[kind] = {item_id: change}
+            elif item_id not in by_id:
+                by_id[item_id] = change
+            else:
+                _file(by_id, item_id, change)
+        event_id = change.event_id
+        if event_id is not None and self._events is not None:
+            _file(self._events, event_id, change)
+        if kind == _CREATE:
+            item = change.item
+            if item_id is None:
+                if self._idless is _NONE:
+                    self._idless = {}
+                _file(self._idless, item.type if item is not None else None, change)
+            if item is not None and item.call_id is not None:
+                if self._calls is _NONE:
+                    self._calls = {}
+                _file(self._calls, item.call_id, change)
+            if change.previous_item_id is not None and self._prevs is not None:
+                _file(self._prevs, change.previous_item_id, change)
+        elif kind == "response.create":
+            if self._replies is _NONE:
+                self._replies = {}
+            _file(self._replies, change.conversation != "none", change)
+
+    def remove(self, change: Change) -> None:
+        """Take an answered change out (KeyError when it is not pending)."""
+        seqs = self._seqs
+        if seqs.get(change.seq) is not change:
+            raise KeyError(change.seq)
+        del seqs[change.seq]
+        kind = change.kind
+        _unfile(self._kinds, kind, change, seqs)
+        if change.item_id is not None:
+            _unfile(self._items[kind], change.item_id, change, seqs)
+        if change.event_id is not None and self._events is not None:
+            _unfile(self._events, change.event_id, change, seqs)
+        if kind == _CREATE:
+            item = change.item
+            if change.item_id is None:
+                _unfile(self._idless, item.type if item is not None else None, change, seqs)
+            if item is not None and item.call_id is not None:
+                _unfile(self._calls, item.call_id, change, seqs)
+            if change.previous_item_id is not None and self._prevs is not None:
+                _unfile(self._prevs, change.previous_item_id, change, seqs)
+        elif kind == "response.create":
+            _unfile(self._replies, change.conversation != "none", change, seqs)
+        self._removed += 1
+        if self._removed > 2 * len(seqs) + 64:
+            self._seqs = dict(seqs)  # a copy keeps no slot of the removed keys: walks stay O(pending)
+            self._removed = 0
+
+    # -- lookups ----------------------------------------------------------------------------------------------
+
+    def _first(self, index: dict[Any, _Bucket] | None, key: Any) -> Change | None:
+        held = index.get(key) if index else None
+        if held is None or type(held) is not _Queue:
+            return held  # type: ignore[return-value]
+        changes, k, seqs = held.changes, held.head, self._seqs
+        while seqs.get(changes[k].seq) is not changes[k]:
+            k += 1
+        held.head = k
+        return changes[k]
+
+    def _all(self, index: dict[Any, _Bucket] | None, key: Any, limit: int | None = None) -> list[Change]:
+        """The pending changes under `key`, oldest first (the first `limit` of them)."""
+        held = index.get(key) if index else None
+        if held is None:
+            return []
+        if type(held) is not _Queue:
+            return [held]  # type: ignore[list-item]
+        seqs = self._seqs
+        if limit is None:
+            return [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
+        out: list[Change] = []
+        for c in itertools.islice(held.changes, held.head, None):
+            if seqs.get(c.seq) is c:
+                out.append(c)
+                if len(out) == limit:
+                    break
+        return out
+
+    def oldest(self, kind: str, item_id: str | None = None) -> Change | None:
+        """The oldest pending change of `kind` (about `item_id`, when given)."""
+        if item_id is None:
+            return self._first(self._kinds, kind)
+        by_id = self._items.get(kind)
+        held = by_id.get(item_id) if by_id else None
+        if held is None or type(held) is not _Queue:  # (`_first`, inline: one change is the usual case)
+            return held  # type: ignore[return-value]
+        return self._first(by_id, item_id)
+
+    def oldest_of(self, kinds: Iterable[str] | None) -> Change | None:
+        """The oldest pending change of any of `kinds` (None: of any kind)."""
+        found = None
+        for kind in self._kinds if kinds is None else kinds:
+            change = self._first(self._kinds, kind)
+            if change is not None and (found is None or change.seq < found.seq):
+                found = change
+        return found
+
+    def oldest_idless_create(self, item_type: str) -> Change | None:
+        """The oldest create without an item id whose item is of `item_type` (or that carries no item)."""
+        typed = self._first(self._idless, item_type)
+        bare = self._first(self._idless, None)
+        if typed is None or (bare is not None and bare.seq < typed.seq):
+            return bare
+        return typed
+
+    def oldest_reply(self, in_conversation: bool) -> Change | None:
+        """The oldest `response.create` in the conversation (True) or out of band (False)."""
+        return self._first(self._replies, in_conversation)
+
+    def oldest_replies(self, in_conversation: bool, count: int) -> list[Change]:
+        """The oldest `count` `response.create`s in the conversation (True) or out of band (False)."""
+        return self._all(self._replies, in_conversation, count)
+
+    def with_event_id(self, event_id: str, kind: str | None = None) -> Change | None:
+        """The oldest pending change (of `kind`, when given) that carries `event_id`."""
+        if not self._seqs:
+            return None
+        if self._events is None:
+            self._events = {}
+            for filed in self._seqs.values():
+                if filed.event_id is not None:
+                    _file(self._events, filed.event_id, filed)
+        for change in self._all(self._events, event_id):
+            if kind is None or change.kind == kind:
+                return change
+        return None
+
+    def quoting(self, quoted: Iterable[str], kinds: frozenset[str] | None) -> Change | None:
+        """The oldest pending change of one of `kinds` (None: any) whose item id, previous_item_id or item call_id
+        is one of `quoted`."""
+        found: Change | None = None
+        creates = kinds is None or _CREATE in kinds
+        if creates and self._prevs is None:
+            self._prevs = {}
+            for filed in self._seqs.values():
+                if filed.kind == _CREATE and filed.previous_item_id is not None:
+                    _file(self._prevs, filed.previous_item_id, filed)
+        for key in quoted:
+            held = [self._first(by_id, key) for kind, by_id in self._items.items() if kinds is None or kind in kinds]
+            if creates:
+                held += (self._first(self._prevs, key), self._first(self._calls, key))
+            for change in held:
+                if change is not None and (found is None or change.seq < found.seq):
+                    found = change
+        return found
+
+    def naming(
+        self, param: str, quoted: set[str], kinds: frozenset[str] | None, limit: int = NAMING_LIMIT
+    ) -> Change | None:
+        """The oldest pending change (of one of `kinds`; None: any), among the first `limit`, whose event as sent
+        has the field `param` (`item.content[0].type`) holding one of the `quoted` values (any value when none is
+        quoted). Errors are rare and the walk stops at `limit`: the cost stays linear in the trace."""
+        path = field_path(param)
+        if path is None:
+            return None
+        for n, change in enumerate(self._seqs.values()):
+            if n >= limit:
+                return None
+            sent = change.sent
+            if (kinds is not None and change.kind not in kinds) or sent is None:
+                continue
+            found, value = lookup(change.event() if type(sent) is str else sent, path)
+            if found and (not quoted or (isinstance(value, str | int | float) and str(value) in quoted)):
+                return change
+        return None
+
+    def about(self, kind: str, item_id: str) -> list[Change]:
+        """The pending changes of `kind` about `item_id`, oldest first."""
+        return self._all(self._items.get(kind), item_id)
+
+    def creates_for_call(self, call_id: str) -> list[Change]:
+        """The pending creates of an item carrying `call_id`, oldest first."""
+        return self._all(self._calls, call_id)
+
+    def count(self, kind: str) -> int:
+        held = self._kinds.get(kind)
+        if held is None:
+            return 0
+        return held.live if type(held) is _Queue else 1
+
+
+_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def field_path(param: str) -> tuple[str | int, ...] | None:
+    """`item.content[0].type` -> ("item", "content", 0, "type"); None when it is no path."""
+    parts: list[str | int] = []
+    pos = 0
+    for m in _PATH_PART.finditer(param):
+        if m.start() != pos and param[pos : m.start()] != ".":
+            return None
+        parts.append(int(m.group(2)) if m.group(2) is not None else m.group(1))
+        pos = m.end()
+    return tuple(parts) if parts and pos == len(param) else None
+
+
+def lookup(value: Any, path: tuple[str | int, ...]) -> tuple[bool, Any]:
+    """(whether `path` is in `value`, what it holds)."""
+    for key in path:
+        if isinstance(key, int) and isinstance(value, list) and 0 <= key < len(value):
+            value = value[key]
+        elif isinstance(key, str) and isinstance(value, dict) and key in value:
+            value = value[key]
+        else:
+            return False, None
+    return True, value

@@ -1,0 +1,102 @@
+"""Pending changes: O(1) lookups that answer what a walk of every pending change answered; a change kept as text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rtrace.core.describe import describe
+from rtrace.core.pending import KEPT_APART, Change, Pending
+
+from .strategies import BOUNDED, PENDING_KINDS, pending_ops
+
+
+@BOUNDED
+@given(pending_ops(), st.sampled_from(["a", "b", "", "k1", "e1", "zz"]))
+def test_pending_lookups_answer_what_a_walk_of_every_change_answers(ops: list[tuple[str, Any]], key: str) -> None:
+    pending = Pending()
+    model: dict[int, Change] = {}
+    for k, (op, arg) in enumerate(ops):
+        if op == "add":
+            pending.add(arg)
+            model[arg.seq] = arg
+        else:
+            pending.remove(model.pop(arg))
+        assert list(pending.values()) == list(model.values()) and len(pending) == len(model)
+        if k == len(ops) // 2:
+            pending.quoting({key}, None)  # the index of previous ids is built here, then kept up to date
+    walk = list(model.values())
+
+    def first(pred: Any) -> Change | None:
+        return next((c for c in walk if pred(c)), None)
+
+    for kind in PENDING_KINDS:
+        assert pending.oldest(kind) is first(lambda c, k=kind: c.kind == k)
+        assert pending.oldest(kind, key) is first(lambda c, k=kind: c.kind == k and c.item_id == key)
+        assert pending.count(kind) == sum(c.kind == kind for c in walk)
+    for kinds in (None, frozenset(PENDING_KINDS[:2]), frozenset({"response.create"})):
+        assert pending.oldest_of(kinds) is first(lambda c, ks=kinds: ks is None or c.kind in ks)
+
+        def quotes(c: Change, ks: Any = kinds) -> bool:
+            keys = {c.item_id, c.previous_item_id, c.item.call_id if c.item is not None else None}
+            return (ks is None or c.kind in ks) and key in keys
+
+        assert pending.quoting({key}, kinds) is first(quotes)
+    for item_type in ("message", "function_call"):
+        assert pending.oldest_idless_create(item_type) is first(
+            lambda c, t=item_type: (
+                c.kind == PENDING_KINDS[0] and c.item_id is None and (c.item is None or c.item.type == t)
+            )
+        )
+    for in_conversation in (True, False):
+        replies = [c for c in walk if c.kind == "response.create" and (c.conversation != "none") == in_conversation]
+        assert pending.oldest_replies(in_conversation, 2) == replies[:2]
+    assert pending.with_event_id("e1") is first(lambda c: c.event_id == "e1")
+    assert pending.with_event_id("e1", "response.create") is first(
+        lambda c: c.event_id == "e1" and c.kind == "response.create"
+    )
+    calls = [c for c in walk if c.kind == PENDING_KINDS[0] and c.item and c.item.call_id == "k1"]
+    assert pending.creates_for_call("k1") == calls
+
+
+def test_a_pipeline_acknowledged_in_order_leaves_nothing_behind() -> None:
+    """200,000 creates then their acks, oldest first: each lookup finds the next at once, and what the indexes hold
+    stays within a quarter more than what is pending (the dict the reducer used walked every removed slot at every
+    ack; an answered change held past that kept its memory)."""
+    pending = Pending()
+    changes = [Change("conversation.item.create", 1, k, k + 1, 0.0, item_id=f"i{k}") for k in range(200_000)]
+    for change in changes:
+        pending.add(change)
+    for k, change in enumerate(changes):
+        assert pending.oldest("conversation.item.create") is change
+        assert pending.oldest("conversation.item.create", f"i{k}") is change
+        pending.remove(change)
+        queue = pending._kinds.get("conversation.item.create")
+        if queue is not None and type(queue) is not Change:
+            assert len(queue.changes) - queue.head <= queue.live + queue.live // 4 + 1  # type: ignore[union-attr]
+    assert not pending and not pending._kinds and not pending._items["conversation.item.create"]
+
+
+def test_a_change_kept_as_text_gives_back_its_event_and_says_its_summary_when_read() -> None:
+    """A change sent behind a long queue keeps its event as text without the fields it holds (`KEPT_APART`):
+    `event()` gives back the event as sent, `summary` says it when first read (then the text may go)."""
+    event = {
+        "type": "conversation.item.create",
+        "event_id": "ev_9",
+        "previous_item_id": "a",
+        "item": {"id": "b", "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+    }
+    slim = {k: v for k, v in event.items() if k not in KEPT_APART}
+    change = Change(event["type"], 1, 3, 4, 0.5, "ev_9", None, "b", None, "a", sent=orjson.dumps(slim).decode())
+    assert change.event() == event
+    change.answered()
+    assert change.sent is not None  # its summary is still to be said from it
+    assert change.summary == describe(change.kind, event) and change.said == change.summary
+    change.answered()
+    assert change.sent is None and change.event() is None and change.summary == describe(change.kind, event)
+    other = {**event, "previous_item_id": "z"}  # a field the change holds otherwise stays in the text
+    kept = Change(event["type"], 1, 3, 4, 0.5, "ev_9", None, "b", None, "a", sent=orjson.dumps(other).decode())
+    assert kept.event() == other
