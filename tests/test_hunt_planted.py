@@ -35,12 +35,20 @@ def short_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLANTED_WAIT", "1")  # the clients' own test deadline for an answer
 
 
+@pytest.fixture(scope="module")
+def gave_up(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """One hunt of the client that gives up, read by the test of its entry and by the test of its regression test."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLANTED_WAIT", "1")
+        return hunt(tmp_path_factory.mktemp("planted"), "give-up", 8)
+
+
 def families(bugs: list[dict[str, Any]]) -> list[str]:
     return [b["cause"]["family"] for b in bugs]
 
 
-def test_a_client_that_gives_up_on_a_close_is_one_entry_listing_the_faults(tmp_path: Path) -> None:
-    bugs = hunt(tmp_path, "give-up", 8)
+def test_a_client_that_gives_up_on_a_close_is_one_entry_listing_the_faults(gave_up: list[dict[str, Any]]) -> None:
+    bugs = gave_up
     assert families(bugs) == ["gave up"]
     (bug,) = bugs
     assert bug["rule"] == "RT127" and len(bug["seen_under"]) >= 3  # two drops and closes: one entry
@@ -106,14 +114,20 @@ def test_a_hunt_trace_replayed_against_the_fake_shows_its_finding_again(tmp_path
     assert result.replay_report is not None and "RT126" in {f.rule for f in result.replay_report.findings}
 
 
-def test_each_entry_carries_a_regression_test_that_fails_while_the_bug_is_there(tmp_path: Path) -> None:
+def test_each_entry_carries_a_regression_test_that_fails_while_the_bug_is_there(
+    gave_up: list[dict[str, Any]], tmp_path: Path
+) -> None:
     """`bug-N_test.py` (the plugin's fixture, the entry's script): red on the client with the bug, green on the
     fixed one (the same command with `--correct`)."""
+    import shutil
     import subprocess
 
-    (bug,) = hunt(tmp_path, "give-up", 8)
-    test = Path(bug["regression_test"])
-    assert test.name == "bug-1_test.py" and test.with_name("bug-1.toml").exists()
+    (bug,) = gave_up
+    found = Path(bug["regression_test"])
+    assert found.name == "bug-1_test.py" and found.with_name("bug-1.toml").exists()
+    test = tmp_path / found.name  # a copy beside its script: the shared hunt's directory stays as it was written
+    shutil.copy(found, test)
+    shutil.copy(found.with_name("bug-1.toml"), tmp_path)
 
     def pytest_on(path: Path) -> int:
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],

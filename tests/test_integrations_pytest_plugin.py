@@ -455,10 +455,15 @@ def test_the_tls_option_serves_wss_and_names_what_a_client_trusts(
     assert (tmp_path / "tls" / "ca.pem").is_file()
 
 
-def test_a_hunt_in_a_test_runs_on_the_markers_script(users: pytest.Pytester) -> None:
-    """`@pytest.mark.rtrace(hunt=..., script=...)`: the test's script is the base of every run of its hunt (the
-    client needs its tool called, or exits 3: without the script the clean run fails), and each bug's command
-    re-runs it with that script."""
+def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate_on_the_markers_script(
+    users: pytest.Pytester,
+) -> None:
+    """`@pytest.mark.rtrace(hunt=..., script=...)`: the test is the command of a hunt (a child pytest per run, against
+    the hunt's server); it fails with the bugs found. The client (tests/sweep_client.py) deletes its tool output when
+    the ack takes over 30 ms, and gives up on any close. The test's script is the base of every run (the client
+    needs its tool called, or exits 3: without the script the clean run fails), and each bug's command re-runs it
+    with that script. (One hunt for both: a second 30 s hunt without a script proved nothing more; the hunt through
+    a link below has none.)"""
     client = Path(__file__).parent / "sweep_client.py"
     users.makefile(".toml", agent='[[turn]]\nwhen = { user = "weather" }\ncall = { name = "get_forecast" }\n')
     users.makepyfile(
@@ -474,34 +479,13 @@ def test_a_hunt_in_a_test_runs_on_the_markers_script(users: pytest.Pytester) -> 
     )
     result = users.runpytest("-p", "no:cacheprovider", "--rtrace-traces", "traces")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*clean run: exit 0, no finding*", "*bug *: RT101 deleted-function-call-output*"])
-    result.stdout.fnmatch_lines(["*reproduce: rtrace hunt --script *agent.toml --schedule *bug-1.toml --runs 2 -- *"])
-
-
-def test_a_hunt_in_a_test_finds_its_latency_bug_shrunk_with_its_rate(users: pytest.Pytester) -> None:
-    """`@pytest.mark.rtrace(hunt=...)`: the test is the command of a hunt (a child pytest per run, against the
-    hunt's server); it fails with the bugs found. The client (tests/sweep_client.py) deletes its tool output when
-    the ack takes over 30 ms, and gives up on any close."""
-    client = Path(__file__).parent / "sweep_client.py"
-    users.makepyfile(
-        test_agent=f"""
-        import os, subprocess, sys
-        import pytest
-
-        @pytest.mark.rtrace(hunt="30s", hunt_runs=2)
-        def test_agent(rtrace_server):
-            done = subprocess.run([sys.executable, {str(client)!r}], env={{**os.environ, **rtrace_server.env}})
-            assert done.returncode == 0
-        """
-    )
-    result = users.runpytest("-p", "no:cacheprovider", "--rtrace-traces", "traces")
-    result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*rtrace hunt: * runs * seed 0; stopped: budget*", "*clean run: exit 0, no finding*"])
     result.stdout.fnmatch_lines(["*bug *: RT101 deleted-function-call-output (error)*",
                                  "*minimal schedule: ack latency *ms on every server event*",
                                  "*reproduced ?/? runs*"])  # fmt: skip  # a rate: cut re-runs do not count
+    result.stdout.fnmatch_lines(["*reproduce: rtrace hunt --script *agent.toml --schedule *bug-1.toml --runs 2 -- *"])
     out = result.stdout.str()
-    command = next(line for line in out.splitlines() if "reproduce: rtrace hunt --schedule" in line)
+    command = next(line for line in out.splitlines() if "reproduce: rtrace hunt --script" in line)
     assert "-m pytest" in command and "test_agent.py::test_agent" in command
 
 

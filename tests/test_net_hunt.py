@@ -246,6 +246,30 @@ def test_a_run_ended_quiet_after_a_reconnect_that_lost_data_is_keyed_by_the_loss
     assert {k.reaction for k in keys_of(run(None, []), [])} == {"hung"}
 
 
+def test_a_turn_that_never_completed_is_a_hang_only_when_the_command_did_not_end_well() -> None:
+    """RT126 (a response a close cut, never asked again): a client that then failed its own deadline (exit 1) or
+    was ended quiet hung on the turn; one that ended the turn unanswered and exited 0 by itself (livekit-agents
+    1.8.9: the generation discarded, the app told nothing) reconnected and lost it, and is never called hung."""
+    from rtrace.net.bugs import cause_of, sentence
+    from rtrace.net.hunt import keys_of
+    from rtrace.rules.base import Finding
+
+    def run(exit_code: int | None, ended_early: float | None = None) -> Run:
+        found = [Finding("RT126", "turn-never-completed", "warning", 1, "m", "e", (), {"responses": ("r1",)}, "f", 1)]
+        return Run(1, "systematic", Schedule((Fault("close", "sent", "response.created", 1011),)),
+                   Path("run.jsonl"), exit_code, 1.0, findings=found, reaction=("reconnected", ()),
+                   ended_early=ended_early)  # fmt: skip
+
+    (key,) = keys_of(run(0), [])
+    assert key.reaction == "reconnected and lost data"
+    cause = cause_of(key.rule, key.items, "in-flight response", key.reaction, key.faults)
+    said = sentence(cause, "a response was cut", ["RT126"])
+    assert said.endswith("the client reconnected and lost the turn in flight).")
+    assert {k.reaction for k in keys_of(run(1), [])} == {"hung"}
+    assert {k.reaction for k in keys_of(run(None, 3.0), [])} == {"hung"}
+    assert {k.reaction for k in keys_of(run(None), [])} == {"hung"}  # outlived --timeout
+
+
 REAL = Path(__file__).parent.parent / "sample_traces" / "real"
 
 

@@ -4,6 +4,7 @@ text from a trace or the command shown, never obeyed."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import xml.etree.ElementTree as ET
@@ -133,3 +134,23 @@ def test_the_time_split_is_said_in_the_progress_lines_unit(tmp_path: Path) -> No
     out = io.StringIO()
     render_terminal(res, plain_console(out))
     assert "time: clean run 3s, search 145s, confirming 93s" in out.getvalue()
+
+
+def test_a_candidate_never_re_run_is_unconfirmed_never_not_a_bug(tmp_path: Path) -> None:
+    """A budget that ran out before a candidate's first re-run (0/0) says nothing of it: it is listed apart as
+    unconfirmed in every format, and only what was re-run and never reproduced is called "not a bug"."""
+    done = result(tmp_path)
+    untried = dataclasses.replace(done.unconfirmed[0], slug="turn-never-completed", hits=0, tries=0,
+                                  key=BugKey("RT126", (), ("close sent",), "hung"))  # fmt: skip
+    done = dataclasses.replace(done, unconfirmed=[*done.unconfirmed, untried])
+    doc = json.loads(render(done, "json"))
+    assert [b["slug"] for b in doc["not_reproduced"]] == ["stale-snapshot-delete"]
+    assert [b["slug"] for b in doc["unconfirmed"]] == ["turn-never-completed"]
+    out = io.StringIO()
+    render_terminal(done, plain_console(out, width=200))
+    assert "not reproduced (0/10 re-runs, not a bug): RT102" in out.getvalue()
+    assert "unconfirmed (never re-run): RT126" in out.getvalue() and "0/0 re-runs" not in out.getvalue()
+    for fmt in ("markdown", "html"):
+        text = render(done, fmt)
+        aside, unconfirmed = text.split("Not reproduced (not bugs)")[1].split("Unconfirmed (the budget ran out")
+        assert "RT102" in aside and "RT126" not in aside and "RT126" in unconfirmed, fmt

@@ -300,7 +300,9 @@ LOST = {
 
 #: One sentence per family: what the client did wrong (the rule's own title is used for the others).
 SENTENCES = {
-    "gave up": "The client gave up when the connection ended instead of reconnecting or telling the app.",
+    # what it told the app the wire cannot show (openai-agents 0.24.0 raises the close out of its session, and has
+    # no reconnect): the entry says only what the trace shows
+    "gave up": "The client gave up when the connection ended: it never reconnected.",
     SURVIVAL: "The client did not recover from the fault: it failed, hung or exited with an error.",
 }
 #: The fix of a client that gave up.

@@ -151,8 +151,10 @@ def keys_of(
         kept = [f for f in kept if f.rule not in SESSION_END_RULES]
     # what the client did: gave up, hung, reconnected and restored or lost what the kept findings say
     rules = {f.rule for f in kept}
-    # a client that reconnected and lost items is keyed by the loss even when it then hung (`reaction_of`)
-    hung = run.exit_code is None or run.ended_early is not None or "RT126" in rules
+    # a client that reconnected and lost items is keyed by the loss even when it then hung (`reaction_of`); a turn
+    # that never completed is a hang only when the command then failed (its own deadline): one that ended the turn
+    # unanswered and exited 0 lost it (livekit-agents 1.8.9 discards the generation a close cut, and goes on)
+    hung = run.exit_code is None or run.ended_early is not None or ("RT126" in rules and not run.survived)
     reacted = reaction_of(run.reaction[0], rules, run.survived or run.phase == "clean run", hung)
     run.point = point_of(records, first_note(records, len(run.schedule.turn_faults())))
     keys: list[BugKey] = []

@@ -61,6 +61,15 @@ def rate(bug: Bug) -> str:
     return f"{bug.hits}/{bug.tries}"
 
 
+def set_aside(result: HuntResult) -> list[tuple[str, list[Bug]]]:
+    """The candidates that are no entry, under their heading: re-run and never reproduced (no bug), or never re-run
+    at all (the budget ran out first: unknown, so never called "not a bug"; JSON `unconfirmed`)."""
+    tried = [b for b in result.unconfirmed if b.tries]
+    untried = [b for b in result.unconfirmed if not b.tries]
+    headed = [("Not reproduced (not bugs)", tried), ("Unconfirmed (the budget ran out before any re-run)", untried)]
+    return [(heading, bugs) for heading, bugs in headed if bugs]
+
+
 def _rule_title(bug: Bug) -> str:
     return f"{bug.rule} {bug.slug}" if bug.rule != SURVIVAL else SURVIVAL
 
@@ -125,7 +134,8 @@ def render_terminal(result: HuntResult, console: Console) -> None:
         for line in result.left_out:
             say(f"  {line}")
     for bug in result.unconfirmed:
-        say(f"not reproduced (0/{bug.tries} re-runs, not a bug): {_rule_title(bug)} under {bug.found.describe()}")
+        why = f"not reproduced (0/{bug.tries} re-runs, not a bug)" if bug.tries else "unconfirmed (never re-run)"
+        say(f"{why}: {_rule_title(bug)} under {bug.found.describe()}")
 
 
 def _run_management_lines(result: HuntResult) -> list[str]:
@@ -230,7 +240,8 @@ def result_json(result: HuntResult) -> dict[str, Any]:
         "surface": result.surface.to_json(),
         "upstream": None if o.upstream is None else {"url": safe_url(o.upstream), "left_out": list(FAKE_ONLY)},
         "bugs": [bug_json(b) for b in result.bugs],
-        "not_reproduced": [bug_json(b) for b in result.unconfirmed],
+        "not_reproduced": [bug_json(b) for b in result.unconfirmed if b.tries],
+        "unconfirmed": [bug_json(b) for b in result.unconfirmed if not b.tries],
     }
 
 
@@ -261,10 +272,10 @@ def render_markdown(result: HuntResult) -> str:
     if result.clean is not None:
         found = ", ".join(f"{f.rule} {f.slug}" for f in result.clean.findings) or "no finding"
         out += ["## Clean run (baseline)", "", f"{md_text(result.clean.how())}: {md_text(found)}", ""]
-    if result.unconfirmed:
-        out += ["## Not reproduced (not bugs)", ""]
-        out += [f"- {md_text(_rule_title(b))} under {md_text(b.found.describe())}: 0/{b.tries}"
-                for b in result.unconfirmed]  # fmt: skip
+    for heading, bugs in set_aside(result):
+        out += [f"## {heading}", ""]
+        out += [f"- {md_text(_rule_title(b))} under {md_text(b.found.describe())}: 0/{b.tries}" for b in bugs]
+        out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -334,10 +345,10 @@ def render_html(result: HuntResult) -> str:
     if result.clean is not None:
         found = ", ".join(f"{f.rule} {f.slug}" for f in result.clean.findings) or "no finding"
         parts.append(f"<h2>Clean run (baseline)</h2><p>{e(result.clean.how())}: {e(found)}</p>")
-    if result.unconfirmed:
-        parts.append("<h2>Not reproduced (not bugs)</h2><ul>")
+    for heading, bugs in set_aside(result):
+        parts.append(f"<h2>{e(heading)}</h2><ul>")
         parts += [f"<li>{e(shown(_rule_title(b)))} under {e(shown(b.found.describe()))}: 0/{b.tries}</li>"
-                  for b in result.unconfirmed]  # fmt: skip
+                  for b in bugs]  # fmt: skip
         parts.append("</ul>")
     parts.append("</body></html>\n")
     return "".join(parts)

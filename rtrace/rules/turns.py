@@ -20,8 +20,8 @@ class TurnNeverCompleted(Rule[Config]):
     asked for a response again (nor got one the server started on its own) within `--reply-timeout`.
 
     **What it means.** The user's turn has no answer and never will: the response that was to answer it died with
-    the socket, and the client, though connected again (often reporting its state restored), waits for a
-    `response.done` that cannot come. The app hangs on the turn.
+    the socket, and the client, though connected again (often reporting its state restored), either waits for a
+    `response.done` that cannot come (the app hangs on the turn) or ends the turn unanswered.
 
     **How it is judged.** Needs the end of the trace. The response was created and had no `response.done` when
     its connection closed (a noted close, not the end of the recording); a reconnect replaced that connection; no
@@ -43,7 +43,8 @@ class TurnNeverCompleted(Rule[Config]):
         ... 10 s, nothing asked ...
 
     **Usual cause.** A reconnect that restores the conversation but forgets the generation in flight: the turn's
-    future stays pending (livekit-agents: a close right after `response.created`).
+    future stays pending, or is ended as if answered (livekit-agents 1.8.9 and 2.0.0b1: a close right after
+    `response.created` discards the generation with a logged warning, and the turn ends with no reply and no error).
 
     **Fix.** On reconnect, fail the turn in flight visibly or ask for its response again (`response.create`).
     """

@@ -5,7 +5,9 @@ it runs; turn C goes out with the tool output's create: the queued-speech push),
 whose generation the server holds open (a script delays its `response.done`); the turn is interrupted once the tool
 has returned, so its output is pushed by the interrupted-generation path; turn C goes out with that create) or
 `reconnect` (turn A; the server drops the socket). Prints one JSON summary line, asserts nothing. Exits by itself
-within --timeout (0 done, 3 timed out, 4 client failed).
+within --timeout (0 done, 3 timed out, 4 client failed). A turn A that livekit ends without calling its tool (its
+reply failed or discarded, say on a reconnect) ends the scenario too, as an app reading its SpeechHandle would:
+done, with the handle's error as `turn_a_error`.
 """
 
 from __future__ import annotations
@@ -127,6 +129,8 @@ class Progress:
         self.server_errors: list[str] = []
         self.last_server_event = time.monotonic()
         self.tool_done = asyncio.Event()
+        #: The error turn A's SpeechHandle ended with, when it ended without calling its tool.
+        self.turn_a_error: str | None = None
 
     def mark(self, name: str) -> None:
         self.marks.setdefault(name, round(time.monotonic() - self.t0, 4))
@@ -139,6 +143,21 @@ async def _wait_quiet(progress: Progress) -> None:
         if progress.open_responses <= 0 and idle >= QUIET_SECONDS:
             return
         await asyncio.sleep(0.05)
+
+
+async def _tool_ran(progress: Progress, turn: Any) -> bool:
+    """Until the turn's tool has run (True), or the turn ended without calling it (False: livekit failed or
+    discarded its reply, e.g. on a reconnect, and says so on the turn's SpeechHandle). An app reads the handle;
+    a driver that only waited for the tool would hang on a turn the library had already ended, and a hunt would
+    take the driver's hang for the library's."""
+    while not progress.tool_done.is_set():
+        if turn.done() and not progress.tool_calls:
+            progress.mark("turn_a_ended")
+            error = turn.exception()
+            progress.turn_a_error = f"{type(error).__name__}: {error}" if error is not None else None
+            return False
+        await asyncio.sleep(0.02)
+    return True
 
 
 async def _run(args: argparse.Namespace, progress: Progress, trace: ClientTrace) -> None:
@@ -226,9 +245,8 @@ async def _run(args: argparse.Namespace, progress: Progress, trace: ClientTrace)
         on_tool_start.append(start_turn_b)
 
     progress.mark("turn_a")
-    session.generate_reply(user_input=TURN_A)
-    await progress.tool_done.wait()
-    if args.scenario in ("race", "interrupted"):
+    turn_a = session.generate_reply(user_input=TURN_A)
+    if await _tool_ran(progress, turn_a) and args.scenario in ("race", "interrupted"):
         while "turn_c" not in progress.marks:
             await asyncio.sleep(0.02)
     # the tool's own reply and turn C's reply come after the output: wait until the conversation settles
@@ -261,6 +279,7 @@ async def _main(args: argparse.Namespace) -> int:
         "tool_calls": progress.tool_calls,
         "reconnects": progress.reconnects,
         "server_errors": progress.server_errors,
+        "turn_a_error": progress.turn_a_error,
     }
     print(json.dumps(summary), flush=True)
     return 0 if status == "done" else 3
