@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rtrace.core.durations import format_duration, parse_duration
-from rtrace.net.hunt import Bug, HuntOptions, HuntResult, Run, hunt
+from rtrace.net.hunt.hunt import Bug, HuntOptions, HuntResult, Run, hunt
 
 ROOT = Path(__file__).resolve().parent.parent
 E2E = ROOT / "tests" / "e2e"

@@ -1,5 +1,5 @@
-"""`make fidelity`: the fake endpoint against the real server's recordings (`rtrace.net.fidelity`), and the analyzer
-on them (no error finding on any).
+"""`make fidelity`: the fake endpoint against the real server's recordings (`rtrace.net.fake.fidelity`), and the
+analyzer on them (no error finding on any).
 
 Reads the recordings in place from a `realapi` folder (`cases/*.jsonl`, as `../shared/realapi/` beside the clone
 holds them); says it skipped, exit 0, when there is none. Prints every difference that stays with its reason, then
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rtrace.engine.fold import analyze_path  # noqa: E402
-from rtrace.net.fidelity import Record, compare, has_client_events, judge  # noqa: E402
+from rtrace.net.fake.fidelity import Record, compare, has_client_events, judge  # noqa: E402
 
 CANDIDATES = (ROOT.parent / "shared" / "realapi", ROOT.parent.parent / "shared" / "realapi")
 

@@ -144,7 +144,7 @@ def upstream_urls() -> Iterator[str]:
 
 
 def class_1(quick: bool, tmp: Path) -> None:
-    from rtrace.net.proxy import check_upstream
+    from rtrace.net.link.proxy import check_upstream
 
     urls = list(upstream_urls())
     for k, url in enumerate(urls):
@@ -170,9 +170,9 @@ async def _upstream_failures(tmp: Path, n: int) -> None:
     from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
 
-    from rtrace.net import proxy as proxy_module
-    from rtrace.net.common import scrubbed_logging
-    from rtrace.net.proxy import RecordOptions, run_proxy
+    from rtrace.net.link import proxy as proxy_module
+    from rtrace.net.link.common import scrubbed_logging
+    from rtrace.net.link.proxy import RecordOptions, run_proxy
 
     errors: list[Exception] = [
         InvalidURI(f"ws://u@h/v1?api-key={KEY}", "username provided without password"),
@@ -386,7 +386,7 @@ async def _recorder(upstream: str, trace: Path) -> Any:
 async def _killed_recorder(tmp: Path, sig: signal.Signals) -> bool:
     from websockets.asyncio.client import connect
 
-    from rtrace.net.server import ServerOptions, run_server
+    from rtrace.net.link.server import ServerOptions, run_server
 
     trace = tmp / f"killed-{sig.name}.jsonl"
     async with run_server(ServerOptions()) as srv, _recorder(srv.url, trace) as (proc, url):
@@ -516,7 +516,7 @@ async def _live_record(tmp: Path, plants: list[Plant]) -> bytes:
 async def _serve_record(tmp: Path, streamed: list[Plant], client: list[Plant]) -> bytes:
     from websockets.asyncio.client import connect
 
-    from rtrace.net.server import ServerOptions, run_server
+    from rtrace.net.link.server import ServerOptions, run_server
 
     source, trace = tmp / "responses.jsonl", tmp / "serve.jsonl"
     source.write_bytes(dumps_lines(responses_lines(streamed)))
@@ -543,7 +543,7 @@ async def _serve_record(tmp: Path, streamed: list[Plant], client: list[Plant]) -
 
 
 def class_5(quick: bool, tmp: Path) -> None:
-    from rtrace.net.replay import ReplayFailed, ReplayOptions, _headers_for, check_key_target
+    from rtrace.net.replay.runner import ReplayFailed, ReplayOptions, _headers_for, check_key_target
 
     os.environ["HARDEN_KEY"] = KEY
     targets = [
@@ -819,7 +819,7 @@ async def _stalled_client_sigterm(tmp: Path, k: int) -> tuple[float, bool]:
 async def _parallel_clients(tmp: Path, n: int) -> tuple[bool, int]:
     from websockets.asyncio.client import connect
 
-    from rtrace.net.server import ServerOptions, run_server
+    from rtrace.net.link.server import ServerOptions, run_server
 
     trace = tmp / "parallel.jsonl"
     async with run_server(ServerOptions()) as srv, _recorder(srv.url, trace) as (proc, url):
@@ -854,7 +854,7 @@ async def _parallel_clients(tmp: Path, n: int) -> tuple[bool, int]:
 async def _flood(tmp: Path, n: int) -> bool:
     from websockets.asyncio.client import connect
 
-    from rtrace.net.server import ServerOptions, run_server
+    from rtrace.net.link.server import ServerOptions, run_server
 
     trace = tmp / "flood.jsonl"
     append = orjson.dumps({"type": "input_audio_buffer.append", "audio": "AAAA" * 256}).decode()
@@ -898,7 +898,7 @@ def class_9(quick: bool, tmp: Path) -> None:
 def class_10(quick: bool, tmp: Path) -> None:
     _side_cases(10, side_inputs.regex_cases(), tmp, every=4 if quick else 1)
     from rtrace.core.inputs import PATTERN_SECONDS, pattern_search, user_pattern
-    from rtrace.net.script import ResponseContext, _holds, parse_script
+    from rtrace.net.faults.script import ResponseContext, _holds, parse_script
 
     rng = random.Random(10)
     for pattern, text in side_inputs.CATASTROPHIC * (1 if quick else 5):

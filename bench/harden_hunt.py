@@ -285,10 +285,10 @@ def class_19(quick: bool, tmp: Path) -> None:
     """Clients that flood pings and read nothing, through serve and through record, at several bounds: each is
     closed within seconds, the trace says so, the bytes held stay under twice the bound, and the server stops
     within a second after."""
-    from rtrace.net import common
-    from rtrace.net.proxy import RecordOptions, run_proxy
-    from rtrace.net.server import ServerOptions, run_server
-    from tests.test_net_server import ping_flood
+    from rtrace.net.link import common
+    from rtrace.net.link.proxy import RecordOptions, run_proxy
+    from rtrace.net.link.server import ServerOptions, run_server
+    from tests.test_net_link_server import ping_flood
 
     bounds = [256 << 10, 1 << 20, 4 << 20] if not quick else [1 << 20]
     for bound, via, clients in itertools.product(bounds, ("serve", "record"), (1, 3)):
@@ -326,8 +326,8 @@ def class_20(quick: bool, tmp: Path) -> None:
     from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-    from rtrace.net import proxy as proxy_module
-    from rtrace.net.proxy import RecordOptions, run_proxy
+    from rtrace.net.link import proxy as proxy_module
+    from rtrace.net.link.proxy import RecordOptions, run_proxy
 
     timeouts = [0.5, 1.0, 2.0] if not quick else [1.0]
     for n, limit in enumerate(timeouts):

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from rtrace.core.durations import parse_duration
-from rtrace.net.bugs import cause_of
-from rtrace.net.hunt import HuntOptions, HuntResult, hunt
-from rtrace.net.server import ServerOptions, options_from_cli
+from rtrace.net.hunt.bugs import cause_of
+from rtrace.net.hunt.hunt import HuntOptions, HuntResult, hunt
+from rtrace.net.link.server import ServerOptions, options_from_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = ROOT / "tests" / "planted_client.py"

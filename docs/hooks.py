@@ -2,7 +2,8 @@
 
 - `cli.md`, the command reference, from the click command tree of `rtrace.cli.app` (typer's app): every command
   with its help, usage, arguments, options (names, value, default) and the examples of its `--help`.
-- `faults.md`, every fault action, from `rtrace.net.actions.ACTIONS`: its flags, script key, words, moments, link.
+- `faults.md`, every fault action, from `rtrace.net.faults.actions.ACTIONS`: its flags, script key, words, moments,
+link.
 - `rules/index.md` and a page per rule (`rules/<slug>.md`), from `rtrace.rules.RULES`: the table, then each rule's
   docstring, which is its user documentation (what `rtrace rules SLUG` prints).
 
@@ -144,12 +145,12 @@ def _cell(text: str) -> str:
 
 
 def fault_reference() -> str:
-    """`faults.md`: every fault action of `rtrace.net.actions.ACTIONS`, as `serve`, a script and `rtrace hunt` know
-    it: its flags, its script key, what it does in words, what the hunt draws, whether a link makes it."""
-    from rtrace.net.actions import BY_COST, Action
+    """`faults.md`: every fault action of `rtrace.net.faults.actions.ACTIONS`, as `serve`, a script and `rtrace hunt`
+    know it: its flags, its script key, what it does in words, what the hunt draws, whether a link makes it."""
+    from rtrace.net.faults.actions import BY_COST, Action
 
     def words(action: Action) -> str:
-        from rtrace.net.schedule import Fault
+        from rtrace.net.faults.schedule import Fault
 
         moment = action.moments[0]
         target = {"event": "TYPE", "sent": "TYPE", "all": "*"}.get(moment, "")
@@ -164,7 +165,7 @@ def fault_reference() -> str:
                     f"{'yes' if action.link else 'no'} |")  # fmt: skip
     return "\n".join([
         "# Faults\n",
-        "Generated from the declaration of each fault action (`rtrace/net/actions.py`): the kinds `rtrace hunt` "
+        "Generated from the declaration of each fault action (`rtrace/net/faults/actions.py`): the kinds `rtrace hunt` "
         "searches, cheapest first, with an example of each in words (at the 2nd point it acts at), the `serve` flags "
         "and the script key that make it, where it acts, and whether a link to a real server (`--upstream`, "
         "`record`) can make it.\n",

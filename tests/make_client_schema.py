@@ -1,5 +1,5 @@
-"""Writes `rtrace/net/client_events.schema.json`, the schema serve validates client events against
-(`rtrace.net.schema`), from the openai Python SDK's realtime types: the pydantic models generated from OpenAI's
+"""Writes `rtrace/net/fake/client_events.schema.json`, the schema serve validates client events against
+(`rtrace.net.fake.schema`), from the openai Python SDK's realtime types: the pydantic models generated from OpenAI's
 own API specification, `openai.types.realtime.RealtimeClientEvent` (a union of the eleven client events).
 
 Run by hand with the SDK's environment (it is not one of rtrace's dependencies), and commit the output:
@@ -13,7 +13,7 @@ What is done to the SDK's JSON schema, and why:
   models allow extra fields only so that old SDKs read new servers); a free-form object (`Dict[str, object]`:
   a tool's `parameters`, `metadata`) stays open;
 - `NARROWER` lists where the server accepts less than the SDK's types say, each with its evidence.
-`tests/test_net_schema.py` checks, when the SDK is installed, that the committed file is what this script makes.
+`tests/test_net_fake_schema.py` checks, when the SDK is installed, that the committed file is what this script makes.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parent.parent / "rtrace" / "net" / "client_events.schema.json"
+OUT = Path(__file__).resolve().parent.parent / "rtrace" / "net" / "fake" / "client_events.schema.json"
 
 #: (definition, property path inside it) -> the values the server accepts, narrower than the SDK's type.
 NARROWER: dict[tuple[str, str], list[str]] = {

@@ -1,11 +1,11 @@
 """Drives an `EndpointConnection` the way the server does, on a virtual clock, for the tests of the fake endpoint's
-modules (test_net_endpoint, test_net_faults, test_net_responses, test_net_playback)."""
+modules (test_net_fake_endpoint, test_net_faults_flags, test_net_fake_responses, test_net_fake_playback)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rtrace.net.endpoint import EndpointConnection, EndpointOptions
+from rtrace.net.fake.endpoint import EndpointConnection, EndpointOptions
 
 
 class Driver:
@@ -62,7 +62,7 @@ def types(events: list[dict[str, Any]]) -> list[str]:
 
 def make(**kw: Any) -> Driver:
     """A text session. Without the `rate_limits.updated` the GA server sends after each `response.done` (tested on
-    its own in test_net_endpoint), so that an answer's last event is its `response.done`."""
+    its own in test_net_fake_endpoint), so that an answer's last event is its `response.done`."""
     schedule = kw.pop("schedule", None)
     kw.setdefault("rate_limits_after_done", False)
     d = Driver(EndpointConnection(1, EndpointOptions(**kw), schedule))

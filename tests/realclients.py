@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from rtrace.engine.fold import TraceReport, analyze_path
-from rtrace.net import tls
-from rtrace.net.endpoint import EndpointOptions
-from rtrace.net.faults import Faults
-from rtrace.net.script import Schedule
-from rtrace.net.server import RealtimeServer, ServerOptions, run_server
+from rtrace.net.fake.endpoint import EndpointOptions
+from rtrace.net.faults.flags import Faults
+from rtrace.net.faults.script import Schedule
+from rtrace.net.link import tls
+from rtrace.net.link.server import RealtimeServer, ServerOptions, run_server
 
 from .conftest import ROOT, client_node, client_python
 
@@ -54,7 +54,7 @@ class Client:
     command: tuple[str, ...]
     url: Callable[[RealtimeServer], str]
     #: Serve it `wss://` (`rtrace serve --tls`, a certificate made for the run) and trust it by the variables
-    #: `rtrace.net.tls.trust_env` names.
+    #: `rtrace.net.link.tls.trust_env` names.
     tls: bool = False
 
 
@@ -229,10 +229,10 @@ def run(
     preamble: bool | None = None,
     **faults: Any,
 ) -> Run:
-    """Run `client`'s driver once against a fresh server with `faults` (`rtrace.net.faults.Faults` fields, each firing
-    once), recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client declared, by
-    the user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the driver's
-    environment; `preamble` is `--preamble` (None: auto, as the model)."""
+    """Run `client`'s driver once against a fresh server with `faults` (`rtrace.net.faults.flags.Faults` fields, each
+    firing once), recording to `out/serve.jsonl`. By default serve chooses the tool from the session the client
+    declared, by the user text; `own_tool` forces a call of `TOOL` on every user turn (`--tool`). `env` is added to the
+    driver's environment; `preamble` is `--preamble` (None: auto, as the model)."""
     trace = out / "serve.jsonl"
     endpoint = EndpointOptions(preamble=preamble)
     if own_tool:
@@ -490,9 +490,9 @@ def client_frames(path: Path) -> dict[int, list[tuple[int, str]]]:
 def proxied_run(
     client: Client, out: Path, *, timeout: float = 15.0, close_code: int | None = None, **faults: Any
 ) -> ClientTrace:
-    """`client`'s driver pointed at `rtrace record` (`net.proxy.run_proxy`, recording `out/record.jsonl`), whose
+    """`client`'s driver pointed at `rtrace record` (`net.link.proxy.run_proxy`, recording `out/record.jsonl`), whose
     upstream is a fresh `rtrace serve` with `faults` (recording `out/serve.jsonl`)."""
-    from rtrace.net.proxy import RecordOptions, run_proxy
+    from rtrace.net.link.proxy import RecordOptions, run_proxy
 
     trace, proxied = out / "serve.jsonl", out / "record.jsonl"
     schedule = Schedule.of(Faults(close_code=close_code, **faults))

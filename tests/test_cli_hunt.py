@@ -60,8 +60,8 @@ def test_hunt_runs_every_schedule_on_the_users_script(tmp_path: Path, capsys: py
     the hunt's faults acting on top of it; each bug's script holds both, and its command names the script."""
     import sys
 
-    from rtrace.net.hunt import load_schedule
-    from rtrace.net.script import load_script
+    from rtrace.net.faults.script import load_script
+    from rtrace.net.hunt.hunt import load_schedule
 
     script = tmp_path / "agent.toml"
     script.write_text(SCRIPT, encoding="utf-8")
@@ -94,7 +94,7 @@ def test_hunt_script_errors_are_usage_errors(tmp_path: Path, capsys: pytest.Capt
 
 
 def _latency_script(path: Path) -> Path:
-    from rtrace.net.schedule import Fault, Schedule
+    from rtrace.net.faults.schedule import Fault, Schedule
 
     schedule = Schedule((Fault("latency", "all", "*", 0.05),), 3)
     path.write_text(schedule.script_toml() + f"# rtrace-schedule: {json.dumps(schedule.to_json())}\n")
@@ -167,7 +167,7 @@ def test_the_budget_is_wall_time_and_a_clean_run_it_cut_is_said(
 def test_a_signal_stops_the_hunt_within_two_seconds_with_a_partial_report(sig: str, code: int, tmp_path: Path) -> None:
     import signal
 
-    from .test_net_processes import gone, stopped_by
+    from .test_net_hunt_processes import gone, stopped_by
 
     status, took, out, err, pid = stopped_by(getattr(signal, sig), ["hunt", "--budget", "5m", "--out", str(tmp_path)],
                                              tmp_path)  # fmt: skip
@@ -226,8 +226,8 @@ def test_hunt_upstream_guards_and_says_what_it_leaves_out(tmp_path: Path, capsys
     assert main(args) == 2
     assert "only the fake endpoint can make this fault" in capsys.readouterr().err
     assert main(["hunt", "--upstream", "http://127.0.0.1:9/v1", "--runs", "1", *out, "--", "true"]) == 2
-    from rtrace.net.hunt import SCHEDULE_LINE
-    from rtrace.net.schedule import Fault, Schedule
+    from rtrace.net.faults.schedule import Fault, Schedule
+    from rtrace.net.hunt.hunt import SCHEDULE_LINE
 
     bug = tmp_path / "bug-1.toml"
     failed = Schedule((Fault("fail", "response", "", "server_error", 1),))

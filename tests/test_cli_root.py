@@ -102,11 +102,11 @@ def nothing_runs_forever(monkeypatch: pytest.MonkeyPatch) -> None:
     async def no_server(*args: object, **kwargs: object) -> None:
         return None
 
-    monkeypatch.setattr("rtrace.net.server.serve_forever", no_server)
-    monkeypatch.setattr("rtrace.net.proxy._record_forever", no_server)
-    monkeypatch.setattr("rtrace.net.sweep.sweep_main", lambda *a, **k: pytest.skip("not reached"))
-    monkeypatch.setattr("rtrace.net.hunt.hunt", lambda *a, **k: pytest.skip("not reached"))
-    monkeypatch.setattr("rtrace.net.replay.replay", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.link.server.serve_forever", no_server)
+    monkeypatch.setattr("rtrace.net.link.proxy._record_forever", no_server)
+    monkeypatch.setattr("rtrace.net.hunt.sweep.sweep_main", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.hunt.hunt.hunt", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.replay.runner.replay", lambda *a, **k: pytest.skip("not reached"))
 
 
 def test_every_command_walked_with_bad_values_never_fails_inside(

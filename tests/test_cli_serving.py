@@ -51,7 +51,7 @@ def test_options_naming_event_types_are_checked_against_the_catalog(
     assert_usage_error(argv, message, capsys)
 
 
-# -- the endpoint's options are declared once (net.options.ENDPOINT_OPTIONS); every consumer reads them -------------
+# -- the endpoint's options are declared once (net.fake.options.ENDPOINT_OPTIONS); every consumer reads them -----------
 
 
 def _options_of(command: str) -> set[str]:
@@ -64,8 +64,8 @@ def _options_of(command: str) -> set[str]:
 
 
 def test_serve_and_sweep_take_every_declared_endpoint_option() -> None:
-    from rtrace.net.faults import FAULTS
-    from rtrace.net.options import ENDPOINT_OPTIONS
+    from rtrace.net.fake.options import ENDPOINT_OPTIONS
+    from rtrace.net.faults.flags import FAULTS
 
     serve, sweep = _options_of("serve"), _options_of("sweep")
     assert {o.option for o in ENDPOINT_OPTIONS} <= serve
@@ -77,7 +77,7 @@ def test_serve_and_sweep_take_every_declared_endpoint_option() -> None:
 def test_every_serve_and_sweep_option_is_named_in_the_docs() -> None:
     """README or a page under docs/ names each option (the site's CLI reference, `docs/hooks.py`, lists them all
     from the same command tree); a fault flag may be named by the generated fault reference only (`faults.md`,
-    from `rtrace.net.actions`)."""
+    from `rtrace.net.faults.actions`)."""
     from .test_docs_site import hooks
 
     root = Path(__file__).resolve().parent.parent
@@ -90,8 +90,8 @@ def test_every_serve_and_sweep_option_is_named_in_the_docs() -> None:
 
 def test_each_endpoint_option_reaches_the_endpoint_by_its_field(tmp_path: Path) -> None:
     """Every declared option given on the command line arrives in `options_from_cli` (a value of its kind)."""
-    import rtrace.net.server as server_mod
-    from rtrace.net.options import ENDPOINT_OPTIONS
+    import rtrace.net.link.server as server_mod
+    from rtrace.net.fake.options import ENDPOINT_OPTIONS
 
     script = tmp_path / "s.toml"
     script.write_text('[[turn]]\nwhen = { user = "x" }\ntext = "y"\n')
@@ -176,7 +176,7 @@ def test_serve_upstream_and_record_act_the_link_faults_on_a_real_upstream(
     import subprocess
     import sys
 
-    from .test_net_link import Upstream, one_turn, records
+    from .test_net_link_upstream import Upstream, one_turn, records
 
     assert main(["serve", "--upstream", "ws://127.0.0.1:9/v1", "--fail-response", "1"]) == 2
     assert "only the fake endpoint can make this fault" in capsys.readouterr().err

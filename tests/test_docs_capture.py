@@ -3,7 +3,7 @@ client, against `rtrace serve`, and the trace it makes is read back.
 
 What the test changes in a snippet, and nothing else: the endpoints (`wss://api.openai.com/...` becomes serve's URL;
 the Azure resource's `wss://YOUR-RESOURCE.openai.azure.com/openai` becomes serve's origin, so what is checked there is
-the recipe, not Azure's path prefix, which tests/test_net_common.py covers), the proxy's port 8765 (a free port),
+the recipe, not Azure's path prefix, which tests/test_net_link_common.py covers), the proxy's port 8765 (a free port),
 and `"trace.jsonl"` in Python snippets (a file of the test's own). Python snippets of a framework run inside its e2e
 driver where the driver's own recorder lines would be (`--snippet`, tests/e2e/scenario_common.py `run_snippet`),
 with the names the guide uses bound; shell snippets run in bash, the proxy in the background; a Node snippet gives
@@ -28,7 +28,7 @@ import pytest
 
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
-from rtrace.net.server import RealtimeServer, ServerOptions, run_server
+from rtrace.net.link.server import RealtimeServer, ServerOptions, run_server
 
 from .conftest import ROOT, client_python
 from .realclients import E2E, LATENCY, TOOL, Client, drive, rtrace_pythonpath

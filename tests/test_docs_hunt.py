@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtrace.cli import main
-from rtrace.net.server import ServerOptions
+from rtrace.net.link.server import ServerOptions
 
 from .test_readme import blocks
 
@@ -49,9 +49,11 @@ def test_every_hunt_command_in_the_doc_is_one_the_cli_takes(line: str, monkeypat
     text = line[line.index("rtrace hunt --") :].split("`")[0].strip()
     argv = shlex.split(text.replace("${{ github.run_number }}", "7"))
     taken: list[object] = []
-    monkeypatch.setattr("rtrace.net.hunt.load_schedule", lambda path: taken.append(path))
-    monkeypatch.setattr("rtrace.net.server.options_from_cli", lambda **given: taken.append(given) or ServerOptions())
-    monkeypatch.setattr("rtrace.net.hunt.hunt", lambda *a, **k: pytest.skip("the command line was taken"))
+    monkeypatch.setattr("rtrace.net.hunt.hunt.load_schedule", lambda path: taken.append(path))
+    monkeypatch.setattr(
+        "rtrace.net.link.server.options_from_cli", lambda **given: taken.append(given) or ServerOptions()
+    )
+    monkeypatch.setattr("rtrace.net.hunt.hunt.hunt", lambda *a, **k: pytest.skip("the command line was taken"))
     if "COMMAND" in argv:
         argv[argv.index("COMMAND")] = "true"
     with pytest.raises(pytest.skip.Exception):
@@ -59,7 +61,7 @@ def test_every_hunt_command_in_the_doc_is_one_the_cli_takes(line: str, monkeypat
 
 
 def test_the_fallbacks_the_doc_states_are_the_hunts() -> None:
-    from rtrace.net.hunt import FALLBACKS, RELIABLE
+    from rtrace.net.hunt.hunt import FALLBACKS, RELIABLE
 
     words = {1: "one", 2: "two", 3: "three", 4: "four"}
     assert f"up to {words[FALLBACKS]} more of\n   the schedules the search saw it under" in DOC

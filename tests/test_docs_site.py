@@ -68,9 +68,9 @@ def test_the_rule_reference_lists_every_rule_with_its_docstring(site: Path) -> N
 
 
 def test_the_fault_reference_has_every_action_its_flags_and_its_words() -> None:
-    """The generated `faults.md` says every action of `rtrace.net.actions.ACTIONS` (a new fault is in the docs with
-    no edit of them); the command reference has each of its flags."""
-    from rtrace.net.actions import ACTIONS
+    """The generated `faults.md` says every action of `rtrace.net.faults.actions.ACTIONS` (a new fault is in the docs
+    with no edit of them); the command reference has each of its flags."""
+    from rtrace.net.faults.actions import ACTIONS
 
     page, cli = hooks().fault_reference(), hooks().cli_reference()
     for action in ACTIONS:

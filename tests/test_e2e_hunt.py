@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from rtrace.engine.fold import analyze_path
-from rtrace.net.hunt import Bug, HuntOptions, HuntResult, hunt, records_of
-from rtrace.net.keys import SURVIVAL
+from rtrace.net.hunt.hunt import Bug, HuntOptions, HuntResult, hunt, records_of
+from rtrace.net.hunt.keys import SURVIVAL
 
 from .conftest import ROOT, client_node, client_python
 
@@ -94,7 +94,7 @@ def test_hunt_finds_the_call_lost_on_reconnect_on_livekit_1_8_4(tmp_path: Path) 
 
 def link_hunt(command: list[str], out: Path, runs: int) -> HuntResult:
     """`rtrace hunt --upstream ws://127.0.0.1:P/v1` (P a plain serve): every run through a fault-injecting proxy."""
-    from .test_net_link import Upstream
+    from .test_net_link_upstream import Upstream
 
     with Upstream() as url:
         options = HuntOptions(budget=None, runs=runs, jobs=2, timeout=40, seed=1, shrink_runs=1, repro_runs=3,

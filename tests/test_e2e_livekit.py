@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from rtrace.engine.fold import TraceReport, analyze_path
-from rtrace.net.wire import token_pieces
+from rtrace.net.fake.wire import token_pieces
 
 from .conftest import client_python
 from .realclients import drive, trace_records
@@ -67,10 +67,10 @@ def server_options(trace: Path, preamble: bool | None = None, **faults: Any) -> 
     """The fake endpoint at 50 ms, recording to `trace`. Each fault fires once in the server's life
     (`fault_times=1`): the reconnected client that replays the matched event gets through. `preamble`: serve's
     `--preamble` (None: auto, as the model)."""
-    from rtrace.net.endpoint import EndpointOptions
-    from rtrace.net.faults import Faults
-    from rtrace.net.script import Schedule
-    from rtrace.net.server import ServerOptions
+    from rtrace.net.fake.endpoint import EndpointOptions
+    from rtrace.net.faults.flags import Faults
+    from rtrace.net.faults.script import Schedule
+    from rtrace.net.link.server import ServerOptions
 
     schedule = Schedule.of(Faults(times=1, **faults))
     return ServerOptions(latency=LATENCY, record=trace, schedule=schedule, endpoint=EndpointOptions(preamble=preamble))
@@ -79,7 +79,7 @@ def server_options(trace: Path, preamble: bool | None = None, **faults: Any) -> 
 async def _drive(
     python: Path, scenario: str, trace: Path, client_trace: Path, **faults: Any
 ) -> tuple[dict[str, Any], str]:
-    from rtrace.net.server import run_server
+    from rtrace.net.link.server import run_server
 
     async with run_server(server_options(trace, **faults)) as server:
         argv = [str(python), str(SCENARIO), "--url", server.url, "--scenario", scenario]

@@ -34,9 +34,9 @@ FORMATS = ("json", "dev")
 
 
 async def _drive(python: Path, scenario: str, trace: Path, logs: dict[str, Path], **faults: Any) -> dict[str, Any]:
-    from rtrace.net.faults import Faults
-    from rtrace.net.script import Schedule
-    from rtrace.net.server import ServerOptions, run_server
+    from rtrace.net.faults.flags import Faults
+    from rtrace.net.faults.script import Schedule
+    from rtrace.net.link.server import ServerOptions, run_server
 
     options = ServerOptions(latency=0.05, record=trace, schedule=Schedule.of(Faults(times=1, **faults)))
     async with run_server(options) as server:

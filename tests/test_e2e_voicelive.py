@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rtrace.net.server import RealtimeServer
+from rtrace.net.link.server import RealtimeServer
 
 from .realclients import (
     FAULT_CLOSE_CODE,

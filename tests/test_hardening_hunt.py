@@ -9,7 +9,7 @@ import pytest
 
 from bench.harden_hunt import _bad_faults
 from rtrace.cli import main
-from rtrace.net.bugscript import load_schedule
+from rtrace.net.hunt.bugscript import load_schedule
 
 
 def test_every_bad_schedule_value_is_refused_with_its_place(tmp_path: Path) -> None:

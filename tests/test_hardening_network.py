@@ -1,5 +1,5 @@
-"""Hostile network input and faults, on loopback: the fake server (`rtrace.net.server`), the recording
-proxy (`rtrace.net.proxy`) and replay (`rtrace.net.replay`) fed bad frames, floods, vanishing and stalling
+"""Hostile network input and faults, on loopback: the fake server (`rtrace.net.link.server`), the recording
+proxy (`rtrace.net.link.proxy`) and replay (`rtrace.net.replay.runner`) fed bad frames, floods, vanishing and stalling
 peers, refused and dropped upstreams, signals and a full disk. Each test checks that nothing is left behind: no
 asyncio task once the server context has exited, no file descriptor more than before the test.
 """
@@ -29,11 +29,11 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from rtrace.core.loader import TraceReader
 from rtrace.core.writer import TraceWriter
-from rtrace.net.common import trace_write_failed
-from rtrace.net.faults import Faults
-from rtrace.net.proxy import RecordingProxy, RecordOptions, run_proxy
-from rtrace.net.script import Schedule
-from rtrace.net.server import ServerOptions, run_server
+from rtrace.net.faults.flags import Faults
+from rtrace.net.faults.script import Schedule
+from rtrace.net.link.common import trace_write_failed
+from rtrace.net.link.proxy import RecordingProxy, RecordOptions, run_proxy
+from rtrace.net.link.server import ServerOptions, run_server
 
 RTRACE = [sys.executable, "-m", "rtrace.cli"]
 KEY = "sk-proj-HARDENINGfakeKEY0123456789abcdefghij"
@@ -713,8 +713,8 @@ def test_an_upstream_failure_of_any_kind_is_a_502_a_closed_connection_and_no_key
 
     from websockets.exceptions import InvalidURI
 
-    from rtrace.net import proxy as proxy_module
-    from rtrace.net.common import scrubbed_logging
+    from rtrace.net.link import proxy as proxy_module
+    from rtrace.net.link.common import scrubbed_logging
 
     trace = tmp_path / "rec.jsonl"
     errors = iter([InvalidURI(f"ws://u@h/v1?api-key={KEY}", "username provided without password"), RuntimeError(KEY)])

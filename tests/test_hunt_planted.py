@@ -102,7 +102,7 @@ def test_an_injected_answer_alone_is_never_an_entry(tmp_path: Path) -> None:
 
 def test_a_hunt_trace_replayed_against_the_fake_shows_its_finding_again(tmp_path: Path) -> None:
     """`rtrace replay` injects the faults of the trace's header: the turn the close cut is lost again."""
-    from rtrace.net.replay import ReplayOptions, replay
+    from rtrace.net.replay.runner import ReplayOptions, replay
 
     schedule = tmp_path / "cut.toml"
     cut = [{"kind": "close", "moment": "sent", "target": "response.created", "value": 1011, "k": 1}]

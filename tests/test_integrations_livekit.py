@@ -186,9 +186,9 @@ def shim_path(tmp_path: Path) -> Path:
 
 
 def run_client(version: str, scenario: str, tmp_path: Path, **faults: Any) -> tuple[Path, dict[str, Any]]:
-    from rtrace.net.faults import Faults
-    from rtrace.net.script import Schedule
-    from rtrace.net.server import ServerOptions, run_server
+    from rtrace.net.faults.flags import Faults
+    from rtrace.net.faults.script import Schedule
+    from rtrace.net.link.server import ServerOptions, run_server
 
     python = client_python(version)
     options = ServerOptions(latency=0.05, schedule=Schedule.of(Faults(times=1, **faults)))

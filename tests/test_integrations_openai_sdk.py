@@ -16,7 +16,7 @@ import pytest
 
 from rtrace.core.loader import TraceReader
 from rtrace.integrations.openai_sdk import record_connection
-from rtrace.net.server import ServerOptions, run_server
+from rtrace.net.link.server import ServerOptions, run_server
 
 from .conftest import client_python
 from .realclients import (

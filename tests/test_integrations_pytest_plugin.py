@@ -337,7 +337,7 @@ if __name__ == "__main__":  # pragma: no cover
 
 def test_python_numbers_are_seconds_and_text_takes_the_duration_grammar() -> None:
     from rtrace.integrations.pytest_plugin import _cli_value
-    from rtrace.net.server import options_from_cli
+    from rtrace.net.link.server import options_from_cli
 
     assert _cli_value("latency", 0.05, None) == ["0.05s"]  # type: ignore[arg-type]
     assert _cli_value("latency", ["50ms", 0.1], None) == ["50ms", "0.1s"]  # type: ignore[arg-type]
@@ -353,8 +353,8 @@ def test_the_marker_takes_every_serve_option_by_its_field_and_the_docs_name_each
     import re
 
     from rtrace.integrations.pytest_plugin import _cli_value, marker_options
-    from rtrace.net.faults import FAULTS
-    from rtrace.net.options import ENDPOINT_OPTIONS
+    from rtrace.net.fake.options import ENDPOINT_OPTIONS
+    from rtrace.net.faults.flags import FAULTS
 
     from .test_docs_site import hooks
 
@@ -365,7 +365,7 @@ def test_the_marker_takes_every_serve_option_by_its_field_and_the_docs_name_each
     assert _cli_value("expire_after", 10, None) == "10s"  # type: ignore[arg-type]
     root = Path(__file__).resolve().parent.parent
     docs = (root / "README.md").read_text() + "".join(p.read_text() for p in sorted((root / "docs").glob("*.md")))
-    docs += hooks().fault_reference()  # a fault's marker key: the generated fault reference (rtrace.net.actions)
+    docs += hooks().fault_reference()  # a fault's marker key: the generated fault reference (rtrace.net.faults.actions)
     assert [o for o in marker_options() if not re.search(rf"`{o}\b", docs)] == []
 
 
@@ -495,7 +495,7 @@ def test_ctrl_c_stops_a_hunt_in_a_test_within_seconds_and_shows_what_it_found(tm
     import signal
     import sys
 
-    from .test_net_processes import gone, signalled
+    from .test_net_hunt_processes import gone, signalled
 
     pidfile = tmp_path / "pid"
     (tmp_path / "test_slow.py").write_text(
@@ -517,7 +517,7 @@ def test_a_hunt_in_a_test_through_a_link_to_an_upstream(users: pytest.Pytester) 
     """`@pytest.mark.rtrace(hunt=..., upstream=URL)`: `rtrace hunt --upstream` for one test; every run through a
     link to the upstream (here a plain serve on 127.0.0.1), the bug found as without it. Without `hunt`, or with a
     fault only the fake model makes, the setup fails saying so."""
-    from .test_net_link import Upstream
+    from .test_net_link_upstream import Upstream
 
     client = Path(__file__).parent / "sweep_client.py"
     with Upstream() as url:

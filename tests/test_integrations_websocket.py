@@ -20,9 +20,9 @@ from websockets.sync.client import connect as sync_connect
 from rtrace.core.loader import TraceReader
 from rtrace.engine.fold import analyze_path
 from rtrace.integrations.websocket import WireRecorder, record_websocket
-from rtrace.net.faults import Faults
-from rtrace.net.script import Schedule
-from rtrace.net.server import ServerOptions, run_server
+from rtrace.net.faults.flags import Faults
+from rtrace.net.faults.script import Schedule
+from rtrace.net.link.server import ServerOptions, run_server
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-proj-WIRERECORDERKEY0123456789abcdef"

@@ -21,10 +21,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "core": frozenset({"rtrace"}),
     "rules": frozenset({"rtrace", "core"}),
     "engine": frozenset({"rtrace", "core", "rules"}),
-    # `report.sweep` and `report.replay` render the results of `net.sweep` and `net.replay`.
+    # `report.sweep` and `report.replay` render the results of `net.hunt.sweep` and `net.replay.runner`.
     "report": frozenset({"rtrace", "core", "rules", "engine", "net"}),
     "transform": frozenset({"rtrace", "core", "rules", "engine"}),
-    # `net.hunt` minimizes the trace of each bug it found (`transform.minimize`).
+    # `net.hunt.hunt` minimizes the trace of each bug it found (`transform.minimize`).
     "net": frozenset({"rtrace", "core", "rules", "engine", "transform"}),
     "integrations": frozenset({"rtrace", "core", "rules", "engine", "net", "report"}),
     "cli": frozenset({"rtrace", "core", "rules", "engine", "report", "transform", "net", "integrations"}),
@@ -169,10 +169,10 @@ def test_no_import_cycle_between_modules() -> None:
 def test_the_checks_catch_a_cycle_and_a_floor_violation() -> None:
     """The table is not vacuous: the import cycle the first layout had (server <-> record) and a rule importing
     the network floor are both caught."""
-    old = {"rtrace.net.server": {"rtrace.net.proxy"}, "rtrace.net.proxy": {"rtrace.net.server"}}
-    assert cycles(old) == [["rtrace.net.proxy", "rtrace.net.server"]]
-    assert violations({"rtrace.rules.tools": {"rtrace.net.server"}}) == [
-        "rtrace.rules.tools (rules) imports rtrace.net.server (net)"
+    old = {"rtrace.net.link.server": {"rtrace.net.link.proxy"}, "rtrace.net.link.proxy": {"rtrace.net.link.server"}}
+    assert cycles(old) == [["rtrace.net.link.proxy", "rtrace.net.link.server"]]
+    assert violations({"rtrace.rules.tools": {"rtrace.net.link.server"}}) == [
+        "rtrace.rules.tools (rules) imports rtrace.net.link.server (net)"
     ]
     assert violations({"rtrace.core.loader": {"rtrace.report.terminal"}}) != []
 

@@ -1,4 +1,4 @@
-"""A hunt's runs (rtrace/net/hunt_runs.py), on a fake clock and a fake client: the budget is wall time (a run is
+"""A hunt's runs (rtrace/net/hunt/runs.py), on a fake clock and a fake client: the budget is wall time (a run is
 given what is left of it, one the budget cut is not judged), shrinking ends at its share, a progress line comes as
 a run starts and every `heartbeat` seconds while it goes on, and a stop ends the run in flight."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from rtrace.net.hunt_runs import SEARCH_SHARE, SHRINK_SHARE, HuntOptions, Progress, Run, Runner, Spent
-from rtrace.net.processes import Ended, Stopped
-from rtrace.net.schedule import Schedule
-from rtrace.net.server import ServerOptions
+from rtrace.net.faults.schedule import Schedule
+from rtrace.net.hunt.processes import Ended, Stopped
+from rtrace.net.hunt.runs import SEARCH_SHARE, SHRINK_SHARE, HuntOptions, Progress, Run, Runner, Spent
+from rtrace.net.link.server import ServerOptions
 
 
 @dataclasses.dataclass
@@ -145,8 +145,8 @@ def test_the_commands_server_failing_inside_is_rtraces_not_the_clients(
 ) -> None:
     import sys
 
-    from rtrace.net import server
-    from rtrace.net.hunt_runs import CommandTarget
+    from rtrace.net.hunt.runs import CommandTarget
+    from rtrace.net.link import server
 
     async def broken(self: object) -> None:
         raise ZeroDivisionError("inside serve")

@@ -1,8 +1,8 @@
 """The sans-I/O replay session, driven on a fake clock with hand-made answers (no socket, no event loop): every
 pace keeps the recording's causality and its pauses, server ids are learned and rewritten across connections, and
 each divergence (an acknowledgement that did not come, an error the recording lacks, an early close) names its line
-in both traces. The whole module runs in well under a second; `tests/test_net_replay.py` keeps the few replays over
-real sockets."""
+in both traces. The whole module runs in well under a second; `tests/test_net_replay_runner.py` keeps the few replays
+over real sockets."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from rtrace.core.loader import TraceReader
 from rtrace.core.trace import Record
-from rtrace.net.replay_session import (
+from rtrace.net.replay.session import (
     MAX_THINK,
     PACES,
     SETTLE,
@@ -59,7 +59,7 @@ class Run:
 
 
 def drive(session: ReplaySession, clock: Clock, answer: Answer, latency: float = 0.01, run: Run | None = None) -> Run:
-    """Run `session` as `rtrace.net.replay` does, on the fake clock: each event sent is answered by `answer`, the
+    """Run `session` as `rtrace.net.replay.runner` does, on the fake clock: each event sent is answered by `answer`, the
     answers arriving `latency` later in order; a `Wait` moves the clock to the next arrival or to its time."""
     run = run or Run()
     due: list[tuple[float, int, dict[str, Any]]] = []

@@ -10,11 +10,11 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from rtrace.net.hunt import Bug, HuntOptions, HuntResult, Progress, Run
-from rtrace.net.keys import SURVIVAL, BugKey
-from rtrace.net.schedule import Fault, Schedule
-from rtrace.net.script import parse_script
-from rtrace.net.search import Surface
+from rtrace.net.faults.schedule import Fault, Schedule
+from rtrace.net.faults.script import parse_script
+from rtrace.net.hunt.hunt import Bug, HuntOptions, HuntResult, Progress, Run
+from rtrace.net.hunt.keys import SURVIVAL, BugKey
+from rtrace.net.hunt.search import Surface
 from rtrace.report.console import plain_console
 from rtrace.report.hunt import progress_line, render, render_terminal, result_json
 

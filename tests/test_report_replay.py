@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rtrace.engine.fold import TraceReport
-from rtrace.net.replay import ReplayResult
-from rtrace.net.replay_session import ConnResult, Divergence
+from rtrace.net.replay.runner import ReplayResult
+from rtrace.net.replay.session import ConnResult, Divergence
 from rtrace.report.replay import render
 from rtrace.rules.base import Finding, Witness
 

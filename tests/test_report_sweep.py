@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rtrace.net.sweep import RunResult, SweepResult
+from rtrace.net.hunt.sweep import RunResult, SweepResult
 from rtrace.report.sweep import progress, render
 from rtrace.rules.base import Finding, Witness
 
@@ -78,7 +78,7 @@ def test_a_command_that_failed_in_every_run_is_told_how(tmp_path: Path) -> None:
 
 
 def test_each_latency_is_announced_in_words(tmp_path: Path) -> None:
-    from rtrace.net.server import options_from_cli
+    from rtrace.net.link.server import options_from_cli
     from rtrace.report.sweep import announce
 
     console = Console(record=True, width=300, color_system=None)

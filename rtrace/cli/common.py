@@ -31,7 +31,8 @@ Command = Callable[..., None]
 def spliced(placeholder: str, parameters: list[inspect.Parameter]) -> Callable[[Command], Command]:
     """Put `parameters` (options made from declarations) where a command's `placeholder` parameter is; the
     command gets their values in it, as a dict by name. What typer reads is the signature, so an option declared
-    once (`net.options.ENDPOINT_OPTIONS`, `rules.base.THRESHOLDS`) is an option of every command that splices it."""
+    once (`net.fake.options.ENDPOINT_OPTIONS`, `rules.base.THRESHOLDS`) is an option of every command that splices
+    it."""
 
     def wrap(func: Command) -> Command:
         own = inspect.signature(func)

@@ -1,4 +1,4 @@
-"""The hunt: `rtrace hunt`, a thin shell over `net.hunt` (the search, shrinking, rates) and `report.hunt`."""
+"""The hunt: `rtrace hunt`, a thin shell over `net.hunt.hunt` (the search, shrinking, rates) and `report.hunt`."""
 
 import dataclasses
 import io
@@ -16,8 +16,8 @@ from .outputs import output_format, write_bytes
 from .root import ExitCode, UsageError, app, say
 
 if TYPE_CHECKING:
-    from ..net.hunt import HuntResult
-    from ..net.server import ServerOptions
+    from ..net.hunt.hunt import HuntResult
+    from ..net.link.server import ServerOptions
 
 HUNT_EXAMPLES = """Examples:
   rtrace hunt --budget 10m -- python my_agent_test.py     # the agent reads OPENAI_BASE_URL
@@ -32,9 +32,9 @@ HUNT_EXAMPLES = """Examples:
 def announce_upstream(upstream: str, template: "ServerOptions", runs: int | None, *spend: int) -> None:
     """`--upstream`: checked (a ws(s):// URL, the script's turns all on the link), `--runs` demanded unless the
     upstream is this machine, and the first line says what each run costs and what is left out of the search."""
-    from ..net.common import is_loopback, safe_url
-    from ..net.link import FAKE_ONLY, check_link
-    from ..net.proxy import check_upstream
+    from ..net.link.common import is_loopback, safe_url
+    from ..net.link.proxy import check_upstream
+    from ..net.link.upstream import FAKE_ONLY, check_link
 
     check_upstream(upstream)
     check_link(template)
@@ -116,13 +116,13 @@ def hunt(
     what was found so far (128 + the signal; a second one stops it at once)."""
     from ..core.durations import parse_duration
     from ..core.writer import check_writable
-    from ..net.common import check_out_dir
-    from ..net.hunt import HuntOptions, load_schedule, schedule_number
-    from ..net.hunt import hunt as run_hunt
-    from ..net.link import link_makes
-    from ..net.processes import exit_status, kill_strays_default
-    from ..net.server import ServerOptions, options_from_cli
-    from ..net.tls import announce_tls, tls_files
+    from ..net.hunt.hunt import HuntOptions, load_schedule, schedule_number
+    from ..net.hunt.hunt import hunt as run_hunt
+    from ..net.hunt.processes import exit_status, kill_strays_default
+    from ..net.link.common import check_out_dir
+    from ..net.link.server import ServerOptions, options_from_cli
+    from ..net.link.tls import announce_tls, tls_files
+    from ..net.link.upstream import link_makes
     from ..report.hunt import progress_line, render, render_terminal
 
     try:

@@ -1,5 +1,5 @@
 """The network commands: `serve`, `sweep`, `record`, `replay`. Thin shells over `net`; the fake endpoint's options
-are shared by `serve` and `sweep` (both go through `net.server.options_from_cli`)."""
+are shared by `serve` and `sweep` (both go through `net.link.server.options_from_cli`)."""
 
 import inspect
 import sys
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..engine.fold import Report
-from ..net.examples import EXAMPLE_SCRIPT, EXAMPLE_TOOL
 from ..report.console import stdout_console
 from ..report.outputs import ReportFormat
 from ..rules.base import Config
@@ -25,13 +24,14 @@ from .common import (
     spliced,
     verbatim,
 )
+from .examples import EXAMPLE_SCRIPT, EXAMPLE_TOOL
 from .outputs import write_report
 from .root import ExitCode, UsageError, app, exit_code, say
 
 if TYPE_CHECKING:
-    from ..net.options import EndpointOption
-    from ..net.proxy import RecordOptions
-    from ..net.server import ServerOptions
+    from ..net.fake.options import EndpointOption
+    from ..net.link.proxy import RecordOptions
+    from ..net.link.server import ServerOptions
 
 
 def stop_on_sigterm() -> None:
@@ -66,7 +66,7 @@ def bind_host(host: str) -> str:
     return str(infos[0][4][0])
 
 
-#: The fake endpoint's options as a command gets them (by field; `net.options.ENDPOINT_OPTIONS`).
+#: The fake endpoint's options as a command gets them (by field; `net.fake.options.ENDPOINT_OPTIONS`).
 Endpoint = dict[str, Any]
 _TYPES: dict[str, Any] = {
     "text": str, "int": int, "count": int, "float": float, "duration": str, "path": Path, "flag": bool,
@@ -76,7 +76,7 @@ _TYPES: dict[str, Any] = {
 
 def endpoint_parameter(option: "EndpointOption") -> inspect.Parameter:
     """The typer parameter of one declared endpoint option."""
-    from ..net.options import DURATION_KINDS
+    from ..net.fake.options import DURATION_KINDS
 
     kind = _TYPES[option.kind]
     metavar = "DURATION" if option.kind in DURATION_KINDS else None
@@ -90,7 +90,7 @@ def endpoint_parameter(option: "EndpointOption") -> inspect.Parameter:
 def endpoint_options(command: str) -> Callable[[Command], Command]:
     """The endpoint options `command` takes (`ENDPOINT_OPTIONS`; `sweep` those marked so), spliced where the
     command's `endpoint: Endpoint` parameter is."""
-    from ..net.options import ENDPOINT_OPTIONS
+    from ..net.fake.options import ENDPOINT_OPTIONS
 
     return spliced("endpoint", [endpoint_parameter(o) for o in ENDPOINT_OPTIONS if command == "serve" or o.sweep])
 
@@ -108,7 +108,7 @@ SERVE_EXAMPLES = """Examples:
 
 @app.command(
     epilog=verbatim(SERVE_EXAMPLES)
-    + "\n\nA script (the schema: docs/serve.md, or the docstring of rtrace.net.script):\n\n"
+    + "\n\nA script (the schema: docs/serve.md, or the docstring of rtrace.net.faults.script):\n\n"
     + verbatim(EXAMPLE_SCRIPT)
     + "\n\nA custom tool, called on each user turn:\n\n"
     + verbatim(EXAMPLE_TOOL)
@@ -143,7 +143,7 @@ def serve(
 ) -> None:
     """A fake realtime endpoint with injected latency and faults: its own tools, audio, server VAD, scripts.
     Prints the base URL (OPENAI_BASE_URL) and the full websocket URL, and waits."""
-    from ..net.server import options_from_cli
+    from ..net.link.server import options_from_cli
 
     from_trace, record = endpoint["from_trace"], endpoint["record"]
     refuse_overwrite([str(from_trace)] if from_trace else [], [record])
@@ -156,7 +156,7 @@ def serve(
         return
     if intercept:
         raise UsageError("--intercept goes with --upstream (serve's fake endpoint: rtrace hunt --intercept)")
-    from ..net.common import scrubbed_logging
+    from ..net.link.common import scrubbed_logging
 
     stop_on_sigterm()
     scrubbed_logging(sys.stderr)
@@ -167,7 +167,7 @@ def serve(
 def serve_upstream(upstream: str, options: "ServerOptions", live: bool | None, intercept: bool = False) -> None:
     """`serve --upstream URL`: `record`'s proxy to URL with serve's faults on the link (the fake model's options,
     a tool, transcripts, `--from`, do not apply: there is no fake model)."""
-    from ..net.proxy import RecordOptions, check_upstream
+    from ..net.link.proxy import RecordOptions, check_upstream
 
     try:
         check_upstream(upstream)
@@ -183,14 +183,14 @@ def serve_upstream(upstream: str, options: "ServerOptions", live: bool | None, i
 
 
 def serve_watched(options: "ServerOptions", live: bool, fail_on: str | None) -> None:
-    """`serve`: the recording folded as it is written (`net.live.watch`; a temporary trace without --record), a
-    line per connection and a summary at the end on stderr (`net.live.ConnectionLog`), each finding as it is
+    """`serve`: the recording folded as it is written (`net.link.live.watch`; a temporary trace without --record), a
+    line per connection and a summary at the end on stderr (`net.link.live.ConnectionLog`), each finding as it is
     found with `live`; with `fail_on` (--exit-with-findings), the report on stdout at the end and exit 1 on
     findings at that severity or above."""
     import dataclasses
 
-    from ..net.live import ConnectionLog, watch
-    from ..net.server import serve_main
+    from ..net.link.live import ConnectionLog, watch
+    from ..net.link.server import serve_main
 
     out: Any = EscapedLines(sys.stdout)
     err: Any = EscapedLines(sys.stderr)
@@ -233,8 +233,8 @@ def sweep(
 ) -> None:
     """Run a command against a fresh `rtrace serve` at each latency (faults in each run); table of latency x rule.
     Exit 1 on an error finding, 4 when the command failed in every run, 2 when it cannot be run."""
-    from ..net.server import options_from_cli
-    from ..net.sweep import sweep_main
+    from ..net.hunt.sweep import sweep_main
+    from ..net.link.server import options_from_cli
     from ..report.sweep import announce, failure, progress, render
 
     console = stdout_console()
@@ -265,7 +265,7 @@ RECORD_EXAMPLES = """Examples:
 
 
 #: The options of `serve` that `record` takes too: its listening side's TLS, and the faults a link makes
-#: (`rtrace.net.link`) with their latency, jitter, seed, close code, times and script.
+#: (`rtrace.net.link.upstream`) with their latency, jitter, seed, close code, times and script.
 LINK_OPTIONS = ("tls", "cert", "key", "latency", "jitter", "seed", "close_after", "drop_on", "drop_after", "error_on",
                 "expire_after", "close_code", "fault_times", "script")  # fmt: skip
 
@@ -273,20 +273,20 @@ LINK_OPTIONS = ("tls", "cert", "key", "latency", "jitter", "seed", "close_after"
 def listening_options() -> Callable[[Command], Command]:
     """`LINK_OPTIONS` as `serve` declares them (`ENDPOINT_OPTIONS`), spliced where `record`'s `listen: Endpoint`
     parameter is."""
-    from ..net.options import OPTION_BY_FIELD
+    from ..net.fake.options import OPTION_BY_FIELD
 
     return spliced("listen", [endpoint_parameter(OPTION_BY_FIELD[name]) for name in LINK_OPTIONS])
 
 
 def record_link(options: "RecordOptions", faults: "ServerOptions | None", live: bool | None) -> None:
     """`record` (and `serve --upstream`): the recording proxy, through the faults of `faults` when it has any
-    (`rtrace.net.link.LinkProxy`), its trace folded as it is written, a line per connection on stderr."""
+    (`rtrace.net.link.upstream.LinkProxy`), its trace folded as it is written, a line per connection on stderr."""
     import dataclasses
 
-    from ..net.link import LinkProxy, check_link
-    from ..net.live import ConnectionLog, watch
-    from ..net.proxy import record_main
-    from ..net.server import describe
+    from ..net.link.live import ConnectionLog, watch
+    from ..net.link.proxy import record_main
+    from ..net.link.server import describe
+    from ..net.link.upstream import LinkProxy, check_link
 
     out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
     make: Any = None
@@ -337,8 +337,8 @@ def record(
 ) -> None:
     """A recording websocket proxy: point the client at the printed OPENAI_BASE_URL; Ctrl-C to stop. With fault
     flags, they act on the link as serve's act (those that need no fake model)."""
-    from ..net.proxy import RecordOptions, check_upstream
-    from ..net.server import options_from_cli
+    from ..net.link.proxy import RecordOptions, check_upstream
+    from ..net.link.server import options_from_cli
 
     bind_host(host)
     try:
@@ -387,9 +387,9 @@ def replay(
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
     allow_special(allow_special_files)
-    from ..net.replay import ReplayFailed, divergence, options_from_cli
-    from ..net.replay import compare as compare_replays
-    from ..net.replay import replay as run_replay
+    from ..net.replay.runner import ReplayFailed, divergence, options_from_cli
+    from ..net.replay.runner import compare as compare_replays
+    from ..net.replay.runner import replay as run_replay
     from ..report.replay import render
 
     refuse_overwrite([str(path)], [output])

@@ -1,7 +1,7 @@
 """Audio formats: the sample rate and width a session's format says, and audio bytes <-> milliseconds; samples in
 PCM16 and G.711 (encode, decode, a tone, their energy) for the fake server's output audio and voice detection.
 
-The one reading of a session's audio format, for the reducer and the fake server (`rtrace.net.endpoint`). Pure.
+The one reading of a session's audio format, for the reducer and the fake server (`rtrace.net.fake.endpoint`). Pure.
 """
 
 from __future__ import annotations

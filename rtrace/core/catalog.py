@@ -82,7 +82,7 @@ SERVER_EVENTS: Final = frozenset(
 
 #: Server events that acknowledge one client event each (`session.update`, an item's create, delete, truncate or
 #: retrieve, an audio commit or clear, `response.create`): where an answer's latency matters, so a hunt delays
-#: these (`rtrace.net.search`). The server's own moments are not here (`session.created`, speech, a response's
+#: these (`rtrace.net.hunt.search`). The server's own moments are not here (`session.created`, speech, a response's
 #: output and end: nothing the client asked for waits on them), nor `error` (a refusal, a fault of its own).
 ACK_TYPES: Final = frozenset(
     {
@@ -99,7 +99,7 @@ ACK_TYPES: Final = frozenset(
 )
 
 #: Server events a replay waits for before sending the client event that followed one in the recording
-#: (`rtrace.net.replay_session`): the acknowledgements, and what a client reacts to that the server sends of its
+#: (`rtrace.net.replay.session`): the acknowledgements, and what a client reacts to that the server sends of its
 #: own accord: `session.created` (the session is ready), server VAD's speech edges, a response's output items and
 #: its end, and `error`. Streaming deltas are not (another endpoint may chunk differently).
 ANCHOR_TYPES: Final = ACK_TYPES | frozenset(

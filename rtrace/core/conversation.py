@@ -1,7 +1,7 @@
 """The conversation model: items in conversation order, linked by id, with call_id indexes.
 
 One model for both ends: the reducer keeps each connection's server conversation in it, and the fake server
-(`rtrace.net.endpoint`) keeps the conversation it serves in it. Ground rules, the same for both:
+(`rtrace.net.fake.endpoint`) keeps the conversation it serves in it. Ground rules, the same for both:
 
 * An id is in the conversation once. Inserting an id already there (the API accepts a duplicate id, docs/protocol.md
   2.3) adds no position: the item's `copies` count grows, and the copies stand where the first one does.

@@ -104,7 +104,7 @@ def format_duration(seconds: float) -> str:
 
 def parse_latencies(values: list[str], option: str = "--latency") -> tuple[float, dict[str, float]]:
     """`--latency 50ms --latency conversation.item.added=120ms` (repeated, or comma-separated) -> (the default
-    delay, per event type). The types are not checked here (`rtrace.net.faults.check_spec` does, against the
+    delay, per event type). The types are not checked here (`rtrace.net.faults.flags.check_spec` does, against the
     catalog). Raises DurationError."""
     default = 0.0
     by_type: dict[str, float] = {}

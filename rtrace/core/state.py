@@ -19,7 +19,7 @@ Ground rules of this module (the reducer relies on them):
   number of items, not the bytes of audio that crossed the wire (`Item.wire` stays None here; see
   `rtrace.core.conversation` for the model's own rules, duplicate ids included).
 
-No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.endpoint`) keeps its conversations in the same
+No I/O, no asyncio, no rendering here. The fake server (`rtrace.net.fake.endpoint`) keeps its conversations in the same
 `Conversation` and each of its responses in a `Response`.
 """
 

@@ -21,7 +21,7 @@ from typing import Any
 from .. import __version__
 from ..core.secrets import redact_event
 from ..core.writer import TraceWriter
-from ..net.common import trace_write_failed
+from ..net.link.common import trace_write_failed
 
 #: Seconds between checks of the agent's conversation for changes not tied to a wire event (a tool result).
 POLL_SECONDS = 0.1

@@ -8,7 +8,7 @@ be sync, pytest-asyncio or anyio, and its loop may run or not; the thread, the l
 test's call ends, and the session is analyzed then.
 
 **Hunting** (`pytest --rtrace-hunt=5m tests/test_agent.py`, or `@pytest.mark.rtrace(hunt="5m")`): instead of
-running once, each test that uses the fixture is the command of an `rtrace hunt` (`rtrace.net.hunt`): the test
+running once, each test that uses the fixture is the command of an `rtrace hunt` (`rtrace.net.hunt.hunt`): the test
 runs again and again in a child pytest, each time against a server of the hunt with another fault schedule, and
 fails when the hunt found a bug at or above `fail_on` (the bugs' report is its failure text; their scripts,
 traces and minimized traces are kept in the test's trace folder). In a child of a hunt (`RTRACE_HUNT` in the
@@ -36,13 +36,13 @@ if TYPE_CHECKING:
     import threading
 
     from ..engine.fold import TraceReport
-    from ..net.server import RealtimeServer, ServerOptions
+    from ..net.link.server import RealtimeServer, ServerOptions
     from ..rules.base import Finding
 
 #: The levels of `fail_on` (`never`: no finding fails the test): `rtrace.core.severity.FAIL_ON_LEVELS`.
 LEVELS = FAIL_ON_LEVELS
 #: What the marker (and an indirect parametrization of the fixture) may say besides the `rtrace serve` options
-#: (`rtrace.net.options.ENDPOINT_OPTIONS`), which it takes by their fields.
+#: (`rtrace.net.fake.options.ENDPOINT_OPTIONS`), which it takes by their fields.
 PLUGIN_OPTIONS = ("fail_on", "hunt", "hunt_runs", "upstream")
 #: Runs of each bug's minimal schedule a test's hunt takes its rate over (`hunt_runs` in the marker).
 HUNT_RUNS = 5
@@ -54,7 +54,7 @@ _WAIT = 30.0
 _SERVER_KEY = pytest.StashKey["RtraceServer"]()
 _LATENCIES_KEY = pytest.StashKey[list[float]]()
 _HUNT_KEY = pytest.StashKey["tuple[ServerOptions, float, str, Path, int, str | None]"]()
-#: Set in the environment of the commands a hunt runs (`rtrace.net.hunt.CommandTarget`).
+#: Set in the environment of the commands a hunt runs (`rtrace.net.hunt.hunt.CommandTarget`).
 HUNT_ENV = "RTRACE_HUNT"
 
 
@@ -89,7 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     text = config.getoption("rtrace_latency", None)
     if text:
-        from ..net.sweep import parse_latency_list
+        from ..net.hunt.sweep import parse_latency_list
 
         try:
             config.stash[_LATENCIES_KEY] = parse_latency_list(text, "--rtrace-latency")
@@ -102,7 +102,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     latencies = metafunc.config.stash.get(_LATENCIES_KEY, None)
     if not latencies or "rtrace_server" not in metafunc.fixturenames:
         return
-    from ..net.sweep import label
+    from ..net.hunt.sweep import label
 
     metafunc.parametrize("rtrace_latency", latencies, ids=[label(v) for v in latencies])
 
@@ -155,9 +155,9 @@ def _check_upstream(upstream: Any, options: ServerOptions, hunting: bool) -> Non
     """`upstream=URL` (with `hunt=`, as `rtrace hunt --upstream`): every run of the test's hunt through a link to
     a `ws://`/`wss://` endpoint on this machine (a billed one is `rtrace hunt --upstream URL --runs N -- pytest`,
     where the runs are counted); the marker's faults all ones a link makes. A mistake fails the test's setup."""
-    from ..net.common import is_loopback
-    from ..net.link import check_link
-    from ..net.proxy import check_upstream
+    from ..net.link.common import is_loopback
+    from ..net.link.proxy import check_upstream
+    from ..net.link.upstream import check_link
 
     if not hunting:
         pytest.fail("rtrace: upstream= hunts through a link: give hunt= too (one run: rtrace serve --upstream URL)",
@@ -193,8 +193,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if hunting is None:
         return None
     template, budget, fail_on, folder, runs, upstream = hunting
-    from ..net.hunt import HuntOptions
-    from ..net.processes import Stopper
+    from ..net.hunt.hunt import HuntOptions
+    from ..net.hunt.processes import Stopper
 
     root = pyfuncitem.config.rootpath
     path, _, rest = pyfuncitem.nodeid.partition("::")
@@ -229,8 +229,8 @@ def _hunted(item: pytest.Function, command: list[str], options: Any, stopper: An
     second Ctrl-C stops it at once."""
     import concurrent.futures
 
-    from ..net.hunt import hunt
-    from ..net.processes import kill_all_live
+    from ..net.hunt.hunt import hunt
+    from ..net.hunt.processes import kill_all_live
     from ..report.hunt import progress_line
 
     reporter = item.config.pluginmanager.get_plugin("terminalreporter")
@@ -349,7 +349,7 @@ class RtraceServer:
         import asyncio
         import threading
 
-        from ..net.server import RealtimeServer
+        from ..net.link.server import RealtimeServer
 
         self.trace = trace
         self.fail_on = fail_on
@@ -388,7 +388,7 @@ class RtraceServer:
         """`OPENAI_BASE_URL`, `RTRACE_URL` and `RTRACE_REALTIME_URL`, for a client in a subprocess; with TLS also
         the variable each runtime trusts the server's certificate by (`NODE_EXTRA_CA_CERTS`, `SSL_CERT_FILE`,
         `REQUESTS_CA_BUNDLE`)."""
-        from ..net.tls import trust_env
+        from ..net.link.tls import trust_env
 
         env = {"OPENAI_BASE_URL": self.base_url, "RTRACE_URL": self.url, "RTRACE_REALTIME_URL": self.realtime_url}
         files = self._server.options.tls
@@ -593,7 +593,7 @@ def _trace_path(request: pytest.FixtureRequest) -> Path:
 
 def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> ServerOptions:
     """`ServerOptions` from the test's options, as `rtrace serve` takes them; a mistake fails the test's setup."""
-    from ..net.server import options_from_cli
+    from ..net.link.server import options_from_cli
 
     known = marker_options()
     unknown = sorted(set(options) - set(known))
@@ -612,8 +612,8 @@ def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> 
 
 
 def marker_options() -> list[str]:
-    """The `rtrace serve` options a test may give the fixture, by field (`rtrace.net.options.ENDPOINT_OPTIONS`)."""
-    from ..net.options import ENDPOINT_OPTIONS
+    """The `rtrace serve` options a test may give the fixture, by field (`rtrace.net.fake.options.ENDPOINT_OPTIONS`)."""
+    from ..net.fake.options import ENDPOINT_OPTIONS
 
     return [o.field for o in ENDPOINT_OPTIONS if o.field not in _FIXED]
 
@@ -628,7 +628,7 @@ def _seconds(value: Any) -> Any:
 def _cli_value(name: str, value: Any, request: pytest.FixtureRequest) -> Any:
     """A marker's value as the command line would give it, by the option's kind: a path relative to the test
     file, a list (a single value given for one is a list of it), a Python number of seconds as a duration."""
-    from ..net.options import DURATION_KINDS, LIST_KINDS, OPTION_BY_FIELD
+    from ..net.fake.options import DURATION_KINDS, LIST_KINDS, OPTION_BY_FIELD
 
     kind = OPTION_BY_FIELD[name].kind
     if kind == "path":

@@ -41,7 +41,7 @@ import orjson
 from .. import __version__
 from ..core.secrets import redact_event, safe_path, scrub_text
 from ..core.writer import TraceWriter
-from ..net.common import trace_write_failed
+from ..net.link.common import trace_write_failed
 
 #: A websockets `State.OPEN` (the value of the enum member); any other state cannot send.
 _OPEN = 1

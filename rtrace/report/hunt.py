@@ -23,10 +23,10 @@ from rich.console import Console
 from .. import __version__
 from ..core.durations import format_duration
 from ..core.escape import json_visible, shown
-from ..net.common import safe_url
-from ..net.hunt import Bug, HuntResult, Progress
-from ..net.keys import SURVIVAL
-from ..net.link import FAKE_ONLY
+from ..net.hunt.hunt import Bug, HuntResult, Progress
+from ..net.hunt.keys import SURVIVAL
+from ..net.link.common import safe_url
+from ..net.link.upstream import FAKE_ONLY
 from ..rules import RULES
 from .markdown import md_text
 
@@ -288,8 +288,8 @@ def trace_page(path: Path) -> str | None:
     """The page `rtrace report` writes of one trace (its timeline, both conversations, the findings), or None
     when it cannot be read."""
     from ..engine.fold import Report
-    from ..report import html as report_html
     from ..rules.base import Config
+    from . import html as report_html
 
     try:
         trace, data = report_html.analyze(str(path), Config(), RULES)

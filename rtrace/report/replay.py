@@ -1,7 +1,7 @@
 """The output of `rtrace replay`: the connections replayed, each divergence from the recording with its line in both
 traces, and the findings of the original next to the replay's.
 
-Renders a `rtrace.net.replay.ReplayResult` through the `emit` it is given, one line at a time; replays nothing.
+Renders a `rtrace.net.replay.runner.ReplayResult` through the `emit` it is given, one line at a time; replays nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..core.escape import shown
 from ..engine.fold import TraceReport
-from ..net.replay import ReplayResult
+from ..net.replay.runner import ReplayResult
 
 
 def _finding_rows(report: TraceReport | None) -> dict[str, list[str]]:

@@ -1,7 +1,7 @@
 """The output of `rtrace sweep`: a line per run as it finishes, then the latency x rule table (runs that showed the
 rule, of all runs) and one trace per finding.
 
-Renders `rtrace.net.sweep` results on the console it is given; runs nothing.
+Renders `rtrace.net.hunt.sweep` results on the console it is given; runs nothing.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..core.escape import shown
-from ..net.server import ServerOptions, describe
-from ..net.sweep import RunResult, SweepResult, label
+from ..net.hunt.sweep import RunResult, SweepResult, label
+from ..net.link.server import ServerOptions, describe
 
 
 def announce(options: ServerOptions, console: Console) -> None:
