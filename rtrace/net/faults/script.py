@@ -80,8 +80,8 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from ...core.inputs import MAX_NESTING, TooDeep, check_nesting, pattern_search, user_pattern, value_nesting_over
-from ..fake.wire import Emission
 from .actions import KEYS
+from .emission import Emission
 from .flags import FAULT_BY_NAME, Faults, Table, check_spec, closing_words, matches
 
 Moment = Literal["response", "event", "sent", "opened", "transcription"]
