@@ -47,7 +47,7 @@ from ..faults.schedule import Schedule
 from ..faults.script import Schedule as ScriptSchedule
 from ..faults.values import check_seed
 from ..link.common import fresh_run_dir
-from ..link.upstream import UpstreamTarget, link_makes
+from ..link.upstream import link_makes
 from .bugs import (
     GAVE_UP,
     GAVE_UP_FIX,
@@ -89,6 +89,7 @@ from .runs import (
     Runner,
     Spent,
     Target,
+    UpstreamTarget,
     records_of,
     server_options,
 )

@@ -1,6 +1,7 @@
 """What a hunt is told and what one run of it is (`rtrace hunt`, `rtrace.net.hunt.hunt`): the options, a run and its
 outcome, the progress told after (and during) each run, what runs the client (`Target`; the user's command:
-`CommandTarget`, against a server of its own), a run's server options and records, and the budget's shares.
+`CommandTarget` against a server of its own, `UpstreamTarget` through a link to a real upstream), a run's server
+options and records, and the budget's shares.
 Judges nothing: `rtrace.net.hunt.hunt` turns runs into bugs.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import shlex
 import time
 import traceback
@@ -18,9 +20,12 @@ from typing import Any, Protocol
 
 from ...rules.base import Finding
 from ..faults.schedule import Schedule
+from ..link.common import safe_url
 from ..link.intercept import intercepting
+from ..link.proxy import RecordingProxy, RecordOptions
 from ..link.server import ServerOptions, run_server
 from ..link.tls import trust_env
+from ..link.upstream import run_link
 from .bugs import About
 from .keys import BugKey
 from .processes import Ended, Stopped, Stopper, kill_strays_default
@@ -207,6 +212,48 @@ class CommandTarget:
         base = ["--script", str(self.script)] if self.script is not None else []
         base += ["--intercept"] if self.intercept else []
         args = ["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *self.command]
+        return shlex.join(args)
+
+
+def link_env(proxy: RecordingProxy, latency: float) -> dict[str, str]:
+    """The environment a command is run with against the link (as `sweep.command_env` against a server)."""
+    env = dict(os.environ)
+    env["OPENAI_BASE_URL"] = proxy.http_url
+    env["RTRACE_URL"] = proxy.url
+    env["RTRACE_REALTIME_URL"] = f"{proxy.url}/realtime?model=gpt-realtime"
+    env["RTRACE_LATENCY"] = str(latency)
+    return env
+
+
+@dataclasses.dataclass
+class UpstreamTarget:
+    """`rtrace hunt --upstream URL`: each run of the command through a `LinkProxy` of its own to `upstream`."""
+
+    command: list[str]
+    upstream: str
+    script: Path | None = None
+    intercept: bool = False
+    #: `HuntOptions.kill_strays`, `HuntOptions.stdout_in_tail` (as `CommandTarget`'s).
+    kill_strays: bool = False
+    stdout_in_tail: bool = False
+
+    async def run(self, options: ServerOptions, timeout: float) -> Ended:
+        record = RecordOptions(upstream=self.upstream, output=options.record, header=options.header, tls=options.tls)
+        async with run_link(record, options) as proxy, intercepting(self.intercept, proxy.port) as proxied:
+            env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1", **proxied}
+            if options.tls is not None:
+                env.update((name, value) for name, value, _ in trust_env(options.tls))
+            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays,
+                                      stdout_in_tail=self.stdout_in_tail)  # fmt: skip
+        if proxy.writer is not None and proxy.writer.failed is not None:  # known once the trace is closed
+            ended.unwritten = proxy.writer.failed  # the hunt discards the run and stops (as CommandTarget's)
+        return ended
+
+    def reproduce(self, script: Path, schedule: Any, runs: int) -> str:
+        base = ["--script", str(self.script)] if self.script is not None else []
+        base += ["--intercept"] if self.intercept else []
+        args = ["rtrace", "hunt", "--upstream", safe_url(self.upstream), *base, "--schedule", str(script),
+                "--runs", str(runs), "--", *self.command]  # fmt: skip
         return shlex.join(args)
 
 

@@ -11,11 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
 import random
-import shlex
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -31,13 +28,8 @@ from ..faults.schedule import KIND_COST
 from ..faults.schedule import Fault as SearchFault
 from ..faults.script import ConnectionScript, Turn
 from ..faults.script import Schedule as ScriptSchedule
-from ..hunt.processes import Ended
-from ..hunt.sweep import run_command
-from .common import safe_url
-from .intercept import intercepting
 from .proxy import RecordingProxy, RecordOptions, run_proxy
 from .server import ServerOptions, _Outbox
-from .tls import trust_env
 
 #: Either side of a proxied connection.
 Socket = ServerConnection | ClientConnection
@@ -243,55 +235,11 @@ async def run_link(options: RecordOptions, faults: ServerOptions) -> AsyncIterat
         yield proxy
 
 
-def link_env(proxy: RecordingProxy, latency: float) -> dict[str, str]:
-    """The environment a command is run with against the link (as `sweep.command_env` against a server)."""
-    env = dict(os.environ)
-    env["OPENAI_BASE_URL"] = proxy.http_url
-    env["RTRACE_URL"] = proxy.url
-    env["RTRACE_REALTIME_URL"] = f"{proxy.url}/realtime?model=gpt-realtime"
-    env["RTRACE_LATENCY"] = str(latency)
-    return env
-
-
-@dataclasses.dataclass
-class UpstreamTarget:
-    """`rtrace hunt --upstream URL`: each run of the command through a `LinkProxy` of its own to `upstream`."""
-
-    command: list[str]
-    upstream: str
-    script: Path | None = None
-    intercept: bool = False
-    #: `HuntOptions.kill_strays`, `HuntOptions.stdout_in_tail` (as `hunt_runs.CommandTarget`'s).
-    kill_strays: bool = False
-    stdout_in_tail: bool = False
-
-    async def run(self, options: ServerOptions, timeout: float) -> Ended:
-        record = RecordOptions(upstream=self.upstream, output=options.record, header=options.header, tls=options.tls)
-        async with run_link(record, options) as proxy, intercepting(self.intercept, proxy.port) as proxied:
-            env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1", **proxied}
-            if options.tls is not None:
-                env.update((name, value) for name, value, _ in trust_env(options.tls))
-            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays,
-                                      stdout_in_tail=self.stdout_in_tail)  # fmt: skip
-        if proxy.writer is not None and proxy.writer.failed is not None:  # known once the trace is closed
-            ended.unwritten = proxy.writer.failed  # the hunt discards the run and stops (as CommandTarget's)
-        return ended
-
-    def reproduce(self, script: Path, schedule: Any, runs: int) -> str:
-        base = ["--script", str(self.script)] if self.script is not None else []
-        base += ["--intercept"] if self.intercept else []
-        args = ["rtrace", "hunt", "--upstream", safe_url(self.upstream), *base, "--schedule", str(script),
-                "--runs", str(runs), "--", *self.command]  # fmt: skip
-        return shlex.join(args)
-
-
 __all__ = [
     "FAKE_ONLY",
     "LINK_KINDS",
     "LinkProxy",
-    "UpstreamTarget",
     "check_link",
-    "link_env",
     "link_makes",
     "run_link",
     "unmakeable",
