@@ -8,7 +8,7 @@ module a pure floor must not touch, and on an import cycle between modules.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # `report.sweep` and `report.replay` render the results of `net.hunt.sweep` and `net.replay.runner`.
     "report": frozenset({"rtrace", "core", "rules", "engine", "net"}),
     "transform": frozenset({"rtrace", "core", "rules", "engine"}),
-    # `net.hunt.hunt` minimizes the trace of each bug it found (`transform.minimize`).
+    # `net.hunt` minimizes the trace of each bug it found (`hunt.bugscript`: `transform.minimize`).
     "net": frozenset({"rtrace", "core", "rules", "engine", "transform"}),
     "integrations": frozenset({"rtrace", "core", "rules", "engine", "net", "report"}),
     "cli": frozenset({"rtrace", "core", "rules", "engine", "report", "transform", "net", "integrations"}),
@@ -43,6 +43,35 @@ FORBIDDEN: dict[str, frozenset[str]] = {
 }
 
 
+#: net's packages (`rtrace.net.X`) -> the floors and net packages each may import (itself always). The fault language
+#: and the fake endpoint are pure; the links move frames and time; nothing in net imports the hunt.
+NET_ALLOWED: dict[str, frozenset[str]] = {
+    "faults": frozenset({"rtrace", "core"}),
+    "fake": frozenset({"rtrace", "core", "faults"}),
+    "link": frozenset({"rtrace", "core", "engine", "rules", "faults", "fake"}),
+    "replay": frozenset({"rtrace", "core", "engine", "rules", "faults", "fake", "link"}),
+    # `hunt.bugscript` minimizes the trace of each bug it found (`transform.minimize`).
+    "hunt": frozenset({"rtrace", "core", "engine", "rules", "transform", "faults", "fake", "link", "replay"}),
+}
+
+#: What a pure net package must never import: no event loop, no socket, no clock, no process, no terminal.
+NET_FORBIDDEN: dict[str, frozenset[str]] = {
+    "faults": frozenset({"asyncio", "websockets", "socket", "time", "subprocess", "threading", "rich", "typer"}),
+    "fake": frozenset({"asyncio", "websockets", "socket", "time", "subprocess", "threading", "rich", "typer"}),
+}
+
+#: No module longer than this (lines), none but these, each with its reason (remove a line when its module is split).
+MAX_LINES = 800
+LONG_FOR_NOW: dict[str, str] = {
+    "rtrace/core/loader.py": "issue 41: h41 splits it",
+    "rtrace/core/reducer.py": "issue 41: h41 splits it",
+    "rtrace/net/faults/schedule.py": "issue 38 item 1: h38v moves the search, shrinking and bug keys to net/hunt/",
+}
+
+#: No folder under net/ holds more modules than this (`__init__` aside).
+MAX_MODULES_PER_FOLDER = 12
+
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -56,6 +85,14 @@ def floor_of(module: str) -> str:
     if len(parts) == 1 or (len(parts) == 2 and parts[1] == "_compiled"):
         return "rtrace"
     return "cli" if parts[1] in ("cli", "__main__") else parts[1]
+
+
+def net_package_of(module: str) -> str | None:
+    """`rtrace.net.fake.endpoint` -> `fake`; `rtrace.net` -> `""` (the floor's own `__init__`); outside net: None."""
+    parts = module.split(".")
+    if parts[:2] != ["rtrace", "net"]:
+        return None
+    return parts[2] if len(parts) > 2 else ""
 
 
 def imports(path: Path) -> Iterator[tuple[int, str]]:
@@ -150,16 +187,20 @@ def test_imports_between_floors_follow_the_table() -> None:
     assert violations(internal_edges()) == []
 
 
-@pytest.mark.parametrize("floor", sorted(FORBIDDEN))
-def test_pure_floors_import_no_event_loop_socket_or_terminal(floor: str) -> None:
+def forbidden_imports(place: Callable[[str], str | None], here: str, banned: frozenset[str]) -> list[str]:
+    """`file:line imports X` for each import of a module in `banned` by a module whose `place` is `here`."""
     bad = []
     for name, path in modules().items():
-        if floor_of(name) != floor:
-            continue
-        for line, target in imports(path):
-            if target.split(".")[0] in FORBIDDEN[floor]:
-                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
-    assert bad == []
+        if place(name) == here:
+            for line, target in imports(path):
+                if target.split(".")[0] in banned:
+                    bad.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}")
+    return bad
+
+
+@pytest.mark.parametrize("floor", sorted(FORBIDDEN))
+def test_pure_floors_import_no_event_loop_socket_or_terminal(floor: str) -> None:
+    assert forbidden_imports(floor_of, floor, FORBIDDEN[floor]) == []
 
 
 def test_no_import_cycle_between_modules() -> None:
@@ -196,3 +237,87 @@ def test_every_source_module_has_its_test_module() -> None:
         if not expected.exists():
             missing.append(f"{path.relative_to(PACKAGE.parent)} -> {expected.relative_to(PACKAGE.parent)}")
     assert missing == []
+
+
+# -- net's packages ------------------------------------------------------------------------------------------------
+
+
+def net_violations(edges: dict[str, set[str]]) -> list[str]:
+    """Imports out of a net package that `NET_ALLOWED` does not allow (to a floor or to another net package)."""
+    bad = []
+    for source, targets in sorted(edges.items()):
+        package = net_package_of(source)
+        if not package:
+            continue
+        for target in sorted(targets):
+            other = net_package_of(target)
+            where = other if other is not None else floor_of(target)
+            if where not in (package, "") and where not in NET_ALLOWED[package]:
+                bad.append(f"{source} (net.{package}) imports {target} ({'net.' if other else ''}{where})")
+    return bad
+
+
+def package_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """net package -> the net packages its modules import."""
+    out: dict[str, set[str]] = {}
+    for source, targets in edges.items():
+        package = net_package_of(source)
+        if package:
+            for target in targets:
+                other = net_package_of(target)
+                if other and other != package:
+                    out.setdefault(package, set()).add(other)
+    return out
+
+
+def test_every_net_module_sits_in_a_package_of_the_table() -> None:
+    loose = [name for name in modules() if net_package_of(name) not in (None, "", *NET_ALLOWED)]
+    assert loose == [], "a module of rtrace/net/ belongs in one of its packages (NET_ALLOWED, docs/ARCHITECTURE.md)"
+
+
+def test_imports_between_net_packages_follow_the_table() -> None:
+    assert net_violations(internal_edges()) == []
+
+
+@pytest.mark.parametrize("package", sorted(NET_FORBIDDEN))
+def test_pure_net_packages_import_no_event_loop_socket_or_clock(package: str) -> None:
+    assert forbidden_imports(net_package_of, package, NET_FORBIDDEN[package]) == []
+
+
+def test_no_import_cycle_between_net_packages() -> None:
+    assert cycles(package_edges(internal_edges())) == []
+
+
+def test_the_net_checks_catch_an_import_up_and_a_cycle_between_packages() -> None:
+    """The table is not vacuous: the link importing the hunt's command runner, the fault language importing the
+    fake endpoint's frames (both in the first layout of the packages), and a cycle they would make, are caught."""
+    up = {
+        "rtrace.net.link.upstream": {"rtrace.net.hunt.sweep"},
+        "rtrace.net.faults.script": {"rtrace.net.fake.wire"},
+        "rtrace.net.fake.endpoint": {"rtrace.net.faults.script", "rtrace.core.audio", "rtrace.net"},
+    }
+    assert net_violations(up) == [
+        "rtrace.net.faults.script (net.faults) imports rtrace.net.fake.wire (net.fake)",
+        "rtrace.net.link.upstream (net.link) imports rtrace.net.hunt.sweep (net.hunt)",
+    ]
+    assert cycles(package_edges(up)) == [["fake", "faults"]]
+    assert net_violations({"rtrace.net.fake.ids": {"rtrace.engine.fold"}}) != []
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        name = path.relative_to(PACKAGE.parent).as_posix()
+        if lines > MAX_LINES and name not in LONG_FOR_NOW:
+            long[name] = lines
+    assert long == {}, f"split each (no module over {MAX_LINES} lines)"
+
+
+def test_no_folder_under_net_holds_more_than_twelve_modules() -> None:
+    crowded = {}
+    for folder in sorted(p for p in (PACKAGE / "net").rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        count = sum(1 for p in folder.glob("*.py") if p.name != "__init__.py")
+        if count > MAX_MODULES_PER_FOLDER:
+            crowded[folder.relative_to(PACKAGE.parent).as_posix()] = count
+    assert crowded == {}
