@@ -103,8 +103,8 @@ def nothing_runs_forever(monkeypatch: pytest.MonkeyPatch) -> None:
         return None
 
     monkeypatch.setattr("rtrace.net.link.server.serve_forever", no_server)
-    monkeypatch.setattr("rtrace.net.link.proxy._record_forever", no_server)
-    monkeypatch.setattr("rtrace.net.hunt.sweep.sweep_main", lambda *a, **k: pytest.skip("not reached"))
+    monkeypatch.setattr("rtrace.net.link.proxy.record_forever", no_server)
+    monkeypatch.setattr("rtrace.cli.mains.sweep_main", lambda *a, **k: pytest.skip("not reached"))
     monkeypatch.setattr("rtrace.net.hunt.hunt.hunt", lambda *a, **k: pytest.skip("not reached"))
     monkeypatch.setattr("rtrace.net.replay.runner.replay", lambda *a, **k: pytest.skip("not reached"))
 

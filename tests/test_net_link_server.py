@@ -630,34 +630,12 @@ def test_rtrace_serve_prints_the_url_and_stops_cleanly_on_sigterm(tmp_path: Path
     assert recs[-1].event.get("code") == 1001
 
 
-def test_other_host_needs_the_flag_and_warns() -> None:
-    import io
-
-    from rtrace.net.link.server import options_from_cli
-
-    assert ServerOptions().host == "127.0.0.1"
-    opts = options_from_cli(host="0.0.0.0", port=0)
-    err = io.StringIO()
-
-    async def fake_serve(*a: Any, **k: Any) -> None:
-        return None
-
-    import rtrace.net.link.server as server_mod
-
-    real = server_mod.serve_forever
-    server_mod.serve_forever = fake_serve  # type: ignore[assignment]
-    try:
-        server_mod.serve_main(opts, out=io.StringIO(), err=err)
-    finally:
-        server_mod.serve_forever = real  # type: ignore[assignment]
-    assert "not loopback" in err.getvalue()
-
-
 def test_serve_says_the_latency_jitter_and_faults_in_force_in_its_start_lines() -> None:
     """`--latency 50` was 50 s with no word of it; the start lines now say what the server does, in words."""
     import io
 
     import rtrace.net.link.server as server_mod
+    from rtrace.cli.mains import serve_main
     from rtrace.net.link.server import describe, options_from_cli
 
     opts = options_from_cli(
@@ -684,9 +662,9 @@ def test_serve_says_the_latency_jitter_and_faults_in_force_in_its_start_lines() 
     real = server_mod.serve_forever
     server_mod.serve_forever = announce_only  # type: ignore[assignment]
     try:
-        server_mod.serve_main(opts, out=out, err=io.StringIO())
+        serve_main(opts, out=out, err=io.StringIO())
         opts.record = "/tmp/rtrace-own.jsonl"  # a trace of serve's own (live findings), not the user's
-        server_mod.serve_main(opts, out=temporary, err=io.StringIO(), temporary=True)
+        serve_main(opts, out=temporary, err=io.StringIO(), temporary=True)
     finally:
         server_mod.serve_forever = real  # type: ignore[assignment]
     lines = out.getvalue().splitlines()

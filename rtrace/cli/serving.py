@@ -190,7 +190,7 @@ def serve_watched(options: "ServerOptions", live: bool, fail_on: str | None) -> 
     import dataclasses
 
     from ..net.link.live import ConnectionLog, watch
-    from ..net.link.server import serve_main
+    from .mains import serve_main
 
     out: Any = EscapedLines(sys.stdout)
     err: Any = EscapedLines(sys.stderr)
@@ -233,9 +233,9 @@ def sweep(
 ) -> None:
     """Run a command against a fresh `rtrace serve` at each latency (faults in each run); table of latency x rule.
     Exit 1 on an error finding, 4 when the command failed in every run, 2 when it cannot be run."""
-    from ..net.hunt.sweep import sweep_main
     from ..net.link.server import options_from_cli
     from ..report.sweep import announce, failure, progress, render
+    from .mains import sweep_main
 
     console = stdout_console()
     try:
@@ -284,9 +284,9 @@ def record_link(options: "RecordOptions", faults: "ServerOptions | None", live: 
     import dataclasses
 
     from ..net.link.live import ConnectionLog, watch
-    from ..net.link.proxy import record_main
     from ..net.link.server import describe
     from ..net.link.upstream import LinkProxy, check_link
+    from .mains import record_main
 
     out, err = EscapedLines(sys.stdout), EscapedLines(sys.stderr)
     make: Any = None

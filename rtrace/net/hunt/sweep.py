@@ -17,11 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from ...core.durations import format_duration, parse_duration, parse_duration_list
+from ...core.durations import parse_duration_list
 from ...core.severity import failing
 from ...engine.fold import analyze_path
 from ...rules.base import Finding
-from ..link.common import fresh_run_dir
 from ..link.server import RealtimeServer, ServerOptions, run_server
 from .processes import CannotRun, Ended, Stopped, Stopper, run_process
 
@@ -247,28 +246,3 @@ def parse_latency_list(text: str, option: str = "--latency") -> list[float]:
     """`0,10,50,200ms` -> seconds (`rtrace.core.durations.parse_duration_list`: the last item's unit applies to
     every bare number; a list with no unit is refused). Raises ValueError."""
     return parse_duration_list(text, option)
-
-
-def sweep_main(
-    command: list[str],
-    latency: str,
-    runs: int,
-    out_dir: Path,
-    timeout: float | str | None,
-    progress: Callable[[RunResult], None] | None = None,
-    template: ServerOptions | None = None,
-    announce: Callable[[ServerOptions], None] | None = None,
-) -> SweepResult:
-    """`rtrace sweep` from command-line values: `latency` as `0,10,50,200ms`, `timeout` a duration (`5m`; None:
-    no limit). Raises ValueError on bad input (`CommandNotFound` among them); the CLI renders the result
-    (`rtrace.report.sweep`) and exits 1 on an error-severity finding, else 4 when the command failed in every
-    run (`SweepResult.failed_every_run`), else 0."""
-    latencies = parse_latency_list(latency)
-    seconds = parse_duration(timeout, "--timeout") if isinstance(timeout, str) else timeout
-    if seconds is not None and seconds <= 0:
-        raise ValueError(f"--timeout {format_duration(seconds)}: give a time above 0, e.g. 5m")
-    if runs < 1:
-        raise ValueError("--runs must be at least 1")
-    check_command(command)
-    out_dir = fresh_run_dir(out_dir, "--out")  # this sweep's own: no earlier sweep's trace is read as its
-    return sweep(command, latencies, runs, out_dir, template, seconds, progress, announce)

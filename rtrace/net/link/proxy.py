@@ -15,10 +15,9 @@ import functools
 import http
 import itertools
 import os
-import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import IO, Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
@@ -34,16 +33,13 @@ from .common import (
     MAX_FRAME_BYTES,
     check_ws_url,
     host_for_url,
-    safe_url,
-    scrubbed_logging,
     trace_write_failed,
     until_stopped,
     upstream_url,
-    warn_unless_loopback,
     watch_backlog,
 )
 from .intercept import intercepting
-from .tls import TlsFiles, announce_tls
+from .tls import TlsFiles
 
 #: Request headers never forwarded: the websocket handshake is the proxy's own on each side.
 _HOP_HEADERS = frozenset(
@@ -385,48 +381,19 @@ def check_upstream(url: str) -> str:
     return check_ws_url(url, "--upstream")
 
 
-async def _record_forever(
+async def record_forever(
     options: RecordOptions, announce: Callable[[RecordingProxy, dict[str, str]], None], make: MakeProxy = RecordingProxy
 ) -> None:
+    """`rtrace record`'s proxy, `announce`d with what `--intercept` gives the client, until Ctrl-C or SIGTERM."""
     async with run_proxy(options, make) as proxy, intercepting(options.intercept, proxy.port) as proxied:
         announce(proxy, proxied)
         await until_stopped()
-
-
-def record_main(
-    options: RecordOptions,
-    out: IO[str] = sys.stdout,
-    err: IO[str] = sys.stderr,
-    make: MakeProxy = RecordingProxy,
-    says: Sequence[str] = (),
-) -> None:
-    """`rtrace record`: print where to point the client (and `says`: the faults of a link), then record until
-    Ctrl-C or SIGTERM."""
-    check_upstream(options.upstream)
-    scrubbed_logging(err)
-    exposure = "use the upstream through this proxy with their own credentials, and is recorded"
-    warn_unless_loopback(options.host, exposure, err)
-
-    def announce(proxy: RecordingProxy, proxied: dict[str, str]) -> None:
-        print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
-        print(f"  OPENAI_BASE_URL={proxy.http_url}", file=out)
-        print(f"  recording to {options.output}", file=out)
-        for line in says:
-            print(f"  {line}", file=out)
-        for name, value in proxied.items():  # --intercept: what the client's process is given
-            print(f"  {name}={value}", file=out)
-        announce_tls(options.tls, out)
-        print("  Ctrl-C to stop.", file=out)
-        out.flush()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_record_forever(options, announce, make))
 
 
 __all__ = [
     "RecordOptions",
     "RecordingProxy",
     "check_upstream",
-    "record_main",
+    "record_forever",
     "run_proxy",
 ]

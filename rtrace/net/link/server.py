@@ -22,7 +22,7 @@ import time
 import traceback
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import IO, Any
+from typing import Any
 
 import orjson
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -47,11 +47,10 @@ from .common import (
     host_for_url,
     trace_write_failed,
     until_stopped,
-    warn_unless_loopback,
     watch_backlog,
 )
 from .lateness import Lateness
-from .tls import TlsFiles, announce_tls, tls_files
+from .tls import TlsFiles, tls_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -708,36 +707,6 @@ def parse_tool(text: str) -> tuple[str, str | None]:
     return name, json.dumps(value, ensure_ascii=False)
 
 
-def serve_main(
-    options: ServerOptions, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr, temporary: bool = False
-) -> None:
-    """`rtrace serve`: print where to connect and what the server does (`describe`), then serve until Ctrl-C or
-    SIGTERM. `temporary`: `options.record` is a trace of rtrace's own, not the user's (not announced)."""
-    warn_unless_loopback(options.host, "connect (no authentication)", err)
-
-    started: list[RealtimeServer] = []
-
-    def announce(server: RealtimeServer) -> None:
-        started.append(server)
-        print(f"rtrace serve: listening on {server.url}", file=out)
-        print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
-        print(f"  websocket URL: {server.realtime_url}", file=out)
-        print(f"  RTRACE_URL={server.url}", file=out)
-        announce_tls(options.tls, out)
-        if options.record is not None and not temporary:
-            print(f"  recording to {options.record}", file=out)
-        for line in describe(options):
-            print(f"  {line}", file=out)
-        print("  Ctrl-C to stop.", file=out)
-        out.flush()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(options, announce))
-    lateness = getattr(started[0], "lateness", None) if started else None
-    if isinstance(lateness, Lateness):
-        print(lateness.summary(), file=err, flush=True)
-
-
 __all__ = [
     "RealtimeServer",
     "ServerOptions",
@@ -745,5 +714,4 @@ __all__ = [
     "options_from_cli",
     "run_server",
     "serve_forever",
-    "serve_main",
 ]

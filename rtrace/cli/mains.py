@@ -1,0 +1,115 @@
+"""What `serve`, `record` and `sweep` say to people around net's runners: where to connect and what the server or
+the link does, until Ctrl-C (`serve_main`, `record_main`), and a sweep's values as typed (`sweep_main`). Imports
+net lazily (the CLI starts without it); judges nothing, renders no report.
+"""
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..net.hunt.sweep import RunResult, SweepResult
+    from ..net.link.proxy import MakeProxy, RecordingProxy, RecordOptions
+    from ..net.link.server import ServerOptions
+
+
+def serve_main(
+    options: "ServerOptions", out: IO[str] = sys.stdout, err: IO[str] = sys.stderr, temporary: bool = False
+) -> None:
+    """`rtrace serve`: print where to connect and what the server does (`describe`), then serve until Ctrl-C or
+    SIGTERM. `temporary`: `options.record` is a trace of rtrace's own, not the user's (not announced)."""
+    from ..net.link.common import warn_unless_loopback
+    from ..net.link.lateness import Lateness
+    from ..net.link.server import RealtimeServer, describe, serve_forever
+    from ..net.link.tls import announce_tls
+
+    warn_unless_loopback(options.host, "connect (no authentication)", err)
+
+    started: list[RealtimeServer] = []
+
+    def announce(server: RealtimeServer) -> None:
+        started.append(server)
+        print(f"rtrace serve: listening on {server.url}", file=out)
+        print(f"  OPENAI_BASE_URL={server.http_url}", file=out)
+        print(f"  websocket URL: {server.realtime_url}", file=out)
+        print(f"  RTRACE_URL={server.url}", file=out)
+        announce_tls(options.tls, out)
+        if options.record is not None and not temporary:
+            print(f"  recording to {options.record}", file=out)
+        for line in describe(options):
+            print(f"  {line}", file=out)
+        print("  Ctrl-C to stop.", file=out)
+        out.flush()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_forever(options, announce))
+    lateness = getattr(started[0], "lateness", None) if started else None
+    if isinstance(lateness, Lateness):
+        print(lateness.summary(), file=err, flush=True)
+
+
+def record_main(
+    options: "RecordOptions",
+    out: IO[str] = sys.stdout,
+    err: IO[str] = sys.stderr,
+    make: "MakeProxy | None" = None,
+    says: Sequence[str] = (),
+) -> None:
+    """`rtrace record`: print where to point the client (and `says`: the faults of a link), then record until
+    Ctrl-C or SIGTERM."""
+    from ..net.link.common import safe_url, scrubbed_logging, warn_unless_loopback
+    from ..net.link.proxy import RecordingProxy, check_upstream, record_forever
+    from ..net.link.tls import announce_tls
+
+    check_upstream(options.upstream)
+    make = make or RecordingProxy
+    scrubbed_logging(err)
+    exposure = "use the upstream through this proxy with their own credentials, and is recorded"
+    warn_unless_loopback(options.host, exposure, err)
+
+    def announce(proxy: "RecordingProxy", proxied: dict[str, str]) -> None:
+        print(f"rtrace record: listening on {proxy.url}, forwarding to {safe_url(options.upstream)}", file=out)
+        print(f"  OPENAI_BASE_URL={proxy.http_url}", file=out)
+        print(f"  recording to {options.output}", file=out)
+        for line in says:
+            print(f"  {line}", file=out)
+        for name, value in proxied.items():  # --intercept: what the client's process is given
+            print(f"  {name}={value}", file=out)
+        announce_tls(options.tls, out)
+        print("  Ctrl-C to stop.", file=out)
+        out.flush()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(record_forever(options, announce, make))
+
+
+def sweep_main(
+    command: list[str],
+    latency: str,
+    runs: int,
+    out_dir: Path,
+    timeout: float | str | None,
+    progress: "Callable[[RunResult], None] | None" = None,
+    template: "ServerOptions | None" = None,
+    announce: "Callable[[ServerOptions], None] | None" = None,
+) -> "SweepResult":
+    """`rtrace sweep` from command-line values: `latency` as `0,10,50,200ms`, `timeout` a duration (`5m`; None:
+    no limit). Raises ValueError on bad input (`CommandNotFound` among them); the CLI renders the result
+    (`rtrace.report.sweep`) and exits 1 on an error-severity finding, else 4 when the command failed in every
+    run (`SweepResult.failed_every_run`), else 0."""
+    from ..core.durations import format_duration, parse_duration
+    from ..net.hunt.sweep import check_command, parse_latency_list, sweep
+    from ..net.link.common import fresh_run_dir
+
+    latencies = parse_latency_list(latency)
+    seconds = parse_duration(timeout, "--timeout") if isinstance(timeout, str) else timeout
+    if seconds is not None and seconds <= 0:
+        raise ValueError(f"--timeout {format_duration(seconds)}: give a time above 0, e.g. 5m")
+    if runs < 1:
+        raise ValueError("--runs must be at least 1")
+    check_command(command)
+    out_dir = fresh_run_dir(out_dir, "--out")  # this sweep's own: no earlier sweep's trace is read as its
+    return sweep(command, latencies, runs, out_dir, template, seconds, progress, announce)
