@@ -8,6 +8,7 @@ module a pure floor must not touch, and on an import cycle between modules.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -321,3 +322,31 @@ def test_no_folder_under_net_holds_more_than_twelve_modules() -> None:
         if count > MAX_MODULES_PER_FOLDER:
             crowded[folder.relative_to(PACKAGE.parent).as_posix()] = count
     assert crowded == {}
+
+
+def test_every_path_the_architecture_names_exists() -> None:
+    """docs/ARCHITECTURE.md is the map: each `floor/x.py`, `tests/x.py` and `rtrace.a.b` it names (its section of
+    old names aside) is in the tree."""
+    root = PACKAGE.parent
+    text = (root / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").split("## Old module names")[0]
+    floors = "|".join(sorted(ALLOWED))
+    missing: list[str] = []
+    placeholders = {"rtrace/a/b.py", "tests/test_a_b.py"}  # the naming rule's example
+    for m in re.finditer(rf"(?<![\w/.])(?:rtrace/)?((?:{floors})/[\w/]+\.(?:py|c|json))\b", text):
+        if m.group(0) not in placeholders and not (PACKAGE / m.group(1)).exists() and not (root / m.group(0)).exists():
+            missing.append(m.group(0))
+    for m in re.finditer(r"(?<![\w/.])((?:tests|bench|docs)/[\w/]+\.(?:py|md))\b", text):
+        if m.group(0) not in placeholders and not (root / m.group(1)).exists():
+            missing.append(m.group(0))
+    known = modules()
+    for m in re.finditer(r"(?<![\w.])rtrace(?:\.\w+)+(?!\.?\w)", text):
+        if m.group(0) in ("rtrace.toml", "rtrace.core._fold__mypyc"):  # the settings file; a module built by setup.py
+            continue
+        parts = m.group(0).split(".")
+        n = next((n for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in known), 0)
+        if n < len(parts):  # `module.Name...`: Name is defined or imported at the module's top level
+            source = known[".".join(parts[:n])].read_text(encoding="utf-8") if n else ""
+            name = re.escape(parts[n])
+            if not re.search(rf"^(?:(?:async )?def |class )?{name}\b|^(?:from \S+ )?import .*\b{name}\b", source, re.M):
+                missing.append(m.group(0))
+    assert missing == []

@@ -1,5 +1,4 @@
-"""The network floor. The fake realtime endpoint, sans I/O: `endpoint` (one connection's protocol), `responses`,
-`tools` (which tool a response calls, arguments from its schema), `vad` (server VAD), `script` (scenario scripts),
-`playback` (recorded responses), `faults`, `wire` (frames and the API's objects), `examples` (what the help shows).
-The asyncio layers that move its frames and time: `server` (`rtrace serve`), `proxy` (`rtrace record`), `replay`,
-`sweep`; what they share is `common`. Renders nothing (tables live in `rtrace.report`)."""
+"""The network floor, in packages by concern (docs/ARCHITECTURE.md, held by tests/test_layers.py): `faults` the fault
+language and `fake` the fake endpoint, both sans I/O; `link` the asyncio layers that move frames and time (`serve`,
+`record`); `replay`; `hunt` the hunt and the sweep, which nothing else in net imports. Renders nothing (tables live in
+`rtrace.report`, what a command says in `rtrace.cli`)."""
