@@ -61,13 +61,8 @@ NET_FORBIDDEN: dict[str, frozenset[str]] = {
     "fake": frozenset({"asyncio", "websockets", "socket", "time", "subprocess", "threading", "rich", "typer"}),
 }
 
-#: No module longer than this (lines), none but these, each with its reason (remove a line when its module is split).
+#: No module longer than this (lines).
 MAX_LINES = 800
-LONG_FOR_NOW: dict[str, str] = {
-    "rtrace/core/loader.py": "issue 41: h41 splits it",
-    "rtrace/core/reducer.py": "issue 41: h41 splits it",
-    "rtrace/net/faults/schedule.py": "issue 38 item 1: h38v moves the search, shrinking and bug keys to net/hunt/",
-}
 
 #: No folder under net/ holds more modules than this (`__init__` aside).
 MAX_MODULES_PER_FOLDER = 12
@@ -310,7 +305,7 @@ def test_no_module_is_longer_than_the_limit() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         lines = len(path.read_text(encoding="utf-8").splitlines())
         name = path.relative_to(PACKAGE.parent).as_posix()
-        if lines > MAX_LINES and name not in LONG_FOR_NOW:
+        if lines > MAX_LINES:
             long[name] = lines
     assert long == {}, f"split each (no module over {MAX_LINES} lines)"
 
