@@ -376,7 +376,7 @@ def test_flags_and_a_script_mix_in_one_schedule_flags_first(tmp_path: Path) -> N
 def test_a_fault_turn_written_by_hand_is_checked() -> None:
     for text, message in (
         ('[[turn]]\nfault = "bogus"\nwhen = { event = "response.create" }\nclose = 1000\n', "`fault` must name"),
-        ('[[turn]]\nfault = "drop-on"\nwhen = { user = "x" }\ntext = "a"\n', "names an event, a count"),
+        ('[[turn]]\nfault = "drop-on"\nwhen = { user = "x" }\ntext = "a"\n', "names what `--drop-on` is given"),
         ('[[turn]]\nwhen = { opened = 1 }\nexpire = "1s"\n', "`opened` must be true"),
         ('[[turn]]\nwhen = { opened = true }\nclose = 1000\n', "not an action on an opened connection"),
         ('[[turn]]\nwhen = { sent_count = 0 }\nclose = 1000\n', "`sent_count` must be a whole number of at least 1"),
@@ -636,3 +636,24 @@ def test_a_turn_says_times_only_where_it_is_not_the_default() -> None:
     rendered = render(schedule)
     assert rendered.count("times") == 2, rendered
     assert [t.times for t in parse_script(rendered).turns] == [t.times for t in schedule.turns] == [1, 1, None]
+
+
+def test_a_flags_turn_is_named_by_what_its_flag_was_given_whatever_the_flag() -> None:
+    from rtrace.net.faults.flags import FAULTS, GIVEN, Faults
+
+    given = {"client": ["response.cancel"], "server": ["response.done"], "count": 7, "numbers": {4},
+             "duration": 2.5}  # fmt: skip
+    for flag in FAULTS:  # each flag's turns, from the declaration: a new flag needs no edit here
+        [turn] = Schedule.of(Faults(**{flag.field: given[flag.side or flag.kind]})).turns
+        value = given[flag.side or flag.kind]
+        assert turn.spec == str(next(iter(value)) if isinstance(value, (list, set)) else value), flag.name
+        assert turn.counter == f"{flag.name}:{turn.spec}" and GIVEN[flag.name] in {flag.when, turn.acts[0][0]}
+    # written by hand with a second condition of its moment: named by its flag's own (a count: "close after 3 server
+    # events", not "close after response.done server events")
+    text = '[[turn]]\nfault = "close-after"\nwhen = { sent = "response.done", sent_count = 3 }\nclose = 1000\n'
+    [turn] = parse_script(text, "s.toml").turns
+    assert turn.spec == "3" and parse_script(text).describe()[0].endswith("close (close 1000) after 3 server events")
+    drop = '[[turn]]\nfault = "drop-on"\nwhen = { sent = "response.done" }\nclose = 1006\n'
+    with pytest.raises(ScriptError, match=r"s.toml:2: .*`fault = 'drop-on'` turn names what `--drop-on` is given: "
+                                          r"`when.event`"):  # fmt: skip
+        parse_script(drop, "s.toml")

@@ -147,3 +147,24 @@ def test_data_loss_comes_first_and_a_cap_never_hides_it_behind_a_survival_entry(
     lost = entry_rank(["RT103"], "warning")  # a warning that loses a call beats an error that loses nothing
     assert lost < survival < entry_rank(["RT112"], "info")
     assert entry_rank(["RT111"], "warning") > survival
+
+
+def test_every_fault_action_a_users_script_takes_is_an_injected_kind() -> None:
+    from rtrace.net.faults.actions import ACTIONS, SCRIPT_MOMENT
+    from rtrace.net.faults.schedule import Schedule
+    from rtrace.net.faults.script import Schedule as ScriptSchedule
+    from rtrace.net.faults.script import Turn
+    from rtrace.net.hunt.bugs import echoes, injected_kinds
+
+    for action in ACTIONS:  # from the declaration: an action added later is covered with no edit here
+        if action.key is None:
+            continue
+        for moment in action.moments:
+            turn = Turn(1, 2, SCRIPT_MOMENT[moment], acts=((action.key, action.canonical),))  # type: ignore[arg-type]
+            assert action.kind in injected_kinds(Schedule(), ScriptSchedule((turn,))), (action.kind, moment)
+    # a cancel of the user's script: the client's `response.cancel` answered `response_cancel_not_active` restates it
+    cancel = Turn(1, 2, "response", response=1, acts=(("cancel", "turn_detected"),))
+    kinds = injected_kinds(Schedule(), ScriptSchedule((cancel,)))
+    assert kinds == {"cancel"} and echoes(finding("RT112", 3, [3]), kinds)
+    fail = Turn(1, 2, "transcription", transcription=1, acts=(("fail", "server_error"),))
+    assert injected_kinds(Schedule(), ScriptSchedule((fail,))) == {"transcription"}

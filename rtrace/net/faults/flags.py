@@ -39,6 +39,10 @@ Fault = Flag
 FAULTS: tuple[Flag, ...] = tuple(flag for flag, _ in FLAGS)
 FAULT_BY_NAME: dict[str, Flag] = {f.name: f for f in FAULTS}
 _ACTION_OF: dict[str, Action] = {flag.name: action for flag, action in FLAGS}
+#: The field of a flag's turn that holds what the flag was given (its notes' `spec`, its fires' counter): the `when`
+#: key its value fills, or for a duration (`opened` turns) the action's key that holds it.
+GIVEN: dict[str, str] = {flag.name: str(action.key) if flag.kind == "duration" else flag.when
+                         for flag, action in FLAGS}  # fmt: skip
 
 __all__ = ["ABNORMAL", "FAULTS", "NO_STATUS", "Faults", "seconds_text", "valid_close_code"]
 

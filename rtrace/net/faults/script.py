@@ -82,7 +82,7 @@ from typing import Any, Literal
 from ...core.inputs import MAX_NESTING, TooDeep, check_nesting, pattern_search, user_pattern, value_nesting_over
 from .actions import KEYS
 from .emission import Emission
-from .flags import FAULT_BY_NAME, Faults, Table, check_spec, closing_words, matches
+from .flags import FAULT_BY_NAME, GIVEN, Faults, Table, check_spec, closing_words, matches
 
 Moment = Literal["response", "event", "sent", "opened", "transcription"]
 
@@ -165,11 +165,11 @@ class Turn:
     @property
     def spec(self) -> str:
         """How notes name the turn: `turn N` (1-based, in order) for a script's, what the flag was given for a
-        fault flag's (its event spec, count, response number or expiry)."""
+        fault flag's (the field its flag fills, `rtrace.net.faults.flags.GIVEN`: its event spec, count, response
+        number or expiry)."""
         if self.fault == SCRIPT:
             return f"turn {self.index}"
-        given = (self.event, self.sent, self.sent_count, self.response, self.expire, self.transcription)
-        return next(str(v) for v in given if v is not None)
+        return str(getattr(self, GIVEN[self.fault]))
 
     @property
     def counter(self) -> str:
@@ -539,10 +539,10 @@ def _turn(raw: dict[str, Any], index: int, lines: _Lines, path: str) -> Turn:
     if times is not None and (not isinstance(times, int) or isinstance(times, bool) or times < 0):
         raise fail("`times` must be a whole number (0: every time)", "times")
     turn = Turn(index, lines.turn(index), moment, **fields)
-    if fault != SCRIPT and not any(v is not None for v in (turn.event, turn.sent, turn.sent_count, turn.response,
-                                                         turn.expire, turn.transcription)):  # fmt: skip
-        raise fail(f"a `fault = {fault!r}` turn names an event, a count, a response, an expiry or a transcription",
-                   "fault")
+    if fault != SCRIPT and getattr(turn, GIVEN[fault]) is None:  # what its notes name it by, as the flag's turns
+        field = GIVEN[fault]
+        where = field if field in KEYS else f"when.{field}"
+        raise fail(f"a `fault = {fault!r}` turn names what `--{fault}` is given: `{where}`", "fault")
     if times is None:
         times = default_times(turn.acts)
     return dataclasses.replace(turn, times=times or None)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ...rules import RULES
 from ...rules.base import Finding
+from ..faults.actions import ACTIONS, SCRIPT_MOMENT
 from ..faults.schedule import Schedule
 from ..faults.script import Schedule as ScriptSchedule
 from .keys import SURVIVAL, BugKey
@@ -524,12 +525,13 @@ FAULT_ECHOES: dict[str, tuple[frozenset[str], str | None]] = {
 
 
 def injected_kinds(schedule: Schedule, base: ScriptSchedule) -> set[str]:
-    """The kinds of fault a run injects: its schedule's, and those the turns of the user's script inject (an
-    `error` it answers with, a `close`, a `fail`ed response, an `expire`): what `echoes` forgives."""
+    """The kinds of fault a run injects: its schedule's, and those of every fault action the turns of the user's
+    script take (`rtrace.net.faults.actions.ACTIONS`: each action of its script key that acts at the turn's
+    moment; a `close` on an event is a close or a drop): what `echoes` forgives."""
     kinds: set[str] = {f.kind for f in schedule.faults}
     for turn in base.turns:
-        kinds |= {kind for kind, value in (("error", turn.error), ("close", turn.close), ("fail", turn.fail),
-                                           ("expire", turn.expire)) if value is not None}  # fmt: skip
+        keys = {key for key, _ in turn.acts}
+        kinds |= {a.kind for a in ACTIONS if a.key in keys and turn.moment in {SCRIPT_MOMENT[m] for m in a.moments}}
     return kinds
 
 
