@@ -66,3 +66,23 @@ def test_a_sweep_refuses_its_values_before_any_run(
     with pytest.raises(ValueError, match=says):
         sweep_main(command, latency, runs, tmp_path / "out", timeout)
     assert not (tmp_path / "out").exists()
+
+
+def test_replays_values_as_typed_are_read_and_refused_for_people() -> None:
+    from rtrace.cli.mains import replay_divergence, replay_options
+    from rtrace.net.replay.runner import ReplayResult
+
+    options, compare = replay_options(target="http://127.0.0.1:9/v1/realtime", latency=None, speed=2.0)
+    assert options.target == "ws://127.0.0.1:9/v1/realtime" and options.speed == 2.0 and compare is None
+    fake, compare = replay_options(compare="https://api.example.com/v1/realtime", latency=["20ms"], own_responses=True)
+    assert compare == "wss://api.example.com/v1/realtime" and fake.latency == 0.02 and not fake.recorded_responses
+    for given, message in (
+        ({"pace": "fast"}, "--pace 'fast': one of"),
+        ({"speed": 0.0}, "--speed 0: a factor above 0"),
+        ({"timeout": 0.0}, "--timeout 0: each wait needs a time above 0"),
+        ({"target": "ws://127.0.0.1:9", "compare": "ws://127.0.0.1:8"}, "--compare needs --target fake"),
+        ({"target": "ws://127.0.0.1:9", "latency": ["5ms"]}, "--latency is the latency of the in-process fake"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            replay_options(**given)
+    assert replay_divergence(ReplayResult("a", "b", "fake", [], []), kept=False) is None

@@ -1,10 +1,12 @@
 """What `serve`, `record` and `sweep` say to people around net's runners: where to connect and what the server or
-the link does, until Ctrl-C (`serve_main`, `record_main`), and a sweep's values as typed (`sweep_main`). Imports
+the link does, until Ctrl-C (`serve_main`, `record_main`), and a sweep's values as typed (`sweep_main`); `replay`'s
+values as typed (`replay_options`) and why a replay is a finding (`replay_divergence`). Imports
 net lazily (the CLI starts without it); judges nothing, renders no report.
 """
 
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from ..net.hunt.sweep import RunResult, SweepResult
     from ..net.link.proxy import MakeProxy, RecordingProxy, RecordOptions
     from ..net.link.server import ServerOptions
+    from ..net.replay.runner import ReplayOptions, ReplayResult
 
 
 def serve_main(
@@ -113,3 +116,60 @@ def sweep_main(
     check_command(command)
     out_dir = fresh_run_dir(out_dir, "--out")  # this sweep's own: no earlier sweep's trace is read as its
     return sweep(command, latencies, runs, out_dir, template, seconds, progress, announce)
+
+
+def replay_options(
+    *,
+    target: str = "fake",
+    compare: str | None = None,
+    latency: list[str] | None = None,
+    pace: str = "reactive",
+    speed: float = 1.0,
+    timeout: float = 5.0,
+    own_responses: bool = False,
+    output: str | os.PathLike[str] | None = None,
+    api_key_env: str | None = None,
+    on_key: Callable[[str], None] | None = None,
+) -> "tuple[ReplayOptions, str | None]":
+    """`ReplayOptions` (and the `--compare` URL) from command-line values: http(s):// URLs taken as ws(s)://, each
+    URL checked, the key's destination checked, latencies in the duration grammar with their event types checked.
+    Raises ValueError with a message for people."""
+    from ..core.durations import parse_latencies
+    from ..net.faults.flags import check_specs
+    from ..net.link.common import check_ws_url, websocket_url
+    from ..net.replay.runner import ReplayOptions, check_key_target
+    from ..net.replay.session import PACES
+
+    if pace not in PACES:
+        raise ValueError(f"--pace {pace!r}: one of {', '.join(PACES)}")
+    if not speed > 0 or speed == float("inf"):
+        raise ValueError(f"--speed {speed:g}: a factor above 0 (2: twice as fast)")
+    if not timeout > 0:
+        raise ValueError("--timeout 0: each wait needs a time above 0, e.g. 5s")
+    target = target if target == "fake" else websocket_url(target)
+    compare = websocket_url(compare) if compare is not None else None
+    if compare is not None and target != "fake":
+        raise ValueError("--compare needs --target fake")
+    default, by_type = parse_latencies(latency, "--latency") if latency else (None, {})
+    check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
+    if target != "fake" and latency:
+        raise ValueError("--latency is the latency of the in-process fake (--target fake); a real endpoint has its own")
+    for option, url in (("--target", target), ("--compare", compare)):
+        if url is not None and url != "fake":
+            check_ws_url(url, option)
+            check_key_target(url, api_key_env)
+    options = ReplayOptions(
+        target=target, pace=pace, speed=speed, timeout=timeout, latency=default, latency_by_type=by_type,
+        recorded_responses=not own_responses, output=output, api_key_env=api_key_env, on_key=on_key,
+    )  # fmt: skip
+    return options, compare
+
+
+def replay_divergence(result: "ReplayResult", kept: bool) -> str | None:
+    """Why what came back is not the recording's story (divergences, waits over the timeout), or None: the
+    endpoint answered as recorded. `kept`: the replayed trace is kept (`-o`)."""
+    waits = sum(c.timeouts for c in result.conns)
+    if not waits and not result.divergences:
+        return None
+    where = f"the replayed trace is {result.replayed}" if kept else "keep the replayed trace with -o FILE"
+    return f"{len(result.divergences)} divergence(s) from the recording, {waits} wait(s) over --timeout; {where}"

@@ -387,14 +387,15 @@ def replay(
 ) -> None:
     """Send the client side of a trace again, record the answers, and show both traces' findings side by side."""
     allow_special(allow_special_files)
-    from ..net.replay.runner import ReplayFailed, divergence, options_from_cli
+    from ..net.replay.runner import ReplayFailed
     from ..net.replay.runner import compare as compare_replays
     from ..net.replay.runner import replay as run_replay
     from ..report.replay import render
+    from .mains import replay_divergence, replay_options
 
     refuse_overwrite([str(path)], [output])
     try:
-        options, compare_url = options_from_cli(
+        options, compare_url = replay_options(
             target=target, compare=compare, latency=latency, pace=pace, speed=speed, timeout=timeout,
             own_responses=own_responses, output=output, api_key_env=api_key_env,
             on_key=lambda text: say(f"rtrace replay: {text}"),
@@ -419,7 +420,7 @@ def replay(
         else:
             result = run_replay(str(path), options)
             render(result, emit)
-            diverged = divergence(result, output is not None)
+            diverged = replay_divergence(result, output is not None)
     except ReplayFailed as e:  # the endpoint cannot be reached: nothing was replayed
         say(f"rtrace: replay failed: {e}")
         raise typer.Exit(ExitCode.REPLAY_FAILED) from None

@@ -30,7 +30,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, WebSocketException
 
 from ... import __version__
-from ...core.durations import parse_latencies
 from ...core.escape import shown
 from ...core.loader import TraceReader, UnreadableInput
 from ...core.secrets import redact_event, safe_path
@@ -38,8 +37,7 @@ from ...core.trace import Record
 from ...core.writer import TraceWriter
 from ...engine.fold import TraceReport, analyze_path
 from ...rules.base import Config
-from ..faults.flags import check_specs
-from ..link.common import check_ws_url, is_loopback, safe_url, trace_write_failed, upstream_url, websocket_url
+from ..link.common import is_loopback, safe_url, trace_write_failed, upstream_url
 from .session import (
     PACES,
     ConnResult,
@@ -54,57 +52,6 @@ from .session import (
 
 class ReplayFailed(Exception):
     """The endpoint could not be reached (or refused the handshake): nothing was replayed (exit 4)."""
-
-
-def options_from_cli(
-    *,
-    target: str = "fake",
-    compare: str | None = None,
-    latency: list[str] | None = None,
-    pace: str = "reactive",
-    speed: float = 1.0,
-    timeout: float = 5.0,
-    own_responses: bool = False,
-    output: str | os.PathLike[str] | None = None,
-    api_key_env: str | None = None,
-    on_key: Callable[[str], None] | None = None,
-) -> tuple[ReplayOptions, str | None]:
-    """`ReplayOptions` (and the `--compare` URL) from command-line values: http(s):// URLs taken as ws(s)://, each
-    URL checked, the key's destination checked, latencies in the duration grammar with their event types checked.
-    Raises ValueError with a message for people."""
-    if pace not in PACES:
-        raise ValueError(f"--pace {pace!r}: one of {', '.join(PACES)}")
-    if not speed > 0 or speed == float("inf"):
-        raise ValueError(f"--speed {speed:g}: a factor above 0 (2: twice as fast)")
-    if not timeout > 0:
-        raise ValueError("--timeout 0: each wait needs a time above 0, e.g. 5s")
-    target = target if target == "fake" else websocket_url(target)
-    compare = websocket_url(compare) if compare is not None else None
-    if compare is not None and target != "fake":
-        raise ValueError("--compare needs --target fake")
-    default, by_type = parse_latencies(latency, "--latency") if latency else (None, {})
-    check_specs(list(by_type), "server", "--latency", "TYPE=DURATION")
-    if target != "fake" and latency:
-        raise ValueError("--latency is the latency of the in-process fake (--target fake); a real endpoint has its own")
-    for option, url in (("--target", target), ("--compare", compare)):
-        if url is not None and url != "fake":
-            check_ws_url(url, option)
-            check_key_target(url, api_key_env)
-    options = ReplayOptions(
-        target=target, pace=pace, speed=speed, timeout=timeout, latency=default, latency_by_type=by_type,
-        recorded_responses=not own_responses, output=output, api_key_env=api_key_env, on_key=on_key,
-    )  # fmt: skip
-    return options, compare
-
-
-def divergence(result: ReplayResult, kept: bool) -> str | None:
-    """Why what came back is not the recording's story (divergences, waits over the timeout), or None: the
-    endpoint answered as recorded. `kept`: the replayed trace is kept (`-o`)."""
-    waits = sum(c.timeouts for c in result.conns)
-    if not waits and not result.divergences:
-        return None
-    where = f"the replayed trace is {result.replayed}" if kept else "keep the replayed trace with -o FILE"
-    return f"{len(result.divergences)} divergence(s) from the recording, {waits} wait(s) over --timeout; {where}"
 
 
 @dataclasses.dataclass
@@ -432,7 +379,5 @@ __all__ = [
     "ReplayOptions",
     "ReplayResult",
     "compare",
-    "divergence",
-    "options_from_cli",
     "replay",
 ]
