@@ -263,16 +263,21 @@ def test_a_failing_test_gets_the_findings_as_a_section_and_mistakes_fail_the_set
         @pytest.mark.rtrace(latency="soon")
         def test_bad_value(rtrace_server):
             pass
+
+        @pytest.mark.rtrace(vad_rms=0.05)
+        def test_old_name(rtrace_server):
+            pass
         """
     )
     result = users.runpytest()
-    result.assert_outcomes(failed=1, errors=3)
+    result.assert_outcomes(failed=1, errors=4)
     out = result.stdout.str()
     assert "the test's own failure" in out
     assert "Captured rtrace call" in out and "RT101 deleted-function-call-output" in out
     assert "rtrace: unknown option latncy (known: " in out
     assert "rtrace: fail_on='sometimes': give one of error, warning, info, never" in out
     assert "rtrace: --latency soon: not a duration" in out
+    assert "rtrace: vad_rms is now vad_threshold (each option keeps the name of its `rtrace serve` option)" in out
 
 
 def test_nothing_is_left_running_threads_loops_or_ports(users: pytest.Pytester, tmp_path: Path) -> None:

@@ -54,3 +54,20 @@ def test_each_option_keeps_one_name_from_the_command_line_to_the_endpoint() -> N
     assert (o.endpoint.audio_tone, o.endpoint.audio_pace, o.endpoint.vad_threshold) == (440.0, 1.0, 0.1)
     assert (o.endpoint.transcript, o.endpoint.seed, o.seed, o.endpoint.duplicate_id) == (["hi"], 7, 7, "ignore")
     assert (o.endpoint.story_chunk_delay, o.endpoint.first_output_delay, o.endpoint.preamble) == (0.01, 0.3, False)
+
+
+def test_an_old_name_of_an_option_is_refused_naming_the_new_one() -> None:
+    import dataclasses
+
+    import pytest
+
+    from rtrace.net.fake.endpoint import EndpointOptions
+    from rtrace.net.fake.options import RENAMED, renamed
+
+    fields = {f.name for f in dataclasses.fields(EndpointOptions)}
+    for old, new in RENAMED.items():
+        assert old not in fields and new in fields and new in OPTION_BY_FIELD
+        with pytest.raises(TypeError, match=f"EndpointOptions: {old} is now {new} "):
+            EndpointOptions(**{old: 1})
+    assert renamed({"audio_tone": 1, "latency": "5ms"}) is None
+    assert dataclasses.replace(EndpointOptions(audio_tone=440.0), vad_threshold=0.1).vad_threshold == 0.1

@@ -593,8 +593,12 @@ def _trace_path(request: pytest.FixtureRequest) -> Path:
 
 def _server_options(request: pytest.FixtureRequest, options: dict[str, Any]) -> ServerOptions:
     """`ServerOptions` from the test's options, as `rtrace serve` takes them; a mistake fails the test's setup."""
+    from ..net.fake.options import renamed
     from ..net.link.server import options_from_cli
 
+    said = renamed(options)
+    if said is not None:
+        pytest.fail(f"rtrace: {said}", pytrace=False)
     known = marker_options()
     unknown = sorted(set(options) - set(known))
     if unknown:

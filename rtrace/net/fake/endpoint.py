@@ -20,6 +20,7 @@ from ...core.catalog import CLIENT_EVENTS
 from ...core.conversation import Conversation, Item, item_from_event
 from ..faults.actions import KEYS
 from ..faults.script import ConnectionScript, ResponseContext, Schedule, Turn
+from .options import renamed
 from .playback import ResponseSource, play
 from .responses import Responses, Run, Steps, last_user_text
 from .schema import check_client_event
@@ -48,7 +49,13 @@ CallDeleteMode = Literal["allow", "cascade", "reject"]
 @dataclasses.dataclass
 class EndpointOptions:
     """How the fake endpoint behaves where the API leaves a choice (docs/protocol.md sections 2.3 and 7), and its
-    script."""
+    script. A field's old name (`rtrace.net.fake.options.RENAMED`) is refused naming the new one."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> EndpointOptions:
+        said = renamed(kwargs)
+        if said is not None:
+            raise TypeError(f"EndpointOptions: {said}")
+        return super().__new__(cls)
 
     #: An item created with an id already present (2.3): appended again (gpt-realtime-1.5; the conversation counts
     #: a copy, see `rtrace.core.conversation`), ignored (gpt-4o-realtime-preview), or rejected with an error.

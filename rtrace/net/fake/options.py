@@ -16,6 +16,20 @@ from ..faults.actions import valid_close_code
 from ..faults.flags import FAULTS
 from ..faults.values import check_seed
 
+#: The names three fields of `EndpointOptions` had before each option kept one name (its option's): an old one is
+#: refused, the message naming the new (`EndpointOptions(...)`, the pytest marker).
+RENAMED: dict[str, str] = {"audio_tone_hz": "audio_tone", "vad_rms": "vad_threshold", "transcripts": "transcript"}
+
+
+def renamed(names: Any) -> str | None:
+    """What is said of the old names among `names` (`RENAMED`), or None when there is none."""
+    old = [n for n in RENAMED if n in names]
+    if not old:
+        return None
+    said = "; ".join(f"{n} is now {RENAMED[n]}" for n in old)
+    return f"{said} (each option keeps the name of its `rtrace serve` option)"
+
+
 #: `--preamble`: as the model does (None), always, never.
 PREAMBLE_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
