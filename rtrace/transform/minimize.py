@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from ..core.facts import ChangeAnswered, Fact, ServerError
 from ..core.loader import Row, TraceReader, UnreadableInput
+from ..core.partition import Partition
 from ..core.state import TraceState
 from ..core.trace import dumps_header, dumps_record
 from ..engine.fold import Fold, without_audio
@@ -90,27 +91,20 @@ class _Trace:
         index = {row[1]: i for i, row in enumerate(rows)}
         self.index = index
         # Units: union-find over rows joined by an answer; notes apart.
-        parent = list(range(len(rows)))
-
-        def find(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
+        partition = Partition(len(rows))
         links = [(index.get(a), index.get(b)) for a, b in answers]
         links += _response_ends(rows)
         for a, b in links:
             if a is not None and b is not None:
-                parent[find(a)] = find(b)
+                partition.join(a, b)
         self.notes: dict[int, list[int]] = {}
-        groups: dict[int, list[int]] = {}
+        members: list[int] = []
         for i, row in enumerate(rows):
             if row[3] == "meta" and row[6] in NOTES:
                 self.notes.setdefault(row[4], []).append(i)
             else:
-                groups.setdefault(find(i), []).append(i)
-        self.units: list[list[int]] = sorted(groups.values())
+                members.append(i)
+        self.units: list[list[int]] = partition.groups(members)  # in the order of their first row
         unit_of = [0] * len(rows)
         for u, members in enumerate(self.units):
             for i in members:

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ...core.partition import Partition
 from ..faults.schedule import Schedule
 from .search import event_spec
 
@@ -93,27 +94,14 @@ def linked(ids: Sequence[Mapping[str, Sequence[str]]], calls: Mapping[str, str] 
     (`calls`, item id -> call id: a deleted output and its unanswered call are about one call); the relation is
     closed transitively. Groups and their members in input order; every index in exactly one group. Findings of
     one group are one defect seen by several rules (a stale delete and the output it deleted)."""
-    parent = list(range(len(ids)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    partition = Partition(len(ids))
     owner: dict[tuple[str, str], int] = {}
     for i, named in enumerate(ids):
         names = {(kind, str(v)) for kind, values in named.items() for v in values}
         names |= {("call_ids", calls[v]) for v in named.get("items", ()) if calls and v in calls}
         for name in sorted(names):
-            j = owner.setdefault(name, i)
-            a, b = root(i), root(j)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(ids)):
-        groups.setdefault(root(i), []).append(i)
-    return list(groups.values())
+            partition.join(i, owner.setdefault(name, i))
+    return partition.groups()
 
 
 def reaction(
