@@ -86,3 +86,46 @@ def test_replays_values_as_typed_are_read_and_refused_for_people() -> None:
         with pytest.raises(ValueError, match=message):
             replay_options(**given)
     assert replay_divergence(ReplayResult("a", "b", "fake", [], []), kept=False) is None
+
+
+def test_a_warning_unless_only_this_machine_can_connect() -> None:
+    from rtrace.cli.mains import warn_unless_loopback
+    from rtrace.net.link.common import LOOPBACK
+
+    err = io.StringIO()
+    for host in LOOPBACK:
+        warn_unless_loopback(host, "connect", err)
+    assert err.getvalue() == ""
+    warn_unless_loopback("0.0.0.0", "connect (no authentication)", err)
+    assert err.getvalue() == (
+        "rtrace: warning: listening on 0.0.0.0, not loopback: anyone who can reach this address can connect "
+        "(no authentication).\n"
+    )
+
+
+def test_the_start_lines_name_the_folder_and_each_runtimes_variable(tmp_path: Path) -> None:
+    from rtrace.cli.mains import announce_tls
+    from rtrace.net.link import tls
+
+    files = tls.ensure("127.0.0.1", tmp_path)
+    out = io.StringIO()
+    announce_tls(files, out)
+    text = out.getvalue()
+    assert f"certificate made in {tmp_path}" in text
+    for name in ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        assert f"  {name}={files.ca}    # " in text
+    out = io.StringIO()
+    announce_tls(tls.ensure("127.0.0.1", tmp_path), out)
+    assert "certificate reused in" in out.getvalue()
+
+
+def test_the_private_keys_never_reach_the_start_lines(tmp_path: Path) -> None:
+    from rtrace.cli.mains import announce_tls
+    from rtrace.net.link import tls
+
+    files = tls.ensure("127.0.0.1", tmp_path)
+    out = io.StringIO()
+    announce_tls(files, out)
+    key = files.key.read_text()
+    assert "PRIVATE KEY" in key and "PRIVATE KEY" not in out.getvalue() and str(files.key) not in out.getvalue()
+    assert files.key.name == "server-key.pem"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import re
 import signal
@@ -18,7 +17,6 @@ from rtrace.net.link.common import (
     trace_write_failed,
     until_stopped,
     upstream_url,
-    warn_unless_loopback,
 )
 
 KEY = "sk-proj-TESTKEY0123456789abcdefSECRET"
@@ -50,18 +48,6 @@ def test_safe_url_keeps_no_credentials() -> None:
 def test_hosts() -> None:
     assert host_for_url("::1") == "[::1]" and host_for_url("127.0.0.1") == "127.0.0.1"
     assert set(LOOPBACK) == {"127.0.0.1", "localhost", "::1"}
-
-
-def test_a_warning_unless_only_this_machine_can_connect() -> None:
-    err = io.StringIO()
-    for host in LOOPBACK:
-        warn_unless_loopback(host, "connect", err)
-    assert err.getvalue() == ""
-    warn_unless_loopback("0.0.0.0", "connect (no authentication)", err)
-    assert err.getvalue() == (
-        "rtrace: warning: listening on 0.0.0.0, not loopback: anyone who can reach this address can connect "
-        "(no authentication).\n"
-    )
 
 
 def test_a_trace_write_failure_is_told_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 import json
-import os
 import ssl
 import stat
 import sys
@@ -89,19 +87,6 @@ def test_given_files_are_checked_at_start(tmp_path: Path) -> None:
     assert tls.tls_files(False, None, None, "127.0.0.1") is None
 
 
-def test_the_start_lines_name_the_folder_and_each_runtimes_variable(tmp_path: Path) -> None:
-    files = tls.ensure("127.0.0.1", tmp_path)
-    out = io.StringIO()
-    tls.announce_tls(files, out)
-    text = out.getvalue()
-    assert f"certificate made in {tmp_path}" in text
-    for name in ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
-        assert f"  {name}={files.ca}    # " in text
-    out = io.StringIO()
-    tls.announce_tls(tls.ensure("127.0.0.1", tmp_path), out)
-    assert "certificate reused in" in out.getvalue()
-
-
 async def _recv(ws: Any) -> dict[str, Any]:
     return json.loads(await asyncio.wait_for(ws.recv(), 5))
 
@@ -151,15 +136,6 @@ def test_record_listens_on_wss_in_front_of_a_ws_upstream(tmp_path: Path) -> None
     asyncio.run(asyncio.wait_for(main(), 20))
     kinds = [(r.dir, r.type) for r in TraceReader.open(trace)]
     assert ("server", "session.created") in kinds and kinds[-1] == ("meta", "connection.closed")
-
-
-def test_the_private_keys_never_reach_the_start_lines(tmp_path: Path) -> None:
-    files = tls.ensure("127.0.0.1", tmp_path)
-    out = io.StringIO()
-    tls.announce_tls(files, out)
-    key = files.key.read_text()
-    assert "PRIVATE KEY" in key and "PRIVATE KEY" not in out.getvalue() and str(files.key) not in out.getvalue()
-    assert os.path.basename(files.key) == "server-key.pem"
 
 
 def test_a_certificate_per_intercepted_host_signed_by_the_same_authority(tmp_path: Path) -> None:

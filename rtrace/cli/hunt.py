@@ -121,9 +121,10 @@ def hunt(
     from ..net.hunt.processes import exit_status, kill_strays_default
     from ..net.link.common import check_out_dir
     from ..net.link.server import ServerOptions, options_from_cli
-    from ..net.link.tls import announce_tls, tls_files
+    from ..net.link.tls import tls_files
     from ..net.link.upstream import link_makes
     from ..report.hunt import progress_line, render, render_terminal
+    from .mains import announce_tls
 
     try:
         seconds = parse_duration(budget, "--budget") if budget else None

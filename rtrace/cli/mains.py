@@ -1,6 +1,7 @@
 """What `serve`, `record` and `sweep` say to people around net's runners: where to connect and what the server or
 the link does, until Ctrl-C (`serve_main`, `record_main`), and a sweep's values as typed (`sweep_main`); `replay`'s
-values as typed (`replay_options`) and why a replay is a finding (`replay_divergence`). Imports
+values as typed (`replay_options`) and why a replay is a finding (`replay_divergence`); the warning of a server
+anyone may reach and where the TLS certificate is (`warn_unless_loopback`, `announce_tls`). Imports
 net lazily (the CLI starts without it); judges nothing, renders no report.
 """
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from ..net.hunt.sweep import RunResult, SweepResult
     from ..net.link.proxy import MakeProxy, RecordingProxy, RecordOptions
     from ..net.link.server import ServerOptions
+    from ..net.link.tls import TlsFiles
     from ..net.replay.runner import ReplayOptions, ReplayResult
 
 
@@ -24,10 +26,8 @@ def serve_main(
 ) -> None:
     """`rtrace serve`: print where to connect and what the server does (`describe`), then serve until Ctrl-C or
     SIGTERM. `temporary`: `options.record` is a trace of rtrace's own, not the user's (not announced)."""
-    from ..net.link.common import warn_unless_loopback
     from ..net.link.lateness import Lateness
     from ..net.link.server import RealtimeServer, describe, serve_forever
-    from ..net.link.tls import announce_tls
 
     warn_unless_loopback(options.host, "connect (no authentication)", err)
 
@@ -63,9 +63,8 @@ def record_main(
 ) -> None:
     """`rtrace record`: print where to point the client (and `says`: the faults of a link), then record until
     Ctrl-C or SIGTERM."""
-    from ..net.link.common import safe_url, scrubbed_logging, warn_unless_loopback
+    from ..net.link.common import safe_url, scrubbed_logging
     from ..net.link.proxy import RecordingProxy, check_upstream, record_forever
-    from ..net.link.tls import announce_tls
 
     check_upstream(options.upstream)
     make = make or RecordingProxy
@@ -87,6 +86,34 @@ def record_main(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(record_forever(options, announce, make))
+
+
+def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
+    """Tell the user (on `err`) what anyone who can reach `host` can do, unless only this machine can
+    (`rtrace.net.link.common.LOOPBACK`)."""
+    from ..net.link.common import LOOPBACK
+
+    if host not in LOOPBACK:
+        print(
+            f"rtrace: warning: listening on {host}, not loopback: anyone who can reach this address can {exposure}.",
+            file=err,
+        )
+
+
+def announce_tls(files: "TlsFiles | None", out: IO[str]) -> None:
+    """Where the certificate is, and the variable each runtime needs to trust it (the start lines of `serve`,
+    `record` and `hunt --tls`)."""
+    from ..net.link.tls import trust_env
+
+    if files is None:
+        return
+    if files.folder is not None:
+        how = "made" if files.made else "reused"
+        print(f"  TLS: certificate {how} in {files.folder} (kept between runs; trust {files.ca.name})", file=out)
+    else:
+        print(f"  TLS: certificate {files.cert} (trust it, or the authority that signed it)", file=out)
+    for name, value, who in trust_env(files):
+        print(f"  {name}={value}    # {who}", file=out)
 
 
 def sweep_main(

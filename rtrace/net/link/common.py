@@ -87,15 +87,6 @@ async def watch_backlog(ws: Any, told: Callable[[int], None], limit: int | None 
             return
 
 
-def warn_unless_loopback(host: str, exposure: str, err: IO[str]) -> None:
-    """Tell the user (on `err`) what anyone who can reach `host` can do, unless only this machine can."""
-    if host not in LOOPBACK:
-        print(
-            f"rtrace: warning: listening on {host}, not loopback: anyone who can reach this address can {exposure}.",
-            file=err,
-        )
-
-
 class _ScrubbingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         return shown(super().format(record), 4000).replace("\\x0a", "\n")
@@ -247,7 +238,6 @@ __all__ = [
     "trace_write_failed",
     "until_stopped",
     "upstream_url",
-    "warn_unless_loopback",
     "watch_backlog",
     "websocket_url",
 ]

@@ -21,7 +21,6 @@ import ipaddress
 import os
 import ssl
 from pathlib import Path
-from typing import IO
 
 #: The extra that brings `cryptography`; named by every message about a missing one.
 EXTRA = "rtrace-cli[tls]"
@@ -188,20 +187,6 @@ def tls_files(tls: bool, cert: str | None, key: str | None, host: str) -> TlsFil
     if cert is not None and key is not None:
         return given(cert, key)
     return ensure(host) if tls else None
-
-
-def announce_tls(files: TlsFiles | None, out: IO[str]) -> None:
-    """Where the certificate is, and the variable each runtime needs to trust it (the start lines of `serve` and
-    `record`)."""
-    if files is None:
-        return
-    if files.folder is not None:
-        how = "made" if files.made else "reused"
-        print(f"  TLS: certificate {how} in {files.folder} (kept between runs; trust {files.ca.name})", file=out)
-    else:
-        print(f"  TLS: certificate {files.cert} (trust it, or the authority that signed it)", file=out)
-    for name, value, who in trust_env(files):
-        print(f"  {name}={value}    # {who}", file=out)
 
 
 # -- made with `cryptography` ---------------------------------------------------------------------------------------
@@ -380,7 +365,6 @@ __all__ = [
     "EXTRA",
     "TlsError",
     "TlsFiles",
-    "announce_tls",
     "ensure",
     "given",
     "names_for",
