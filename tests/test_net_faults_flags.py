@@ -249,6 +249,8 @@ def test_the_flags_their_help_their_script_and_their_words_are_pinned() -> None:
     assert digest([(o.field, o.kind, o.help, o.option, o.sweep) for o in before]) == "7aa8826d7b7b1102"
     for code in (None, 1011):
         schedule = Schedule.of(Faults(**ALL_FLAGS, close_code=code))  # type: ignore[arg-type]
-        pinned = "4fa7df090cb54bd0" if code is None else "d9804e8f63b34af1"
+        # re-pinned after 80e2625 (the one writer leaves out `times = 1`, a fault's default): the scripts of the pin
+        # (3e579de) less those lines, the words as they were
+        pinned = "f2bac1eb68ee2705" if code is None else "be651fbabfd4adda"
         assert digest([schedule.to_toml(), schedule.describe()]) == pinned
         assert parse_script(schedule.to_toml()).to_toml() == schedule.to_toml()
