@@ -67,7 +67,8 @@ barges in or paces audio is a fault (once by default) and writes a `fault.inject
 before its `speech_started`, a failed transcription's before its `.failed`, a pace's or a burst's after
 `response.created`): `fault = "script"`, `spec = "turn N"`, its `line` and `action`; a turn with
 `fault = "NAME"` (what the flag `--NAME` compiles to, e.g. `fault = "drop-on"`) is noted as that fault, its spec
-what the flag was given. An example is `rtrace.cli.examples.EXAMPLE_SCRIPT`.
+what the flag was given (the field it fills, `flags.GIVEN`: such a turn must have it). An example is
+`rtrace.cli.examples.EXAMPLE_SCRIPT`.
 """
 
 from __future__ import annotations
