@@ -203,3 +203,32 @@ def test_the_runs_that_confirm_a_bug_wait_longer_before_they_end_a_quiet_run(tmp
     runner = Judged(target, HuntOptions(budget=None, runs=5, out_dir=tmp_path, quiet=None))
     assert asyncio.run(runner.run(Schedule(), "reproducing")).ended_early is None and target.given[-1] is None
 
+
+def test_a_run_through_a_link_ends_early_when_quiet_after_the_links_fault(tmp_path: Path) -> None:
+    """`hunt --upstream`: the client hangs once the link answers its response.create with an error; the run ends
+    quiet after that fault (as against the fake endpoint), not at its --timeout."""
+    import sys
+
+    from rtrace.net.faults.schedule import Fault
+    from rtrace.net.hunt.hunt import hunt
+
+    from .test_net_link_upstream import Upstream
+
+    client = (
+        "import asyncio, json, os\n"
+        "from websockets.asyncio.client import connect\n"
+        "async def main():\n"
+        "    async with connect(os.environ['RTRACE_URL'] + '/realtime?model=gpt-realtime') as ws:\n"
+        "        await ws.recv()\n"
+        "        await ws.send(json.dumps({'type': 'response.create'}))\n"
+        "        while True:\n"
+        "            await ws.recv()\n"
+        "asyncio.run(main())\n"
+    )
+    schedule = Schedule((Fault("error", "event", "response.create", "server_error"),))
+    with Upstream() as url:
+        options = HuntOptions(runs=1, timeout=15, quiet=0.25, out_dir=tmp_path, schedules=[schedule], upstream=url)
+        result = hunt([sys.executable, "-c", client], options)
+    (run,) = result.runs
+    assert run.ended_early == 1.0 and run.seconds < 6, run.how()  # a re-run: 4 x 0.25 s
+    assert "fault.injected" in run.trace.read_text(encoding="utf-8")

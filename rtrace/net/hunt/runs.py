@@ -245,8 +245,12 @@ class UpstreamTarget:
             env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1", **proxied}
             if options.tls is not None:
                 env.update((name, value) for name, value, _ in trust_env(options.tls))
-            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays,
-                                      stdout_in_tail=self.stdout_in_tail)  # fmt: skip
+
+            def hung() -> str | None:  # quiet after a fault the link made, as against the fake endpoint
+                return "quiet" if quiet is not None and proxy.hung_after_fault(quiet) else None
+
+            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung,
+                                      self.stdout_in_tail)  # fmt: skip
         if proxy.writer is not None and proxy.writer.failed is not None:  # known once the trace is closed
             ended.unwritten = proxy.writer.failed  # the hunt discards the run and stops (as CommandTarget's)
         return ended
