@@ -686,23 +686,30 @@ def test_the_budget_bounds_the_whole_hunt_and_its_split_is_stated(tmp_path: Path
     assert result.split["clean run"] + result.split["search"] <= 1.5 * SEARCH_SHARE + 0.5
 
 
-def test_a_run_quiet_after_a_fault_ends_early_as_a_hang(tmp_path: Path) -> None:
-    """The client hangs once its response.create is answered with an error: the run ends after `quiet` seconds
-    of silence, not at its --timeout."""
-    client = (
+#: The fault the clients below meet: their response.create answered with an error.
+REFUSED = Schedule((Fault("error", "event", "response.create", "server_error"),))
+
+
+def asking(then: str) -> str:
+    """A client that opens a connection, asks for a response (`REFUSED` refuses it), then runs `then` (its lines,
+    indented inside the connection's block)."""
+    return (
         "import asyncio, json, os\n"
         "from websockets.asyncio.client import connect\n"
         "async def main():\n"
         "    async with connect(os.environ['RTRACE_URL'] + '/realtime?model=gpt-realtime') as ws:\n"
         "        await ws.recv()\n"
         "        await ws.send(json.dumps({'type': 'response.create'}))\n"
-        "        while True:\n"
-        "            await ws.recv()\n"
-        "asyncio.run(main())\n"
+        + then
+        + "asyncio.run(main())\n"
     )
-    schedule = Schedule((Fault("error", "event", "response.create", "server_error"),))
-    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[schedule])
-    result = hunt([sys.executable, "-c", client], options)
+
+
+def test_a_run_quiet_after_a_fault_ends_early_as_a_hang(tmp_path: Path) -> None:
+    """The client hangs once its response.create is answered with an error: the run ends after `quiet` seconds
+    of silence, not at its --timeout."""
+    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[REFUSED])
+    result = hunt([sys.executable, "-c", asking("        while True:\n            await ws.recv()\n")], options)
     (run,) = result.runs
     # a re-run confirms: it waits `CONFIRM_QUIET` times --hung-after before it calls the client hung
     assert run.ended_early == 2.0 and run.seconds < 6 and run.how().startswith("hung (ended early: quiet 2s")
@@ -715,13 +722,7 @@ def test_a_client_whose_own_deadline_outlasts_hung_after_is_not_called_hung(tmp_
     livekit-agents' 5 s and 10 s ones), then asks again and finishes the turn: past --hung-after (0.5 s) but
     within what a run that confirms a bug waits (4 x 0.5 s), so the re-run sees it carry on and no entry says
     it hung."""
-    client = (
-        "import asyncio, json, os\n"
-        "from websockets.asyncio.client import connect\n"
-        "async def main():\n"
-        "    async with connect(os.environ['RTRACE_URL'] + '/realtime?model=gpt-realtime') as ws:\n"
-        "        await ws.recv()\n"
-        "        await ws.send(json.dumps({'type': 'response.create'}))\n"
+    client = asking(
         "        try:\n"
         "            while json.loads(await asyncio.wait_for(ws.recv(), 1.2))['type'] != 'response.done':\n"
         "                pass\n"
@@ -729,10 +730,8 @@ def test_a_client_whose_own_deadline_outlasts_hung_after_is_not_called_hung(tmp_
         "            await ws.send(json.dumps({'type': 'response.create'}))\n"
         "            while json.loads(await ws.recv())['type'] != 'response.done':\n"
         "                pass\n"
-        "asyncio.run(main())\n"
     )
-    schedule = Schedule((Fault("error", "event", "response.create", "server_error"),))
-    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[schedule])
+    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[REFUSED])
     result = hunt([sys.executable, "-c", client], options)
     (run,) = result.runs
     assert run.ended_early is None and run.survived, run.how()

@@ -209,25 +209,14 @@ def test_a_run_through_a_link_ends_early_when_quiet_after_the_links_fault(tmp_pa
     quiet after that fault (as against the fake endpoint), not at its --timeout."""
     import sys
 
-    from rtrace.net.faults.schedule import Fault
     from rtrace.net.hunt.hunt import hunt
 
+    from .test_net_hunt_hunt import REFUSED, asking
     from .test_net_link_upstream import Upstream
 
-    client = (
-        "import asyncio, json, os\n"
-        "from websockets.asyncio.client import connect\n"
-        "async def main():\n"
-        "    async with connect(os.environ['RTRACE_URL'] + '/realtime?model=gpt-realtime') as ws:\n"
-        "        await ws.recv()\n"
-        "        await ws.send(json.dumps({'type': 'response.create'}))\n"
-        "        while True:\n"
-        "            await ws.recv()\n"
-        "asyncio.run(main())\n"
-    )
-    schedule = Schedule((Fault("error", "event", "response.create", "server_error"),))
+    client = asking("        while True:\n            await ws.recv()\n")
     with Upstream() as url:
-        options = HuntOptions(runs=1, timeout=15, quiet=0.25, out_dir=tmp_path, schedules=[schedule], upstream=url)
+        options = HuntOptions(runs=1, timeout=15, quiet=0.25, out_dir=tmp_path, schedules=[REFUSED], upstream=url)
         result = hunt([sys.executable, "-c", client], options)
     (run,) = result.runs
     assert run.ended_early == 1.0 and run.seconds < 6, run.how()  # a re-run: 4 x 0.25 s
