@@ -69,6 +69,16 @@ def test_a_client_that_hangs_after_a_reconnect(tmp_path: Path) -> None:
     assert "client-did-not-survive" in {r["rule"] for r in bugs[0]["rules"]}  # how its test ended: with it
 
 
+def test_a_hang_entry_never_claims_less_quiet_than_the_clients_own_deadline(tmp_path: Path) -> None:
+    """The hang client waits 1 s (its test's deadline) for the reply it never asks again for, then fails. With
+    --hung-after 0.4s the search ends its runs early (candidates); the re-runs that confirm wait 4 x 0.4 s, see
+    the client's own deadline pass, and the entry is the client's failure at it, never "ended early: quiet 0.4s"
+    (a client only waiting is not hung)."""
+    bugs = hunt(tmp_path, "hang", 6, "--hung-after", "0.4s")
+    assert families(bugs) == ["turn lost on reconnect"]
+    assert [b["ended_early"] for b in bugs] == [None]
+
+
 def test_a_client_that_answers_parallel_calls_early(tmp_path: Path) -> None:
     bugs = hunt(tmp_path, "parallel", 1)
     assert [(b["rule"], b["schedule"]["faults"]) for b in bugs] == [("RT103", [])]  # no fault needed

@@ -518,6 +518,62 @@ def test_ctrl_c_stops_a_hunt_in_a_test_within_seconds_and_shows_what_it_found(tm
     assert gone(pid)
 
 
+def test_a_hunt_that_does_not_end_after_ctrl_c_is_ended_within_the_grace_and_kills_its_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while a hunt runs in a test, and the hunt does not end (its stop never reaches the run in flight):
+    `STOP_GRACE` later pytest gets its KeyboardInterrupt and the run's process is killed; neither waits on the
+    hunt's thread nor for the run's own end."""
+    import asyncio
+    import os
+    import signal
+    import time
+    import types
+
+    from rtrace.integrations import pytest_plugin
+    from rtrace.net.hunt import hunt as hunt_module
+    from rtrace.net.hunt.processes import Stopper, run_process
+
+    from .test_net_hunt_processes import gone
+
+    started: list[int] = []
+
+    def stubborn(command: list[str], options: object, progress: object, signals: bool) -> None:
+        async def main() -> None:  # a run that ignores the stop: it ends when its process is killed
+            await run_process(["sh", "-c", "exec sleep 7.913"], dict(os.environ), None, stderr=None,
+                              echo=False)  # fmt: skip
+
+        asyncio.run(main())
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 10
+        while not started and time.monotonic() < deadline:
+            for pid in os.listdir("/proc"):  # the run's process, once it is up
+                if pid.isdigit() and b"sleep\x007.913" in _cmdline(int(pid)):
+                    started.append(int(pid))
+            time.sleep(0.05)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    monkeypatch.setattr(hunt_module, "hunt", stubborn)
+    monkeypatch.setattr(pytest_plugin, "STOP_GRACE", 0.5, raising=False)
+    item = types.SimpleNamespace(config=types.SimpleNamespace(pluginmanager=types.SimpleNamespace(
+        get_plugin=lambda name: None)))  # fmt: skip
+    threading.Thread(target=interrupt, daemon=True).start()
+    begun = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        pytest_plugin._hunted(item, ["x"], object(), Stopper())  # type: ignore[arg-type]
+    assert started and time.monotonic() - begun < 6
+    assert gone(started[0])
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
 def test_a_hunt_in_a_test_through_a_link_to_an_upstream(users: pytest.Pytester) -> None:
     """`@pytest.mark.rtrace(hunt=..., upstream=URL)`: `rtrace hunt --upstream` for one test; every run through a
     link to the upstream (here a plain serve on 127.0.0.1), the bug found as without it. Without `hunt`, or with a

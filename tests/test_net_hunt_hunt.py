@@ -124,7 +124,9 @@ class OnceTarget:
     inner: CommandTarget
     latency_runs: int = 0
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]]:
         if options.latency:
             self.latency_runs += 1
             if self.latency_runs > 1:
@@ -304,7 +306,9 @@ class RecordedTarget:
     """A client whose runs are real recordings: livekit-agents 1.8.8's race when the acks are 30 ms late or more
     (its window), the fixed 1.8.9's session otherwise. No timing: what the hunt decides is all there is."""
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]]:
         late = max([options.latency, *options.latency_by_type.values()])
         name = "tool-output-race.livekit-1.8.8.jsonl" if late >= 0.03 else "tool-output-race.livekit-1.8.9.jsonl"
         assert options.record is not None
@@ -339,7 +343,9 @@ class ChanceTarget(RecordedTarget):
 
     clean_runs: int = 0
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]]:
         faultless = not options.latency and not options.latency_by_type and not options.schedule
         self.clean_runs += faultless
         if faultless and self.clean_runs == 2:
@@ -434,7 +440,9 @@ class RaceTarget:
 
     runs: int = 0
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]]:
         self.runs += 1
         name = "tool-output-race.livekit-1.8.8.jsonl" if self.runs > 1 else "tool-output-race.livekit-1.8.9.jsonl"
         assert options.record is not None
@@ -487,7 +495,9 @@ class FaultedRaceTarget:
     """The recorded 1.8.8 race under any fault, 1.8.9's session with none; a run with a turn fault notes it as
     acted (a drop's note), so the fault is among the faults of the race's key."""
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]]:
         faulted = bool(options.latency or options.schedule.turns)
         name = "tool-output-race.livekit-1.8.8.jsonl" if faulted else "tool-output-race.livekit-1.8.9.jsonl"
         assert options.record is not None
@@ -533,7 +543,9 @@ class ShownOnceTarget:
     faultless: int = 0
     also: tuple[int, ...] = ()
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]]:
         clean = not options.latency and not options.latency_by_type and not options.schedule
         self.faultless += clean
         race = not clean or self.faultless == 1 or self.faultless in self.also
@@ -606,7 +618,9 @@ def test_a_finding_no_schedule_reproduces_stays_unconfirmed_after_its_fallbacks(
     class TwiceTarget:
         runs: int = 0
 
-        async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+        async def run(
+            self, options: ServerOptions, timeout: float, quiet: float | None = None
+        ) -> tuple[int | None, list[str]]:
             self.runs += 1
             name = "tool-output-race.livekit-1.8.8.jsonl" if self.runs <= 2 else "tool-output-race.livekit-1.8.9.jsonl"
             assert options.record is not None
@@ -642,7 +656,9 @@ class StoppingTarget(RecordedTarget):
     stop_at: int = 3
     count: int = 0
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]]:
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]]:
         self.count += 1
         if self.count == self.stop_at:
             self.stopper.stop("SIGINT")
@@ -670,27 +686,56 @@ def test_the_budget_bounds_the_whole_hunt_and_its_split_is_stated(tmp_path: Path
     assert result.split["clean run"] + result.split["search"] <= 1.5 * SEARCH_SHARE + 0.5
 
 
-def test_a_run_quiet_after_a_fault_ends_early_as_a_hang(tmp_path: Path) -> None:
-    """The client hangs once its response.create is answered with an error: the run ends after `quiet` seconds
-    of silence, not at its --timeout."""
-    client = (
+#: The fault the clients below meet: their response.create answered with an error.
+REFUSED = Schedule((Fault("error", "event", "response.create", "server_error"),))
+
+
+def asking(then: str) -> str:
+    """A client that opens a connection, asks for a response (`REFUSED` refuses it), then runs `then` (its lines,
+    indented inside the connection's block)."""
+    return (
         "import asyncio, json, os\n"
         "from websockets.asyncio.client import connect\n"
         "async def main():\n"
         "    async with connect(os.environ['RTRACE_URL'] + '/realtime?model=gpt-realtime') as ws:\n"
         "        await ws.recv()\n"
         "        await ws.send(json.dumps({'type': 'response.create'}))\n"
-        "        while True:\n"
-        "            await ws.recv()\n"
-        "asyncio.run(main())\n"
+        + then
+        + "asyncio.run(main())\n"
     )
-    schedule = Schedule((Fault("error", "event", "response.create", "server_error"),))
-    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[schedule])
-    result = hunt([sys.executable, "-c", client], options)
+
+
+def test_a_run_quiet_after_a_fault_ends_early_as_a_hang(tmp_path: Path) -> None:
+    """The client hangs once its response.create is answered with an error: the run ends after `quiet` seconds
+    of silence, not at its --timeout."""
+    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[REFUSED])
+    result = hunt([sys.executable, "-c", asking("        while True:\n            await ws.recv()\n")], options)
     (run,) = result.runs
-    assert run.ended_early == 0.5 and run.seconds < 5 and run.how().startswith("hung (ended early: quiet 0.5s")
+    # a re-run confirms: it waits `CONFIRM_QUIET` times --hung-after before it calls the client hung
+    assert run.ended_early == 2.0 and run.seconds < 6 and run.how().startswith("hung (ended early: quiet 2s")
     (bug,) = result.bugs
     assert bug.rule == SURVIVAL and bug.how.startswith("hung")
+
+
+def test_a_client_whose_own_deadline_outlasts_hung_after_is_not_called_hung(tmp_path: Path) -> None:
+    """The client waits 1.2 s on a silent server once its response.create is refused (its own deadline, as
+    livekit-agents' 5 s and 10 s ones), then asks again and finishes the turn: past --hung-after (0.5 s) but
+    within what a run that confirms a bug waits (4 x 0.5 s), so the re-run sees it carry on and no entry says
+    it hung."""
+    client = asking(
+        "        try:\n"
+        "            while json.loads(await asyncio.wait_for(ws.recv(), 1.2))['type'] != 'response.done':\n"
+        "                pass\n"
+        "        except asyncio.TimeoutError:\n"
+        "            await ws.send(json.dumps({'type': 'response.create'}))\n"
+        "            while json.loads(await ws.recv())['type'] != 'response.done':\n"
+        "                pass\n"
+    )
+    options = HuntOptions(runs=1, timeout=30, quiet=0.5, out_dir=tmp_path, schedules=[REFUSED])
+    result = hunt([sys.executable, "-c", client], options)
+    (run,) = result.runs
+    assert run.ended_early is None and run.survived, run.how()
+    assert not [b for b in result.bugs if b.how.startswith("hung") or b.cause.reaction == "hung"]
 
 
 def test_a_process_left_running_is_named_and_killed_when_asked(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ class SlowTarget:
     seconds: float
     timeouts: list[float] = dataclasses.field(default_factory=list)
 
-    async def run(self, options: ServerOptions, timeout: float) -> Ended:
+    async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         self.timeouts.append(timeout)
         await asyncio.sleep(0)
         if self.seconds > timeout:
@@ -51,7 +51,7 @@ class Sleeping:
 
     seconds: float
 
-    async def run(self, options: ServerOptions, timeout: float) -> Ended:
+    async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         await asyncio.sleep(self.seconds)
         return Ended(0)
 
@@ -126,7 +126,7 @@ def test_a_stop_ends_the_run_in_flight_unjudged(tmp_path: Path) -> None:
 def test_a_failure_of_rtrace_during_a_run_discards_it_with_its_traceback(tmp_path: Path) -> None:
     @dataclasses.dataclass
     class Broken:
-        async def run(self, options: ServerOptions, timeout: float) -> Ended:
+        async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
             raise OverflowError("int too big to convert")  # as a trace header did with a 2**64 seed
 
         def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
@@ -163,7 +163,7 @@ def test_the_commands_server_failing_inside_is_rtraces_not_the_clients(
 def test_a_run_whose_trace_could_not_be_written_is_discarded_and_the_hunt_stops(tmp_path: Path) -> None:
     @dataclasses.dataclass
     class FullDisk:
-        async def run(self, options: ServerOptions, timeout: float) -> Ended:
+        async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
             return Ended(0, unwritten="No space left on device")
 
         def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
@@ -176,3 +176,48 @@ def test_a_run_whose_trace_could_not_be_written_is_discarded_and_the_hunt_stops(
     assert runner.spent(1) == "trace not written"
     with pytest.raises(Spent):
         asyncio.run(runner.run(Schedule(), "systematic"))
+
+
+def test_the_runs_that_confirm_a_bug_wait_longer_before_they_end_a_quiet_run(tmp_path: Path) -> None:
+    """A search run ends early after `quiet` (a candidate); the re-runs that confirm a bug (its rate, `--schedule`)
+    only after `CONFIRM_QUIET` times it, past real clients' own deadlines on a silent server; the run says which."""
+    from rtrace.net.hunt.runs import CONFIRM_QUIET
+
+    @dataclasses.dataclass
+    class Quiet:
+        given: list[float | None] = dataclasses.field(default_factory=list)
+
+        async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
+            self.given.append(quiet)
+            return Ended(None, cut="quiet")
+
+        def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
+            return ""
+
+    target = Quiet()
+    runner = Judged(target, HuntOptions(budget=None, runs=5, out_dir=tmp_path, quiet=3.0))
+    ended = [asyncio.run(runner.run(Schedule(), phase)).ended_early for phase in ("systematic", "shrinking",
+                                                                                  "reproducing", "re-run")]
+    assert CONFIRM_QUIET * 3.0 > 10.0  # livekit-agents and agents-js wait 10 s for response.created
+    assert target.given == ended == [3.0, 3.0, CONFIRM_QUIET * 3.0, CONFIRM_QUIET * 3.0]
+    runner = Judged(target, HuntOptions(budget=None, runs=5, out_dir=tmp_path, quiet=None))
+    assert asyncio.run(runner.run(Schedule(), "reproducing")).ended_early is None and target.given[-1] is None
+
+
+def test_a_run_through_a_link_ends_early_when_quiet_after_the_links_fault(tmp_path: Path) -> None:
+    """`hunt --upstream`: the client hangs once the link answers its response.create with an error; the run ends
+    quiet after that fault (as against the fake endpoint), not at its --timeout."""
+    import sys
+
+    from rtrace.net.hunt.hunt import hunt
+
+    from .test_net_hunt_hunt import REFUSED, asking
+    from .test_net_link_upstream import Upstream
+
+    client = asking("        while True:\n            await ws.recv()\n")
+    with Upstream() as url:
+        options = HuntOptions(runs=1, timeout=15, quiet=0.25, out_dir=tmp_path, schedules=[REFUSED], upstream=url)
+        result = hunt([sys.executable, "-c", client], options)
+    (run,) = result.runs
+    assert run.ended_early == 1.0 and run.seconds < 6, run.how()  # a re-run: 4 x 0.25 s
+    assert "fault.injected" in run.trace.read_text(encoding="utf-8")

@@ -82,7 +82,11 @@ def hunt(
     ] = None,
     hung_after: Annotated[
         str,
-        typer.Option(metavar="DURATION", help="End a run quiet this long after a fault, its turn undone (0: never)."),
+        typer.Option(
+            metavar="DURATION",
+            help="End a search run quiet this long after a fault, its turn undone; the re-runs that confirm a bug "
+            "wait 4 times as long before they call it hung (0: never).",
+        ),
     ] = "3s",
     tls: Annotated[
         bool,

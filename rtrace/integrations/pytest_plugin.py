@@ -56,6 +56,9 @@ _LATENCIES_KEY = pytest.StashKey[list[float]]()
 _HUNT_KEY = pytest.StashKey["tuple[ServerOptions, float, str, Path, int, str | None]"]()
 #: Set in the environment of the commands a hunt runs (`rtrace.net.hunt.hunt.CommandTarget`).
 HUNT_ENV = "RTRACE_HUNT"
+#: Seconds a hunt stopped by Ctrl-C has to end its runs and return what it found (`_hunted`); then it is ended
+#: at once, as by a second Ctrl-C.
+STOP_GRACE = 10.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -226,8 +229,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 def _hunted(item: pytest.Function, command: list[str], options: Any, stopper: Any) -> Any:
     """The hunt of `command`, in a thread (the test's own loop, if any, stays untouched), its progress on the
     terminal as it goes. Ctrl-C stops it within seconds with what was found so far shown, then stops pytest; a
-    second Ctrl-C stops it at once."""
+    second Ctrl-C, or a hunt not ended `STOP_GRACE` seconds after the first, stops it at once: every process its
+    runs started killed, and pytest never waits on its thread (a daemon: neither here nor at the interpreter's
+    exit)."""
     import concurrent.futures
+    import threading
 
     from ..net.hunt.hunt import hunt
     from ..net.hunt.processes import kill_all_live
@@ -248,21 +254,26 @@ def _hunted(item: pytest.Function, command: list[str], options: Any, stopper: An
     def progress(p: Any) -> None:
         say(progress_line(p))
 
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(hunt, command, options, progress, False)
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def work() -> None:
         try:
-            return future.result()
-        except KeyboardInterrupt:
-            stopper.stop("SIGINT")
-            try:
-                result = future.result(timeout=10)
-            except KeyboardInterrupt:
-                kill_all_live()
-                raise
-            except Exception:
-                raise KeyboardInterrupt from None
-            say(_hunt_text(result))
-            raise
+            future.set_result(hunt(command, options, progress, False))
+        except BaseException as e:  # handed to the test's thread, which raises it
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="rtrace-hunt", daemon=True).start()
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        stopper.stop("SIGINT")
+        try:
+            result = future.result(timeout=STOP_GRACE)
+        except BaseException:  # a second Ctrl-C, the grace over, or the hunt failed: end what it runs now
+            kill_all_live()
+            raise KeyboardInterrupt from None
+        say(_hunt_text(result))
+        raise
 
 
 def _hunt_text(result: Any) -> str:

@@ -625,8 +625,8 @@ def hunt(
     if options.budget is None and options.runs is None and options.schedules is None:
         raise ValueError("give --budget or --runs (or both)")
     stopper = options.stopper or Stopper()
-    target: Target = CommandTarget(command, options.script, options.kill_strays, options.quiet,
-                                   options.stdout_in_tail, options.intercept)  # fmt: skip
+    target: Target = CommandTarget(command, options.script, options.kill_strays, options.stdout_in_tail,
+                                   options.intercept)  # fmt: skip
     if options.upstream is not None:
         target = UpstreamTarget(command, options.upstream, options.script, options.intercept, options.kill_strays,
                                 options.stdout_in_tail)  # fmt: skip

@@ -66,8 +66,9 @@ class HuntOptions:
     numbers: list[int | None] | None = None
     #: Kill what a command left running outside its process group (`--kill-strays`; default on in CI).
     kill_strays: bool = dataclasses.field(default_factory=kill_strays_default)
-    #: A run ends early once client and server were quiet this long after a fault, with no response done since
-    #: (the client hangs: the test's own deadline is not waited out); None: never.
+    #: A run of the search ends early once client and server were quiet this long after a fault, with no response
+    #: done since (the client hangs: the test's own deadline is not waited out); the re-runs that confirm a bug
+    #: wait `CONFIRM_QUIET` times as long (`quiet_of`); None: never.
     quiet: float | None = 3.0
     #: Write into a fresh directory under `out_dir` (`out_dir/N/`), never where another hunt wrote.
     fresh_dir: bool = True
@@ -168,9 +169,12 @@ class Progress:
 
 class Target(Protocol):
     """What a hunt runs: one run of the client under `options` (a server's), recorded to `options.record`: how it
-    ended (`processes.Ended`, or its exit status and last stderr lines)."""
+    ended (`processes.Ended`, or its exit status and last stderr lines); ended early (`Ended.cut` `quiet`) once
+    client and server were quiet `quiet` seconds after a fault with a connection open (None: never)."""
 
-    async def run(self, options: ServerOptions, timeout: float) -> tuple[int | None, list[str]] | Ended: ...
+    async def run(
+        self, options: ServerOptions, timeout: float, quiet: float | None = None
+    ) -> tuple[int | None, list[str]] | Ended: ...
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str: ...
 
@@ -182,20 +186,18 @@ class CommandTarget:
     command: list[str]
     #: The user's script every run's schedule runs on (`--script`).
     script: Path | None = None
-    #: `HuntOptions.kill_strays`, `HuntOptions.quiet`.
+    #: `HuntOptions.kill_strays`.
     kill_strays: bool = False
-    quiet: float | None = None
     stdout_in_tail: bool = False
     #: `--intercept`: the command reaches the server through an HTTPS proxy (`rtrace.net.link.intercept`).
     intercept: bool = False
 
-    async def run(self, options: ServerOptions, timeout: float) -> Ended:
+    async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         async with run_server(options) as srv, intercepting(self.intercept, srv.port) as proxied:
             env = {**command_env(srv, options.latency), "RTRACE_HUNT": "1"}  # a pytest plugin hands out this server
             env.update(proxied)
             if options.tls is not None:  # --tls: the command trusts the made authority (`tls.trust_env`)
                 env.update((name, value) for name, value, _ in trust_env(options.tls))
-            quiet = self.quiet
 
             def hung() -> str | None:
                 return "quiet" if quiet is not None and srv.hung_after_fault(quiet) else None
@@ -237,14 +239,18 @@ class UpstreamTarget:
     kill_strays: bool = False
     stdout_in_tail: bool = False
 
-    async def run(self, options: ServerOptions, timeout: float) -> Ended:
+    async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         record = RecordOptions(upstream=self.upstream, output=options.record, header=options.header, tls=options.tls)
         async with run_link(record, options) as proxy, intercepting(self.intercept, proxy.port) as proxied:
             env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1", **proxied}
             if options.tls is not None:
                 env.update((name, value) for name, value, _ in trust_env(options.tls))
-            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays,
-                                      stdout_in_tail=self.stdout_in_tail)  # fmt: skip
+
+            def hung() -> str | None:  # quiet after a fault the link made, as against the fake endpoint
+                return "quiet" if quiet is not None and proxy.hung_after_fault(quiet) else None
+
+            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung,
+                                      self.stdout_in_tail)  # fmt: skip
         if proxy.writer is not None and proxy.writer.failed is not None:  # known once the trace is closed
             ended.unwritten = proxy.writer.failed  # the hunt discards the run and stops (as CommandTarget's)
         return ended
@@ -301,6 +307,21 @@ SEARCH_SHARE = 0.6
 SHRINK_SHARE = 0.8
 #: Seconds between two progress lines while a run goes on.
 HEARTBEAT = 5.0
+#: The runs that confirm a bug (the re-runs of its rate, `--schedule`'s) end early only after this many times the
+#: search's quiet (3 s -> 12 s): a run the search ended early is a candidate, and "hung" is said only of a client
+#: still quiet past the deadlines real clients keep on a silent server (livekit-agents 1.8.9 and agents-js: 5 s
+#: for the acks of a context update, 10 s for `response.created` and for a connection; openai-agents: none).
+CONFIRM_QUIET = 4.0
+#: The phases whose runs confirm a bug.
+CONFIRMING = ("reproducing", "re-run")
+
+
+def quiet_of(quiet: float | None, phase: str) -> float | None:
+    """The quiet after a fault that ends a run of `phase` early (`HuntOptions.quiet`; `CONFIRM_QUIET` times it for
+    the runs that confirm a bug); None: never."""
+    if quiet is None:
+        return None
+    return quiet * CONFIRM_QUIET if phase in CONFIRMING else quiet
 
 
 class Runner:
@@ -388,10 +409,11 @@ class Runner:
             header = {"seed": schedule.seed, "schedule": schedule.to_json(), "run": index, "phase": phase}
             options = server_options(self.options.template, schedule, trace, header)
             limit = self.options.timeout if left is None else min(self.options.timeout, left)
+            quiet = quiet_of(self.options.quiet, phase)
             start = self.clock()
             beat = asyncio.ensure_future(self._beat(phase, start))
             try:
-                ended = await self.stopper.guard(self.target.run(options, limit))
+                ended = await self.stopper.guard(self.target.run(options, limit, quiet))
             except (Stopped, asyncio.CancelledError, CommandNotFound):
                 raise
             except Exception:  # rtrace's own failure (its server could not start or record): not the client's
@@ -408,7 +430,7 @@ class Runner:
         elif ended.internal is not None:
             run.cut, run.internal = "internal error", self._keep_traceback(index, ended.internal)
         elif ended.cut == "quiet":
-            run.ended_early = self.options.quiet
+            run.ended_early = quiet
         elif ended.code is None and limit < self.options.timeout:
             run.cut = "budget"  # the budget's end, not the command's --timeout: not the client's failure
         if run.cut is None:

@@ -1,6 +1,7 @@
 """What the network modules share: the loopback names, URLs shown without secrets and mapped to an upstream,
-running in the foreground until Ctrl-C or SIGTERM, the message of a trace that cannot be written any more, and
-the fresh directory of a hunt's or a sweep's outputs (`fresh_run_dir`).
+running in the foreground until Ctrl-C or SIGTERM, the message of a trace that cannot be written any more, the
+fresh directory of a hunt's or a sweep's outputs (`fresh_run_dir`), and the quiet after a fault that tells a hung
+client, the fake endpoint's and the link's alike (`Quiet`).
 
 Imports no other `rtrace.net` module, so `server`, `proxy`, `replay` and `sweep` never import each other for these.
 """
@@ -14,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -213,6 +215,32 @@ def trace_write_failed(reason: str, lines: int, path: str | os.PathLike[str] | N
     )
 
 
+class Quiet:
+    """What a hunt ends a run early by, from every record of the run's trace as it is written (`saw`): when client
+    or server last did anything, when a fault last acted, and whether a response was done since."""
+
+    def __init__(self) -> None:
+        self.activity = time.monotonic()
+        self.fault_at: float | None = None
+        self.done_since_fault = False
+
+    def saw(self, direction: str, event: dict[str, Any]) -> None:
+        self.activity = time.monotonic()
+        kind = event.get("type")
+        if kind == "fault.injected":
+            self.fault_at, self.done_since_fault = self.activity, False
+        elif kind == "response.done" and direction == "server":
+            self.done_since_fault = True
+
+    def hung(self, quiet: float, connected: bool) -> bool:
+        """Whether a fault acted, no response was done since, a connection is open (`connected`: the new one, or
+        the one a fault did not close) and nothing went either way for `quiet` seconds: the client hangs on the
+        turn the fault broke. A client with no connection open is between connections - backing off before it
+        reconnects, or gone - and is left to its deadline."""
+        return (self.fault_at is not None and not self.done_since_fault and connected
+                and time.monotonic() - self.activity >= quiet)  # fmt: skip
+
+
 async def until_stopped() -> None:
     """Return on Ctrl-C, SIGTERM or SIGHUP (or when cancelled): how `serve` and `record` run in the foreground (the
     trace then closed whole)."""
@@ -228,6 +256,7 @@ __all__ = [
     "LOOPBACK",
     "MAX_BACKLOG",
     "MAX_FRAME_BYTES",
+    "Quiet",
     "check_out_dir",
     "check_ws_url",
     "fresh_run_dir",

@@ -44,6 +44,7 @@ from ..faults.flags import ABNORMAL, NO_STATUS, Faults, check_specs
 from ..faults.script import Schedule, load_script
 from .common import (
     MAX_FRAME_BYTES,
+    Quiet,
     host_for_url,
     trace_write_failed,
     until_stopped,
@@ -434,11 +435,9 @@ class RealtimeServer:
         self.port = 0
         self.host = options.host
         self._server: Server | None = None
-        #: When the last event was recorded, when a fault last acted, and whether a response was done since
+        #: When the last event was recorded, when a fault last acted, whether a response was done since
         #: (`hung_after_fault`).
-        self.activity = time.monotonic()
-        self.fault_at: float | None = None
-        self.done_since_fault = False
+        self.quiet = Quiet()
         #: Tracebacks of the exceptions raised inside the server while it served (rtrace's own failures).
         self.internal_errors: list[str] = []
 
@@ -447,8 +446,7 @@ class RealtimeServer:
         did not close) and nothing went either way for `quiet` seconds: the client hangs on the turn the fault broke
         (a hunt ends such a run early instead of waiting out its deadline). A client with no connection open is
         between connections - backing off before it reconnects, or gone - and is left to its deadline."""
-        return (self.fault_at is not None and not self.done_since_fault and bool(self.sessions)
-                and time.monotonic() - self.activity >= quiet)  # fmt: skip
+        return self.quiet.hung(quiet, bool(self.sessions))
 
     @property
     def url(self) -> str:
@@ -474,12 +472,7 @@ class RealtimeServer:
         self, direction: str, conn: int, event: dict[str, Any], raw: bytes | None = None, sent: bool = False
     ) -> None:
         """Put `event` in the trace; `sent`: it is about to leave as a frame, so it reaches the kernel now."""
-        self.activity = time.monotonic()
-        kind = event.get("type")
-        if kind == "fault.injected":
-            self.fault_at, self.done_since_fault = self.activity, False
-        elif kind == "response.done" and direction == "server":
-            self.done_since_fault = True
+        self.quiet.saw(direction, event)
         if self.recorder is not None:
             self.recorder.write(direction, conn, event, raw)  # the recorder scrubs secrets
             if sent:

@@ -28,6 +28,7 @@ from ..faults.schedule import KIND_COST
 from ..faults.schedule import Fault as SearchFault
 from ..faults.script import ConnectionScript, Turn
 from ..faults.script import Schedule as ScriptSchedule
+from .common import Quiet
 from .proxy import RecordingProxy, RecordOptions, run_proxy
 from .server import ServerOptions, _Outbox
 
@@ -92,6 +93,13 @@ class LinkProxy(RecordingProxy):
         self.faults = faults
         self.fired: dict[str, int] = {}
         self._states: dict[int, _State] = {}
+        #: The quiet after the link's faults (`hung_after_fault`), as the fake endpoint keeps it.
+        self.quiet = Quiet()
+
+    def hung_after_fault(self, quiet: float) -> bool:
+        """Whether a fault the link made acted, no response was done since, a connection is proxied and nothing
+        went either way for `quiet` seconds (`RealtimeServer.hung_after_fault`: a hunt ends such a run early)."""
+        return self.quiet.hung(quiet, bool(self._live))
 
     def _state(self, conn: int, ws: ServerConnection, upstream: ClientConnection) -> _State:
         state = self._states.get(conn)
@@ -139,6 +147,7 @@ class LinkProxy(RecordingProxy):
             await asyncio.wait_for(upstream.close(), 2.0)
 
     def _write(self, direction: str, conn: int, event: dict[str, Any]) -> None:
+        self.quiet.saw(direction, event)
         state = self._states.get(conn)
         if direction == "meta" and event.get("type") == "connection.closed" and state is not None:
             if state.closed is not None:  # the link closed it: as the fake endpoint notes its own closes
