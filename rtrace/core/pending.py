@@ -141,14 +141,15 @@ _DELETE: Final = "conversation.item.delete"
 
 class _Queue:
     """Two or more pending changes under one key of a `Pending` index, oldest first. A change answered leaves it
-    lazily: the head moves past answered ones, and the list is compacted once they outnumber a quarter of the
-    pending ones, so each change costs O(1) amortized and the list holds at most a quarter more than what is pending
-    (an answered change it held kept its memory: 50,000 creates in flight held 10 MB of answered ones at twice)."""
+    lazily: the head moves past answered ones, letting each go (its slot None: answered in order, as a pipeline is,
+    a change is freed at its answer, not held until the list is compacted), and the list is compacted once the
+    answered outnumber a quarter of the pending ones, so each change costs O(1) amortized. Before `head` every
+    slot is None; from it on, the first is pending, and later ones answered out of order wait for a compaction."""
 
     __slots__ = ("changes", "dead", "head", "live")
 
     def __init__(self, first: Change, second: Change) -> None:
-        self.changes = [first, second]
+        self.changes: list[Change | None] = [first, second]
         self.head = 0
         self.live = 2
         self.dead = 0
@@ -185,8 +186,16 @@ def _unfile(index: dict[Any, _Bucket], key: Any, change: Change, seqs: dict[int,
         del index[key]
         return
     held.dead += 1
+    changes, k = held.changes, held.head
+    while True:  # past the answered at the head (`change` among them when it was the oldest), each let go
+        c = changes[k]
+        if c is not None and seqs.get(c.seq) is c:
+            break
+        changes[k] = None
+        k += 1
+    held.head = k
     if held.dead > held.live >> 2:
-        held.changes = [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
+        held.changes = [c for c in changes[k:] if c is not None and seqs.get(c.seq) is c]
         held.head = held.dead = 0
 
 
@@ -340,11 +349,7 @@ class Pending:
         held = index.get(key) if index else None
         if held is None or type(held) is not _Queue:
             return held  # type: ignore[return-value]
-        changes, k, seqs = held.changes, held.head, self._seqs
-        while seqs.get(changes[k].seq) is not changes[k]:
-            k += 1
-        held.head = k
-        return changes[k]
+        return held.changes[held.head]  # (pending: `_unfile` moves the head past the answered)
 
     def _all(self, index: dict[Any, _Bucket] | None, key: Any, limit: int | None = None) -> list[Change]:
         """The pending changes under `key`, oldest first (the first `limit` of them)."""
@@ -355,10 +360,10 @@ class Pending:
             return [held]  # type: ignore[list-item]
         seqs = self._seqs
         if limit is None:
-            return [c for c in held.changes[held.head :] if seqs.get(c.seq) is c]
+            return [c for c in held.changes[held.head :] if c is not None and seqs.get(c.seq) is c]
         out: list[Change] = []
         for c in itertools.islice(held.changes, held.head, None):
-            if seqs.get(c.seq) is c:
+            if c is not None and seqs.get(c.seq) is c:
                 out.append(c)
                 if len(out) == limit:
                     break
