@@ -3,6 +3,7 @@ given bad values."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -229,3 +230,62 @@ root.run()
     assert (done.returncode, done.stdout, done.stderr) == (3, "before atexit True\n", "")
     assert left_open.read_text() == "written, never closed"
     assert not temp.exists()
+
+
+def piped_to_head(argv: list[str], unbuffered: bool = False) -> tuple[int, bytes, bytes]:
+    """`rtrace ARGV | head -1`: rtrace's exit code, what `head` printed, and rtrace's stderr. Stdout buffered as a
+    shell leaves it, or not (`PYTHONUNBUFFERED`: a write the reader left during is cut short without an error, the
+    next one fails)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    rtrace = subprocess.Popen(
+        [sys.executable, "-m", "rtrace", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert rtrace.stdout is not None and rtrace.stderr is not None
+    head = subprocess.Popen(["head", "-1"], stdin=rtrace.stdout, stdout=subprocess.PIPE)
+    rtrace.stdout.close()  # head holds the only reader: when it leaves, rtrace's writes fail
+    shown, _ = head.communicate(timeout=60)
+    err = rtrace.stderr.read()
+    rtrace.stderr.close()
+    return rtrace.wait(timeout=60), shown, err
+
+
+def test_a_reader_that_leaves_early_is_a_success_for_show_and_analyze(tmp_path: Path) -> None:
+    """`rtrace show BIG | head -1` (the view is written as laid out: the reader leaves while it is) and `rtrace
+    analyze MANY | head -1` (rich's console, which on its own would exit 1) exit 0, print one line, and say nothing
+    on stderr. Each output is far over a pipe's 64 KB, so the writes do fail."""
+    from bench.scale import render as render_shape
+
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(render_shape("pipelined-creates-ids", 3, 3000))  # about 6,000 lines of view
+    for unbuffered in (False, True):
+        code, shown, err = piped_to_head(["show", str(big)], unbuffered)
+        assert (code, shown.count(b"\n"), err) == (0, 1, b""), err.decode(errors="replace")
+        assert shown.startswith(b"after line ")
+    races = []
+    for k in range(150):  # about 1 KB of findings each
+        races.append(tmp_path / f"race-{k}.jsonl")
+        races[-1].write_bytes(RACE_188.read_bytes())
+    code, shown, err = piped_to_head(["analyze", "-j", "1", *map(str, races)])
+    assert (code, shown.count(b"\n"), err) == (0, 1, b""), err.decode(errors="replace")
+
+
+def test_a_reader_gone_before_the_last_flush_is_a_success_without_a_message() -> None:
+    """What a command left in stdout's buffer is flushed by `main`, where a gone reader is exit 0, not at the
+    interpreter's exit (exit 120 and "Exception ignored ... BrokenPipeError" on stderr)."""
+    script = """
+import sys
+import rtrace.cli.root as root
+sys.stdin.readline()  # the parent has closed its end of stdout
+root.run_command = lambda argv: sys.stdout.write("written, never read\\n") and 0
+root.run()
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the write stays in the buffer
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert child.stdin is not None and child.stdout is not None
+    child.stdout.close()
+    _, err = child.communicate(b"\n", timeout=60)
+    assert (child.returncode, err) == (0, b"")

@@ -24,7 +24,7 @@ from rtrace.core.loader import TraceReader, load
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 from rtrace.engine.fold import fold_state as fold
-from rtrace.report.show import cells, render_state, render_timeline, wrap, wrapped
+from rtrace.report.show import Out, cells, column_widths, render_state, render_timeline, wrap, wrapped
 
 from . import regen_show
 from .counting import count_parses
@@ -321,3 +321,79 @@ def test_a_console_without_colours_gets_the_text_a_colour_console_shows() -> Non
     render_state(state, 46, Console(file=out, width=200, color_system="truecolor", highlight=False))
     coloured = out.getvalue()
     assert "\x1b[" in coloured and re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain
+
+
+@pytest.fixture(scope="module")
+def pipelined(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
+    """A burst of 400 creates acknowledged after (bench's pipelined-creates-ids), loaded."""
+    from bench.scale import render as render_shape
+
+    path = tmp_path_factory.mktemp("show") / "pipelined.jsonl"
+    path.write_bytes(render_shape("pipelined-creates-ids", 5, 400))
+    records, _ = load(path)
+    return records
+
+
+@pytest.mark.parametrize("width", [50, 120, 240])
+@pytest.mark.parametrize("colours", [None, "truecolor"])
+def test_the_view_written_as_laid_out_is_the_view_written_whole(
+    pipelined: list[Record], width: int, colours: str | None
+) -> None:
+    """`show` writes its lines as it lays them out, a batch at a time (`Out.BATCH` runs, then the line's end): the
+    same bytes as one write of the whole, with and without colours, at widths that wrap every item, some, or none
+    (the columns read from every row, or from the first ones only), mid-burst (a client view longer than the
+    server's) and at the end. It never holds more than a batch and one line."""
+    records = pipelined
+    ats = (records[len(records) // 3].line, records[-1].line)
+    for at in ats:
+        state = fold([r for r in records if r.line <= at])
+
+        def shown_with(batch: int, state: TraceState = state, at: int = at) -> tuple[str, list[int]]:
+            held: list[int] = []
+            real_write = Out.write
+
+            def write(self: Out) -> None:
+                held.append(len(self.runs))
+                real_write(self)
+
+            out = io.StringIO()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(Out, "BATCH", batch)
+                mp.setattr(Out, "write", write)
+                console = Console(file=out, width=width, color_system=colours, highlight=False)  # type: ignore[arg-type]
+                render_state(state, at, console)
+            return out.getvalue(), held
+
+        whole, held = shown_with(1 << 40)
+        assert len(held) == 1 and "item_p00000399" in whole
+        streamed, held = shown_with(50)
+        assert streamed == whole
+        assert len(held) > 20 and max(held) <= 50 + width + 1  # a batch, and the line it ends in (a run a cell)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 90), st.integers(0, 90), st.booleans()), max_size=12),
+    st.integers(24, 200),
+)
+def test_the_columns_read_from_the_first_rows_are_the_columns_of_every_row(
+    sizes: list[tuple[int, int, bool]], room: int
+) -> None:
+    """`column_widths` stops reading rows once no later row can change the widths: the widths are those of every
+    row read."""
+    rows = []
+    for left, right, same in sizes:
+        cell: list[tuple[str, str]] = [("x" * left, "")]
+        rows.append((cell, "", cell if same else [("y" * right, "")], ""))
+    titles = ("server conversation", "client view (confirmed + pending)")
+    widest = [max([cells(titles[0])] + [left for left, _, _ in sizes]), cells(titles[1])]
+    widest[1] = max([widest[1]] + [left if same else right for left, right, same in sizes])
+    half = room // 2
+    if sum(widest) <= room:
+        want = widest
+    elif min(widest) < half:
+        narrow = 0 if widest[0] < widest[1] else 1
+        want = [0, 0]
+        want[narrow], want[1 - narrow] = widest[narrow], room - widest[narrow]
+    else:
+        want = [half, room - half]
+    assert column_widths(iter(rows), titles, room) == want

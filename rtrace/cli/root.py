@@ -7,10 +7,11 @@ import os
 import sys
 from collections.abc import Iterable
 from enum import IntEnum
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from .. import __version__
 from ..core.loader import UnreadableInput
@@ -34,7 +35,23 @@ class UsageError(Exception):
     """Bad arguments that typer itself cannot see (an unknown rule name, a path that is not a trace)."""
 
 
+class OutputClosed(Exception):
+    """Stdout's reader left before the output's end (`rtrace show ... | head`): a `BrokenPipeError` carried past
+    typer, which would make any OSError of EPIPE an exit 1 (`main` makes it 0)."""
+
+
+class Commands(TyperGroup):
+    """The commands' group: a broken pipe inside a command goes on to `main` as `OutputClosed`."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own click Context (typer._click, private)
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as e:
+            raise OutputClosed(str(e)) from e
+
+
 app = typer.Typer(
+    cls=Commands,
     add_completion=True,
     no_args_is_help=True,
     help="Trace analyzer and race detector for realtime LLM websocket sessions.",
@@ -106,7 +123,24 @@ _RICH_EPILOGS: dict[int, str | None] = {}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; the one place where errors become exit codes."""
+    """Run the CLI; the one place where errors become exit codes. Stdout is flushed here, not at the interpreter's
+    exit (where a reader gone by then would make it exit 120, with a message)."""
+    code = run_command(argv)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return reader_left()
+    return code
+
+
+def reader_left() -> ExitCode:
+    """Stdout's reader left (`| head`): what it read was written, a success; the rest goes nowhere."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return ExitCode.OK
+
+
+def run_command(argv: list[str] | None) -> int:
+    """The command `argv` names, run, and its exit code, whatever it raised."""
     try:
         help_for(sys.stdout.isatty())
         code = app(args=argv, standalone_mode=False)
@@ -123,9 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.UNREADABLE
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return ExitCode.OK
+    except (BrokenPipeError, OutputClosed):
+        return reader_left()
     except typer.Abort:
         return ExitCode.INTERRUPTED
     except Exception as e:  # typer's usage errors (its own click) and anything else: never a traceback

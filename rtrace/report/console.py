@@ -9,6 +9,7 @@ Output that is not a terminal (a pipe, a file, a CI log) is read by tools and pe
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import IO
 
@@ -16,6 +17,15 @@ from rich.console import Console
 
 #: Width of output that is not a terminal, when `COLUMNS` does not say.
 PIPE_WIDTH = 120
+
+
+class Output(Console):
+    """A console of a command's output. When its reader leaves (`rtrace ... | head`) the `BrokenPipeError` goes
+    on to the caller (`cli.root.main` makes it exit 0), where rich's own console would exit 1 on the spot."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more is written
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 class StrippedLines:
@@ -49,7 +59,7 @@ def columns(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | No
 
 def plain_console(stream: IO[str], width: int | None = None) -> Console:
     """A console writing plain lines to `stream`: no colour, no trailing blanks, `width` (else COLUMNS or 120)."""
-    return Console(
+    return Output(
         file=StrippedLines(stream),  # type: ignore[arg-type]
         width=width or columns() or PIPE_WIDTH,
         color_system=None,
@@ -65,7 +75,7 @@ def stdout_console(stream: IO[str] | None = None) -> Console:
     import sys
 
     stream = stream or sys.stdout
-    console = Console(file=stream, highlight=False, soft_wrap=False, emoji=False)
+    console = Output(file=stream, highlight=False, soft_wrap=False, emoji=False)
     return console if console.is_terminal else plain_console(stream)
 
 

@@ -1,9 +1,11 @@
-"""`rtrace show`: the conversations at one line, side by side, and the timeline of one connection."""
+"""`rtrace show`: the conversations at one line, side by side, and the timeline of one connection.
+
+The side-by-side view is written as it is laid out (`Out`): it never holds the view whole."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 
 from rich.cells import cell_len
@@ -101,69 +103,99 @@ def chop(word: str, width: int) -> str:
 
 
 class Out:
-    """Lines of styled runs, printed at once: as plain text when the console has no colours (a pipe, a file), else
-    through rich (one `Text`)."""
+    """Lines of styled runs, written as they are laid out, a batch of whole lines at a time (`BATCH` runs or
+    more): as plain text when the console has no colours (a pipe, a file), else through rich (one `Text` a batch).
+    Memory holds one batch, not the view (100,000 lines for a 50,000-item conversation)."""
 
-    def __init__(self) -> None:
+    #: Runs held before the lines they make are written (about 0.5 MB of output).
+    BATCH = 1 << 16
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
         self.runs: Cell = []
+        self.plain = console.color_system is None and not console.record
 
     def append(self, text: str, style: str = "") -> None:
+        """A run; written with those before it when there are `BATCH` and it ends a line."""
         self.runs.append((text, style))
+        if len(self.runs) >= self.BATCH and text.endswith("\n"):
+            self.write()
 
-    def print(self, console: Console) -> None:
-        if console.color_system is None and not console.record:
-            console.file.write("".join(map(itemgetter(0), self.runs)))
-            console.file.flush()
-            return
-        text = Text()
-        for run, style in self.runs:
-            text.append(run, style or None)
-        console.print(text, soft_wrap=True, end="")
+    def write(self) -> None:
+        """The runs held so far on the console, every line of them whole (called at a line's end)."""
+        runs = self.runs
+        if self.plain:
+            self.console.file.write("".join(map(itemgetter(0), runs)))
+        elif runs:
+            text = Text()
+            for run, style in runs:
+                text.append(run, style or None)
+            self.console.print(text, soft_wrap=True, end="")
+        runs.clear()  # in place: `side_by_side` holds the list
+
+    def close(self) -> None:
+        self.write()
+        if self.plain:
+            self.console.file.flush()
 
 
-def side_by_side(
-    out: Out, rows: list[tuple[Cell, str, Cell, str]], titles: tuple[str, str], width: int, count: tuple[int, int]
-) -> None:
-    """Two numbered columns of cells (`rows`: left cell and its style over, right cell and its style over), their
-    lines wrapped to their column, appended to `out`. Each column is as wide as its longest cell when both fit;
-    else the narrower one keeps its width when under half, and the other takes the rest (then both wrap)."""
-    num = max(len(str(max(count) - 1)), 1) if max(count) else 1
-    room = max(24, width - 2 * num - 3 * len(_GAP))
-    columns = ([row[0] for row in rows], [row[2] for row in rows])
-    widest = [
-        max([cells(title)] + [sum(cells(run) for run, _ in cell) for cell in column])
-        for title, column in zip(titles, columns, strict=True)
-    ]
+#: A row of the side-by-side view: the left cell and the style laid over it, the right cell and its.
+Row = tuple[Cell, str, Cell, str]
+
+
+def column_widths(rows: Iterable[Row], titles: tuple[str, str], room: int) -> list[int]:
+    """The widths of the two columns in `room` cells: each as wide as its widest cell (or title) when both fit;
+    else the narrower one keeps its width when under half, and the other takes the rest; else half each. Reads
+    `rows` only until they are known: once both columns are over half and together over `room`, no later row
+    changes them (the rows are made as read: the view is never held whole)."""
     half = room // 2
+    widest = [cells(titles[0]), cells(titles[1])]
+    for left, _, right, _ in rows:
+        if widest[0] >= half and widest[1] >= half and widest[0] + widest[1] > room:
+            break
+        size = sum(cells(run) for run, _ in left)
+        widest[0] = max(widest[0], size)
+        widest[1] = max(widest[1], size if right is left else sum(cells(run) for run, _ in right))
     if sum(widest) <= room:
-        widths = widest
-    elif min(widest) < half:
+        return widest
+    if min(widest) < half:
         narrow = 0 if widest[0] < widest[1] else 1
         widths = [0, 0]
         widths[narrow], widths[1 - narrow] = widest[narrow], room - widest[narrow]
-    else:
-        widths = [half, room - half]
+        return widths
+    return [half, room - half]
+
+
+def side_by_side(
+    out: Out, rows: Callable[[], Iterable[Row]], titles: tuple[str, str], width: int, count: tuple[int, int]
+) -> None:
+    """Two numbered columns of cells (`rows()`: left cell and its style over, right cell and its style over, made
+    afresh at each call), their lines wrapped to their column (`column_widths`), written to `out` as laid out."""
+    num = max(len(str(max(count) - 1)), 1) if max(count) else 1
+    room = max(24, width - 2 * num - 3 * len(_GAP))
+    widths = column_widths(rows(), titles, room)
 
     runs = out.runs
     add, extend = runs.append, runs.extend  # `Out.append`'s runs, added here directly: a row is a handful of them
     gap, newline = (_GAP, ""), ("\n", "")
+    batch, write = Out.BATCH, out.write
 
     def line(left: Cell, used: int, right: Cell, numbers: tuple[str, str]) -> None:
         add((numbers[0].rjust(num), "dim"))
         add(gap)
         extend(left)
-        if not right and not numbers[1]:
-            add(newline)
-            return
-        add((" " * max(widths[0] - used, 0) + _GAP, ""))
-        add((numbers[1].rjust(num), "dim"))
-        add(gap)
-        extend(right)
+        if right or numbers[1]:
+            add((" " * max(widths[0] - used, 0) + _GAP, ""))
+            add((numbers[1].rjust(num), "dim"))
+            add(gap)
+            extend(right)
         add(newline)
+        if len(runs) >= batch:
+            write()
 
     line([(titles[0], "bold")], cells(titles[0]), [(titles[1], "bold")], ("#", "#"))
     nothing: tuple[list[Cell], list[int]] = ([[]], [0])
-    for k, (left, left_over, right, right_over) in enumerate(rows):
+    for k, (left, left_over, right, right_over) in enumerate(rows()):
         left_lines, left_sizes = wrapped(left, widths[0], left_over) if left else nothing
         if right is left and right_over == left_over and widths[1] == widths[0]:
             right_lines = left_lines  # the same cell the same way: its lines are only read
@@ -178,17 +210,19 @@ def side_by_side(
 
 
 def render_state(state: TraceState, at_line: int, console: Console, conns: Iterable[int] | None = None) -> None:
-    """Server conversation and client view of each connection after `at_line`, differences highlighted."""
+    """Server conversation and client view of each connection after `at_line`, differences highlighted, written
+    as laid out."""
     wanted = set(conns) if conns is not None else None
-    out = Out()
+    # Every line is laid out to fit already: printed as is, a batch of lines at a time (a rich Table per
+    # connection, measured and wrapped cell by cell, took longer than the fold of a 400,000-line trace up to
+    # `at_line`; the whole view at once held 245 MB for 50,000 items).
+    out = Out(console)
     out.append(f"after line {at_line} (t={state.last_t:.6f} s)\n", "bold")
     for n, conn in sorted(state.conns.items()):
         if wanted is not None and n not in wanted:
             continue
         render_connection(conn, out, console.width)
-    # Every line is laid out to fit already: printed as is, in one piece (a rich Table per connection, measured
-    # and wrapped cell by cell, took longer than the fold of a 400,000-line trace up to `at_line`).
-    out.print(console)
+    out.close()
 
 
 def render_connection(conn: Connection, out: Out, width: int) -> None:
@@ -201,23 +235,25 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
     local_items = {i.id: i for i in conn.local} if conn.local is not None else {}
     pending_items = {c.item_id: c.item for c in conn.pending.values() if c.item is not None and c.item_id}
     title = "client view (local snapshot)" if conn.local is not None else "client view (confirmed + pending)"
-    rows: list[tuple[Cell, str, Cell, str]] = []
-    for k in range(max(len(server_ids), len(client_ids))):
-        left: Cell = []
-        right: Cell = []
-        left_over = right_over = ""
-        if k < len(server_ids):
-            sid = server_ids[k]
-            left = item_cell(conn.conv.get(sid), sid)
-            left_over = "bold red" if sid in only_server else ""
-        if k < len(client_ids):
-            cid = client_ids[k]
-            if k < len(server_ids) and cid == server_ids[k] and conn.conv.get(cid) is not None:
-                right = left  # the same item on both sides (most rows): one cell, laid out once (`side_by_side`)
-            else:
-                right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
-            right_over = "bold green" if cid in only_client else "bold yellow" if cid in reordered else ""
-        rows.append((left, left_over, right, right_over))
+
+    def rows() -> Iterator[Row]:
+        for k in range(max(len(server_ids), len(client_ids))):
+            left: Cell = []
+            right: Cell = []
+            left_over = right_over = ""
+            if k < len(server_ids):
+                sid = server_ids[k]
+                left = item_cell(conn.conv.get(sid), sid)
+                left_over = "bold red" if sid in only_server else ""
+            if k < len(client_ids):
+                cid = client_ids[k]
+                if k < len(server_ids) and cid == server_ids[k] and conn.conv.get(cid) is not None:
+                    right = left  # the same item on both sides (most rows): one cell, laid out once
+                else:
+                    right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
+                right_over = "bold green" if cid in only_client else "bold yellow" if cid in reordered else ""
+            yield left, left_over, right, right_over
+
     side_by_side(out, rows, ("server conversation", title), width, (len(server_ids), len(client_ids)))
     if diff:
         parts = []
