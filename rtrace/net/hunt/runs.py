@@ -194,16 +194,8 @@ class CommandTarget:
 
     async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         async with run_server(options) as srv, intercepting(self.intercept, srv.port) as proxied:
-            env = {**command_env(srv, options.latency), "RTRACE_HUNT": "1"}  # a pytest plugin hands out this server
-            env.update(proxied)
-            if options.tls is not None:  # --tls: the command trusts the made authority (`tls.trust_env`)
-                env.update((name, value) for name, value, _ in trust_env(options.tls))
-
-            def hung() -> str | None:
-                return "quiet" if quiet is not None and srv.hung_after_fault(quiet) else None
-
-            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung,
-                                      self.stdout_in_tail)  # fmt: skip
+            env = {**command_env(srv, options.latency), **proxied}
+            ended = await _run_at(srv, self, env, options, timeout, quiet)
             if srv.internal_errors:
                 ended.internal = "\n".join(srv.internal_errors)
         if srv.recorder is not None and srv.recorder.failed is not None:  # known once the trace is closed
@@ -211,10 +203,42 @@ class CommandTarget:
         return ended
 
     def reproduce(self, script: Path, schedule: Schedule, runs: int) -> str:
-        base = ["--script", str(self.script)] if self.script is not None else []
-        base += ["--intercept"] if self.intercept else []
-        args = ["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *self.command]
-        return shlex.join(args)
+        return _reproduce([], self, script, runs)
+
+
+class _Quiets(Protocol):
+    """What a run's command talks to, the fake server or a link: whether it has been quiet since a fault."""
+
+    def hung_after_fault(self, quiet: float) -> bool: ...
+
+
+async def _run_at(
+    endpoint: _Quiets,
+    target: CommandTarget | UpstreamTarget,
+    env: dict[str, str],
+    options: ServerOptions,
+    timeout: float,
+    quiet: float | None,
+) -> Ended:
+    """`target`'s command run with `env` against `endpoint`: told it is hunted (a pytest plugin hands out this
+    server), trusting `--tls`'s made authority (`tls.trust_env`), ended early once quiet `quiet` seconds after a
+    fault (None: only at `timeout`)."""
+    env = {**env, "RTRACE_HUNT": "1"}
+    if options.tls is not None:
+        env.update((name, value) for name, value, _ in trust_env(options.tls))
+
+    def hung() -> str | None:
+        return "quiet" if quiet is not None and endpoint.hung_after_fault(quiet) else None
+
+    return await run_command(target.command, env, timeout, "hunt", False, target.kill_strays, hung,
+                             target.stdout_in_tail)  # fmt: skip
+
+
+def _reproduce(before: list[str], target: CommandTarget | UpstreamTarget, script: Path, runs: int) -> str:
+    """The command line that re-runs a bug's `script` `runs` times against what `target` ran against."""
+    base = [*before, *(["--script", str(target.script)] if target.script is not None else [])]
+    base += ["--intercept"] if target.intercept else []
+    return shlex.join(["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *target.command])
 
 
 def link_env(proxy: RecordingProxy, latency: float) -> dict[str, str]:
@@ -242,25 +266,13 @@ class UpstreamTarget:
     async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         record = RecordOptions(upstream=self.upstream, output=options.record, header=options.header, tls=options.tls)
         async with run_link(record, options) as proxy, intercepting(self.intercept, proxy.port) as proxied:
-            env = {**link_env(proxy, options.latency), "RTRACE_HUNT": "1", **proxied}
-            if options.tls is not None:
-                env.update((name, value) for name, value, _ in trust_env(options.tls))
-
-            def hung() -> str | None:  # quiet after a fault the link made, as against the fake endpoint
-                return "quiet" if quiet is not None and proxy.hung_after_fault(quiet) else None
-
-            ended = await run_command(self.command, env, timeout, "hunt", False, self.kill_strays, hung,
-                                      self.stdout_in_tail)  # fmt: skip
+            ended = await _run_at(proxy, self, {**link_env(proxy, options.latency), **proxied}, options, timeout, quiet)
         if proxy.writer is not None and proxy.writer.failed is not None:  # known once the trace is closed
             ended.unwritten = proxy.writer.failed  # the hunt discards the run and stops (as CommandTarget's)
         return ended
 
     def reproduce(self, script: Path, schedule: Any, runs: int) -> str:
-        base = ["--script", str(self.script)] if self.script is not None else []
-        base += ["--intercept"] if self.intercept else []
-        args = ["rtrace", "hunt", "--upstream", safe_url(self.upstream), *base, "--schedule", str(script),
-                "--runs", str(runs), "--", *self.command]  # fmt: skip
-        return shlex.join(args)
+        return _reproduce(["--upstream", safe_url(self.upstream)], self, script, runs)
 
 
 def server_options(template: ServerOptions, schedule: Schedule, trace: Path, header: dict[str, Any]) -> ServerOptions:
