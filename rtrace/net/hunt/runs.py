@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import shlex
 import time
 import traceback
@@ -22,7 +21,7 @@ from ...rules.base import Finding
 from ..faults.schedule import Schedule
 from ..link.common import safe_url
 from ..link.intercept import intercepting
-from ..link.proxy import RecordingProxy, RecordOptions
+from ..link.proxy import RecordOptions
 from ..link.server import ServerOptions, run_server
 from ..link.tls import trust_env
 from ..link.upstream import run_link
@@ -194,7 +193,7 @@ class CommandTarget:
 
     async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         async with run_server(options) as srv, intercepting(self.intercept, srv.port) as proxied:
-            env = {**command_env(srv, options.latency), **proxied}
+            env = {**command_env(srv.url, srv.http_url, srv.realtime_url, options.latency), **proxied}
             ended = await _run_at(srv, self, env, options, timeout, quiet)
             if srv.internal_errors:
                 ended.internal = "\n".join(srv.internal_errors)
@@ -241,16 +240,6 @@ def _reproduce(before: list[str], target: CommandTarget | UpstreamTarget, script
     return shlex.join(["rtrace", "hunt", *base, "--schedule", str(script), "--runs", str(runs), "--", *target.command])
 
 
-def link_env(proxy: RecordingProxy, latency: float) -> dict[str, str]:
-    """The environment a command is run with against the link (as `sweep.command_env` against a server)."""
-    env = dict(os.environ)
-    env["OPENAI_BASE_URL"] = proxy.http_url
-    env["RTRACE_URL"] = proxy.url
-    env["RTRACE_REALTIME_URL"] = f"{proxy.url}/realtime?model=gpt-realtime"
-    env["RTRACE_LATENCY"] = str(latency)
-    return env
-
-
 @dataclasses.dataclass
 class UpstreamTarget:
     """`rtrace hunt --upstream URL`: each run of the command through a `LinkProxy` of its own to `upstream`."""
@@ -266,7 +255,9 @@ class UpstreamTarget:
     async def run(self, options: ServerOptions, timeout: float, quiet: float | None = None) -> Ended:
         record = RecordOptions(upstream=self.upstream, output=options.record, header=options.header, tls=options.tls)
         async with run_link(record, options) as proxy, intercepting(self.intercept, proxy.port) as proxied:
-            ended = await _run_at(proxy, self, {**link_env(proxy, options.latency), **proxied}, options, timeout, quiet)
+            realtime_url = f"{proxy.url}/realtime?model=gpt-realtime"
+            env = {**command_env(proxy.url, proxy.http_url, realtime_url, options.latency), **proxied}
+            ended = await _run_at(proxy, self, env, options, timeout, quiet)
         if proxy.writer is not None and proxy.writer.failed is not None:  # known once the trace is closed
             ended.unwritten = proxy.writer.failed  # the hunt discards the run and stops (as CommandTarget's)
         return ended

@@ -21,7 +21,7 @@ from ...core.durations import parse_duration_list
 from ...core.severity import failing
 from ...engine.fold import analyze_path
 from ...rules.base import Finding
-from ..link.server import RealtimeServer, ServerOptions, run_server
+from ..link.server import ServerOptions, run_server
 from .processes import CannotRun, Ended, Stopped, Stopper, run_process
 
 #: Lines of the command's stderr kept per run (shown when the command failed in every run).
@@ -143,13 +143,13 @@ async def run_command(
         raise CommandNotFound(f"{what}: {command[0]}: cannot run it ({e})") from None
 
 
-def command_env(srv: RealtimeServer, latency: float) -> dict[str, str]:
-    """This environment, with the server's URLs as the command is told them (`OPENAI_BASE_URL`, `RTRACE_URL`,
-    `RTRACE_REALTIME_URL`) and `RTRACE_LATENCY`."""
+def command_env(url: str, http_url: str, realtime_url: str, latency: float) -> dict[str, str]:
+    """This environment, with the URLs of what the command talks to (a server, or a hunt's link) as the command is
+    told them (`RTRACE_URL`, `OPENAI_BASE_URL`, `RTRACE_REALTIME_URL`) and `RTRACE_LATENCY`."""
     env = dict(os.environ)
-    env["OPENAI_BASE_URL"] = srv.http_url
-    env["RTRACE_URL"] = srv.url
-    env["RTRACE_REALTIME_URL"] = srv.realtime_url
+    env["OPENAI_BASE_URL"] = http_url
+    env["RTRACE_URL"] = url
+    env["RTRACE_REALTIME_URL"] = realtime_url
     env["RTRACE_LATENCY"] = str(latency)
     return env
 
@@ -161,7 +161,7 @@ async def _run_once(
     trace.unlink(missing_ok=True)  # what this run records, or nothing: never the trace of an earlier sweep
     options = dataclasses.replace(template, latency=latency, record=trace, port=0, host="127.0.0.1")
     async with run_server(options) as srv:
-        ended = await run_command(command, command_env(srv, latency), timeout)
+        ended = await run_command(command, command_env(srv.url, srv.http_url, srv.realtime_url, latency), timeout)
     code, tail = ended.code, ended.tail
     if not trace.exists():
         return RunResult(latency, run, trace, code, [], problem=NO_CONNECTION, stderr_tail=tail, strays=ended.strays)
