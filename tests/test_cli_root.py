@@ -196,6 +196,50 @@ def test_an_interrupt_is_130_and_a_bug_70_never_a_traceback(
     assert "rtrace: internal error: RuntimeError: boom" in err and "Traceback" not in err
 
 
+def test_a_broken_pipe_that_is_not_stdout_is_rtraces_error_not_a_success(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only stdout's reader leaving makes a broken pipe a success: one from a socket whose peer left, escaping a
+    command, is a bug of rtrace (exit 70, said in one line), not exit 0 as if `| head` had read enough."""
+    import rtrace.cli.analysis as analysis
+    import rtrace.cli.root as root
+
+    def peer_left(*args: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.delenv("RTRACE_DEBUG", raising=False)
+    monkeypatch.setattr(analysis, "analyze_many", peer_left)
+    assert main(["analyze", str(RACE_189)]) == ExitCode.INTERNAL
+    assert "rtrace: internal error: BrokenPipeError" in capsys.readouterr().err
+    monkeypatch.setattr(root, "stdout_closed", lambda: True)  # the same error, with stdout's reader gone
+    monkeypatch.setattr(root, "reader_left", lambda: ExitCode.OK)  # (not dup2 over pytest's capture)
+    assert main(["analyze", str(RACE_189)]) == ExitCode.OK
+
+
+def test_stdout_closed_is_asked_of_the_pipe_itself(tmp_path: Path) -> None:
+    """`stdout_closed` is true of a pipe whose reader has gone, false while it reads, and false of a file."""
+    script = """
+import sys
+from rtrace.cli.root import stdout_closed
+print(stdout_closed(), file=sys.stderr, flush=True)
+sys.stdin.readline()  # the parent closes its end of stdout
+print(stdout_closed(), file=sys.stderr, flush=True)
+"""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    assert child.stderr.readline() == b"False\n"
+    child.stdout.close()
+    _, err = child.communicate(b"\n", timeout=60)
+    assert err == b"True\n"
+    answer = tmp_path / "answer"
+    with answer.open("wb") as out:
+        ask = "from rtrace.cli.root import stdout_closed; print(stdout_closed())"
+        subprocess.run([sys.executable, "-c", ask], stdout=out, timeout=60, check=True)
+    assert answer.read_bytes() == b"False\n"
+
+
 def test_start_up_loads_only_what_analysis_needs() -> None:
     """Every command pays for what `import rtrace.cli` loads: not the event loop or the websocket library (the
     network commands import them when they run), not `decimal` (a fault's duration text) or `tempfile` (an output

@@ -40,14 +40,33 @@ class OutputClosed(Exception):
     typer, which would make any OSError of EPIPE an exit 1 (`main` makes it 0)."""
 
 
+class PeerLeft(Exception):
+    """A broken pipe that is not stdout's (a socket whose peer left) escaped a command: a bug of rtrace, carried past
+    typer (which makes every EPIPE an exit 1) to `main`, which says so."""
+
+
 class Commands(TyperGroup):
-    """The commands' group: a broken pipe inside a command goes on to `main` as `OutputClosed`."""
+    """The commands' group: a broken pipe inside a command goes on to `main` as `OutputClosed` when stdout's reader
+    has gone, else as `PeerLeft`."""
 
     def invoke(self, ctx: Any) -> Any:  # typer's own click Context (typer._click, private)
         try:
             return super().invoke(ctx)
         except BrokenPipeError as e:
-            raise OutputClosed(str(e)) from e
+            raise (OutputClosed if stdout_closed() else PeerLeft)(str(e)) from e
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone: its write end polls as an error (POLLERR), which a pipe with
+    a reader, a file or a terminal never does. False wherever it cannot be asked (stdout replaced, no poll)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both OSError and ValueError
+        return False
 
 
 app = typer.Typer(
@@ -157,8 +176,12 @@ def run_command(argv: list[str] | None) -> int:
         return ExitCode.UNREADABLE
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
-    except (BrokenPipeError, OutputClosed):
+    except OutputClosed:
         return reader_left()
+    except PeerLeft as e:
+        return internal_error(e.__cause__ or e)
+    except BrokenPipeError as e:
+        return reader_left() if stdout_closed() else internal_error(e)
     except typer.Abort:
         return ExitCode.INTERRUPTED
     except Exception as e:  # typer's usage errors (its own click) and anything else: never a traceback
@@ -171,11 +194,16 @@ def run_command(argv: list[str] | None) -> int:
             for line in text.getvalue().splitlines():
                 sys.stderr.write(shown(line) + "\n")
             return code
-        say(f"rtrace: internal error: {type(e).__name__}: {e}")
-        if os.environ.get("RTRACE_DEBUG"):
-            raise
-        return ExitCode.INTERNAL
+        return internal_error(e)
     return int(code) if isinstance(code, int) else ExitCode.OK
+
+
+def internal_error(e: BaseException) -> ExitCode:
+    """A bug of rtrace: said in one line, the traceback only with `RTRACE_DEBUG=1` (called inside the handler)."""
+    say(f"rtrace: internal error: {type(e).__name__}: {e}")
+    if os.environ.get("RTRACE_DEBUG"):
+        raise e
+    return ExitCode.INTERNAL
 
 
 def run() -> NoReturn:
