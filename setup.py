@@ -26,16 +26,18 @@ except ImportError:  # older setuptools
 
 #: The scanner's extension module.
 SCANNER = "rtrace.core._scan"
-#: The compiled fold's shared library is `GROUP__mypyc`, inside the package, so an editable install finds it where
-#: it finds rtrace.
-GROUP = "rtrace.core._fold"
+
+
+def _compiled_names() -> dict[str, object]:
+    """`rtrace/_compiled.py`'s names, read without importing rtrace (its dependencies may not be there)."""
+    namespace: dict[str, object] = {"__file__": "rtrace/_compiled.py", "__name__": "rtrace._compiled"}
+    exec(compile(open("rtrace/_compiled.py", encoding="utf-8").read(), "rtrace/_compiled.py", "exec"), namespace)
+    return namespace
 
 
 def compiled_sources() -> list[str]:
-    """The files of `rtrace._compiled.COMPILED`, read without importing rtrace (its dependencies may not be there)."""
-    namespace: dict[str, object] = {"__file__": "rtrace/_compiled.py", "__name__": "rtrace._compiled"}
-    exec(compile(open("rtrace/_compiled.py", encoding="utf-8").read(), "rtrace/_compiled.py", "exec"), namespace)
-    return [m.replace(".", "/") + ".py" for m in namespace["COMPILED"]]  # type: ignore[attr-defined]
+    """The files of `rtrace._compiled.COMPILED`."""
+    return [m.replace(".", "/") + ".py" for m in _compiled_names()["COMPILED"]]  # type: ignore[attr-defined]
 
 
 def has_compiler() -> bool:
@@ -57,7 +59,7 @@ def compiled() -> list[Extension]:
     except ImportError:
         return []
     try:
-        extensions = mypycify(compiled_sources(), opt_level="3", group_name=GROUP)
+        extensions = mypycify(compiled_sources(), opt_level="3", group_name=str(_compiled_names()["GROUP"]))
     except (Exception, SystemExit) as e:  # mypy or mypyc refused them: rtrace stays pure
         print(f"rtrace: not compiling the fold ({e!r}); rtrace runs as plain Python", file=sys.stderr)
         return []

@@ -51,6 +51,9 @@ COMPILED = (
     "rtrace.rules.tools",
     "rtrace.rules.turns",
 )
+#: The shared library of the compiled code, `GROUP__mypyc` inside the package (setup.py names it so, and an editable
+#: install finds it where it finds rtrace). Each module's own compiled file is a stub that imports its part of it.
+GROUP = "rtrace.core._fold"
 #: The environment variable that runs the source of every module, compiled or not.
 PURE_ENV = "RTRACE_PURE"
 #: How much newer than its compiled module a source may be and still be the code it was made from (an install writes
@@ -75,11 +78,17 @@ def built_of(module: str) -> Path | None:
 
 
 def stale(modules: Sequence[str] = COMPILED) -> list[str]:
-    """The compiled modules whose source changed after they were built."""
+    """The compiled modules whose source changed after they were built. A module was built when its stub or the
+    group's library was last written, whichever is newer: a rebuild in place rewrites the library, but leaves a stub
+    whose bytes did not change as it was (mypyc's build), so the stub's own time would call a fresh build stale."""
     out = []
+    library = built_of(GROUP + "__mypyc")
+    library_time = library.stat().st_mtime if library is not None else 0.0
     for module in modules:
         built = built_of(module)
-        if built is not None and source_of(module).stat().st_mtime > built.stat().st_mtime + STALE_AFTER_S:
+        if built is None:
+            continue
+        if source_of(module).stat().st_mtime > max(built.stat().st_mtime, library_time) + STALE_AFTER_S:
             out.append(module)
     return out
 

@@ -136,6 +136,12 @@ def test_a_compiled_module_older_than_its_source_is_stale(tmp_path: Path, monkey
     os.utime(source, (1_000_000 + 60, 1_000_000 + 60))
     assert _compiled.stale(["rtrace.core.reducer"]) == ["rtrace.core.reducer"]  # edited since the build
     assert _compiled.stale(["rtrace.core.state"]) == []  # not built: nothing stale
+    library = (tmp_path / "rtrace" / "core" / "_fold__mypyc").with_suffix(built.suffix)
+    library.write_bytes(b"")
+    os.utime(library, (1_000_000 + 120, 1_000_000 + 120))
+    assert _compiled.stale(["rtrace.core.reducer"]) == []  # rebuilt in place: the library is new, the stub kept
+    os.utime(source, (1_000_000 + 180, 1_000_000 + 180))
+    assert _compiled.stale(["rtrace.core.reducer"]) == ["rtrace.core.reducer"]  # edited since that rebuild
 
 
 @needs_compiled
