@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..core.conversation import Item
@@ -19,6 +18,9 @@ from ..core.escape import shown
 from ..core.loader import Rows
 from ..core.state import Connection, TraceState, client_view, divergence
 from ..core.trace import AudioRun, QuietRun, Record
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: A cell: runs of text, each with its style ("" for none).
 Cell = list[tuple[str, str]]
@@ -280,6 +282,8 @@ def render_timeline(
     trace has (nothing is printed when `conn` is not one of them: the caller says so). What `TraceReader.rows`
     returns is read on its fast path: the other connections' lines the scanner takes come as runs, of which only
     the connection counts (`Rows.entries` with every type quiet, `conn`'s records kept whole)."""
+    from rich.table import Table  # the timeline's only: `--at`'s view is laid out here
+
     if isinstance(records, Rows):
         records = _timeline_records(records, conn, until)
     table = Table(box=None, header_style="bold", pad_edge=False)
