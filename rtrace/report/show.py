@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
+from mypy_extensions import mypyc_attr
 from rich.cells import cell_len
 from rich.text import Text
 
@@ -18,13 +19,14 @@ from ..core.escape import shown
 from ..core.loader import Rows
 from ..core.state import Connection, TraceState, client_view, divergence
 from ..core.trace import AudioRun, QuietRun, Record
+from ..engine.fold import steady_gc
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 #: A cell: runs of text, each with its style ("" for none).
 Cell = list[tuple[str, str]]
-_GAP = "  "
+_GAP: Final = "  "
 
 
 def item_cell(item: Item | None, item_id: str) -> Cell:
@@ -46,39 +48,88 @@ def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
     return wrapped(cell, width, over)[0]
 
 
-def wrapped(cell: Cell, width: int, over: str = "") -> tuple[list[Cell], list[int]]:
-    """`wrap`'s lines, and the cells each takes (what a column pads after it)."""
+def wrapped(cell: Cell, width: int, over: str = "", drawn: bool = True) -> tuple[list[Cell], list[int]]:
+    """`wrap`'s lines, and the cells each takes (what a column pads after it).
+
+    A run of printable ASCII is laid out a stretch of words at a time (as many as fit on the line), not a word at a
+    time: thousands of items, each a few runs. Where the runs are `drawn` with their styles (through rich, in
+    colour) a stretch is put back into its words and spaces, a run each (rich draws each styled run apart); in
+    plain text (`drawn` False) only the characters count and a stretch stays one run."""
     lines: list[Cell] = [[]]
+    line = lines[0]
     used = 0
     sizes: list[int] = []
     space: tuple[str, str] | None = None  # the spaces before the next word, kept only if it fits on this line
     for run, style in cell:
         style = f"{style} {over}".strip()
-        plain = run.isascii() and run.isprintable()  # a cell a character: measured by `len`
-        for token in _TOKENS.findall(run):
+        if run.isascii() and run.isprintable():  # a cell a character: measured by `len`
+            while run:
+                if run[0] == " ":
+                    rest = run.lstrip(" ")
+                    space = (run[: len(run) - len(rest)], style)
+                    run = rest
+                    if not run:
+                        break
+                gap = len(space[0]) if space is not None and used else 0  # spaces: a cell each
+                room = width - used - gap
+                if len(run) <= room:  # the longest head of the run that ends a word and fits in `room`
+                    head = run.rstrip(" ")
+                elif room <= 0:
+                    head = ""
+                elif run[room] == " ":
+                    head = run[:room].rstrip(" ")
+                else:
+                    head = run[: max(run.rfind(" ", 0, room), 0)].rstrip(" ")
+                if head:
+                    if gap and space is not None:
+                        line.append(space)
+                    if drawn and " " in head:
+                        line.extend((token, style) for token in _TOKENS.findall(head))
+                    else:
+                        line.append((head, style))
+                    used += gap + len(head)
+                    space = None
+                    run = run[len(head) :]
+                elif used:  # the next word starts the next line
+                    sizes.append(used)
+                    line = []
+                    lines.append(line)
+                    used = 0
+                else:  # a word longer than a line: cut
+                    head = run[: max(width, 1)]
+                    line.append((head, style))
+                    sizes.append(len(head))
+                    line = []
+                    lines.append(line)
+                    space = None
+                    run = run[len(head) :]
+            continue
+        for token in _TOKENS.findall(run):  # any other text: a word at a time, measured by rich
             if token[0] == " ":
                 space = (token, style)
                 continue
-            size = len(token) if plain else cell_len(token)
-            gap = len(space[0]) if space is not None and used else 0  # spaces: a cell each
+            size = cell_len(token)
+            gap = len(space[0]) if space is not None and used else 0
             if used and used + gap + size > width:
-                lines.append([])
+                line = []
+                lines.append(line)
                 sizes.append(used)
                 used = gap = 0
             if gap and space is not None:
-                lines[-1].append(space)
+                line.append(space)
                 used += gap
             space = None
             while size > width - used:  # a word longer than a line
                 head = chop(token, width - used)
-                lines[-1].append((head, style))
-                lines.append([])
-                sizes.append(used + (len(head) if plain else cell_len(head)))
+                line.append((head, style))
+                line = []
+                lines.append(line)
+                sizes.append(used + cell_len(head))
                 used = 0
                 token = token[len(head) :]
                 size = cell_len(token)
             if token:
-                lines[-1].append((token, style))
+                line.append((token, style))
                 used += size
     sizes.append(used)
     if not lines[-1] and len(lines) > 1:
@@ -87,7 +138,7 @@ def wrapped(cell: Cell, width: int, over: str = "") -> tuple[list[Cell], list[in
     return lines, sizes
 
 
-_TOKENS = re.compile(r" +|[^ ]+")
+_TOKENS: Final = re.compile(r" +|[^ ]+")
 
 
 def cells(text: str) -> int:
@@ -104,6 +155,7 @@ def chop(word: str, width: int) -> str:
     return word[: max(k, 1)]
 
 
+@mypyc_attr(native_class=False)  # its batch and writer are swapped in tests: a plain class where compiled
 class Out:
     """Lines of styled runs, written as they are laid out, a batch of whole lines at a time (`BATCH` runs or
     more): as plain text when the console has no colours (a pipe, a file), else through rich (one `Text` a batch).
@@ -181,6 +233,7 @@ def side_by_side(
     add, extend = runs.append, runs.extend  # `Out.append`'s runs, added here directly: a row is a handful of them
     gap, newline = (_GAP, ""), ("\n", "")
     batch, write = Out.BATCH, out.write
+    drawn = not out.plain
 
     def line(left: Cell, used: int, right: Cell, numbers: tuple[str, str]) -> None:
         add((numbers[0].rjust(num), "dim"))
@@ -195,20 +248,40 @@ def side_by_side(
         if len(runs) >= batch:
             write()
 
+    def text(left: str, used: int, right: str, numbers: tuple[str, str]) -> None:
+        """`line` in plain text: one run."""
+        if right or numbers[1]:
+            pad = " " * max(widths[0] - used, 0)
+            add((f"{numbers[0]:>{num}}{_GAP}{left}{pad}{_GAP}{numbers[1]:>{num}}{_GAP}{right}\n", ""))
+        else:
+            add((f"{numbers[0]:>{num}}{_GAP}{left}\n", ""))
+        if len(runs) >= batch:
+            write()
+
     line([(titles[0], "bold")], cells(titles[0]), [(titles[1], "bold")], ("#", "#"))
     nothing: tuple[list[Cell], list[int]] = ([[]], [0])
     for k, (left, left_over, right, right_over) in enumerate(rows()):
-        left_lines, left_sizes = wrapped(left, widths[0], left_over) if left else nothing
+        left_lines, left_sizes = wrapped(left, widths[0], left_over, drawn) if left else nothing
         if right is left and right_over == left_over and widths[1] == widths[0]:
             right_lines = left_lines  # the same cell the same way: its lines are only read
         else:
-            right_lines = wrapped(right, widths[1], right_over)[0] if right else [[]]
-        for j in range(max(len(left_lines), len(right_lines))):
+            right_lines = wrapped(right, widths[1], right_over, drawn)[0] if right else [[]]
+        if drawn:
+            for j in range(max(len(left_lines), len(right_lines))):
+                numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
+                if j < len(left_lines):
+                    line(left_lines[j], left_sizes[j], right_lines[j] if j < len(right_lines) else [], numbers)
+                else:
+                    line([], 0, right_lines[j], numbers)
+            continue
+        lefts = ["".join([run for run, _ in cell]) for cell in left_lines]
+        rights = lefts if right_lines is left_lines else ["".join([run for run, _ in cell]) for cell in right_lines]
+        for j in range(max(len(lefts), len(rights))):
             numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
-            if j < len(left_lines):
-                line(left_lines[j], left_sizes[j], right_lines[j] if j < len(right_lines) else [], numbers)
+            if j < len(lefts):
+                text(lefts[j], left_sizes[j], rights[j] if j < len(rights) else "", numbers)
             else:
-                line([], 0, right_lines[j], numbers)
+                text("", 0, rights[j], numbers)
 
 
 def render_state(state: TraceState, at_line: int, console: Console, conns: Iterable[int] | None = None) -> None:
@@ -220,10 +293,11 @@ def render_state(state: TraceState, at_line: int, console: Console, conns: Itera
     # `at_line`; the whole view at once held 245 MB for 50,000 items).
     out = Out(console)
     out.append(f"after line {at_line} (t={state.last_t:.6f} s)\n", "bold")
-    for n, conn in sorted(state.conns.items()):
-        if wanted is not None and n not in wanted:
-            continue
-        render_connection(conn, out, console.width)
+    with steady_gc():  # as in the fold: a row's runs are freed as written, the state stays (no walks over it)
+        for n, conn in sorted(state.conns.items()):
+            if wanted is not None and n not in wanted:
+                continue
+            render_connection(conn, out, console.width)
     out.close()
 
 
