@@ -234,6 +234,8 @@ def side_by_side(
     gap, newline = (_GAP, ""), ("\n", "")
     batch, write = Out.BATCH, out.write
     drawn = not out.plain
+    blank = " " * num
+    blanks = (blank, blank)
 
     def line(left: Cell, used: int, right: Cell, numbers: tuple[str, str]) -> None:
         add((numbers[0].rjust(num), "dim"))
@@ -245,16 +247,6 @@ def side_by_side(
             add(gap)
             extend(right)
         add(newline)
-        if len(runs) >= batch:
-            write()
-
-    def text(left: str, used: int, right: str, numbers: tuple[str, str]) -> None:
-        """`line` in plain text: one run."""
-        if right or numbers[1]:
-            pad = " " * max(widths[0] - used, 0)
-            add((f"{numbers[0]:>{num}}{_GAP}{left}{pad}{_GAP}{numbers[1]:>{num}}{_GAP}{right}\n", ""))
-        else:
-            add((f"{numbers[0]:>{num}}{_GAP}{left}\n", ""))
         if len(runs) >= batch:
             write()
 
@@ -274,14 +266,24 @@ def side_by_side(
                 else:
                     line([], 0, right_lines[j], numbers)
             continue
-        lefts = ["".join([run for run, _ in cell]) for cell in left_lines]
-        rights = lefts if right_lines is left_lines else ["".join([run for run, _ in cell]) for cell in right_lines]
-        for j in range(max(len(lefts), len(rights))):
-            numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
-            if j < len(lefts):
-                text(lefts[j], left_sizes[j], rights[j] if j < len(rights) else "", numbers)
+        lefts = [_joined(cell) for cell in left_lines]
+        rights = lefts if right_lines is left_lines else [_joined(cell) for cell in right_lines]
+        first = (str(k).rjust(num) if k < count[0] else blank, str(k).rjust(num) if k < count[1] else blank)
+        for j in range(max(len(lefts), len(rights))):  # `line`'s text, a run a line
+            numbers, right_number = (first, k < count[1]) if j == 0 else (blanks, False)
+            left_text, used = (lefts[j], left_sizes[j]) if j < len(lefts) else ("", 0)
+            right_text = rights[j] if j < len(rights) else ""
+            if right_text or right_number:
+                pad = " " * max(widths[0] - used, 0)
+                add((numbers[0] + _GAP + left_text + pad + _GAP + numbers[1] + _GAP + right_text + "\n", ""))
             else:
-                text("", 0, rights[j], numbers)
+                add((numbers[0] + _GAP + left_text + "\n", ""))
+            if len(runs) >= batch:
+                write()
+
+
+def _joined(line: Cell) -> str:
+    return "".join([run for run, _ in line])
 
 
 def render_state(state: TraceState, at_line: int, console: Console, conns: Iterable[int] | None = None) -> None:
@@ -317,13 +319,15 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
             left: Cell = []
             right: Cell = []
             left_over = right_over = ""
+            item: Item | None = None
             if k < len(server_ids):
                 sid = server_ids[k]
-                left = item_cell(conn.conv.get(sid), sid)
+                item = conn.conv.get(sid)
+                left = item_cell(item, sid)
                 left_over = "bold red" if sid in only_server else ""
             if k < len(client_ids):
                 cid = client_ids[k]
-                if k < len(server_ids) and cid == server_ids[k] and conn.conv.get(cid) is not None:
+                if k < len(server_ids) and cid == server_ids[k] and item is not None:
                     right = left  # the same item on both sides (most rows): one cell, laid out once
                 else:
                     right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
