@@ -25,7 +25,8 @@ decoder's limit (msgspec decoding each line into a Struct of what a record needs
 count of the event types with `DUCKDB_THREADS` threads (wall, against rtrace's default mode, which may read with two
 processes), and for the shapes of `--loaded-shapes` the default mode, `-j 1` and the floor again with `BUSY` busy
 processes beside them (wall: what a user waits for on a loaded machine), each against its targets (`ISSUE41_RATIO`,
-`ISSUE41_RSS_MB`).
+`ISSUE41_RSS_MB`), and for the shapes of `SHOW_AT_END`, `rtrace show --at` the trace's last line over the analysis
+of the trace (CPU).
 
 Verdict per shape: `linear` when the exponent from 4x to 16x is at most 1.1, the 4x run (`JUDGED_SIZE`, the size
 issue 27 states its targets at; the largest when 4x was not run) is within 3x the floor in CPU time and under
@@ -75,6 +76,10 @@ JUDGED_SIZE = 4
 MAX_REPORT_RATIO = 2.0
 #: `rtrace show --at N` over `rtrace analyze -j 1` of the N lines: no slower, give or take a shared machine's noise.
 MAX_SHOW_RATIO = 1.1
+#: The analysis shapes whose trace `rtrace show --at` its last line is timed too, against the analysis of the same
+#: trace (issue 41: "`show --at` near the end"): pipelined-creates-ids is one conversation of 50,000 items at 4x, a
+#: view of 100,000 lines (`show-at`'s own trace is a long session of few items).
+SHOW_AT_END = ("pipelined-creates-ids",)
 
 
 #: Issue 41's targets at `JUDGED_SIZE`: every analysis shape within this many times the floor (CPU), peak RSS at most
@@ -260,6 +265,10 @@ def measure(
     elif kind != "analyze" and row["reference_s"] and not row["reference_timed_out"]:
         row["vs_analyze"] = row["rtrace_s"] / row["reference_s"]
         row["cpu_vs_analyze"] = row["cpu_s"] / row["reference_cpu_s"]
+    if kind == "analyze" and case.shape in SHOW_AT_END and not found["timed_out"]:
+        at_end = best([*RTRACE, "show", str(case.path), "--at", str(case.lines)], repeat, timeout)
+        row["show_end_cpu_s"], row["show_end_timed_out"] = at_end["cpu_s"], at_end["timed_out"]
+        row["show_end_vs_analyze"] = at_end["cpu_s"] / found["cpu_s"]
     if with_source and kind == "analyze" and not found["timed_out"]:
         source = best(cmd, repeat, timeout, {PURE_ENV: "1"})
         row["source_cpu_s"], row["source_timed_out"] = source["cpu_s"], source["timed_out"]
@@ -580,6 +589,7 @@ def issue_table(results: dict[str, Any]) -> str:
         "loaded: -j 1 x floor",
         "loaded: default / -j 1",
         "show or report / analyze (CPU)",
+        f"show --at its end / analyze (CPU; <= 1x; {', '.join(SHOW_AT_END)})",
     ]
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for s in [*results["shapes"], *results.get("headline", [])]:
@@ -607,6 +617,7 @@ def issue_table(results: dict[str, Any]) -> str:
                 _x(r["loaded_one_s"] / loaded if loaded else None),
                 _x(r["loaded_default_s"] / r["loaded_one_s"] if loaded else None, 1.0, judged),
                 _x(vs_analyze_of(r), 1.0 if s["kind"] == "show-at" else None, judged),
+                _x(r.get("show_end_vs_analyze"), 1.0, judged),
             ]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

@@ -171,3 +171,23 @@ def test_issue_41s_table_has_every_figure_of_the_issue_from_one_row() -> None:
     assert "| 1.50x MISSED | 1.65x | 0.91x ok |" in audio  # loaded: default, -j 1 (both x floor), default / -j 1
     assert "| whole |" in event and "| 1.40x MISSED |" in event  # DuckDB's count: judged on event-heavy
     assert "| 0.90x ok | 1.65x | 0.55x ok |" in event
+
+
+def test_show_at_the_end_of_a_long_conversation_is_timed_against_its_analysis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For the shapes of `SHOW_AT_END`, `rtrace show --at` the trace's last line is timed beside the analysis of the
+    same trace, and issue 41's table judges it (<= 1x at 4x); other shapes have no such figure."""
+    from bench import run_scale
+
+    monkeypatch.setattr(run_scale, "SHOW_AT_END", ("pipelined-creates-no-ids",))
+    case = scale.ensure("pipelined-creates-no-ids", 1, data=tmp_path)
+    row = measure(case, 1, 120, tmp_path)
+    assert row["show_end_cpu_s"] > 0 and not row["show_end_timed_out"]
+    assert row["show_end_vs_analyze"] == pytest.approx(row["show_end_cpu_s"] / row["cpu_s"])
+    other = measure(scale.ensure("pipelined-call-output-pairs", 1, data=tmp_path), 1, 120, tmp_path)
+    assert "show_end_vs_analyze" not in other
+    judged = {**row, "size": 4, "show_end_vs_analyze": 0.95}
+    text = issue_table({"shapes": [{"shape": case.shape, "kind": "analyze", "sizes": [row, judged]}]})
+    small, four = text.splitlines()[2:]
+    assert small.endswith(f"| {row['show_end_vs_analyze']:.2f}x |") and four.endswith("| 0.95x ok |")

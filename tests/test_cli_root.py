@@ -253,6 +253,70 @@ def test_start_up_loads_only_what_analysis_needs() -> None:
     assert done.stdout.strip() == "[] 0", done.stderr
 
 
+#: What no analysis command line imports: the network floor, the event loop, the other families' commands.
+NOT_FOR_ANALYSIS = (
+    "rtrace.net", "asyncio", "websockets", "rtrace.cli.serving", "rtrace.cli.hunt", "rtrace.cli.mains",
+    "rtrace.cli.transforms",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "rich"),
+    [
+        (["analyze", "{trace}", "-f", "json"], False),
+        (["analyze", "{trace}", "-j", "1"], True),  # terminal text is drawn by rich
+        (["report", "{trace}", "-o", "{tmp}/r.md"], False),  # its one message is unstyled
+        (["show", "{trace}", "--at", "1"], True),
+    ],
+)
+def test_an_analysis_command_line_imports_its_family_only(tmp_path: Path, args: list[str], rich: bool) -> None:
+    """The program's own entry (`main` reading `sys.argv`) on a tiny trace: the family of the command named
+    (`root.load_commands`) and what it uses; no network module, event loop, serving or hunt command, and rich only
+    where the output is drawn with it."""
+    trace = tmp_path / "one.jsonl"
+    trace.write_text('{"t":0,"dir":"client","type":"session.update","session":{}}\n')
+    argv = [a.format(trace=trace, tmp=tmp_path) for a in args]
+    forbidden = NOT_FOR_ANALYSIS + (() if rich else ("rich",))
+    code = (
+        f"import sys; sys.argv = ['rtrace', *{argv!r}]; import rtrace.cli as cli; code = cli.main();"
+        f"print(code, sorted(m for m in sys.modules if m.startswith({forbidden!r})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines()[-1] == "0 []", (done.stdout[-2000:], done.stderr)
+
+
+@pytest.mark.parametrize("terminal", ["0", "1"])
+def test_an_unstyled_message_is_written_as_richs_stderr_console_writes_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], terminal: str
+) -> None:
+    """`say` writes an unstyled message without rich: byte for byte what `stderr_console` prints for it, on a
+    terminal (colours on, narrow) and off one, whatever the message holds."""
+    import io
+
+    from rtrace.cli.root import say, shown
+    from rtrace.report.console import stderr_console
+
+    monkeypatch.setenv("TTY_COMPATIBLE", terminal)
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    texts = [
+        "rtrace report: markdown of 1 trace, 0 findings -> out.md",
+        "x" * 300,
+        "寛容 " * 80,
+        "trailing blanks   ",
+        "[bold]not markup[/] :smile: \x1b[31m red?",
+        "tab\there, a newline\nand a bidi \u202e override",
+        "",
+    ]
+    for text in texts:
+        say(text)
+        console = stderr_console()
+        assert console.is_terminal is (terminal == "1")
+        console.file = io.StringIO()
+        console.print(shown(text), markup=False, highlight=False)
+        assert capsys.readouterr().err == console.file.getvalue(), text
+
+
 def test_the_program_exits_with_mains_code_and_only_the_last_collection_skipped(tmp_path: Path) -> None:
     """`run` freezes the GC before the exit; `atexit` handlers, `weakref.finalize` and the flush of a file left
     open still happen, and the exit code is `main`'s (in a child: a frozen GC would stay so in this process)."""

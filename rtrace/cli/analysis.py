@@ -10,7 +10,6 @@ import typer
 from ..core.loader import DEFAULT_MAX_LINE_BYTES, TraceReader, UnreadableInput
 from ..core.writer import write_replacing
 from ..engine.fold import Report, TraceReport
-from ..report.console import stderr_console, stdout_console
 from ..report.outputs import ReportFormat
 from ..rules import RULES, find_rule, select_rules
 from ..rules.base import Config
@@ -247,6 +246,7 @@ def follow_trace(
     import threading
 
     from ..engine.live import FollowFile, finding_line, fold_live
+    from ..report.console import stderr_console
 
     if len(paths) != 1 or str(paths[0]) == "-" or paths[0].is_dir():
         raise UsageError("--follow reads one trace file")
@@ -383,6 +383,7 @@ def show(
     allow_special(allow_special_files)
     from ..engine.fold import state_at
     from ..report import show as show_view
+    from ..report.console import stdout_console
 
     if at is not None and at < 1:
         raise UsageError(f"--at {at}: lines count from 1")
@@ -421,6 +422,8 @@ def rules(
     name: Annotated[str | None, typer.Argument(help="A rule id or slug to explain.")] = None,
 ) -> None:
     """List the rules, or explain one."""
+    from ..report.console import stdout_console
+
     console = stdout_console()
     if name is None:
         from rich.table import Table

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from ..core.loader import DEFAULT_MAX_LINE_BYTES
 from ..core.writer import write_replacing
 from ..engine.fold import Report
-from ..report.console import stdout_console
 from ..report.outputs import FILE_FORMATS, ReportFormat, format_for_path, render_bytes
 from .common import written
 from .root import UsageError
@@ -87,6 +86,7 @@ def write_report(
         format = ReportFormat.concise
     if format is ReportFormat.terminal and to_stdout:
         from ..report import terminal
+        from ..report.console import stdout_console
 
         terminal.render(report, stdout_console())
         return

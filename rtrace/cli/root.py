@@ -3,22 +3,24 @@
 Every message goes through `say` (user input shown escaped); the commands live in the family modules."""
 
 import gc
+import importlib
 import os
 import sys
 from collections.abc import Iterable
 from enum import IntEnum
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
 from .. import __version__
 from ..core.loader import UnreadableInput
 from ..core.severity import failing
-from ..report.console import stderr_console
 from ..rules import UnknownRule
 from ..rules.base import Finding
+
+if TYPE_CHECKING:  # rich is imported by what prints with it, when it prints
+    from rich.console import Console
 
 
 class ExitCode(IntEnum):
@@ -78,10 +80,13 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-#: The commands in the order `rtrace --help` lists them (each family module registers its own on `app`).
-COMMANDS = (
-    "analyze", "report", "show", "rules", "redact", "minimize", "serve", "sweep", "hunt", "record", "convert", "replay"
-)  # fmt: skip
+#: The commands in the order `rtrace --help` lists them, each with its family: the module of `cli` that registers
+#: it on `app` (imported by `load_commands` when a command line needs it).
+COMMANDS = {
+    "analyze": "analysis", "report": "analysis", "show": "analysis", "rules": "analysis",
+    "redact": "transforms", "minimize": "transforms", "serve": "serving", "sweep": "serving", "hunt": "hunt",
+    "record": "serving", "convert": "transforms", "replay": "serving",
+}  # fmt: skip
 
 #: Longest message shown (a path or a value quoted in it is user input of any length).
 MESSAGE_LIMIT = 2000
@@ -96,9 +101,23 @@ def shown(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return escaped(text, limit)
 
 
-def say(text: str, style: str | None = None, console: Console | None = None) -> None:
-    """One message on stderr (or `console`), through `shown`."""
-    (console or stderr_console()).print(shown(text), style=style, markup=False, highlight=False)
+def say(text: str, style: str | None = None, console: "Console | None" = None) -> None:
+    """One message on stderr (or `console`), through `shown`. An unstyled one on stderr is written without loading
+    rich, as rich writes it on any stream, terminal or not (`report.console.stderr_console` soft-wraps, and `shown`
+    leaves no tab, newline or control character for it to change): the text and a newline, flushed."""
+    line = shown(text)
+    if style is None and console is None:
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+            return
+        except BrokenPipeError:
+            from ..report.console import stderr_console
+
+            stderr_console().on_broken_pipe()  # stderr's reader left: the program ends as rich's console ends it
+    from ..report.console import stderr_console
+
+    (console or stderr_console()).print(line, style=style, markup=False, highlight=False)
 
 
 def version_callback(value: bool) -> None:
@@ -118,7 +137,19 @@ def _root(
 
 def order_commands() -> None:
     """Put the registered commands in `COMMANDS` order (the order `--help` shows)."""
-    app.registered_commands.sort(key=lambda c: COMMANDS.index(c.name or c.callback.__name__))  # type: ignore[union-attr]
+    names = list(COMMANDS)
+    app.registered_commands.sort(key=lambda c: names.index(c.name or c.callback.__name__))  # type: ignore[union-attr]
+
+
+def load_commands(argv: list[str] | None = None) -> None:
+    """Register the commands `argv` can run on `app`: the family of the command it names first (`rtrace analyze
+    ...` imports `cli.analysis` only, not the network's commands and what they import), else every family (the
+    help, the version, completion, a name typer will refuse). `argv` None: every family."""
+    name = argv[0] if argv else None
+    families = [COMMANDS[name]] if name in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for family in families:
+        importlib.import_module(f"{__package__}.{family}")
+    order_commands()
 
 
 def exit_code(findings: "Iterable[Finding]", fail_on: str) -> ExitCode:
@@ -161,6 +192,7 @@ def reader_left() -> ExitCode:
 def run_command(argv: list[str] | None) -> int:
     """The command `argv` names, run, and its exit code, whatever it raised."""
     try:
+        load_commands(sys.argv[1:] if argv is None else argv)
         help_for(sys.stdout.isatty())
         code = app(args=argv, standalone_mode=False)
     except typer.Exit as e:

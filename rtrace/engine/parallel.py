@@ -14,7 +14,6 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import os
-import pickle
 import re
 import signal
 import stat
@@ -318,6 +317,7 @@ def _digest_part(path: str, start: int, max_line_bytes: int, spool: Any, notify:
     """The child's work: the digest of the part from `start`, in batches (lists), then its `_Part`. Each object is
     pickled into the spool, then announced by a byte on `notify`, so the parent folds batches as they come once
     it is done with its own part. Returns the child's exit status."""
+    import pickle  # only a split read needs it: not imported by every command
 
     def send(obj: object) -> None:
         pickle.dump(obj, spool, pickle.HIGHEST_PROTOCOL)
@@ -345,6 +345,8 @@ def _digest_part(path: str, start: int, max_line_bytes: int, spool: Any, notify:
 
 def _fold_digest(fold: Fold, feed: Any, notify: int, seq0: int, line0: int) -> _Part | None:
     """Fold the batches the child announces on `notify` until its `_Part`; None when it stopped before."""
+    import pickle
+
     while tokens := os.read(notify, 4096):
         for _ in tokens:
             try:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
+from typing import TYPE_CHECKING, Final
 
+from mypy_extensions import mypyc_attr
 from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..core.conversation import Item
@@ -19,10 +19,14 @@ from ..core.escape import shown
 from ..core.loader import Rows
 from ..core.state import Connection, TraceState, client_view, divergence
 from ..core.trace import AudioRun, QuietRun, Record
+from ..engine.fold import steady_gc
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: A cell: runs of text, each with its style ("" for none).
 Cell = list[tuple[str, str]]
-_GAP = "  "
+_GAP: Final = "  "
 
 
 def item_cell(item: Item | None, item_id: str) -> Cell:
@@ -44,39 +48,88 @@ def wrap(cell: Cell, width: int, over: str = "") -> list[Cell]:
     return wrapped(cell, width, over)[0]
 
 
-def wrapped(cell: Cell, width: int, over: str = "") -> tuple[list[Cell], list[int]]:
-    """`wrap`'s lines, and the cells each takes (what a column pads after it)."""
+def wrapped(cell: Cell, width: int, over: str = "", drawn: bool = True) -> tuple[list[Cell], list[int]]:
+    """`wrap`'s lines, and the cells each takes (what a column pads after it).
+
+    A run of printable ASCII is laid out a stretch of words at a time (as many as fit on the line), not a word at a
+    time: thousands of items, each a few runs. Where the runs are `drawn` with their styles (through rich, in
+    colour) a stretch is put back into its words and spaces, a run each (rich draws each styled run apart); in
+    plain text (`drawn` False) only the characters count and a stretch stays one run."""
     lines: list[Cell] = [[]]
+    line = lines[0]
     used = 0
     sizes: list[int] = []
     space: tuple[str, str] | None = None  # the spaces before the next word, kept only if it fits on this line
     for run, style in cell:
         style = f"{style} {over}".strip()
-        plain = run.isascii() and run.isprintable()  # a cell a character: measured by `len`
-        for token in _TOKENS.findall(run):
+        if run.isascii() and run.isprintable():  # a cell a character: measured by `len`
+            while run:
+                if run[0] == " ":
+                    rest = run.lstrip(" ")
+                    space = (run[: len(run) - len(rest)], style)
+                    run = rest
+                    if not run:
+                        break
+                gap = len(space[0]) if space is not None and used else 0  # spaces: a cell each
+                room = width - used - gap
+                if len(run) <= room:  # the longest head of the run that ends a word and fits in `room`
+                    head = run.rstrip(" ")
+                elif room <= 0:
+                    head = ""
+                elif run[room] == " ":
+                    head = run[:room].rstrip(" ")
+                else:
+                    head = run[: max(run.rfind(" ", 0, room), 0)].rstrip(" ")
+                if head:
+                    if gap and space is not None:
+                        line.append(space)
+                    if drawn and " " in head:
+                        line.extend((token, style) for token in _TOKENS.findall(head))
+                    else:
+                        line.append((head, style))
+                    used += gap + len(head)
+                    space = None
+                    run = run[len(head) :]
+                elif used:  # the next word starts the next line
+                    sizes.append(used)
+                    line = []
+                    lines.append(line)
+                    used = 0
+                else:  # a word longer than a line: cut
+                    head = run[: max(width, 1)]
+                    line.append((head, style))
+                    sizes.append(len(head))
+                    line = []
+                    lines.append(line)
+                    space = None
+                    run = run[len(head) :]
+            continue
+        for token in _TOKENS.findall(run):  # any other text: a word at a time, measured by rich
             if token[0] == " ":
                 space = (token, style)
                 continue
-            size = len(token) if plain else cell_len(token)
-            gap = len(space[0]) if space is not None and used else 0  # spaces: a cell each
+            size = cell_len(token)
+            gap = len(space[0]) if space is not None and used else 0
             if used and used + gap + size > width:
-                lines.append([])
+                line = []
+                lines.append(line)
                 sizes.append(used)
                 used = gap = 0
             if gap and space is not None:
-                lines[-1].append(space)
+                line.append(space)
                 used += gap
             space = None
             while size > width - used:  # a word longer than a line
                 head = chop(token, width - used)
-                lines[-1].append((head, style))
-                lines.append([])
-                sizes.append(used + (len(head) if plain else cell_len(head)))
+                line.append((head, style))
+                line = []
+                lines.append(line)
+                sizes.append(used + cell_len(head))
                 used = 0
                 token = token[len(head) :]
                 size = cell_len(token)
             if token:
-                lines[-1].append((token, style))
+                line.append((token, style))
                 used += size
     sizes.append(used)
     if not lines[-1] and len(lines) > 1:
@@ -85,7 +138,7 @@ def wrapped(cell: Cell, width: int, over: str = "") -> tuple[list[Cell], list[in
     return lines, sizes
 
 
-_TOKENS = re.compile(r" +|[^ ]+")
+_TOKENS: Final = re.compile(r" +|[^ ]+")
 
 
 def cells(text: str) -> int:
@@ -102,6 +155,7 @@ def chop(word: str, width: int) -> str:
     return word[: max(k, 1)]
 
 
+@mypyc_attr(native_class=False)  # its batch and writer are swapped in tests: a plain class where compiled
 class Out:
     """Lines of styled runs, written as they are laid out, a batch of whole lines at a time (`BATCH` runs or
     more): as plain text when the console has no colours (a pipe, a file), else through rich (one `Text` a batch).
@@ -179,6 +233,9 @@ def side_by_side(
     add, extend = runs.append, runs.extend  # `Out.append`'s runs, added here directly: a row is a handful of them
     gap, newline = (_GAP, ""), ("\n", "")
     batch, write = Out.BATCH, out.write
+    drawn = not out.plain
+    blank = " " * num
+    blanks = (blank, blank)
 
     def line(left: Cell, used: int, right: Cell, numbers: tuple[str, str]) -> None:
         add((numbers[0].rjust(num), "dim"))
@@ -196,17 +253,37 @@ def side_by_side(
     line([(titles[0], "bold")], cells(titles[0]), [(titles[1], "bold")], ("#", "#"))
     nothing: tuple[list[Cell], list[int]] = ([[]], [0])
     for k, (left, left_over, right, right_over) in enumerate(rows()):
-        left_lines, left_sizes = wrapped(left, widths[0], left_over) if left else nothing
+        left_lines, left_sizes = wrapped(left, widths[0], left_over, drawn) if left else nothing
         if right is left and right_over == left_over and widths[1] == widths[0]:
             right_lines = left_lines  # the same cell the same way: its lines are only read
         else:
-            right_lines = wrapped(right, widths[1], right_over)[0] if right else [[]]
-        for j in range(max(len(left_lines), len(right_lines))):
-            numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
-            if j < len(left_lines):
-                line(left_lines[j], left_sizes[j], right_lines[j] if j < len(right_lines) else [], numbers)
+            right_lines = wrapped(right, widths[1], right_over, drawn)[0] if right else [[]]
+        if drawn:
+            for j in range(max(len(left_lines), len(right_lines))):
+                numbers = (str(k) if j == 0 and k < count[0] else "", str(k) if j == 0 and k < count[1] else "")
+                if j < len(left_lines):
+                    line(left_lines[j], left_sizes[j], right_lines[j] if j < len(right_lines) else [], numbers)
+                else:
+                    line([], 0, right_lines[j], numbers)
+            continue
+        lefts = [_joined(cell) for cell in left_lines]
+        rights = lefts if right_lines is left_lines else [_joined(cell) for cell in right_lines]
+        first = (str(k).rjust(num) if k < count[0] else blank, str(k).rjust(num) if k < count[1] else blank)
+        for j in range(max(len(lefts), len(rights))):  # `line`'s text, a run a line
+            numbers, right_number = (first, k < count[1]) if j == 0 else (blanks, False)
+            left_text, used = (lefts[j], left_sizes[j]) if j < len(lefts) else ("", 0)
+            right_text = rights[j] if j < len(rights) else ""
+            if right_text or right_number:
+                pad = " " * max(widths[0] - used, 0)
+                add((numbers[0] + _GAP + left_text + pad + _GAP + numbers[1] + _GAP + right_text + "\n", ""))
             else:
-                line([], 0, right_lines[j], numbers)
+                add((numbers[0] + _GAP + left_text + "\n", ""))
+            if len(runs) >= batch:
+                write()
+
+
+def _joined(line: Cell) -> str:
+    return "".join([run for run, _ in line])
 
 
 def render_state(state: TraceState, at_line: int, console: Console, conns: Iterable[int] | None = None) -> None:
@@ -218,10 +295,11 @@ def render_state(state: TraceState, at_line: int, console: Console, conns: Itera
     # `at_line`; the whole view at once held 245 MB for 50,000 items).
     out = Out(console)
     out.append(f"after line {at_line} (t={state.last_t:.6f} s)\n", "bold")
-    for n, conn in sorted(state.conns.items()):
-        if wanted is not None and n not in wanted:
-            continue
-        render_connection(conn, out, console.width)
+    with steady_gc():  # as in the fold: a row's runs are freed as written, the state stays (no walks over it)
+        for n, conn in sorted(state.conns.items()):
+            if wanted is not None and n not in wanted:
+                continue
+            render_connection(conn, out, console.width)
     out.close()
 
 
@@ -241,13 +319,15 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
             left: Cell = []
             right: Cell = []
             left_over = right_over = ""
+            item: Item | None = None
             if k < len(server_ids):
                 sid = server_ids[k]
-                left = item_cell(conn.conv.get(sid), sid)
+                item = conn.conv.get(sid)
+                left = item_cell(item, sid)
                 left_over = "bold red" if sid in only_server else ""
             if k < len(client_ids):
                 cid = client_ids[k]
-                if k < len(server_ids) and cid == server_ids[k] and conn.conv.get(cid) is not None:
+                if k < len(server_ids) and cid == server_ids[k] and item is not None:
                     right = left  # the same item on both sides (most rows): one cell, laid out once
                 else:
                     right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
@@ -280,6 +360,8 @@ def render_timeline(
     trace has (nothing is printed when `conn` is not one of them: the caller says so). What `TraceReader.rows`
     returns is read on its fast path: the other connections' lines the scanner takes come as runs, of which only
     the connection counts (`Rows.entries` with every type quiet, `conn`'s records kept whole)."""
+    from rich.table import Table  # the timeline's only: `--at`'s view is laid out here
+
     if isinstance(records, Rows):
         records = _timeline_records(records, conn, until)
     table = Table(box=None, header_style="bold", pad_edge=False)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
-from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from ..core.escape import printable, shown
@@ -20,6 +19,9 @@ from ..core.secrets import scrub_text
 from ..core.trace import Problem
 from ..engine.fold import Report, TraceReport
 from ..rules.base import Finding, Witness
+
+if TYPE_CHECKING:  # imported where a finding or the totals are drawn: a clean trace's summary needs neither
+    from rich.table import Table
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 MAX_PROBLEMS_SHOWN = 20
@@ -133,6 +135,8 @@ def render_problem(problem: Problem) -> Iterator[RenderableType]:
 
 
 def render_finding(finding: Finding) -> Iterator[RenderableType]:
+    from rich.padding import Padding
+
     head = Text("  ")
     head.append(f"{finding.severity:<7}", style=SEVERITY_STYLE[finding.severity])
     head.append(f" {finding.rule} {finding.slug}", style="bold")
@@ -146,6 +150,8 @@ def render_finding(finding: Finding) -> Iterator[RenderableType]:
 
 def timeline(witness: tuple[Witness, ...]) -> Table:
     """The witness lines as a client lane and a server lane, times relative to the first."""
+    from rich.table import Table
+
     table = Table(box=None, show_header=True, header_style="dim", pad_edge=False, padding=(0, 1))
     table.add_column("line", justify="right", style="dim")
     table.add_column("+ms", justify="right", style="dim")
@@ -186,6 +192,8 @@ def render_totals(report: Report, terminal: bool = True, width: int = 120) -> It
     names = trace_names([t.path for t in report.traces], NAME_CHARS if terminal else None)
     rule_width = max(len(f"{rule} {slug}") for rule, slug, _ in rows) + len("warning") + 4
     legend = rule_width + sum(len(n) + 2 for n in names) > width
+    from rich.table import Table
+
     table = Table(title="findings by rule", box=None, header_style="bold")
     table.add_column("rule", no_wrap=True)
     table.add_column("severity")
@@ -204,6 +212,8 @@ def render_fleet_totals(report: Report, terminal: bool = True) -> Iterator[Rende
     """Many traces: per rule, how many findings, in how many traces, and the first of those traces: on a
     `terminal` in a column, names cut; elsewhere on a line per rule after the table, names whole (wrapped only
     between names, so grep finds each)."""
+    from rich.table import Table
+
     total = len(report.traces)
     table = Table(title=f"findings by rule over {total} traces", box=None, header_style="bold")
     for name, justify in (("rule", "left"), ("severity", "left"), ("findings", "right"), ("traces", "right")):
