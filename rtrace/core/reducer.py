@@ -60,7 +60,7 @@ from .facts import (
     Reconnected,
     SentIntoClosing,
 )
-from .fields import FIELDS, Spec, checked, fits
+from .fields import FIELDS, Check, Spec, check_of, checked, holds
 from .pending import NAMING_LIMIT, Change
 from .state import Connection, TraceState
 from .trace import Record
@@ -101,8 +101,8 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
     conn.last_t = t
     if found is None:
         return state, facts if facts else NO_FACTS
-    handler, spec = found
-    if spec is not None and not fits(rec.event, spec):
+    handler, spec, check = found
+    if spec is not None and not holds(rec.event, check):
         rec = checked(state, rec, spec)
     handler(state, conn, rec, facts)
     if conn.ended_by is not None:
@@ -507,9 +507,10 @@ _TABLE: dict[tuple[str, str], Handler] = {
 }
 
 
-#: `_TABLE` with each type's field spec (`fields.FIELDS`; None: no field is read): one lookup a record.
-_STEPS: Final[dict[tuple[str, str], tuple[Handler, Spec | None]]] = {
-    key: (handler, FIELDS.get(key[1])) for key, handler in _TABLE.items()
+#: `_TABLE` with each type's field spec (`fields.FIELDS`; None: no field is read) and the spec as `holds` walks it:
+#: one lookup a record.
+_STEPS: Final[dict[tuple[str, str], tuple[Handler, Spec | None, Check]]] = {
+    key: (handler, FIELDS.get(key[1]), check_of(FIELDS.get(key[1], ()))) for key, handler in _TABLE.items()
 }
 #: The (direction, type) pairs that change the model; any other record only moves the clocks (see `tick`).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(_TABLE)
