@@ -39,7 +39,8 @@ def entries(
     detail: bool,
 ) -> Iterator[Entry]:
     """The records of `blocks` (`TraceReader._blocks`, with regions when `scan` is given), up to `until_line` when
-    given, `reader` counting them (`count`, `last_t`, `shapes`) and told each problem. A line is parsed and, when it
+    given, `reader` counting them (`count`, `last_t`, `shapes`: exact between blocks, before each line it is handed and
+    once the records end) and told each problem. A line is parsed and, when it
     is a well-formed native record, made into its `Row` here; any other goes to `reader._record`, which reports what
     is wrong with it. With `scan`, the runs of lines it takes come as a `QuietRun`, `QuietRows` or `AudioRun`."""
     loads = orjson.loads
@@ -48,7 +49,12 @@ def entries(
     directions = _DIRECTIONS
     dirs = DIRECTIONS
     seen: set[int] = set()  # the connections of the rows yielded: the scanner leaves their first line whole
+    last_conn = 0  # the connection of the last row yielded (in `seen`)
     native = 0
+    # The reader's counters, kept here and written back to it (`_sync`) at the end of each block and before it is
+    # handed a line: its slow path numbers the records it makes from them.
+    count = reader.count
+    last_t: float = reader.last_t
     try:
         for start, lines, complete in blocks:
             plan: list[Any]
@@ -76,27 +82,28 @@ def entries(
                 if type(raw) is tuple:
                     # A run of lines the scanner took: only the counters and the clocks move.
                     run: tuple[Any, ...] = raw
-                    count: int = run[0]
+                    k: int = run[0]
                     t_run: float = run[1]
                     conn_run: int = run[2]
                     d: int = run[3]
-                    nxt += count
-                    native += count
-                    seq = reader.count
-                    reader.count = seq + count
-                    reader.last_t = t_run
+                    nxt += k
+                    native += k
+                    seq = count
+                    count += k
+                    last_t = t_run
                     if len(run) == 4:
-                        yield QuietRun(count, nxt - 1, t_run, conn_run, dirs[d])
+                        yield QuietRun(k, nxt - 1, t_run, conn_run, dirs[d])
                     elif len(run) == 6:
-                        yield QuietRows(count, nxt - 1, t_run, conn_run, dirs[d], run[4], run[5], seq)
+                        yield QuietRows(k, nxt - 1, t_run, conn_run, dirs[d], run[4], run[5], seq)
                     else:
-                        yield AudioRun(count, nxt - 1, t_run, conn_run, dirs[d], run[4], run[5], run[6], run[7], seq)
+                        yield AudioRun(k, nxt - 1, t_run, conn_run, dirs[d], run[4], run[5], run[6], run[7], seq)
                     continue
                 lineno = nxt
                 nxt += 1
                 try:
                     obj: Any = loads(raw)
                 except decode_error as e:
+                    _sync(reader, count, last_t)
                     obj = reader._unparsed(lineno, raw, complete or lineno != final, e)
                     if obj is None:
                         continue
@@ -123,26 +130,40 @@ def entries(
                             and conn >= 1
                         ):
                             native += 1
-                            seq = reader.count
-                            reader.count = seq + 1
-                            reader.last_t = t
-                            seen.add(conn)
+                            seq = count
+                            count += 1
+                            last_t = t
+                            if conn != last_conn:
+                                seen.add(conn)
+                                last_conn = conn
                             yield seq, lineno, t, direction, conn, ev, etype, raw_type
                             continue
                 else:
+                    _sync(reader, count, last_t)
                     reader._problem(lineno, 1, f"expected a JSON object, got {json_kind(obj)}; skipped")
                     continue
+                _sync(reader, count, last_t)
                 row = reader._record(lineno, obj)
+                count, last_t = reader.count, reader.last_t
                 if row is not None:
                     seen.add(row[4])
                     yield row
+            _sync(reader, count, last_t)
             if native:
                 reader.shapes["native"] = reader.shapes.get("native", 0) + native
                 native = 0
             if until_line is not None and final >= until_line:
                 break
     except OSError as e:
+        _sync(reader, count, last_t)
         reader._problem(reader.count + 1, 1, f"read error: {e.strerror or e}; the rest of the file is skipped")
     finally:
+        _sync(reader, count, last_t)
         if native:
             reader.shapes["native"] = reader.shapes.get("native", 0) + native
+
+
+def _sync(reader: LineRecords, count: int, last_t: float) -> None:
+    """Write the counters `entries` keeps back to `reader`."""
+    reader.count = count
+    reader.last_t = last_t
