@@ -38,6 +38,7 @@ COMPILED = (
     "rtrace.core.fields",
     "rtrace.core.pending",
     "rtrace.core.reducer",
+    "rtrace.core.rowpath",
     "rtrace.core.secrets",
     "rtrace.core.state",
     "rtrace.core.trace",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rtrace.core import conversation
 from rtrace.core.conversation import ARGUMENTS_CHARS, PREVIEW_CHARS, Conversation, Item, item_from_event, update_item
 
 from .strategies import BOUNDED
@@ -197,3 +198,19 @@ def test_removing_function_calls_never_walks_the_conversation() -> None:
         conv.remove(f"f{k}")
         conv.remove(f"o{k}")
     assert CountingItems.walks == 0 and len(conv) == 0 and not conv.by_call and not conv.outputs_by_call
+
+
+def test_items_share_their_strings_and_the_table_of_them_stops_growing() -> None:
+    role = "".join(["us", "er"])  # a string of its own, as a parsed event's is
+    first = item_from_event({"id": "a", "type": "message", "role": "user"})
+    second = item_from_event({"id": "b", "type": "message", "role": role})
+    assert first is not None and second is not None and first.role is second.role
+    conversation._SHARED.clear()
+    try:
+        for n in range(conversation.SHARED_MAX + 10):
+            conversation._intern(f"name-{n}")
+        assert len(conversation._SHARED) == conversation.SHARED_MAX
+        late = "".join(["name-", str(conversation.SHARED_MAX + 5)])
+        assert conversation._intern(late) is late  # past the bound a string is kept as it came
+    finally:
+        conversation._SHARED.clear()

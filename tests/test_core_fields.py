@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtrace.core import reducer
-from rtrace.core.fields import FIELDS, Spec, _wrong, checked, fits
+from rtrace.core.fields import FIELDS, Spec, _wrong, check_of, checked, fits
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 
@@ -112,6 +112,8 @@ def test_fits_agrees_with_the_walk_of_the_spec(drawn: tuple[str, dict[str, Any]]
 
 
 def test_step_holds_each_types_spec() -> None:
-    """`step` finds a type's handler and the spec `fits` checks in one lookup: the spec of `FIELDS`, itself."""
-    for (_, kind), (_, spec) in reducer._STEPS.items():
+    """`step` finds a type's handler, its spec and the spec as `holds` walks it in one lookup: the spec of `FIELDS`,
+    itself, and its one `Check`."""
+    for (_, kind), (_, spec, check) in reducer._STEPS.items():
         assert spec is FIELDS.get(kind), kind
+        assert check is check_of(FIELDS.get(kind, ())), kind

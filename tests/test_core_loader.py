@@ -299,6 +299,7 @@ def _native_lines(n: int) -> list[dict[str, Any]]:
 # -- the fast path: the C scanner takes only what a full parse reads the same way -------------------------------
 
 from rtrace.core import loader as loader_module  # noqa: E402
+from rtrace.core import rowpath  # noqa: E402
 from rtrace.core.catalog import BETA_TO_GA  # noqa: E402
 from rtrace.core.reducer import AUDIO_DELTAS, TRANSITIONS  # noqa: E402
 from rtrace.core.trace import DIRECTIONS  # noqa: E402
@@ -387,7 +388,7 @@ def _expected(raw: bytes) -> tuple[str, float, int, str, Any] | None:
         obj = orjson.loads(raw)
         event, raw_type = obj["event"], obj["event"]["type"]
         etype = loader_module._GA_NAMES[raw_type]
-        direction, t, conn = loader_module._DIRECTIONS[obj["dir"]], obj["t"], obj["conn"]
+        direction, t, conn = rowpath._DIRECTIONS[obj["dir"]], obj["t"], obj["conn"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return None
     if type(t) is not float or type(conn) is not int or conn < 1:

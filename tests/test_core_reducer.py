@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
+from rtrace.core import reducer
 from rtrace.core.facts import (
     ChangeAnswered,
     ChangeSent,
@@ -23,7 +24,7 @@ from rtrace.core.facts import (
 )
 from rtrace.core.reducer import finish, step
 from rtrace.core.state import TraceState, client_view
-from rtrace.core.trace import Record
+from rtrace.core.trace import DIRECTIONS, Record
 
 from .hand_trace import Trace, response_body
 from .strategies import BOUNDED, check_invariants, envelopes, to_records
@@ -439,3 +440,12 @@ def test_opening_a_connection_does_not_walk_the_connections_before_it() -> None:
     from .counting import LINEAR, growth, reconnects
 
     assert growth(reconnects, _fold_without_rules, 60) < LINEAR  # 5.5 before
+
+
+def test_the_tables_by_direction_hold_every_transition_and_nothing_else() -> None:
+    by_dir = {(d, kind) for d, kinds in reducer._STEPS_BY_DIR.items() for kind in kinds}
+    assert by_dir == set(reducer._STEPS) == reducer.TRANSITIONS
+    assert {(d, kind) for d, kinds in reducer.TRANSITION_TYPES.items() for kind in kinds} == reducer.TRANSITIONS
+    assert set(reducer.TRANSITION_TYPES) == set(DIRECTIONS)
+    for (d, kind), found in reducer._STEPS.items():
+        assert reducer._STEPS_BY_DIR[d][kind] == found

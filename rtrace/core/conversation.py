@@ -18,7 +18,6 @@ Pure data, no I/O.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
 from typing import Any, Final, Literal
 
@@ -123,7 +122,21 @@ class Item:
         return f"{self.type} {self.id}"
 
 
-_intern: Final = sys.intern
+#: The strings items share (types, roles, names, statuses), each kept once, as `sys.intern` would keep them, in a
+#: table of their own: a lookup there costs less than the interpreter's (a call and its larger table, per field of
+#: every item), and it stops growing at `SHARED_MAX` strings (past that, a new one is kept as it came).
+_SHARED: dict[str, str] = {}
+SHARED_MAX: Final = 4096
+
+
+def _intern(text: str) -> str:
+    """`text`, or the equal string already kept (`_SHARED`)."""
+    kept = _SHARED.get(text)
+    if kept is None:
+        if len(_SHARED) >= SHARED_MAX:
+            return text
+        kept = _SHARED[text] = text
+    return kept
 
 
 def item_from_event(obj: dict[str, Any]) -> Item | None:
@@ -133,7 +146,7 @@ def item_from_event(obj: dict[str, Any]) -> Item | None:
     if not isinstance(item_id, str) or not item_id:
         return None
     kind = obj.get("type")
-    # Roles, names and statuses repeat across items: each is kept once (`sys.intern`), not once per item.
+    # Roles, names and statuses repeat across items: each is kept once (`_intern`), not once per item.
     role = obj.get("role")
     role = _intern(role) if type(role) is str else None
     call_id = obj.get("call_id")

@@ -6,8 +6,9 @@ it; one of another type is an input problem (`TraceState.field_problems`, report
 the engine) and the rest of the event is folded, so no handler and no rule ever meets a value of an unexpected
 type. The types are the exact Python types orjson gives (`bool` is neither an integer nor a number).
 
-`step` asks `fits` of every record with a spec: one walk that stops at the first wrong field. Only when it says no
-does `checked` walk again with `_wrong`, the reference, which finds the path of each wrong field.
+`step` asks `holds` of every record with a spec (the spec made into a `Check` once): one walk that stops at the
+first wrong field. Only when it says no does `checked` walk again with `_wrong`, the reference, which finds the
+path of each wrong field.
 """
 
 from __future__ import annotations
@@ -133,27 +134,69 @@ def _wrong(value: dict[str, Any], spec: Spec, path: tuple[str | int, ...], out: 
                 _wrong(v, inner, (*path, key), out)
 
 
-def fits(value: dict[str, Any], spec: Spec) -> bool:
-    """Whether every field `spec` names below the object `value` has its type (`_wrong` would find none): what
-    `step` asks of each record, answered without a path or a list."""
-    for key, types, inner in spec:
-        v = value.get(key)
+class _Field:
+    """One field of a spec as `holds` walks it: its key, the one or two types it may have (`one`, `other`: the same
+    type when only one), and what is inside: the fields of an object (`inner`), or every element of an array
+    (`each`). Identity tests of types and native attributes, where a spec's walk unpacks tuples and hashes types."""
+
+    __slots__ = ("each", "inner", "key", "one", "other")
+
+    def __init__(self, key: str, types: frozenset[type], inner: Spec | None) -> None:
+        if not 1 <= len(types) <= 2:
+            raise ValueError(f"a field of one or two types, not {len(types)}: {key}")
+        one, *other = sorted(types, key=lambda t: t.__name__)
+        self.key = key
+        self.one: type = one
+        self.other: type = other[0] if other else one
+        self.inner: list[_Field] | None = None
+        self.each: _Field | None = None
+        if inner is not None:
+            if types is _ARR:
+                self.each = _Field(*inner[0])
+            else:
+                self.inner = check_of(inner)
+
+
+#: A spec as `holds` walks it (`check_of`).
+Check = list[_Field]
+_CHECKS: dict[Spec, Check] = {}
+
+
+def check_of(spec: Spec) -> Check:
+    """`spec` as `holds` walks it (made once per spec)."""
+    check = _CHECKS.get(spec)
+    if check is None:
+        check = _CHECKS[spec] = [_Field(key, types, inner) for key, types, inner in spec]
+    return check
+
+
+def holds(value: dict[str, Any], check: Check) -> bool:
+    """Whether every field `check` names below the object `value` has its type (`_wrong` would find none): what
+    `step` asks of each record (`fits`, walking a spec made into a `Check` once), answered without a path or a list."""
+    for field in check:
+        v = value.get(field.key)
         if v is None:
             continue
-        if type(v) not in types:
+        t = type(v)
+        if t is not field.one and t is not field.other:
             return False
-        if inner is None:
-            continue
-        if types is _ARR:
-            _, each, below = inner[0]
+        each = field.each
+        if each is not None:
+            inner = each.inner
             for x in v:
-                if type(x) not in each:
+                tx = type(x)
+                if tx is not each.one and tx is not each.other:
                     return False
-                if below is not None and type(x) is dict and not fits(x, below):
+                if inner is not None and tx is dict and not holds(x, inner):
                     return False
-        elif type(v) is dict and not fits(v, inner):
+        elif t is dict and field.inner is not None and not holds(v, field.inner):
             return False
     return True
+
+
+def fits(value: dict[str, Any], spec: Spec) -> bool:
+    """Whether every field `spec` names below the object `value` has its type (`_wrong` would find none)."""
+    return holds(value, check_of(spec))
 
 
 def _without(value: Any, path: tuple[str | int, ...]) -> Any:

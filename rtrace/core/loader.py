@@ -23,7 +23,6 @@ from typing import IO, Any
 
 import orjson
 
-from .catalog import BETA_TO_GA, CLIENT_EVENTS, LOCAL_EVENTS, META_EVENTS, SERVER_EVENTS
 from .inputs import (
     _CHUNK,
     ALLOW_SPECIAL_ENV,
@@ -43,10 +42,10 @@ from .inputs import (
 )
 from .jsonpos import _skip_space, _skip_value, column_of
 from .records import MAX_KEPT_PROBLEMS, LineRecords, Row, json_kind
+from .rowpath import GA_NAMES, entries
 from .trace import (
     DIRECTIONS,
     AudioRun,
-    Direction,
     Header,
     Problem,
     QuietRows,
@@ -63,13 +62,8 @@ DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 #: read.
 MAX_SKIP_FACTOR = 16
 MIN_SKIP_BYTES = 256 * 1024 * 1024
-#: Wire name -> GA name of every event type of the catalogue (beta names included): the inline path of `rows`
-#: takes only these, and hands on the catalogue's own string objects (hashed once, shared by every record).
-_GA_NAMES: dict[str, str] = {
-    **{name: name for name in CLIENT_EVENTS | SERVER_EVENTS | META_EVENTS | LOCAL_EVENTS},
-    **BETA_TO_GA,
-}
-_DIRECTIONS: dict[str, Direction] = {d: d for d in DIRECTIONS}
+#: Wire name -> GA name of every event type of the catalogue (beta names included): see `rowpath.GA_NAMES`.
+_GA_NAMES = GA_NAMES
 
 #: Whole lines of a block, in place: (the block, where the first starts, where the last one's newline ends, how many).
 Region = tuple[bytes, int, int, int]
@@ -428,96 +422,11 @@ class TraceReader(LineRecords):
         the C scanner built, runs of lines it takes (`_scan.scan`) come as a `QuietRun` (no transition) or an
         `AudioRun` (audio deltas of one item) instead. A run's connection is always
         one a row of this reader named before (the fold must meet a connection's first record whole)."""
-        loads = orjson.loads
-        decode_error = orjson.JSONDecodeError
-        ga_names = _GA_NAMES
-        directions = _DIRECTIONS
-        dirs = DIRECTIONS
         scan = _scanner.scan if _scanner is not None and table is not None else None
-        seen: set[int] = set()  # the connections of the rows yielded: the scanner leaves their first line whole
         if not 0 <= keep <= SCANNED_CONN_MAX:
             keep = 0  # the scanner leaves every line of such a connection to the full parse already
-        native = 0
-        try:
-            for start, lines, complete in self._blocks(regions=scan is not None):
-                if isinstance(lines, tuple):  # whole lines in place, for the scanner
-                    block, a, b, n = lines
-                    if until_line is not None and start + n > until_line:
-                        b = a
-                        for _ in range(max(0, until_line - start + 1)):
-                            b = block.index(b"\n", b) + 1
-                        n = until_line - start + 1
-                    plan: list[Any] = scan(block, a, b, table, seen, keep, detail)  # type: ignore[arg-type,misc]
-                    final = start + n - 1
-                else:
-                    if until_line is not None and start + len(lines) > until_line:
-                        lines = lines[: max(0, until_line - start + 1)]
-                        complete = True  # the line after the last kept one is known to exist
-                    plan = lines
-                    final = start + len(lines) - 1
-                nxt = start
-                for raw in plan:
-                    if type(raw) is tuple:
-                        # A run of lines the scanner took: only the counters and the clocks move.
-                        count, t, conn, d = raw[:4]
-                        nxt += count
-                        native += count
-                        seq = self.count
-                        self.count = seq + count
-                        self.last_t = t
-                        if len(raw) == 4:
-                            yield QuietRun(count, nxt - 1, t, conn, dirs[d])
-                        elif len(raw) == 6:
-                            yield QuietRows(count, nxt - 1, t, conn, dirs[d], raw[4], raw[5], seq)
-                        else:
-                            yield AudioRun(count, nxt - 1, t, conn, dirs[d], *raw[4:], seq)  # type: ignore[call-arg]
-                        continue
-                    lineno = nxt
-                    nxt += 1
-                    try:
-                        obj = loads(raw)
-                    except decode_error as e:
-                        obj = self._unparsed(lineno, raw, complete or lineno != final, e)
-                        if obj is None:
-                            continue
-                    # The inline path: a native line whose fields are all as expected gives the row `_native`
-                    # would give. A missing key, a wrong shape or an unknown type or direction leaves it to
-                    # `_record` (KeyError/TypeError), which reports the problem.
-                    try:
-                        event = obj["event"]
-                        raw_type = event["type"]
-                        etype = ga_names[raw_type]
-                        direction = directions[obj["dir"]]
-                        t = obj["t"]
-                        conn = obj["conn"]
-                    except (KeyError, TypeError):
-                        pass
-                    else:
-                        if type(t) is float and type(conn) is int and conn >= 1:
-                            native += 1
-                            seq = self.count
-                            self.count = seq + 1
-                            self.last_t = t
-                            seen.add(conn)
-                            yield seq, lineno, t, direction, conn, event, etype, raw_type
-                            continue
-                    if type(obj) is not dict:
-                        self._problem(lineno, 1, f"expected a JSON object, got {json_kind(obj)}; skipped")
-                        continue
-                    row = self._record(lineno, obj)
-                    if row is not None:
-                        seen.add(row[4])
-                        yield row
-                if native:
-                    self.shapes["native"] = self.shapes.get("native", 0) + native
-                    native = 0
-                if until_line is not None and final >= until_line:
-                    break
-        except OSError as e:
-            self._problem(self.count + 1, 1, f"read error: {e.strerror or e}; the rest of the file is skipped")
-        finally:
-            if native:
-                self.shapes["native"] = self.shapes.get("native", 0) + native
+        # The per-line work is `rowpath.entries`' (compiled with the fold); reading the blocks stays here.
+        return entries(self, self._blocks(regions=scan is not None), scan, table or {}, until_line, keep, detail)
 
     def __iter__(self) -> Iterator[Record]:
         for row in self.rows():

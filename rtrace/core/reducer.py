@@ -60,10 +60,10 @@ from .facts import (
     Reconnected,
     SentIntoClosing,
 )
-from .fields import FIELDS, Spec, checked, fits
+from .fields import FIELDS, Check, Spec, check_of, checked, holds
 from .pending import NAMING_LIMIT, Change
 from .state import Connection, TraceState
-from .trace import Record
+from .trace import DIRECTIONS, Record
 
 # -- the fold ---------------------------------------------------------------------------------------------
 
@@ -78,7 +78,8 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
         state.first_t = rec.t
     conn = state.conns.get(rec.conn)
     rtype = rec.type
-    found = _STEPS.get((rec.dir, rtype))
+    steps = _STEPS_BY_DIR.get(rec.dir)
+    found = steps.get(rtype) if steps is not None else None
     if conn is not None and (conn.ended_by is None or rtype != "connection.opened" or rec.dir != "meta"):
         if found is None:
             tick(state, conn, rec.t, rec.line)
@@ -101,8 +102,8 @@ def step(state: TraceState, rec: Record) -> tuple[TraceState, list[Fact] | tuple
     conn.last_t = t
     if found is None:
         return state, facts if facts else NO_FACTS
-    handler, spec = found
-    if spec is not None and not fits(rec.event, spec):
+    handler, spec, check = found
+    if spec is not None and not holds(rec.event, check):
         rec = checked(state, rec, spec)
     handler(state, conn, rec, facts)
     if conn.ended_by is not None:
@@ -507,11 +508,21 @@ _TABLE: dict[tuple[str, str], Handler] = {
 }
 
 
-#: `_TABLE` with each type's field spec (`fields.FIELDS`; None: no field is read): one lookup a record.
-_STEPS: Final[dict[tuple[str, str], tuple[Handler, Spec | None]]] = {
-    key: (handler, FIELDS.get(key[1])) for key, handler in _TABLE.items()
+#: `_TABLE` with each type's field spec (`fields.FIELDS`; None: no field is read) and the spec as `holds` walks it:
+#: one lookup a record.
+_STEPS: Final[dict[tuple[str, str], tuple[Handler, Spec | None, Check]]] = {
+    key: (handler, FIELDS.get(key[1]), check_of(FIELDS.get(key[1], ()))) for key, handler in _TABLE.items()
 }
+#: `_STEPS` by direction, then type: the strings the reader hands on are the catalogue's own, so each lookup
+#: finds its key by identity, and no (direction, type) tuple is made and hashed per record.
+_STEPS_BY_DIR: Final[dict[str, dict[str, tuple[Handler, Spec | None, Check]]]] = {}
+for (_direction, _kind), _found in _STEPS.items():
+    _STEPS_BY_DIR.setdefault(_direction, {})[_kind] = _found
 #: The (direction, type) pairs that change the model; any other record only moves the clocks (see `tick`).
 TRANSITIONS: frozenset[tuple[str, str]] = frozenset(_TABLE)
+#: `TRANSITIONS` as the types of each direction (every direction a key).
+TRANSITION_TYPES: Final[dict[str, frozenset[str]]] = {
+    direction: frozenset(kind for way, kind in _TABLE if way == direction) for direction in DIRECTIONS
+}
 #: The pairs whose only change is an item's audio length (see `audio_run`).
 AUDIO_DELTAS: frozenset[tuple[str, str]] = frozenset(k for k, handler in _TABLE.items() if handler is _s_audio_delta)

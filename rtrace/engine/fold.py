@@ -23,7 +23,7 @@ from ..core.describe import DESCRIBED
 from ..core.escape import printable
 from ..core.facts import ITEM_OF, KIND_OF, NO_FACTS, Fact
 from ..core.loader import _GA_NAMES, Row, TraceReader, column_of, json_kind, lines_at
-from ..core.reducer import AUDIO_DELTAS, TRANSITIONS, audio_run, finish, step, tick
+from ..core.reducer import AUDIO_DELTAS, TRANSITION_TYPES, TRANSITIONS, audio_run, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
 from ..core.state import Connection, TraceState
 from ..core.trace import DIRECTIONS, AudioRun, Direction, Header, Problem, QuietRows, QuietRun, Record, dumps_record
@@ -228,7 +228,8 @@ class _Dispatch:
         self._seen.add(type(fact))
         self._route()
 
-    def feed(self, facts: Iterable[Fact], state: TraceState) -> None:
+    def feed(self, facts: list[Fact], state: TraceState) -> None:
+        """Hand `facts` (what `step` returned for one record) to the handlers that take them, in order."""
         findings = self.findings
         for fact in facts:
             route = self.routes.get(type(fact))
@@ -377,7 +378,7 @@ class Fold:
             self._loop(entries, seq0, line0)
 
     def _loop(self, entries: Iterable[Entry], seq0: int, line0: int) -> None:
-        state, by_dir, observer, transitions = self.state, self.by_dir, self.observer, TRANSITIONS
+        state, by_dir, observer, stepped = self.state, self.by_dir, self.observer, TRANSITION_TYPES
         conns = state.conns
         # The entry classes are the reader's (interpreted) module's: bound once, not looked up by name per entry.
         quiet_run, audio_run_class, quiet_rows = QuietRun, AudioRun, QuietRows
@@ -410,7 +411,7 @@ class Fold:
             seq, line, t, direction, n, event, etype, raw_type = row
             by_dir[direction] += 1
             known = conns.get(n)
-            if known is not None and (direction, etype) not in transitions:
+            if known is not None and etype not in stepped[direction]:
                 conn = known
                 if observer is not None:
                     tick(state, conn, t, line + line0)
@@ -442,7 +443,7 @@ class Fold:
         except Exception as e:
             self.step_failed(rec.line, e)
             return NO_FACTS
-        if facts:
+        if type(facts) is list:  # (else `NO_FACTS`: none)
             self.dispatch.feed(facts, self.state)
         return facts
 
