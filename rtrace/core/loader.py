@@ -8,7 +8,8 @@ truncated or corrupt file) is a problem at the line where it broke; the lines be
 Streams line by line and never raises on bad input: each problem becomes a `Problem` with `file:line:col`,
 and reading goes on with the next line. Only a file that cannot be opened at all raises `UnreadableInput`. A fold
 reads through `Rows.entries`, where the optional C scanner (`_scan.c`) takes the lines a full parse would only
-count without parsing them; the pure path gives the same records.
+count without parsing them, and reads the top level of the others (only their event is parsed); the pure path
+gives the same records.
 """
 
 from __future__ import annotations
@@ -426,8 +427,9 @@ class TraceReader(LineRecords):
     ) -> Iterator[Row | QuietRun | QuietRows | AudioRun]:
         """The records (`Row`s) of the trace, up to `until_line` when given. With `table` (see `Rows.entries`) and
         the C scanner built, runs of lines it takes (`_scan.scan`) come as a `QuietRun` (no transition) or an
-        `AudioRun` (audio deltas of one item) instead. A run's connection is always
-        one a row of this reader named before (the fold must meet a connection's first record whole)."""
+        `AudioRun` (audio deltas of one item) instead, and a line whose top level it read comes as its event's bytes,
+        t, conn and direction (`heads`): the row the inline path gives, its event alone parsed. A run's connection
+        is always one a row of this reader named before (the fold must meet a connection's first record whole)."""
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
         ga_names = _GA_NAMES
@@ -447,7 +449,7 @@ class TraceReader(LineRecords):
                         for _ in range(max(0, until_line - start + 1)):
                             b = block.index(b"\n", b) + 1
                         n = until_line - start + 1
-                    plan: list[Any] = scan(block, a, b, table, seen, keep, detail)  # type: ignore[arg-type,misc]
+                    plan: list[Any] = scan(block, a, b, table, seen, keep, detail, True)  # type: ignore[arg-type,misc]
                     final = start + n - 1
                 else:
                     if until_line is not None and start + len(lines) > until_line:
@@ -458,6 +460,20 @@ class TraceReader(LineRecords):
                 nxt = start
                 for raw in plan:
                     if type(raw) is tuple:
+                        if type(raw[0]) is bytes:
+                            # A record whose top level the scanner read (the inline path's checks passed): only its
+                            # event is parsed, and the row is the one the inline path gives.
+                            body, t, conn, d = raw
+                            event = loads(body)
+                            raw_type = event["type"]
+                            native += 1
+                            seq = self.count
+                            self.count = seq + 1
+                            self.last_t = t
+                            seen.add(conn)
+                            yield seq, nxt, t, dirs[d], conn, event, ga_names[raw_type], raw_type
+                            nxt += 1
+                            continue
                         # A run of lines the scanner took: only the counters and the clocks move.
                         count, t, conn, d = raw[:4]
                         nxt += count
