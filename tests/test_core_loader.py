@@ -606,6 +606,29 @@ def test_the_scanner_is_built_where_ci_runs() -> None:
     assert SCANNER is not None
 
 
+@pytest.mark.parametrize("scanner", [True, False])
+def test_a_reader_counts_every_line_of_a_trace_of_many_blocks(scanner: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lines` after the entries of a fold is the trace's line count, bad, blank and quiet lines included, whether
+    its lines were counted by the reader or by the fold's reading of them (the scanner's regions); reading up to a
+    line stops at or after it."""
+    if not scanner:
+        monkeypatch.setattr(loader_module, "_scanner", None)
+    quiet = b'{"t":1.5,"dir":"server","conn":1,"event":{"type":"response.output_text.delta","delta":"%d"}}'
+    first = b'{"t":1.0,"dir":"server","conn":1,"event":{"type":"session.created","session":{}}}'
+    lines = [first] + [quiet % k if k % 97 else b"{bad" if k % 2 else b"" for k in range(1, 9000)]
+    data = b"\n".join(lines) + b"\n"
+    assert len(data) > 3 * loader_module._CHUNK
+    reader = TraceReader(io.BytesIO(data), "t.jsonl")
+    for _ in reader.rows().entries(TRANSITIONS, AUDIO_DELTAS):
+        pass
+    assert reader.lines == len(lines)
+    for until in (1, 4000, len(lines)):
+        reader = TraceReader(io.BytesIO(data), "t.jsonl")
+        for _ in reader.rows().entries(TRANSITIONS, AUDIO_DELTAS, until_line=until):
+            pass
+        assert until <= reader.lines <= len(lines)
+
+
 def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> None:
     from .test_engine_fold import RACE_188
 

@@ -203,6 +203,7 @@ class TraceReader(LineRecords):
         #: them. None when the bytes read are not the file's own (compressed, UTF-16, a later part of a trace).
         self.marks: list[tuple[int, int]] | None = None
         self._offset = 0  # of the next block in the file, while `marks` is kept
+        self._counted = -1  # the lines of the region `_blocks` yielded last, once its caller has read them
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
@@ -331,9 +332,12 @@ class TraceReader(LineRecords):
                     at = nl + 1
                 last = block.rfind(b"\n", at)
                 if last >= 0:
-                    count = count_lines(block, at, last + 1)
+                    # How many lines, the caller says once it has read them (`_counted`): the scanner finds each
+                    # line's end as it parses it, and counting them here first was a pass of its own over the block.
+                    self._counted = -1
+                    yield lineno, (block, at, last + 1, -1), True
+                    count = self._counted if self._counted >= 0 else count_lines(block, at, last + 1)
                     self.lines = lineno + count - 1
-                    yield lineno, (block, at, last + 1, count), True
                     lineno += count
                     at = last + 1
                 if at < len(block):
@@ -442,8 +446,11 @@ class TraceReader(LineRecords):
         native = 0
         try:
             for start, lines, complete in self._blocks(regions=scan is not None):
-                if isinstance(lines, tuple):  # whole lines in place, for the scanner
+                if isinstance(lines, tuple):  # whole lines in place, for the scanner (uncounted: see `_blocks`)
                     block, a, b, n = lines
+                    if until_line is not None:  # counted first, for reading may stop inside the region
+                        n = _count_lines(block, a, b)
+                        self.lines = start + n - 1
                     if until_line is not None and start + n > until_line:
                         b = a
                         for _ in range(max(0, until_line - start + 1)):
@@ -524,6 +531,7 @@ class TraceReader(LineRecords):
                     if row is not None:
                         seen.add(row[4])
                         yield row
+                self._counted = nxt - start  # every line of a region is a line or in a run: all of them are counted
                 if native:
                     self.shapes["native"] = self.shapes.get("native", 0) + native
                     native = 0
