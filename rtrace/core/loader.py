@@ -471,7 +471,12 @@ class TraceReader(LineRecords):
                             # A record whose top level the scanner read (the inline path's checks passed): only its
                             # event is parsed, and the row is the one the inline path gives.
                             body, t, conn, d = raw
-                            event = loads(body)
+                            try:
+                                event = loads(body)
+                            except decode_error as e:  # pragma: no cover - the scanner reads only what orjson does
+                                self._problem(nxt, 1, f"not valid JSON ({e}); skipped")
+                                nxt += 1
+                                continue
                             raw_type = event["type"]
                             native += 1
                             seq = self.count
