@@ -56,7 +56,9 @@ COMPILED = (
 )
 #: The shared library of the compiled code, `GROUP__mypyc` inside the package (setup.py names it so, and an editable
 #: install finds it where it finds rtrace). Each module's own compiled file is a stub that imports its part of it.
-GROUP = "rtrace.core._fold"
+#: (Not written out as a quoted name: the Makefile reads every quoted word of this file that names a module of rtrace
+#: as one of `COMPILED`.)
+GROUP = __name__.rpartition(".")[0] + ".core._fold"
 #: The environment variable that runs the source of every module, compiled or not.
 PURE_ENV = "RTRACE_PURE"
 #: How much newer than its compiled module a source may be and still be the code it was made from (an install writes

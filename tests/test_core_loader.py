@@ -478,6 +478,59 @@ def test_with_detail_a_quiet_run_has_each_lines_time_and_type(lines: list[bytes]
 
 
 @needs_scanner
+@BOUNDED
+@given(
+    st.lists(trace_lines() | ARBITRARY_LINES, min_size=1, max_size=12), st.sets(st.integers(1, 3)), st.integers(0, 3)
+)
+def test_a_head_is_what_the_inline_path_reads_of_its_line(lines: list[bytes], seen: set[int], keep: int) -> None:
+    """With `heads` (the reader's fast path) the scanner takes the same runs as without, and a line it leaves whole
+    comes as (its event's bytes, t, conn, dir index) only when the inline path reads that line as a record with
+    that event, t, connection and direction (a float t, an int conn from 1, a type of the catalogue)."""
+    block = b"".join(line + b"\n" for line in lines)
+    plain = SCANNER.scan(block, 0, len(block), TABLE, set(seen), keep)  # type: ignore[union-attr]
+    headed = SCANNER.scan(block, 0, len(block), TABLE, set(seen), keep, False, True)  # type: ignore[union-attr]
+    assert len(plain) == len(headed)
+    for a, b in zip(plain, headed, strict=True):
+        if type(a) is not bytes or type(b) is bytes:
+            assert a == b
+            continue
+        body, t, conn, d = b
+        obj = orjson.loads(a)
+        event = orjson.loads(body)
+        assert type(event) is dict and event == obj["event"] and event["type"] in loader_module._GA_NAMES
+        assert type(obj["t"]) is float and type(t) is float and repr(t) == repr(obj["t"])
+        assert type(obj["conn"]) is int and obj["conn"] == conn >= 1
+        assert DIRECTIONS[d] == obj["dir"]
+    spread = json.dumps({"t": 1.5, "dir": "server", "conn": 1, "event": {"type": "rate_limits.updated"}}, indent=1)
+    block = spread.encode() + b"\n"  # a record over several lines: each line is one of its own, and no record
+    assert SCANNER.scan(block, 0, len(block), TABLE, {1}, 0, False, True) == block.split(b"\n")[:-1]  # type: ignore[union-attr]
+    canonical = b'{"t":1.5,"dir":"client","conn":7,"event":{"type":"response.create","response":{"x":[1]}}}'
+    [(body, t, conn, d)] = SCANNER.scan(canonical, 0, len(canonical), TABLE, set(), 0, False, True)  # type: ignore[union-attr]
+    assert (body, t, conn, DIRECTIONS[d]) == (b'{"type":"response.create","response":{"x":[1]}}', 1.5, 7, "client")
+
+
+#: Float literals at the edges of the scanner's exact fast path (at most 2^53 in all digits, a power of ten to 22).
+T_LITERALS = (
+    "0.0", "-0.0", "0.1", "10.999105", "1e22", "1.5e-22", "1e23", "1.5e-23", "9007199254740992.0",
+    "9007199254740993.0", "9007199254740993e-5", "0.30000000000000004", "1234567890123456789.5", "4.35E-7", "1E+2",
+    "0.0000000000000000000000001", "179.76931348623157e99", "2.2250738585072014e-99", "8.5070591730234615e+37",
+)
+
+
+@needs_scanner
+@pytest.mark.parametrize("literal", T_LITERALS)
+def test_the_scanners_t_is_the_float_a_full_parse_reads(literal: str) -> None:
+    """A record's `t` as the scanner makes it, in a head and in a run, is the float orjson reads, to the bit."""
+    line = b'{"t":%s,"dir":"server","conn":1,"event":{"type":"%s"}}'
+    head, quiet = (line % (literal.encode(), etype) for etype in (b"response.done", b"response.output_text.delta"))
+    want = orjson.loads(head)["t"]
+    block = head + b"\n" + quiet + b"\n" + quiet + b"\n"
+    got = SCANNER.scan(block, 0, len(block), TABLE, {1}, 0, False, True)  # type: ignore[union-attr]
+    assert [type(e[0]) for e in got] == [bytes, int]
+    assert repr(got[0][1]) == repr(got[1][1]) == repr(want)
+
+
+@needs_scanner
 def test_the_scanner_takes_the_canonical_lines_of_every_quiet_type() -> None:
     """Lines as rtrace writes them (and with spaces, as Python's json does) are taken: the fast path is used."""
     lines = []
@@ -552,6 +605,29 @@ def test_the_scanner_is_built_where_ci_runs() -> None:
     if not os.environ.get("CI"):
         pytest.skip("only CI promises a C compiler")
     assert SCANNER is not None
+
+
+@pytest.mark.parametrize("scanner", [True, False])
+def test_a_reader_counts_every_line_of_a_trace_of_many_blocks(scanner: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lines` after the entries of a fold is the trace's line count, bad, blank and quiet lines included, whether
+    its lines were counted by the reader or by the fold's reading of them (the scanner's regions); reading up to a
+    line stops at or after it."""
+    if not scanner:
+        monkeypatch.setattr(loader_module, "_scanner", None)
+    quiet = b'{"t":1.5,"dir":"server","conn":1,"event":{"type":"response.output_text.delta","delta":"%d"}}'
+    first = b'{"t":1.0,"dir":"server","conn":1,"event":{"type":"session.created","session":{}}}'
+    lines = [first] + [quiet % k if k % 97 else b"{bad" if k % 2 else b"" for k in range(1, 9000)]
+    data = b"\n".join(lines) + b"\n"
+    assert len(data) > 3 * loader_module._CHUNK
+    reader = TraceReader(io.BytesIO(data), "t.jsonl")
+    for _ in reader.rows().entries(TRANSITIONS, AUDIO_DELTAS):
+        pass
+    assert reader.lines == len(lines)
+    for until in (1, 4000, len(lines)):
+        reader = TraceReader(io.BytesIO(data), "t.jsonl")
+        for _ in reader.rows().entries(TRANSITIONS, AUDIO_DELTAS, until_line=until):
+            pass
+        assert until <= reader.lines <= len(lines)
 
 
 def test_entries_up_to_a_line_stop_there_and_give_the_records_of_the_rows() -> None:

@@ -13,7 +13,7 @@ integer from 1) and `event` (an object whose own `type` is a string in `table`) 
 any key of the line's top level or of the event's. Anything else (an escape in a type, a duplicate key, a number
 near the limits of a double, a lone surrogate, nesting deeper than 64) is left to the full parse, which decides.
 
-`scan(buffer, start, end, table, seen[, keep, detail])` reads the lines of buffer[start:end] (each ended by a newline, the
+`scan(buffer, start, end, table, seen[, keep, detail, heads])` reads the lines of buffer[start:end] (each ended by a newline, the
 last one maybe not). `table` maps a raw type (bytes) to an int: bit k set when the type is quiet in direction k
 (client, server, meta, local), bit 4 + k when it is an audio delta there. `seen` is the set of connections the reader
 has yielded a record of: a line of another connection is left to the full parse (and its connection added), for the
@@ -23,7 +23,10 @@ carries each line's t and raw type (the HTML report's timeline has a point for e
 each line left to the full parse, as bytes; and for each run of consecutive taken lines of one kind, direction and
 connection (and item, for audio deltas) a tuple: (count, t of the last, conn, dir index) for quiet ones, (count, t of
 the last, conn, dir index, each line's t, each line's raw type) with `detail`; (count, t of the last, conn, dir index,
-item_id, audio bytes, each line's t, each line's bytes) for audio deltas.
+item_id, audio bytes, each line's t, each line's bytes) for audio deltas. With `heads`, a line left to the full
+parse whose top level the scanner read (the four keys as the reader's inline path takes them, a type in `table`)
+comes as (its event's bytes, t, conn, dir index) instead of its bytes: the reader parses only the event (the
+record's outer object, its keys looked up one by one, was a quarter of the inline path's cost).
 
 `lines(buffer, start, end)` counts the newlines of a region, as `bytes.count` does, with `memchr`.
 
@@ -35,6 +38,7 @@ per step instead of a try of the whole alternation at most positions of the text
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -52,8 +56,10 @@ typedef struct {
     int kind;     /* for numbers: 1 integer literal, 2 with a fraction or an exponent */
 } Tok;
 
+/* JSON's white space but the newline: a line holds none, so a newline ends the line wherever it is (the scanner
+   reads a line up to the region's end, and every token stops at a newline as at the end). */
 static inline P skip_ws(P p, P end) {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
         p++;
     return p;
 }
@@ -88,7 +94,7 @@ static P scan_string(P p, P end, Tok *t) {
             int bits = _mm_movemask_epi8(m);
             if (bits) {
                 p += __builtin_ctz((unsigned)bits);
-                break;
+                goto special; /* the byte found is one of those: no need to look at the ones before again */
             }
             p += 16;
         }
@@ -97,6 +103,9 @@ static P scan_string(P p, P end, Tok *t) {
             p++;
         if (p >= end)
             return NULL;
+#if defined(__SSE2__)
+    special:;
+#endif
         unsigned char c = *p;
         if (c == '"') {
             t->n = p - t->s;
@@ -258,6 +267,8 @@ static inline int key_is(const Tok *k, const char *name, Py_ssize_t n) {
 typedef struct {
     Tok t, dir, conn, type, item, delta;
     int has_item, has_delta, has_counted;
+    P event, event_end; /* the event object's text, braces included */
+    P end;              /* the line's end: its newline, or the end of the region */
 } Line;
 
 /* The event object at p: its own keys `type` (and for audio deltas `item_id`, `delta`, `rtrace_audio_bytes`). */
@@ -320,7 +331,8 @@ static P scan_event(P p, P end, Line *ln) {
     }
 }
 
-/* 1 when the line is one JSON object with the four keys of a native record as the inline path wants them. */
+/* 1 when the line at p (up to its newline or `end`) is one JSON object with the four keys of a native record as the
+   inline path wants them; then `ln->end` is where the line ends (found without a search for the newline). */
 static int scan_line(P p, P end, Line *ln) {
     Tok key;
     int seen = 0; /* bits: t, dir, conn, event */
@@ -360,8 +372,10 @@ static int scan_line(P p, P end, Line *ln) {
             if (!(p = scan_number(p, end, &ln->conn)) || ln->conn.kind != 1)
                 return 0;
         } else if (bit == 8) {
+            ln->event = p;
             if (*p != '{' || !(p = scan_event(p, end, ln)))
                 return 0;
+            ln->event_end = p;
         } else if (!(p = scan_value(p, end, 0))) {
             return 0;
         }
@@ -375,17 +389,26 @@ static int scan_line(P p, P end, Line *ln) {
         if (*p != '}')
             return 0;
         p = skip_ws(p + 1, end);
-        return p == end && seen == 15;
+        if (p < end && *p != '\n')
+            return 0;
+        ln->end = p;
+        return seen == 15;
     }
 }
 
-static const char *DIRS[4] = {"client", "server", "meta", "local"};
-
+/* The index of a direction in `DIRECTIONS` (client, server, meta, local), or -1: compared at constant lengths, which
+   the compiler inlines (a loop over the names called memcmp up to four times a line). */
 static int dir_index(const Tok *d) {
-    for (int k = 0; k < 4; k++)
-        if (key_is(d, DIRS[k], (Py_ssize_t)strlen(DIRS[k])))
-            return k;
-    return -1;
+    switch (d->n) {
+    case 6:
+        return memcmp(d->s, "client", 6) == 0 ? 0 : memcmp(d->s, "server", 6) == 0 ? 1 : -1;
+    case 4:
+        return memcmp(d->s, "meta", 4) == 0 ? 2 : -1;
+    case 5:
+        return memcmp(d->s, "local", 5) == 0 ? 3 : -1;
+    default:
+        return -1;
+    }
 }
 
 /* conn as an int from 1 (at most nine digits), else -1 */
@@ -398,7 +421,48 @@ static long conn_value(const Tok *c) {
     return v;
 }
 
+/* The value of a float literal the scanner took (`scan_number`'s grammar), when it is exact in one operation: at
+   most 2^53 as an integer of all its digits, scaled by a power of ten of at most 22 (exact doubles both, so one
+   correctly rounded multiplication or division: Clinger's fast path, what strtod does first). 1 when it is. */
+static int float_fast(const Tok *t, double *out) {
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    static const double TENS[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                  1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    P p = t->s, end = t->s + t->n;
+    int negative = p < end && *p == '-';
+    p += negative;
+    unsigned long long m = 0;
+    int digits = 0, scale = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++, digits++)
+        m = m * 10 + (unsigned)(*p - '0');
+    if (p < end && *p == '.')
+        for (p++; p < end && *p >= '0' && *p <= '9'; p++, digits++, scale--)
+            m = m * 10 + (unsigned)(*p - '0');
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int minus = p < end && *p == '-';
+        p += p < end && (*p == '-' || *p == '+');
+        int e = 0;
+        for (; p < end && *p >= '0' && *p <= '9'; p++)
+            e = e * 10 + (*p - '0');
+        scale += minus ? -e : e;
+    }
+    if (p != end || digits > 19 || m > (1ULL << 53) || scale < -22 || scale > 22)
+        return 0;
+    double v = scale < 0 ? (double)m / TENS[-scale] : (double)m * TENS[scale];
+    *out = negative ? -v : v;
+    return 1;
+#else
+    (void)t;
+    (void)out;
+    return 0;
+#endif
+}
+
 static PyObject *float_of(const Tok *t) {
+    double fast;
+    if (float_fast(t, &fast))
+        return PyFloat_FromDouble(fast);
     char buf[96];
     if (t->n >= (Py_ssize_t)sizeof buf)
         return NULL;
@@ -472,9 +536,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_ssize_t a, b;
     PyObject *table, *seen;
     long keep = 0;
-    int detail = 0;
-    if (!PyArg_ParseTuple(args, "y*nnO!O!|lp", &view, &a, &b, &PyDict_Type, &table, &PySet_Type, &seen, &keep,
-                          &detail))
+    int detail = 0, heads = 0;
+    if (!PyArg_ParseTuple(args, "y*nnO!O!|lpp", &view, &a, &b, &PyDict_Type, &table, &PySet_Type, &seen, &keep,
+                          &detail, &heads))
         return NULL;
     PyObject *type_str = NULL; /* with `detail`: the raw type of the last quiet line, as a str */
     P type_s = NULL;
@@ -490,23 +554,27 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         goto fail;
     }
     long known = -1; /* the last connection found in `seen` */
-    /* the last type looked up, and its bits: consecutive lines mostly share one */
+    /* the last type looked up, its bits, and whether `table` has it: consecutive lines mostly share one */
     P last_type = NULL;
     Py_ssize_t last_type_n = -1;
     long last_bits = 0;
+    int last_known = 0;
     P p = (P)view.buf + a, stop = (P)view.buf + b;
     while (p < stop) {
-        P nl = memchr(p, '\n', stop - p);
-        P end = nl != NULL ? nl : stop;
         int kind = OTHER;
         Line ln;
         int d = -1;
         long conn = -1;
-        if (scan_line(p, end, &ln) && (d = dir_index(&ln.dir)) >= 0 && (conn = conn_value(&ln.conn)) > 0 &&
-            conn != keep) {
+        int head = 0; /* a native record of a known type: its top level read, whatever its kind */
+        int valid = scan_line(p, stop, &ln);
+        P end = valid ? ln.end : memchr(p, '\n', stop - p);
+        if (end == NULL)
+            end = stop;
+        if (valid && (d = dir_index(&ln.dir)) >= 0 && (conn = conn_value(&ln.conn)) > 0) {
             long bits;
             if (last_type_n == ln.type.n && memcmp(last_type, ln.type.s, ln.type.n) == 0) {
                 bits = last_bits;
+                head = last_known;
             } else {
                 PyObject *key = PyBytes_FromStringAndSize((const char *)ln.type.s, ln.type.n);
                 if (key == NULL)
@@ -518,10 +586,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 bits = v != NULL ? PyLong_AsLong(v) : 0;
                 if (bits == -1 && PyErr_Occurred())
                     goto fail;
+                head = v != NULL;
                 last_type = ln.type.s;
                 last_type_n = ln.type.n;
                 last_bits = bits;
+                last_known = head;
             }
+            if (conn == keep)
+                bits = 0; /* every line of the connection to keep goes to the fold whole */
             if (bits & (1L << d))
                 kind = QUIET;
             else if ((bits & (16L << d)) && ln.has_item == 1 && !ln.item.esc && ln.has_delta == 1 && !ln.delta.esc &&
@@ -545,7 +617,23 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                     known = conn;
             }
         }
-        if (kind == OTHER) {
+        if (kind == OTHER && heads && head) {
+            PyObject *entry = PyTuple_New(4);
+            if (entry != NULL) {
+                PyTuple_SET_ITEM(entry, 0, PyBytes_FromStringAndSize((const char *)ln.event, ln.event_end - ln.event));
+                PyTuple_SET_ITEM(entry, 1, float_of(&ln.t));
+                PyTuple_SET_ITEM(entry, 2, PyLong_FromLong(conn));
+                PyTuple_SET_ITEM(entry, 3, PyLong_FromLong(d));
+                for (int k = 0; k < 4; k++)
+                    if (PyTuple_GET_ITEM(entry, k) == NULL)
+                        Py_CLEAR(entry);
+            }
+            if (entry == NULL || flush(&run, out) < 0 || PyList_Append(out, entry) < 0) {
+                Py_XDECREF(entry);
+                goto fail;
+            }
+            Py_DECREF(entry);
+        } else if (kind == OTHER) {
             PyObject *line = PyBytes_FromStringAndSize((const char *)p, end - p);
             if (line == NULL || flush(&run, out) < 0 || PyList_Append(out, line) < 0) {
                 Py_XDECREF(line);
@@ -603,7 +691,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 run.bytes += size;
             }
         }
-        p = nl != NULL ? nl + 1 : stop;
+        p = end < stop ? end + 1 : stop;
     }
     if (flush(&run, out) < 0)
         goto fail;
@@ -739,7 +827,7 @@ static PyMethodDef methods[] = {
      "hinted(text) -> bool | None: whether the ASCII text, lower-cased, holds a hint word or %xx (None: not ASCII, or "
      "no words set)."},
     {"scan", scan, METH_VARARGS,
-     "scan(buffer, start, end, table, seen, keep=0, detail=False) -> list: the lines of buffer[start:end] a full parse would only "
+     "scan(buffer, start, end, table, seen, keep=0, detail=False, heads=False) -> list: the lines of buffer[start:end] a full parse would only "
      "count, as runs, and the others as bytes (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };

@@ -8,7 +8,8 @@ truncated or corrupt file) is a problem at the line where it broke; the lines be
 Streams line by line and never raises on bad input: each problem becomes a `Problem` with `file:line:col`,
 and reading goes on with the next line. Only a file that cannot be opened at all raises `UnreadableInput`. A fold
 reads through `Rows.entries`, where the optional C scanner (`_scan.c`) takes the lines a full parse would only
-count without parsing them; the pure path gives the same records.
+count without parsing them, and reads the top level of the others (only their event is parsed); the pure path
+gives the same records.
 """
 
 from __future__ import annotations
@@ -196,6 +197,7 @@ class TraceReader(LineRecords):
         #: them. None when the bytes read are not the file's own (compressed, UTF-16, a later part of a trace).
         self.marks: list[tuple[int, int]] | None = None
         self._offset = 0  # of the next block in the file, while `marks` is kept
+        self._counted = -1  # the lines of the region `_blocks` yielded last, once its caller has read them
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **kw: Any) -> TraceReader:
@@ -324,9 +326,12 @@ class TraceReader(LineRecords):
                     at = nl + 1
                 last = block.rfind(b"\n", at)
                 if last >= 0:
-                    count = count_lines(block, at, last + 1)
+                    # How many lines, the caller says once it has read them (`_counted`): the scanner finds each
+                    # line's end as it parses it, and counting them here first was a pass of its own over the block.
+                    self._counted = -1
+                    yield lineno, (block, at, last + 1, -1), True
+                    count = self._counted if self._counted >= 0 else count_lines(block, at, last + 1)
                     self.lines = lineno + count - 1
-                    yield lineno, (block, at, last + 1, count), True
                     lineno += count
                     at = last + 1
                 if at < len(block):
@@ -420,13 +425,15 @@ class TraceReader(LineRecords):
     ) -> Iterator[Row | QuietRun | QuietRows | AudioRun]:
         """The records (`Row`s) of the trace, up to `until_line` when given. With `table` (see `Rows.entries`) and
         the C scanner built, runs of lines it takes (`_scan.scan`) come as a `QuietRun` (no transition) or an
-        `AudioRun` (audio deltas of one item) instead. A run's connection is always
-        one a row of this reader named before (the fold must meet a connection's first record whole)."""
+        `AudioRun` (audio deltas of one item) instead, and a line whose top level it read comes as its event's bytes,
+        t, conn and direction (`heads`): the row the inline path gives, its event alone parsed. A run's connection
+        is always one a row of this reader named before (the fold must meet a connection's first record whole)."""
         scan = _scanner.scan if _scanner is not None and table is not None else None
         if not 0 <= keep <= SCANNED_CONN_MAX:
             keep = 0  # the scanner leaves every line of such a connection to the full parse already
         # The per-line work is `rowpath.entries`' (compiled with the fold); reading the blocks stays here.
-        return entries(self, self._blocks(regions=scan is not None), scan, table or {}, until_line, keep, detail)
+        blocks = self._blocks(regions=scan is not None)
+        return entries(self, blocks, scan, table or {}, until_line, keep, detail, _count_lines)
 
     def __iter__(self) -> Iterator[Record]:
         for row in self.rows():

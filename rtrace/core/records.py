@@ -34,6 +34,9 @@ class LineRecords:
     count: int
     shapes: dict[str, int]
     last_t: float
+    #: The lines read so far, and those of the last region of lines in place once its reader has read them.
+    lines: int
+    _counted: int
     inferred: int
     _max: int
     _at_start: bool

@@ -25,8 +25,8 @@ _DIRECTIONS: dict[str, Direction] = {d: d for d in DIRECTIONS}
 
 #: What a fold reads: a record as a `Row`, or a run of lines the scanner took.
 Entry = Row | QuietRun | QuietRows | AudioRun
-#: The C scanner's `scan(block, start, end, table, seen, keep, detail)`.
-Scan = Callable[[bytes, int, int, dict[bytes, int], set[int], int, bool], list[Any]]
+#: The C scanner's `scan(block, start, end, table, seen, keep, detail, heads)`.
+Scan = Callable[[bytes, int, int, dict[bytes, int], set[int], int, bool, bool], list[Any]]
 
 
 def entries(
@@ -37,12 +37,16 @@ def entries(
     until_line: int | None,
     keep: int,
     detail: bool,
+    count_lines: Callable[[bytes, int, int], int] | None = None,
 ) -> Iterator[Entry]:
     """The records of `blocks` (`TraceReader._blocks`, with regions when `scan` is given), up to `until_line` when
     given, `reader` counting them (`count`, `last_t`, `shapes`: exact between blocks, before each line it is handed and
     once the records end) and told each problem. A line is parsed and, when it
     is a well-formed native record, made into its `Row` here; any other goes to `reader._record`, which reports what
-    is wrong with it. With `scan`, the runs of lines it takes come as a `QuietRun`, `QuietRows` or `AudioRun`."""
+    is wrong with it. With `scan`, the runs of lines it takes come as a `QuietRun`, `QuietRows` or `AudioRun`, and a
+    line whose top level it read as its event's bytes, t, conn and direction: only the event is parsed. The lines of
+    a region of lines in place are counted as they are read (`reader._counted`, for `_blocks`), or first
+    (`count_lines`) when reading may stop inside it."""
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     ga_names = GA_NAMES
@@ -58,18 +62,21 @@ def entries(
     try:
         for start, lines, complete in blocks:
             plan: list[Any]
-            if isinstance(lines, tuple):  # whole lines in place, for the scanner
+            if isinstance(lines, tuple):  # whole lines in place, for the scanner (uncounted: see `_blocks`)
                 block: bytes = lines[0]
                 a: int = lines[1]
                 b: int = lines[2]
                 n: int = lines[3]
+                if until_line is not None:  # counted first, for reading may stop inside the region
+                    n = count_lines(block, a, b) if count_lines is not None else block.count(b"\n", a, b)
+                    reader.lines = start + n - 1
                 if until_line is not None and start + n > until_line:
                     b = a
                     for _ in range(max(0, until_line - start + 1)):
                         b = block.index(b"\n", b) + 1
                     n = until_line - start + 1
                 assert scan is not None
-                plan = scan(block, a, b, table, seen, keep, detail)
+                plan = scan(block, a, b, table, seen, keep, detail, True)
                 final = start + n - 1
             else:
                 plan = lines
@@ -80,8 +87,31 @@ def entries(
             nxt = start
             for raw in plan:
                 if type(raw) is tuple:
-                    # A run of lines the scanner took: only the counters and the clocks move.
                     run: tuple[Any, ...] = raw
+                    if type(run[0]) is bytes:
+                        # A record whose top level the scanner read (the inline path's checks passed): only its
+                        # event is parsed, and the row is the one the inline path gives.
+                        t_head: float = run[1]
+                        conn_head: int = run[2]
+                        try:
+                            head: dict[str, Any] = loads(run[0])
+                        except decode_error as e:  # pragma: no cover - the scanner reads only what orjson does
+                            _sync(reader, count, last_t)
+                            reader._problem(nxt, 1, f"not valid JSON ({e}); skipped")
+                            nxt += 1
+                            continue
+                        head_type: str = head["type"]
+                        native += 1
+                        seq = count
+                        count += 1
+                        last_t = t_head
+                        if conn_head != last_conn:
+                            seen.add(conn_head)
+                            last_conn = conn_head
+                        yield seq, nxt, t_head, dirs[run[3]], conn_head, head, ga_names[head_type], head_type
+                        nxt += 1
+                        continue
+                    # A run of lines the scanner took: only the counters and the clocks move.
                     k: int = run[0]
                     t_run: float = run[1]
                     conn_run: int = run[2]
@@ -148,6 +178,7 @@ def entries(
                 if row is not None:
                     seen.add(row[4])
                     yield row
+            reader._counted = nxt - start  # every line of a region is a line or in a run: all of them are counted
             _sync(reader, count, last_t)
             if native:
                 reader.shapes["native"] = reader.shapes.get("native", 0) + native
