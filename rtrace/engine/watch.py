@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 #: How long after the fork the watch looks (wall seconds): long enough for the scheduler to have shared the cores
-#: out a few times (a time slice is a few ms), short against a trace worth splitting (32 MB and more).
+#: out a few times (a time slice is a few ms), short against a trace worth splitting (`parallel.SPLIT_MIN_BYTES`).
 WATCH_AFTER_S = 0.02
 #: The least share of that time the two processes must have run (on a core, not waiting for one) for the split to go
 #: on: about 1 on a machine with a core free for each, 2/3 with one busy process beside them on 2 cores, 1/2 with
