@@ -171,6 +171,9 @@ def test_issue_41s_table_has_every_figure_of_the_issue_from_one_row() -> None:
     assert "| 1.50x MISSED | 1.65x | 0.91x ok |" in audio  # loaded: default, -j 1 (both x floor), default / -j 1
     assert "| whole |" in event and "| 1.40x MISSED |" in event  # DuckDB's count: judged on event-heavy
     assert "| 0.90x ok | 1.65x | 0.55x ok |" in event
+    paired = {**row, "loaded_vs_one": 1.04, "loaded_vs_one_cpu": 1.21}  # the runs taken in turn, pair by pair
+    text = issue_table({"shapes": [{"shape": "audio-call", "kind": "analyze", "sizes": [paired]}]})
+    assert "| 1.50x MISSED | 1.65x | 1.04x MISSED (CPU 1.21x) |" in text.splitlines()[2]
 
 
 def test_show_at_the_end_of_a_long_conversation_is_timed_against_its_analysis(

@@ -29,6 +29,21 @@ RTRACE = [sys.executable, "-m", "rtrace.cli"]
 MAX = 16 * 1024 * 1024
 
 
+class Agrees:
+    """A split's watch that never calls it off (`watch.Watch` looks at the machine's load, which no test sets)."""
+
+    def __init__(self, child: int) -> None:
+        self.child = child
+
+    def alone(self) -> bool | None:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _split_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "Watch", Agrees)
+
+
 class Boom(Rule[Config]):
     """Test rule: fails on a connection whose path is /boom (an analysis bug in one trace)."""
 
@@ -618,14 +633,68 @@ def test_a_compressed_trace_is_read_by_one_process_and_a_folder_of_them_is_a_fle
     ]
 
 
-def test_free_cores_stop_sampling_at_the_first_sample_with_no_core_free(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On a busy machine the run queue is read once and no sleep follows (each one waited for a core to wake on);
-    on an idle one every sample is taken."""
-    slept: list[float] = []
-    monkeypatch.setattr(parallel.time, "sleep", slept.append)
+def test_free_cores_read_the_run_queue_once_and_the_load_average_only_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decision on scripted run queues (no timing): one sample, this process counted in it; a busy machine is
+    never slept on (a sleep waited for a core to wake on), nor an idle one (a later sample could only find more
+    free). The load average (a minute behind) is read only where the run queue cannot be."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    monkeypatch.setattr(parallel, "procs_running", lambda: 3)  # two busy neighbours
-    assert parallel.free_cores() == 0 and slept == []
-    monkeypatch.setattr(parallel, "procs_running", lambda: 1)
-    assert parallel.free_cores() == 2 and len(slept) == parallel._RUN_SAMPLES - 1
+    read: list[int] = []
+
+    def queue(*samples: int | None) -> Any:
+        read.clear()
+        left = iter(samples)
+
+        def sample() -> int | None:
+            read.append(1)
+            return next(left)  # a second read would raise StopIteration
+
+        return sample
+
+    def no_load() -> float | None:
+        raise AssertionError("the load average was read beside a run queue")
+
+    for samples, free in (((1,), 2), ((2,), 1), ((3,), 0), ((4,), -1)):  # idle, one busy neighbour, two, three
+        assert parallel.free_cores(queue(*samples), no_load) == free and len(read) == 1
+    assert (parallel.free_cores(queue(3), no_load) >= parallel.SPLIT_FREE_CORES) is False  # load 2: one process
+    assert (parallel.free_cores(queue(2), no_load) >= parallel.SPLIT_FREE_CORES) is True
+    assert parallel.free_cores(queue(None), lambda: 0.5) == 1.5  # no /proc/stat: the load average
+    assert parallel.free_cores(queue(None), lambda: None) == 0  # neither: read alone
+
+
+def test_a_split_the_watch_calls_off_reads_on_alone_to_the_same_report(tmp_path: Path) -> None:
+    """When the two processes turn out to share cores with others (`watch.Watch`), the child is killed and this
+    process reads past the cut to the end: the report is the one-process report (a BOM and bad lines included,
+    the verdict before the first block or at the cut), its marks are where its lines start (for excerpts), and no
+    child is left behind."""
+    good = (REAL / "tool-output-race.livekit-1.8.8.jsonl").read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join([b"\xef\xbb\xbf" + good[0], *good[1:20], b"{not json\n", b"[1]\n", *good[20:], b'{"t"']))
+    told: list[int] = []
+    for trace in (REAL / "tool-output-race.livekit-1.8.8.jsonl", bad):
+        for share in (0.3, 0.7):
+            for verdict_at in (1, 2):  # before the first block; at the cut (the read that would end the part)
+
+                class CallsOff:
+                    def __init__(self, child: int, at: int = verdict_at) -> None:
+                        told.append(child)
+                        self.asked, self.at = 0, at
+
+                    def alone(self) -> bool | None:
+                        self.asked += 1
+                        return None if self.asked < self.at else True
+
+                split = parallel.analyze_split(
+                    str(trace), Config(), RULES, MAX, share=share, min_bytes=0, watch=CallsOff
+                )
+                one = analyze_path(trace)
+                assert split == one, (trace.name, share, verdict_at)
+                data = trace.read_bytes()
+                starts = [0, *(k + 1 for k, byte in enumerate(data) if byte == 0x0A)]
+                assert split.line_marks and all(starts[line - 1] == at for line, at in split.line_marks)
+                with pytest.raises(ChildProcessError):
+                    os.waitpid(told[-1], os.WNOHANG)  # killed and reaped
+
+
 
