@@ -10,7 +10,21 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+import rich.cells
+import rich.console
+import rich.markdown
+import rich.padding
+import rich.progress
+import rich.table
+import rich.text
 from hypothesis import HealthCheck, settings
+
+# Every rich module rtrace imports, imported before any test runs. rtrace imports rich only where it draws, and a
+# pytester run in this process (`runpytest`) takes a snapshot of `sys.modules` and drops what was imported during it:
+# rich imported first inside one would be dropped after it while a rtrace module kept from before held its console,
+# and the next import would make a second `Segment` class that this console cannot draw (NotRenderableError, seen
+# when a test calling `main` in process ran before the README's pytester test in one worker).
+_RICH = (rich.cells, rich.console, rich.markdown, rich.padding, rich.progress, rich.table, rich.text)
 
 # The suite's properties carry no per-example deadline: a wall-clock limit per example is a timed test, and it
 # failed on a loaded machine (CI's two workers beside the real clients). `make fuzz`: HYPOTHESIS_PROFILE=long gives
