@@ -331,7 +331,8 @@ def test_a_fact_reaches_the_handlers_that_take_it_in_subscription_order() -> Non
     message = Item(id="m", type="message")
 
     def change(kind: str, item: Item | None = None) -> ChangeSent:
-        return ChangeSent(rec, Change(kind, 1, 0, 1, 0.0, item=item))
+        held = {"item_type": item.type, "call_id": item.call_id} if item is not None else {}
+        return ChangeSent(rec, Change(kind, 1, 0, 1, 0.0, **held))
 
     conn = Connection(1, 1, 0.0)
     facts: list[Fact] = [

@@ -46,7 +46,7 @@ from .answers import (
     _s_response_done,
     _s_session,
 )
-from .conversation import Item, item_from_event, update_item
+from .conversation import Item, item_from_event, item_head
 from .describe import describe
 from .facts import (
     NO_FACTS,
@@ -334,7 +334,9 @@ def _send(
     rec: Record,
     facts: list[Fact],
     item_id: str | None = None,
-    item: Item | None = None,
+    item_type: str | None = None,
+    role: str | None = None,
+    call_id: str | None = None,
     previous_item_id: str | None = None,
     audio_end_ms: int | None = None,
     conversation: str = "auto",
@@ -360,7 +362,9 @@ def _send(
         event_id,
         said,
         item_id,
-        item,
+        item_type,
+        role,
+        call_id,
         previous_item_id,
         audio_end_ms,
         conversation,
@@ -394,17 +398,14 @@ def _as_text(ev: dict[str, Any], event_id: str | None, previous_item_id: str | N
 def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     ev = rec.event
     raw_item = ev.get("item")
-    item = None
+    # What the change holds of the item (its keys in `Pending`, what the rules read); the rest stays in the event
+    # as sent (`Change.sent_item`), and the server's item is made from the server's event.
+    item_id: str | None = None
+    item_type: str | None = None
+    role: str | None = None
+    call_id: str | None = None
     if isinstance(raw_item, dict):
-        item = item_from_event(raw_item)
-        if item is None:
-            # No id: the server will choose one. Keep the item for its type and call_id.
-            item = Item(id="", type=str(raw_item.get("type") or "unknown"))
-            update_item(item, raw_item)
-        item.source = "client"
-        item.created_line = rec.line
-        item.created_t = rec.t
-        item.arguments_done = True
+        item_id, item_type, role, call_id = item_head(raw_item)
     prev = ev.get("previous_item_id")
     if type(prev) is str and prev:
         # Usually the id of an item held or being created: keep that string, not a copy per create.
@@ -417,7 +418,7 @@ def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list
                 prev = before.item_id
     else:
         prev = None
-    _send(conn, rec, facts, item.id if item is not None and item.id else None, item, prev)
+    _send(conn, rec, facts, item_id, item_type, role, call_id, prev)
 
 
 def _c_item_ref(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

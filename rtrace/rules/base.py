@@ -19,7 +19,7 @@ from mypy_extensions import mypyc_attr
 
 from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.facts import ITEM_OF, KIND_OF, Fact
+from ..core.facts import ITEM_TYPE_OF, KIND_OF, Fact
 from ..core.severity import FAIL_ON_LEVELS, SEVERITY_RANK, failing  # noqa: F401  (the rules' vocabulary)
 from ..core.state import Change, Connection, Response, TraceState
 from ..core.trace import Record
@@ -187,7 +187,7 @@ def on(
 
     The rest narrows it to what it does something with, so that the engine never calls it for the rest: `kinds` to
     the facts whose change is one of these client event types (`core.facts.KIND_OF`: the change facts), `items` to
-    those about an item of one of these types (`core.facts.ITEM_OF`; an item-less fact is none of them), and
+    those about an item of one of these types (`core.facts.ITEM_TYPE_OF`; an item-less fact is none of them), and
     `after` to the facts that come after the first of one of these classes the trace reports (a reconnect rule's
     handlers before any `Reconnected`). The engine reads the kind and the item type once per fact. A narrowing only
     declares what the handler would do nothing with: its own checks stay, and tests/test_rules_base.py calls every
@@ -204,8 +204,8 @@ def on(
     for fact_class in classes:
         if narrowing.kinds is not None and fact_class not in KIND_OF:
             raise TypeError(f"{fact_class.__name__} has no change kind to narrow to (core.facts.KIND_OF)")
-        if narrowing.items is not None and fact_class not in ITEM_OF:
-            raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_OF)")
+        if narrowing.items is not None and fact_class not in ITEM_TYPE_OF:
+            raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_TYPE_OF)")
 
     def mark(method: _F) -> _F:
         _MARKED[method.__qualname__] = (classes, narrowing)

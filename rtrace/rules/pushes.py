@@ -175,7 +175,7 @@ class StaleSnapshotDelete(Rule[Config]):
             f"Line {delete.line} deletes {item.label()} {ms(gap)} after the server "
             f"{'confirmed' if create is not None else 'added'} it at line "
             f"{item.added_line}, less than {basis}. The delete is in the same burst as the create of "
-            f"{first.item.label() if first.item else first.summary} at line {first.line}: "
+            f"{first.item_label() or first.summary} at line {first.line}: "
             f"the push was computed from a snapshot taken {flight}.",
             [
                 create,
