@@ -21,8 +21,6 @@ from .describe import describe
 ChangeStatus = Literal["pending", "confirmed", "rejected", "indeterminate"]
 #: How many of the oldest pending changes `Pending.naming` looks at (errors are rare; the cost stays linear).
 NAMING_LIMIT = 64
-#: The fields a change kept as text (`Change.sent`) leaves out when it holds them: `event_id`, `previous_item_id`.
-KEPT_APART: Final = ("event_id", "previous_item_id")
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -53,8 +51,9 @@ class Change:
     metadata: dict[str, Any] | None = None
     #: The client event as sent, while the change waits (an error that names a field of it, `param`, is joined
     #: by it: `Pending.naming`); dropped once answered and said. As JSON text when the change was sent behind
-    #: `reducer.SENT_KEPT` others still waiting (a pipeline), without the fields the change holds (`KEPT_APART`):
-    #: `event()` parses it again, only when an error makes `naming` walk that far or `summary` is first read.
+    #: `reducer.SENT_KEPT` others still waiting (a pipeline), without the fields the change holds (`keep_as_text`):
+    #: `event()` parses it again, only when an error makes `naming` walk that far, `summary` is first read, or the
+    #: item it sends is asked for (`sent_item`).
     sent: dict[str, Any] | str | None = None
     status: ChangeStatus = "pending"
     #: The line and time of the answer (confirmation, error, or the close that made it indeterminate).
@@ -121,15 +120,53 @@ class Change:
         return said
 
     def event(self) -> dict[str, Any] | None:
-        """The client event as sent (None once answered and said), parsed again if kept as text."""
+        """The client event as sent (None once answered and said), parsed again if kept as text (`keep_as_text`:
+        the fields it left out come back last)."""
         sent = self.sent
         if not isinstance(sent, str):
             return sent
         event: dict[str, Any] = orjson.loads(sent)
-        for key, value in zip(KEPT_APART, (self.event_id, self.previous_item_id), strict=True):
-            if value is not None:
-                event.setdefault(key, value)
+        _restore(event, "type", self.kind)
+        _restore(event, "event_id", self.event_id)
+        _restore(event, "previous_item_id", self.previous_item_id)
+        item = event.get("item")
+        if self.item_type is not None and type(item) is dict:
+            _restore(item, "id", self.item_id)
+            _restore(item, "type", self.item_type)
+            _restore(item, "role", self.role)
+            _restore(item, "call_id", self.call_id)
         return event
+
+    def keep_as_text(self) -> bool:
+        """Keep the event as sent (`sent`, parsed) as JSON text without the fields the change holds as they were
+        sent, as the reducer read them from it: of the event its type (`kind`), `event_id` and `previous_item_id`,
+        of the item a create sends its id, type, role and call_id. `event()` gives them back, and every field it
+        gives back was in the event (the change holds one only when the event has it, but for the types, which the
+        event must have: else nothing is left out). Whether it did: not for an event that is not JSON (built in
+        memory by a test, not read)."""
+        ev = self.sent
+        if type(ev) is not dict or type(ev.get("type")) is not str:
+            return False
+        slim = dict(ev)
+        _leave_out(slim, "type", self.kind)
+        _leave_out(slim, "event_id", self.event_id)
+        _leave_out(slim, "previous_item_id", self.previous_item_id)
+        item = slim.get("item")
+        if self.item_type is not None and isinstance(item, dict):
+            if "type" not in item:  # (`item_type` is "unknown" then: `event()` could not tell it was never sent)
+                return False
+            item = dict(item)
+            slim["item"] = item
+            _leave_out(item, "id", self.item_id)
+            _leave_out(item, "type", self.item_type)
+            _leave_out(item, "role", self.role)
+            _leave_out(item, "call_id", self.call_id)
+        try:
+            # A str: orjson's bytes keep the buffer they were written in (4 KiB), the decoded text only its length.
+            self.sent = orjson.dumps(slim).decode()
+        except (orjson.JSONEncodeError, RecursionError):
+            return False
+        return True
 
     def answered(self) -> None:
         """Drop the event as sent, unless it is the text its summary is still to be said from (`said` None)."""
@@ -168,6 +205,18 @@ class Change:
 
     def latency(self) -> float | None:
         return None if self.answer_t is None else self.answer_t - self.t
+
+
+def _leave_out(obj: dict[str, Any], key: str, held: str | None) -> None:
+    """Take `key` out of `obj` when it holds `held` (None: the change holds nothing of it)."""
+    if held is not None and obj.get(key) == held:
+        del obj[key]
+
+
+def _restore(obj: dict[str, Any], key: str, held: str | None) -> None:
+    """Put `key` back into `obj` as `held` when `_leave_out` took it (the change holds it, the text does not)."""
+    if held is not None and key not in obj:
+        obj[key] = held
 
 
 # -- pending changes -----------------------------------------------------------------------------------------
@@ -407,17 +456,27 @@ class Pending:
         self._order.drop()
         kind = change.kind
         _unfile(self._kinds, kind, change)
+        # An index emptied goes (a dict keeps the table it grew to: a drained pipeline would keep it to the end).
         if change.item_id is not None:
-            _unfile(self._items[kind], change.item_id, change)
+            by_id = self._items[kind]
+            _unfile(by_id, change.item_id, change)
+            if not by_id:
+                del self._items[kind]
         if change.event_id is not None and self._events is not None:
             _unfile(self._events, change.event_id, change)
+            if not self._events:
+                self._events = {}
         if kind == _CREATE:
             if change.item_id is None:
                 _unfile(self._idless, change.item_type, change)
             if change.call_id is not None:
                 _unfile(self._calls, change.call_id, change)
+                if not self._calls:
+                    self._calls = _NONE
             if change.previous_item_id is not None and self._prevs is not None:
                 _unfile(self._prevs, change.previous_item_id, change)
+                if not self._prevs:
+                    self._prevs = {}
         elif kind == "response.create":
             _unfile(self._replies, change.conversation != "none", change)
 

@@ -27,8 +27,6 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-import orjson
-
 from .answers import (
     _s_arguments_done,
     _s_audio_delta,
@@ -345,14 +343,8 @@ def _send(
     ev = rec.event
     event_id = ev.get("event_id")
     pending = conn.pending
-    sent: dict[str, Any] | str = ev
-    said: str | None = None
     if type(event_id) is not str:
         event_id = None
-    if len(pending) >= SENT_KEPT:
-        sent = _as_text(ev, event_id, previous_item_id)
-    if type(sent) is not str:
-        said = describe(rec.type, ev)
     change = Change(
         rec.type,
         conn.n,
@@ -360,7 +352,7 @@ def _send(
         rec.line,
         rec.t,
         event_id,
-        said,
+        None,
         item_id,
         item_type,
         role,
@@ -369,30 +361,15 @@ def _send(
         audio_end_ms,
         conversation,
         metadata,
-        sent,
+        ev,
     )
+    if len(pending) < SENT_KEPT or not change.keep_as_text():
+        change.said = describe(rec.type, ev)
     pending.add(change)
     if conn.early is not None:
         conn.early.append(change)
     facts.append(ChangeSent(rec, change))
     return change
-
-
-def _as_text(ev: dict[str, Any], event_id: str | None, previous_item_id: str | None) -> dict[str, Any] | str:
-    """The event kept as JSON text (`Change.sent`), without the fields the change holds as they were sent
-    (`KEPT_APART`); the event itself when it is not JSON (built in memory by a test, not read)."""
-    slim = ev
-    if event_id is not None or (previous_item_id is not None and ev.get("previous_item_id") == previous_item_id):
-        slim = dict(ev)
-        if event_id is not None:
-            del slim["event_id"]
-        if previous_item_id is not None and slim.get("previous_item_id") == previous_item_id:
-            del slim["previous_item_id"]
-    try:
-        # A str: orjson's bytes keep the buffer they were written in (4 KiB), the decoded text only its length.
-        return orjson.dumps(slim).decode()
-    except (orjson.JSONEncodeError, RecursionError):
-        return ev
 
 
 def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

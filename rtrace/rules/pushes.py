@@ -63,6 +63,9 @@ class StaleSnapshotDelete(Rule[Config]):
     @on(ChangeAnswered, kinds=["conversation.item.create"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
         change = fact.change
+        conn = state.conns.get(change.conn)
+        if conn is not None:
+            self.bursts.answered(change, conn)
         if change.kind == "conversation.item.create" and change.status == "confirmed":
             latency = change.latency()
             if latency is not None:
@@ -139,12 +142,11 @@ class StaleSnapshotDelete(Rule[Config]):
         if held is None or held[0] is not burst:
             return None
         waiting = held[1]
-        assert burst.ids is not None
         out = []
         for entry in list(waiting):
             delete, item, create, rtt = entry
             others = burst.creates_besides(item.id)
-            if item.id in burst.ids:
+            if burst.creates_id(item.id, conn):
                 waiting.remove(entry)  # delete + create of the same id: an update in place
                 continue
             if not others:
