@@ -325,7 +325,8 @@ class Pending:
     change is O(1) as well: a pipeline of 200,000 creates acknowledged in order costs what one create costs, 200,000
     times, and what waits costs a list slot and its index entries, no mapping by seq. A change is added newest
     (its seq above every one pending) and is in one `Pending` at most; its fields must not change while it waits
-    (they are its keys), and only a create carries an item and a `previous_item_id` (as the reducer makes them).
+    (they are its keys), and only a create carries an item (`item_type`) and a `previous_item_id` (as the reducer
+    makes them).
     """
 
     __slots__ = ("_calls", "_events", "_idless", "_items", "_kinds", "_order", "_prevs", "_replies")
