@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from rtrace.core.catalog import BETA_TO_GA
-from rtrace.core.conversation import Item
 from rtrace.core.pending import Change
 from rtrace.core.trace import Record
 
@@ -310,15 +309,14 @@ PENDING_KINDS = ["conversation.item.create", "conversation.item.delete", "respon
 @st.composite
 def pending_change(draw: st.DrawFn, seq: int) -> Change:
     kind = draw(st.sampled_from(PENDING_KINDS))
-    item = None
+    item_type = call_id = None
     item_id = draw(st.sampled_from([None, "", "a", "b"]))
     if kind == "conversation.item.create" and draw(st.booleans()):
         item_type = draw(st.sampled_from(["message", "function_call", "function_call_output"]))
         call_id = draw(st.sampled_from([None, "k1", "k2"]))
-        item = Item(id=item_id or "", type=item_type, call_id=call_id)
     return Change(
         kind, 1, seq, seq + 1, float(seq), event_id=draw(st.sampled_from([None, "e1", "e2"])), item_id=item_id,
-        item=item,
+        item_type=item_type, call_id=call_id,
         previous_item_id=draw(st.sampled_from([None, "a", "root"])) if kind == "conversation.item.create" else None,
         conversation=draw(st.sampled_from(["auto", "none"])),
     )  # fmt: skip

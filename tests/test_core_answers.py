@@ -311,6 +311,7 @@ def test_arguments_done_marks_a_function_call_finished() -> None:
     t.s("response.output_item.done", response_id="r1", item={**start, "id": "g", "status": "completed"})
     assert not unfinished_call(t.conn().conv.items["g"])
     c = t.create("h", type="function_call", call_id="k3")
-    assert not unfinished_call(t.fact(c, ChangeSent).change.item)
+    sent = t.fact(c, ChangeSent).change.sent_item()
+    assert sent is not None and not unfinished_call(sent)
     line = t.s("conversation.item.added", previous_item_id=None, item={"id": "h", "type": "function_call"})
     assert not unfinished_call(t.fact(line, ItemAdded).item)

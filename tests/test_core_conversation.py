@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rtrace.core import conversation
-from rtrace.core.conversation import ARGUMENTS_CHARS, PREVIEW_CHARS, Conversation, Item, item_from_event, update_item
+from rtrace.core.conversation import (
+    ARGUMENTS_CHARS,
+    PREVIEW_CHARS,
+    Conversation,
+    Item,
+    client_item,
+    item_from_event,
+    item_head,
+    label,
+    update_item,
+)
 
 from .strategies import BOUNDED
 
@@ -148,6 +160,20 @@ def test_update_item_folds_fields_and_cuts_payloads() -> None:
     msg = Item(id="m", type="message")
     update_item(msg, {"content": [{"type": "input_text", "text": "hello"}, 7, {"transcript": "world"}, {"x": 1}]})
     assert msg.text == "hello world"
+
+
+#: Values a wire item's field may hold, right or wrong.
+_VALUES = st.sampled_from([None, "", "x", "message", "function_call", "user", "k1", 0, 5, 1.5, True, [], {}])
+
+
+@BOUNDED
+@given(st.dictionaries(st.sampled_from(["id", "type", "role", "call_id", "name", "output", "arguments"]), _VALUES))
+def test_what_a_pending_create_holds_of_its_item_is_what_the_item_it_sends_says(obj: dict[str, Any]) -> None:
+    """`item_head` (what a pending create keeps) reads the id, type, role and call_id `client_item` (the item it
+    sends, made when asked) reads, of any wire item, with an id or without."""
+    item = client_item(obj)
+    assert item_head(obj) == (item.id or None, item.type, item.role, item.call_id)
+    assert label(item.id, item.type, item.role, item.call_id) == item.label()
 
 
 def test_labels() -> None:

@@ -27,9 +27,20 @@ def _conn_with(server: list[str], *changes: Change) -> Connection:
 
 
 def _create(seq: int, item: Item | None, prev: str | None = None) -> Change:
+    """A create of `item` as the reducer makes it: what it holds of the item, the rest in its event as sent."""
+    wire = None if item is None else {"id": item.id, "type": item.type, "call_id": item.call_id, "output": item.text}
     return Change(
-        "conversation.item.create", 1, seq, seq + 1, 0.0, item_id=item.id if item else None, item=item,
-        previous_item_id=prev,
+        "conversation.item.create", 1, seq, seq + 1, 0.0, item_id=item.id if item else None,
+        item_type=item.type if item else None, call_id=item.call_id if item else None, previous_item_id=prev,
+        sent={"type": "conversation.item.create", "item": wire} if wire is not None else None,
+    )  # fmt: skip
+
+
+def _as_sent(item: Item, seq: int) -> Item:
+    """`item` as a create of line `seq + 1` sent it (`Change.sent_item`)."""
+    return Item(
+        item.id, item.type, call_id=item.call_id, text=item.text, arguments_done=True, source="client",
+        created_line=seq + 1, created_t=0.0,
     )  # fmt: skip
 
 
@@ -38,7 +49,7 @@ def _delete(seq: int, item_id: str) -> Change:
 
 
 def test_expected_ids_and_items() -> None:
-    fco = Item(id="o2", type="function_call_output", call_id="k")
+    fco = Item(id="o2", type="function_call_output", call_id="k", text="42")
     conn = _conn_with(
         ["a", "b"],
         _create(10, Item(id="c", type="message"), "a"),
@@ -50,8 +61,7 @@ def test_expected_ids_and_items() -> None:
     assert conn.expected_ids() == ["r", "a", "c", "o2"]
     assert client_view(conn) == conn.expected_ids()
     assert conn.expected_item("b") is None and conn.expected_item("a") is conn.conv.items["a"]
-    assert conn.expected_item("o2") is fco
-    assert conn.expected_outputs("k") == [fco]
+    assert conn.expected_item("o2") == _as_sent(fco, 13) and conn.expected_outputs("k") == [_as_sent(fco, 13)]
     assert next(iter(conn.pending.values())).short == "create"
 
 
@@ -65,7 +75,7 @@ def test_expected_call_sees_pending_creates_and_deletes() -> None:
     assert conn.expected_call("k") is None and conn.expected_outputs("k") == []
     again = Item(id="f2", type="function_call", call_id="k")
     conn.pending[3] = _create(3, again)
-    assert conn.expected_call("k") is again
+    assert conn.expected_call("k") == _as_sent(again, 3)
 
 
 def test_client_view_prefers_the_local_snapshot() -> None:
@@ -163,14 +173,14 @@ def test_the_client_view_and_expected_items_match_the_walks_they_replace(server:
         for change in conn.pending.values():
             if change.item_id == item_id and change.kind == "conversation.item.delete":
                 found = None
-            elif change.item_id == item_id and change.kind == "conversation.item.create" and change.item is not None:
-                found = change.item
-        assert conn.expected_item(item_id) is found
+            elif change.item_id == item_id and change.kind == "conversation.item.create" and change.item_type:
+                found = change.sent_item()
+        assert conn.expected_item(item_id) == found  # (a pending create's item is made when asked for)
     for call_id in ("k1", "k2"):
         call = None
         outs: list[Item] = []
         for change in conn.pending.values():
-            item = change.item
+            item = change.sent_item()
             if change.kind == "conversation.item.delete":
                 call = None if call is not None and change.item_id == call.id else call
                 outs = [o for o in outs if o.id != change.item_id]
@@ -178,5 +188,5 @@ def test_the_client_view_and_expected_items_match_the_walks_they_replace(server:
                 call = item
             elif item is not None and item.call_id == call_id and item.type == "function_call_output":
                 outs.append(item)
-        assert conn.expected_call(call_id) is call
+        assert conn.expected_call(call_id) == call
         assert conn.expected_outputs(call_id) == outs

@@ -116,3 +116,39 @@ def test_stale_snapshot_median_is_statistics_median_of_the_latest_64(delays: lis
         got, want = rule._median_rtt(1), statistics.median(delays[max(0, i - 63) : i + 1])
         same = got == want and math.copysign(1, got) == math.copysign(1, want)
         assert same or (math.isnan(got) and math.isnan(want)), (got, want)
+
+
+_Line = tuple[float, str, dict[str, Any]]
+
+
+def _update_in_place(tmp_path: Path, before: list[_Line], after: tuple[_Line, ...] = ()) -> list[str]:
+    """item_x created and added (a 50 ms round-trip), then, in one burst, what `before` sends or answers, a delete of
+    item_x 10 ms after its add, what `after` sends, and a create of item_y: the stale-snapshot findings."""
+    item = {"id": "item_x", "type": "message", "role": "user", "content": []}
+    other = {**item, "id": "item_y"}
+    lines: list[tuple[float, str, dict[str, Any]]] = [
+        (0.0, "meta", {"type": "connection.opened"}),
+        (0.1, "client", {"type": "conversation.item.create", "item": item}),
+        (0.15, "server", {"type": "conversation.item.added", "item": item}),
+        *before,
+        (0.1605, "client", {"type": "conversation.item.delete", "item_id": "item_x"}),
+        *after,
+        (0.1607, "client", {"type": "conversation.item.create", "item": other, "previous_item_id": "item_x"}),
+    ]
+    path = tmp_path / "update.jsonl"
+    path.write_bytes(b"".join(orjson.dumps({"t": t, "dir": d, "conn": 1, "event": e}) + b"\n" for t, d, e in lines))
+    return [f.message for f in analyze_path(path).findings if f.slug == "stale-snapshot-delete"]
+
+
+def test_a_delete_in_a_burst_that_creates_the_same_id_is_an_update_in_place(tmp_path: Path) -> None:
+    """The burst creates item_x again, its create still waiting or answered already: an update in place, whatever
+    the burst keeps of its creates (an answered one's id; a waiting one is in its connection's pending changes)."""
+    item = {"id": "item_x", "type": "message", "role": "user", "content": []}
+    create = (0.16, "client", {"type": "conversation.item.create", "item": item})
+    assert _update_in_place(tmp_path, [(0.16, "client", {"type": "session.update", "session": {}})])  # the control
+    assert _update_in_place(tmp_path, [create]) == []  # waiting
+    assert _update_in_place(tmp_path, [], ((0.1606, *create[1:]),)) == []  # sent after the delete
+    assert (
+        _update_in_place(tmp_path, [create, (0.1603, "server", {"type": "conversation.item.added", "item": item})])
+        == []
+    )

@@ -115,11 +115,16 @@ class Item:
 
     def label(self) -> str:
         """How people call this item: `function_call item_x (call_y)`, `user message item_z`."""
-        if self.type == "message":
-            return f"{self.role or 'unknown-role'} message {self.id}"
-        if self.call_id:
-            return f"{self.type} {self.id} ({self.call_id})"
-        return f"{self.type} {self.id}"
+        return label(self.id, self.type, self.role, self.call_id)
+
+
+def label(item_id: str, item_type: str, role: str | None, call_id: str | None) -> str:
+    """How people call an item of this id, type, role and call_id (`Item.label`)."""
+    if item_type == "message":
+        return f"{role or 'unknown-role'} message {item_id}"
+    if call_id:
+        return f"{item_type} {item_id} ({call_id})"
+    return f"{item_type} {item_id}"
 
 
 #: The strings items share (types, roles, names, statuses), each kept once, as `sys.intern` would keep them, in a
@@ -179,6 +184,31 @@ def item_from_event(obj: dict[str, Any]) -> Item | None:
         arguments_len,
         False,
         text,
+    )
+
+
+def client_item(obj: dict[str, Any]) -> Item:
+    """The `Item` a client's create sends in `obj`: `item_from_event`'s, or without a usable id (the server will
+    choose one) an item of id "" that keeps the rest (its type, call_id, text)."""
+    item = item_from_event(obj)
+    if item is None:
+        item = Item(id="", type=str(obj.get("type") or "unknown"))
+        update_item(item, obj)
+    return item
+
+
+def item_head(obj: dict[str, Any]) -> tuple[str | None, str, str | None, str | None]:
+    """What a pending create holds of the item it sends (`core.pending.Change`), as `client_item` reads it: its id
+    (None: none usable), type, role and call_id. No `Item` is made: a pipeline holds thousands of creates."""
+    item_id = obj.get("id")
+    kind = obj.get("type")
+    role = obj.get("role")
+    call_id = obj.get("call_id")
+    return (
+        item_id if isinstance(item_id, str) and item_id else None,
+        _intern(kind) if type(kind) is str and kind else str(kind or "unknown"),
+        _intern(role) if type(role) is str else None,
+        call_id if type(call_id) is str and call_id else None,
     )
 
 

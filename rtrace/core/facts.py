@@ -335,21 +335,20 @@ KIND_OF: dict[type[Fact], Callable[[Any], str]] = {
     ChangeSent: operator.attrgetter("change.kind"),
     ChangeAnswered: operator.attrgetter("change.kind"),
 }
-#: The item a fact is about (None: it has none, e.g. a change that is not a create, a delete of an item never seen
-#: added), by fact class: its type (`message`, `function_call`, ...) is what `rules.base.on(items=...)` narrows a
-#: subscription to.
-ITEM_OF: Final[dict[type[Fact], Callable[[Any], Item | None]]] = {
-    ChangeSent: operator.attrgetter("change.item"),
-    ChangeAnswered: operator.attrgetter("change.item"),
-    ItemAdded: operator.attrgetter("item"),
-    ItemDone: operator.attrgetter("item"),
-    ItemUpdated: operator.attrgetter("item"),
-    ItemDeleted: operator.attrgetter("item"),
+#: The type of the item a fact is about (`message`, `function_call`, ...; None: it has none, e.g. a change that is not
+#: a create, a delete of an item never seen added), by fact class: what `rules.base.on(items=...)` narrows a
+#: subscription to. A change's is the type it holds (`Change.item_type`): no item is made to read it.
+ITEM_TYPE_OF: Final[dict[type[Fact], Callable[[Any], str | None]]] = {
+    ChangeSent: operator.attrgetter("change.item_type"),
+    ChangeAnswered: operator.attrgetter("change.item_type"),
+    ItemAdded: operator.attrgetter("item.type"),
+    ItemDone: operator.attrgetter("item.type"),
+    ItemUpdated: operator.attrgetter("item.type"),
+    ItemDeleted: lambda fact: None if fact.item is None else fact.item.type,
 }
 
 
 def item_type(fact: Fact) -> str | None:
-    """The type of the item `fact` is about (`ITEM_OF`), None when it has none."""
-    get = ITEM_OF.get(type(fact))
-    item = None if get is None else get(fact)
-    return None if item is None else item.type
+    """The type of the item `fact` is about (`ITEM_TYPE_OF`), None when it has none."""
+    get = ITEM_TYPE_OF.get(type(fact))
+    return None if get is None else get(fact)

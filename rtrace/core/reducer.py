@@ -27,8 +27,6 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-import orjson
-
 from .answers import (
     _s_arguments_done,
     _s_audio_delta,
@@ -46,7 +44,7 @@ from .answers import (
     _s_response_done,
     _s_session,
 )
-from .conversation import Item, item_from_event, update_item
+from .conversation import Item, item_from_event, item_head
 from .describe import describe
 from .facts import (
     NO_FACTS,
@@ -335,7 +333,9 @@ def _send(
     rec: Record,
     facts: list[Fact],
     item_id: str | None = None,
-    item: Item | None = None,
+    item_type: str | None = None,
+    role: str | None = None,
+    call_id: str | None = None,
     previous_item_id: str | None = None,
     audio_end_ms: int | None = None,
     conversation: str = "auto",
@@ -344,14 +344,8 @@ def _send(
     ev = rec.event
     event_id = ev.get("event_id")
     pending = conn.pending
-    sent: dict[str, Any] | str = ev
-    said: str | None = None
     if type(event_id) is not str:
         event_id = None
-    if len(pending) >= SENT_KEPT:
-        sent = _as_text(ev, event_id, previous_item_id)
-    if type(sent) is not str:
-        said = describe(rec.type, ev)
     change = Change(
         rec.type,
         conn.n,
@@ -359,15 +353,19 @@ def _send(
         rec.line,
         rec.t,
         event_id,
-        said,
+        None,
         item_id,
-        item,
+        item_type,
+        role,
+        call_id,
         previous_item_id,
         audio_end_ms,
         conversation,
         metadata,
-        sent,
+        ev,
     )
+    if len(pending) < SENT_KEPT or not change.keep_as_text():
+        change.said = describe(rec.type, ev)
     pending.add(change)
     if conn.early is not None:
         conn.early.append(change)
@@ -375,37 +373,17 @@ def _send(
     return change
 
 
-def _as_text(ev: dict[str, Any], event_id: str | None, previous_item_id: str | None) -> dict[str, Any] | str:
-    """The event kept as JSON text (`Change.sent`), without the fields the change holds as they were sent
-    (`KEPT_APART`); the event itself when it is not JSON (built in memory by a test, not read)."""
-    slim = ev
-    if event_id is not None or (previous_item_id is not None and ev.get("previous_item_id") == previous_item_id):
-        slim = dict(ev)
-        if event_id is not None:
-            del slim["event_id"]
-        if previous_item_id is not None and slim.get("previous_item_id") == previous_item_id:
-            del slim["previous_item_id"]
-    try:
-        # A str: orjson's bytes keep the buffer they were written in (4 KiB), the decoded text only its length.
-        return orjson.dumps(slim).decode()
-    except (orjson.JSONEncodeError, RecursionError):
-        return ev
-
-
 def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:
     ev = rec.event
     raw_item = ev.get("item")
-    item = None
+    # What the change holds of the item (its keys in `Pending`, what the rules read); the rest stays in the event
+    # as sent (`Change.sent_item`), and the server's item is made from the server's event.
+    item_id: str | None = None
+    item_type: str | None = None
+    role: str | None = None
+    call_id: str | None = None
     if isinstance(raw_item, dict):
-        item = item_from_event(raw_item)
-        if item is None:
-            # No id: the server will choose one. Keep the item for its type and call_id.
-            item = Item(id="", type=str(raw_item.get("type") or "unknown"))
-            update_item(item, raw_item)
-        item.source = "client"
-        item.created_line = rec.line
-        item.created_t = rec.t
-        item.arguments_done = True
+        item_id, item_type, role, call_id = item_head(raw_item)
     prev = ev.get("previous_item_id")
     if type(prev) is str and prev:
         # Usually the id of an item held or being created: keep that string, not a copy per create.
@@ -418,7 +396,7 @@ def _c_item_create(state: TraceState, conn: Connection, rec: Record, facts: list
                 prev = before.item_id
     else:
         prev = None
-    _send(conn, rec, facts, item.id if item is not None and item.id else None, item, prev)
+    _send(conn, rec, facts, item_id, item_type, role, call_id, prev)
 
 
 def _c_item_ref(state: TraceState, conn: Connection, rec: Record, facts: list[Fact]) -> None:

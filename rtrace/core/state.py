@@ -181,8 +181,8 @@ class Connection:
         for change in sorted(changes, key=_seq):
             if change.kind == _DELETE:
                 found = None
-            elif change.item is not None:
-                found = change.item
+            elif change.item_type is not None:
+                found = change.sent_item()
         return found
 
     def expected_call(self, call_id: str) -> Item | None:
@@ -196,7 +196,7 @@ class Connection:
                 if found is not None and change.item_id == found.id:
                     found = None
             else:
-                found = change.item
+                found = change.sent_item()
         return found
 
     def expected_outputs(self, call_id: str) -> list[Item]:
@@ -208,16 +208,17 @@ class Connection:
             if change.kind == _DELETE:
                 outs = [o for o in outs if o.id != change.item_id]
             else:
-                assert change.item is not None
-                outs.append(change.item)
+                item = change.sent_item()
+                assert item is not None
+                outs.append(item)
         return outs
 
     def _replayed(self, call_id: str, item_type: str, held: list[Item]) -> list[Change]:
         """The pending changes that can change which `item_type` items carry `call_id`, oldest first: the creates
         of such items, and the deletes of them or of the `held` ones (no other change can touch them)."""
-        creates = [c for c in self.pending.creates_for_call(call_id) if c.item is not None and c.item.type == item_type]
+        creates = [c for c in self.pending.creates_for_call(call_id) if c.item_type == item_type]
         ids = {item.id for item in held}
-        ids.update(c.item.id for c in creates if c.item is not None)
+        ids.update(c.item_id or "" for c in creates)
         deletes = [d for item_id in ids for d in self.pending.about(_DELETE, item_id)]
         return sorted(creates + deletes, key=_seq) if deletes else creates
 

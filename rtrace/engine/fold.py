@@ -21,7 +21,7 @@ from mypy_extensions import mypyc_attr
 from ..core.audio import audio_bytes
 from ..core.describe import DESCRIBED
 from ..core.escape import printable
-from ..core.facts import ITEM_OF, KIND_OF, NO_FACTS, Fact
+from ..core.facts import ITEM_TYPE_OF, KIND_OF, NO_FACTS, Fact
 from ..core.loader import _GA_NAMES, Row, TraceReader, column_of, json_kind, lines_at
 from ..core.reducer import AUDIO_DELTAS, TRANSITION_TYPES, TRANSITIONS, audio_run, finish, step, tick
 from ..core.secrets import AUDIO_FIELDS, scrub_text
@@ -152,18 +152,18 @@ _Handler = Callable[[Any, TraceState], Iterable[Finding] | None]
 
 class _Route:
     """The handlers of one fact class some of which are narrowed (`rules.base.on(kinds=..., items=...)`): by the
-    fact's change kind (`kind_of`, None: no handler narrows by kind), then by its item's type (`item_of`, None: no
-    handler narrows by it), the handlers that take it, in subscription order. Kinds and item types no handler names
+    fact's change kind (`kind_of`, None: no handler narrows by kind), then by its item's type (`item_type_of`, None:
+    no handler narrows by it), the handlers that take it, in subscription order. Kinds and item types no handler names
     share one entry (`_OTHER`), so a trace's own item types never grow the table. `_Dispatch.feed` reads it (inline:
     a call per fact would cost what the narrowing saves)."""
 
-    __slots__ = ("by_kind", "item_of", "kind_of", "other")
+    __slots__ = ("by_kind", "item_type_of", "kind_of", "other")
 
     def __init__(self, fact_class: type[Fact], subs: Sequence[Subscription]) -> None:
         kinds = {k for s in subs for k in s.narrowing.kinds or ()}
         items = {i for s in subs for i in s.narrowing.items or ()}
         self.kind_of = KIND_OF[fact_class] if kinds else None
-        self.item_of = ITEM_OF[fact_class] if items else None
+        self.item_type_of = ITEM_TYPE_OF[fact_class] if items else None
 
         def level(kind: str) -> tuple[_Handler, ...] | dict[str, tuple[_Handler, ...]]:
             if not items:
@@ -243,8 +243,8 @@ class _Dispatch:
                 if isinstance(table, tuple):
                     handlers = table
                 else:
-                    item = route.item_of(fact) if route.item_of is not None else None
-                    found = table.get(_OTHER if item is None else item.type)
+                    item_type = route.item_type_of(fact) if route.item_type_of is not None else None
+                    found = table.get(_OTHER if item_type is None else item_type)
                     handlers = table[_OTHER] if found is None else found
             for handler in handlers:
                 try:

@@ -405,6 +405,7 @@ class TraceData:
         create, 2 delete, 0 other), item id index or -1, previous id index (-1 none, -2 root), item or -1]."""
         item_id = change.item_id
         prev = change.previous_item_id
+        item = change.sent_item() if item_id else None  # (pending: whole, its text and arguments too)
         return self.pending.append(
             (
                 change.line,
@@ -412,7 +413,7 @@ class TraceData:
                 _KIND_CODES.get(change.kind, 0),
                 self.ids(item_id) if item_id else NO_ID,
                 ROOT if prev == "root" else self.ids(prev) if prev else NO_ID,
-                self._item(change.item) if change.item is not None and change.item.id else NO_ID,
+                self._item(item) if item is not None else NO_ID,
             )
         )
 

@@ -311,7 +311,8 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
     diff = divergence(client_ids, server_ids)
     only_server, only_client, reordered = set(diff.only_server), set(diff.only_client), set(diff.reordered)
     local_items = {i.id: i for i in conn.local} if conn.local is not None else {}
-    pending_items = {c.item_id: c.item for c in conn.pending.values() if c.item is not None and c.item_id}
+    # The pending creates by item id, their items made only for the rows that show them.
+    pending_items = {c.item_id: c for c in conn.pending.values() if c.item_type is not None and c.item_id}
     title = "client view (local snapshot)" if conn.local is not None else "client view (confirmed + pending)"
 
     def rows() -> Iterator[Row]:
@@ -330,7 +331,10 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
                 if k < len(server_ids) and cid == server_ids[k] and item is not None:
                     right = left  # the same item on both sides (most rows): one cell, laid out once
                 else:
-                    right = item_cell(conn.conv.get(cid) or local_items.get(cid) or pending_items.get(cid), cid)
+                    item = conn.conv.get(cid) or local_items.get(cid)
+                    if item is None and (create := pending_items.get(cid)) is not None:
+                        item = create.sent_item()
+                    right = item_cell(item, cid)
                 right_over = "bold green" if cid in only_client else "bold yellow" if cid in reordered else ""
             yield left, left_over, right, right_over
 

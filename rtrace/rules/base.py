@@ -19,7 +19,7 @@ from mypy_extensions import mypyc_attr
 
 from ..core.conversation import Item
 from ..core.describe import describe
-from ..core.facts import ITEM_OF, KIND_OF, Fact
+from ..core.facts import ITEM_TYPE_OF, KIND_OF, Fact
 from ..core.severity import FAIL_ON_LEVELS, SEVERITY_RANK, failing  # noqa: F401  (the rules' vocabulary)
 from ..core.state import Change, Connection, Response, TraceState
 from ..core.trace import Record
@@ -187,7 +187,7 @@ def on(
 
     The rest narrows it to what it does something with, so that the engine never calls it for the rest: `kinds` to
     the facts whose change is one of these client event types (`core.facts.KIND_OF`: the change facts), `items` to
-    those about an item of one of these types (`core.facts.ITEM_OF`; an item-less fact is none of them), and
+    those about an item of one of these types (`core.facts.ITEM_TYPE_OF`; an item-less fact is none of them), and
     `after` to the facts that come after the first of one of these classes the trace reports (a reconnect rule's
     handlers before any `Reconnected`). The engine reads the kind and the item type once per fact. A narrowing only
     declares what the handler would do nothing with: its own checks stay, and tests/test_rules_base.py calls every
@@ -204,8 +204,8 @@ def on(
     for fact_class in classes:
         if narrowing.kinds is not None and fact_class not in KIND_OF:
             raise TypeError(f"{fact_class.__name__} has no change kind to narrow to (core.facts.KIND_OF)")
-        if narrowing.items is not None and fact_class not in ITEM_OF:
-            raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_OF)")
+        if narrowing.items is not None and fact_class not in ITEM_TYPE_OF:
+            raise TypeError(f"{fact_class.__name__} has no item type to narrow to (core.facts.ITEM_TYPE_OF)")
 
     def mark(method: _F) -> _F:
         _MARKED[method.__qualname__] = (classes, narrowing)
@@ -423,25 +423,28 @@ def as_json(finding: Finding) -> dict[str, Any]:
 
 class Burst:
     """One burst: a run of a connection's client changes each sent within the window of the previous one (one push
-    computed from one snapshot). It keeps what the rules read of it, not every change: its size, when it last
-    grew, the first creates in it (each item id at most `_COPIES` times, until `_IDS` distinct ids: that holds the
-    first three creates of any id other than a given one, see `creates_besides`), and with `ids` the item ids
-    it creates. A burst of 200,000 pipelined creates costs a few changes, not 200,000."""
+    computed from one snapshot). It keeps what the rules read of it, not every change: its size, its first seq, when
+    it last grew, the first creates in it (each item id at most `_COPIES` times, until `_IDS` distinct ids: that
+    holds the first three creates of any id other than a given one, see `creates_besides`), and with `ids` the item
+    ids of the creates in it that were answered while it was the current burst (`Bursts.answered`): with the creates
+    still pending, which its connection's `Pending` holds, they say which ids it creates (`creates`). A burst of
+    200,000 pipelined creates costs a few changes, not 200,000, and no id while they wait."""
 
-    __slots__ = ("_counts", "changes", "creates", "ids", "last_t")
+    __slots__ = ("_counts", "changes", "creates", "first", "ids", "last_t")
 
     _IDS = 4
     _COPIES = 3
 
-    def __init__(self, ids: bool) -> None:
-        #: Changes in it, and the time of the latest.
+    def __init__(self, ids: bool, first: int = 0) -> None:
+        #: Changes in it, the seq of the first, and the time of the latest.
         self.changes = 0
+        self.first = first
         self.last_t = 0.0
         #: The first creates (see above), in order.
         self.creates: list[Change] = []
         self._counts: dict[str | None, int] = {}
-        #: The item ids (None: an id-less create) of every create in it, when asked for.
-        self.ids: set[str | None] | None = set() if ids else None
+        #: The item ids of the creates in it answered so far, when asked for.
+        self.ids: set[str] | None = set() if ids else None
 
     def __len__(self) -> int:
         return self.changes
@@ -451,8 +454,6 @@ class Burst:
         self.last_t = change.t
         if change.kind != "conversation.item.create":
             return
-        if self.ids is not None:
-            self.ids.add(change.item_id)
         counts = self._counts
         seen = counts.get(change.item_id, 0)
         if (seen or len(counts) < self._IDS) and seen < self._COPIES:
@@ -467,10 +468,19 @@ class Burst:
         first); `add` keeps both kinds."""
         return [c for c in self.creates if c.item_id != item_id][:3]
 
+    def creates_id(self, item_id: str, conn: Connection) -> bool:
+        """Whether a create in it so far carries `item_id` (it keeps `ids`; `conn` is its connection, and the
+        burst is its current one): answered (`ids`), or still pending."""
+        assert self.ids is not None
+        if item_id in self.ids:
+            return True
+        return any(c.seq >= self.first for c in conn.pending.about("conversation.item.create", item_id))
+
 
 class Bursts:
     """Groups each connection's client changes into bursts (`Burst`): runs of changes each sent within `window`
-    seconds of the previous one. With `ids`, each burst keeps the item ids it creates."""
+    seconds of the previous one. With `ids`, each burst keeps the item ids of its answered creates, which a
+    subscriber to `ChangeAnswered` tells `answered`."""
 
     def __init__(self, window: float, ids: bool = False) -> None:
         self.window = window
@@ -485,10 +495,26 @@ class Bursts:
         """Record a sent change; return the burst it belongs to (live: later changes may join it)."""
         burst = self._current.get(change.conn)
         if burst is None or change.t - burst.last_t > self.window:
-            burst = Burst(self.ids)
+            burst = Burst(self.ids, change.seq)
             self._current[change.conn] = burst
         burst.add(change)
         return burst
+
+    def answered(self, change: Change, conn: Connection) -> None:
+        """A change of `conn` was answered (`ChangeAnswered`): a create of its current burst keeps its item id there
+        (`Burst.ids`), the pending one gone: the string of the item the conversation holds under that id when it
+        does, which lives on with it (the change's goes with the change)."""
+        burst = self._current.get(change.conn)
+        item_id = change.item_id
+        if (
+            burst is not None
+            and burst.ids is not None
+            and change.kind == "conversation.item.create"
+            and item_id is not None
+            and change.seq >= burst.first
+        ):
+            held = conn.conv.items.get(item_id)
+            burst.ids.add(item_id if held is None else held.id)
 
 
 ITEM_CHANGES = ("conversation.item.create", "conversation.item.delete", "conversation.item.truncate")

@@ -75,9 +75,9 @@ class OutputForUnknownCall(Rule[Config]):
     @on(ChangeSent, kinds=["conversation.item.create"], items=["function_call_output"])
     def sent(self, fact: ChangeSent, state: TraceState) -> None:
         change = fact.change
-        item = change.item
-        if change.kind == "conversation.item.create" and item is not None and item.type == "function_call_output":
-            if item.call_id and state.conns[change.conn].expected_call(item.call_id) is None:
+        call_id = change.call_id
+        if change.kind == "conversation.item.create" and change.item_type == "function_call_output":
+            if call_id and state.conns[change.conn].expected_call(call_id) is None:
                 self.suspect[change.seq] = change
 
     @on(ItemDeleted, items=["function_call"])
@@ -95,8 +95,7 @@ class OutputForUnknownCall(Rule[Config]):
         # an injected answer (a fault's note before it) is no verdict: only what the trace shows of the client is
         if suspect is None and (code != "invalid_tool_call_id" or _injected(fact.rec, change, state)):
             return None
-        item = change.item
-        if item is None or item.type != "function_call_output" or item.call_id is None:
+        if change.item_type != "function_call_output" or change.call_id is None:
             return None
         self.joined.add(fact.rec.seq)
         return [self._finding(state, change, Witness.of(fact.rec), fact.rec.line)]
@@ -131,9 +130,8 @@ class OutputForUnknownCall(Rule[Config]):
         return None
 
     def _finding(self, state: TraceState, change: Change, answer: Witness | None, at: int) -> Finding:
-        item = change.item
-        assert item is not None and item.call_id is not None
-        call_id = item.call_id
+        call_id = change.call_id
+        assert call_id is not None
         witness: list[Witness | None] = [Witness.sent(change), answer]
         cause = ""
         deleted = self.deleted_call.get(change.conn, {}).get(call_id)
@@ -164,11 +162,11 @@ class OutputForUnknownCall(Rule[Config]):
         return self.finding(
             change.conn,
             f"function_call_output for unknown call {call_id} at line {change.line}",
-            f"Line {change.line} sends {item.label()} but connection {change.conn} holds no function_call with "
+            f"Line {change.line} sends {change.item_label()} but connection {change.conn} holds no function_call with "
             f"call_id {call_id}; {outcome}.{cause}",
             witness,
             at,
-            items=[item.id],
+            items=[change.item_id],
             call_ids=[call_id],
             event_ids=[change.event_id],
         )
@@ -216,12 +214,15 @@ class ArgumentsLostInReplay(Rule[Config]):
     @on(ChangeSent, kinds=["conversation.item.create"], items=["function_call"])
     def sent(self, fact: ChangeSent, state: TraceState) -> list[Finding] | None:
         change = fact.change
-        sent = change.item
-        if change.kind != "conversation.item.create" or sent is None or sent.type != "function_call":
+        call_id = change.call_id
+        if change.kind != "conversation.item.create" or change.item_type != "function_call":
             return None
-        if not sent.call_id or sent.arguments.strip() or sent.call_id not in self.args:
+        if not call_id or call_id not in self.args:
             return None
-        arguments, done = self.args[sent.call_id]
+        sent = change.sent_item()  # (its arguments: the event as sent is kept while the change waits)
+        if sent is None or sent.arguments.strip():
+            return None
+        arguments, done = self.args[call_id]
         return [
             self.finding(
                 change.conn,

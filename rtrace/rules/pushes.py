@@ -63,6 +63,9 @@ class StaleSnapshotDelete(Rule[Config]):
     @on(ChangeAnswered, kinds=["conversation.item.create"])
     def answered(self, fact: ChangeAnswered, state: TraceState) -> None:
         change = fact.change
+        conn = state.conns.get(change.conn)
+        if conn is not None:
+            self.bursts.answered(change, conn)
         if change.kind == "conversation.item.create" and change.status == "confirmed":
             latency = change.latency()
             if latency is not None:
@@ -139,12 +142,11 @@ class StaleSnapshotDelete(Rule[Config]):
         if held is None or held[0] is not burst:
             return None
         waiting = held[1]
-        assert burst.ids is not None
         out = []
         for entry in list(waiting):
             delete, item, create, rtt = entry
             others = burst.creates_besides(item.id)
-            if item.id in burst.ids:
+            if burst.creates_id(item.id, conn):
                 waiting.remove(entry)  # delete + create of the same id: an update in place
                 continue
             if not others:
@@ -175,7 +177,7 @@ class StaleSnapshotDelete(Rule[Config]):
             f"Line {delete.line} deletes {item.label()} {ms(gap)} after the server "
             f"{'confirmed' if create is not None else 'added'} it at line "
             f"{item.added_line}, less than {basis}. The delete is in the same burst as the create of "
-            f"{first.item.label() if first.item else first.summary} at line {first.line}: "
+            f"{first.item_label() or first.summary} at line {first.line}: "
             f"the push was computed from a snapshot taken {flight}.",
             [
                 create,

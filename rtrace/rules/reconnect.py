@@ -27,9 +27,8 @@ _DELETE: Final = "conversation.item.delete"
 
 def _output_call(change: Change) -> str | None:
     """The call_id of the `function_call_output` a change creates (None: not such a create, or no call_id)."""
-    item = change.item
-    if change.kind == _CREATE and item is not None and item.type == "function_call_output":
-        return item.call_id
+    if change.kind == _CREATE and change.item_type == "function_call_output":
+        return change.call_id
     return None
 
 
@@ -119,22 +118,22 @@ class FunctionCallLostOnReconnect(Rule[Config]):
     def _sent(self, replay: _Replay, change: Change, at: int) -> list[Finding] | None:
         """Take in one change of the new connection; the findings when it is the moment to judge (`at`: the line
         where the judgment is certain)."""
-        item = change.item
-        if change.kind == "conversation.item.create" and item is not None:
-            if item.type == "function_call_output" and item.call_id in replay.lost_calls:
-                if item.call_id not in replay.created_calls:
+        item_type, call_id = change.item_type, change.call_id
+        if change.kind == "conversation.item.create" and item_type is not None:
+            if item_type == "function_call_output" and call_id in replay.lost_calls:
+                if call_id not in replay.created_calls:
                     del self.replays[change.conn]
                     return self._judge(replay, at, change)
             if change.item_id:
                 replay.created_ids.add(change.item_id)
             old_id = bool(change.item_id) and change.item_id in replay.previous_ids
-            old_call = item.type in _FUNCTION_ITEMS and item.call_id in replay.previous_calls
+            old_call = item_type in _FUNCTION_ITEMS and call_id in replay.previous_calls
             if old_id or old_call:
                 replay.recreated.append(change)
-            if item.call_id and item.type == "function_call":
-                replay.created_calls.add(item.call_id)
-            elif item.call_id and item.type == "function_call_output":
-                replay.created_outputs.add(item.call_id)
+            if call_id and item_type == "function_call":
+                replay.created_calls.add(call_id)
+            elif call_id and item_type == "function_call_output":
+                replay.created_outputs.add(call_id)
             return None
         if change.kind == "response.create":
             del self.replays[change.conn]
@@ -226,8 +225,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
         late = isinstance(fact, SentIntoClosing)
         for change in fact.changes if late else fact.indeterminate:  # type: ignore[union-attr]
             if change.kind == _CREATE:
-                item = change.item
-                if not change.item_id and not (item and item.call_id):
+                if not change.item_id and not change.call_id:
                     continue  # nothing to recognise it by if it is sent again: never reported
             elif change.kind != _DELETE or not change.item_id:
                 continue
@@ -304,8 +302,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
             if nxt is None or not state.conns[nxt].replay_visible:
                 continue  # no next connection, or one whose replay (which may have sent it again) is unseen
             if change.kind == _CREATE:
-                item = change.item
-                what = f"create of {item.label() if item else change.item_id} was never sent again"
+                what = f"create of {change.item_label() or change.item_id} was never sent again"
             else:
                 if not entry.recreated_next:
                     continue
@@ -327,7 +324,7 @@ class UnconfirmedItemLostOnReconnect(Rule[Config]):
                     [Witness.sent(change), ended],
                     state.last_line,
                     items=[change.item_id],
-                    call_ids=[change.item.call_id if change.item else None],
+                    call_ids=[change.call_id],
                     event_ids=[change.event_id],
                 )
             )
@@ -360,17 +357,17 @@ _LOSABLE = (
 
 def _what_is_lost(change: Change) -> str:
     """`a tool output (item_out for call_1, line 15)`, `a user message (item_u, line 3)`, `a reply (line 9)`."""
-    item = change.item
+    item_type, call_id = change.item_type, change.call_id
     if change.kind == "conversation.item.create":
-        if item is None:
+        if item_type is None:
             what = "an item"
-        elif item.type == "function_call_output":
+        elif item_type == "function_call_output":
             what = "a tool output"
-        elif item.type == "message":
-            what = f"a {item.role or 'new'} message"
+        elif item_type == "message":
+            what = f"a {change.role or 'new'} message"
         else:
-            what = f"a {item.type}"
-        named = [item.id, f"for {item.call_id}" if item.call_id else ""] if item is not None else []
+            what = f"a {item_type}"
+        named = [change.item_id or "", f"for {call_id}" if call_id else ""] if item_type is not None else []
         ids = " ".join(x for x in named if x)
         return f"{what} ({ids + ', ' if ids else ''}line {change.line})"
     if change.kind == "conversation.item.delete":
@@ -460,7 +457,7 @@ class ChangesLostAtFinalClose(Rule[Config]):
                     [*(Witness.sent(c) for c in lost[:4]), closed],
                     state.last_line,
                     items=[c.item_id for c in lost],
-                    call_ids=[c.item.call_id if c.item else None for c in lost],
+                    call_ids=[c.call_id for c in lost],
                     event_ids=[c.event_id for c in lost],
                 )
             )
@@ -576,8 +573,8 @@ class ReconnectRestoresNothing(Rule[Config]):
         if change.kind == _CREATE:
             if self._recreates(change, watch):
                 watch.candidates.append(change)
-                if change.item is not None and change.item.type == "function_call" and change.item.call_id:
-                    watch.calls.add(change.item.call_id)
+                if change.item_type == "function_call" and change.call_id:
+                    watch.calls.add(change.call_id)
                 return self._settle(change.conn, at) if change.status != "pending" else None
             return None
         if change.kind != "response.create" or watch.trigger is not None:
@@ -634,23 +631,24 @@ class ReconnectRestoresNothing(Rule[Config]):
         the same call_id, or a message with the same role and text (a replay under new ids). A
         `function_call_output` counts only when the new session holds its call (re-created before it); one that
         does not is noted in `watch.flushed`."""
-        item = change.item
-        if item is None:
+        item_type, call_id, item_id = change.item_type, change.call_id, change.item_id
+        if item_type is None:
             return False
         previous = watch.previous
-        if item.type == "function_call_output":
-            if not item.call_id:
+        if item_type == "function_call_output":
+            if not call_id:
                 return False
-            old_call = item.call_id in previous.conv.by_call or item.call_id in previous.conv.outputs_by_call
-            if old_call and item.call_id not in watch.calls and item.call_id not in watch.conn.conv.by_call:
+            old_call = call_id in previous.conv.by_call or call_id in previous.conv.outputs_by_call
+            if old_call and call_id not in watch.calls and call_id not in watch.conn.conv.by_call:
                 watch.flushed.append(change)
                 return False
             return old_call
-        if item.id and item.id in previous.conv and previous.conv.items[item.id].type == item.type:
+        if item_id and item_id in previous.conv and previous.conv.items[item_id].type == item_type:
             return True
-        if item.type == "function_call" and item.call_id and item.call_id in previous.conv.by_call:
+        if item_type == "function_call" and call_id and call_id in previous.conv.by_call:
             return True
-        if item.type != "message" or not item.text:
+        item = change.sent_item()  # (sent: its event is kept, and its text is what a replay would repeat)
+        if item_type != "message" or item is None or not item.text:
             return False
         # The messages `previous` holds, by (role, text), taken again only when a record of its own came since (a
         # late event): a replay of N messages under new ids costs O(N), not O(N) per message.

@@ -115,7 +115,7 @@ class DeletedFunctionCallOutput(Rule[Config]):
         else:
             parts.append(f"{item.label()} was added at line {item.added_line}; line {delete.line} deleted it")
         if mates:
-            listed = ", ".join(f"{c.item.label() if c.item else c.summary} at line {c.line}" for c in mates[:3])
+            listed = ", ".join(f"{c.item_label() or c.summary} at line {c.line}" for c in mates[:3])
             parts.append(f", in the same burst as the create of {listed}")
         parts.append(f", while {call.label()} stayed. ")
         parts.append(f"From line {fact.rec.line} on, every response is generated without the tool result.")
@@ -491,17 +491,15 @@ class _Pipelined:
 
 def _call_of(change: Change) -> str | None:
     """The call_id of a create of a `function_call` or a `function_call_output`."""
-    item = change.item
-    if change.kind == "conversation.item.create" and item is not None and item.type in _FUNCTION_ITEMS:
-        return item.call_id
+    if change.kind == "conversation.item.create" and change.item_type in _FUNCTION_ITEMS:
+        return change.call_id
     return None
 
 
 def _output_call(change: Change) -> str | None:
     """The call_id a change answers, when it creates a `function_call_output`."""
-    item = change.item
-    if change.kind == "conversation.item.create" and item is not None and item.type == "function_call_output":
-        return item.call_id
+    if change.kind == "conversation.item.create" and change.item_type == "function_call_output":
+        return change.call_id
     return None
 
 
@@ -649,7 +647,7 @@ class NoResponseAfterToolOutput(Rule[Config]):
             del self.waiting[n]
             outputs = list(sent.values())
             last = outputs[-1]
-            labels = ", ".join(f"{c.item.label() if c.item else c.summary} (line {c.line})" for c in outputs[:3])
+            labels = ", ".join(f"{c.item_label() or c.summary} (line {c.line})" for c in outputs[:3])
             answered = Witness.answer(last) if last.status == "confirmed" else None
             out.append(
                 self.finding(
@@ -661,7 +659,7 @@ class NoResponseAfterToolOutput(Rule[Config]):
                     [*(Witness.sent(c) for c in outputs[:3]), answered, Witness.of(fact.rec)],
                     fact.rec.line,
                     items=[c.item_id for c in outputs],
-                    call_ids=[c.item.call_id if c.item else None for c in outputs],
+                    call_ids=[c.call_id for c in outputs],
                     event_ids=[c.event_id for c in outputs],
                 )
             )
