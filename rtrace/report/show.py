@@ -235,6 +235,8 @@ def side_by_side(
     gap, newline = (_GAP, ""), ("\n", "")
     batch, write = Out.BATCH, out.write
     drawn = not out.plain
+    if not drawn:  # a run is a whole line here, not a word: a batch of as many bytes (a larger one only costs memory)
+        batch = max(batch >> 4, 1)
     blank = " " * num
     blanks = (blank, blank)
 
