@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.table import Table
 
 from rtrace.report.console import PIPE_WIDTH, StrippedLines, columns, plain_console, stdout_console
@@ -20,6 +22,17 @@ def test_stripped_lines_remove_trailing_blanks_and_keep_a_partial_line_until_flu
     lines.write("end  ")
     lines.flush()
     assert out.getvalue() == "a\nb   c\nend" and not lines.isatty()
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(" \n\tab\r"), max_size=12), max_size=6))
+def test_stripped_lines_are_the_lines_each_stripped_however_the_text_comes_in_pieces(pieces: list[str]) -> None:
+    """What `StrippedLines` writes, in one pass over each piece, is every line `rstrip(" ")`ed (spaces only)."""
+    out = io.StringIO()
+    lines = StrippedLines(out)
+    for piece in pieces:
+        lines.write(piece)
+    lines.flush()
+    assert out.getvalue() == "\n".join(line.rstrip(" ") for line in "".join(pieces).split("\n"))
 
 
 @pytest.mark.parametrize(("value", "want"), [("70", 70), (" 200 ", 200), ("0", None), ("wide", None), ("", None)])

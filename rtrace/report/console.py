@@ -36,9 +36,16 @@ class StrippedLines:
         self._partial = ""
 
     def write(self, text: str) -> int:
-        *lines, self._partial = (self._partial + text).split("\n")
-        if lines:
-            self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        whole = self._partial + text
+        end = whole.rfind("\n") + 1
+        self._partial = whole[end:]
+        if not end:
+            return len(text)
+        ended = whole[:end]
+        if " \n" in ended:
+            self._stream.write("".join(line.rstrip(" ") + "\n" for line in ended[:-1].split("\n")))
+        else:  # no line ends with a blank (`show`'s view, 100,000 lines laid out to fit): written as it came
+            self._stream.write(ended)
         return len(text)
 
     def flush(self) -> None:

@@ -61,7 +61,8 @@ def wrapped(cell: Cell, width: int, over: str = "", drawn: bool = True) -> tuple
     sizes: list[int] = []
     space: tuple[str, str] | None = None  # the spaces before the next word, kept only if it fits on this line
     for run, style in cell:
-        style = f"{style} {over}".strip()
+        if drawn:  # (plain text has no styles: only its characters are read)
+            style = f"{style} {over}".strip()
         if run.isascii() and run.isprintable():  # a cell a character: measured by `len`
             while run:
                 if run[0] == " ":
@@ -234,6 +235,8 @@ def side_by_side(
     gap, newline = (_GAP, ""), ("\n", "")
     batch, write = Out.BATCH, out.write
     drawn = not out.plain
+    if not drawn:  # a run is a whole line here, not a word: a batch of as many bytes (a larger one only costs memory)
+        batch = max(batch >> 4, 1)
     blank = " " * num
     blanks = (blank, blank)
 
@@ -273,16 +276,18 @@ def side_by_side(
             numbers, right_number = (first, k < count[1]) if j == 0 else (blanks, False)
             left_text, used = (lefts[j], left_sizes[j]) if j < len(lefts) else ("", 0)
             right_text = rights[j] if j < len(rights) else ""
-            if right_text or right_number:
+            if right_text or right_number:  # one string built at once, not a concatenation per part
                 pad = " " * max(widths[0] - used, 0)
-                add((numbers[0] + _GAP + left_text + pad + _GAP + numbers[1] + _GAP + right_text + "\n", ""))
+                add((f"{numbers[0]}{_GAP}{left_text}{pad}{_GAP}{numbers[1]}{_GAP}{right_text}\n", ""))
             else:
-                add((numbers[0] + _GAP + left_text + "\n", ""))
+                add((f"{numbers[0]}{_GAP}{left_text}\n", ""))
             if len(runs) >= batch:
                 write()
 
 
 def _joined(line: Cell) -> str:
+    if len(line) == 1:
+        return line[0][0]
     return "".join([run for run, _ in line])
 
 
@@ -325,7 +330,7 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
                 sid = server_ids[k]
                 item = conn.conv.get(sid)
                 left = item_cell(item, sid)
-                left_over = "bold red" if sid in only_server else ""
+                left_over = "bold red" if only_server and sid in only_server else ""
             if k < len(client_ids):
                 cid = client_ids[k]
                 if k < len(server_ids) and cid == server_ids[k] and item is not None:
@@ -335,7 +340,10 @@ def render_connection(conn: Connection, out: Out, width: int) -> None:
                     if item is None and (create := pending_items.get(cid)) is not None:
                         item = create.sent_item()
                     right = item_cell(item, cid)
-                right_over = "bold green" if cid in only_client else "bold yellow" if cid in reordered else ""
+                if only_client and cid in only_client:  # (most views differ nowhere: no lookup then)
+                    right_over = "bold green"
+                elif reordered and cid in reordered:
+                    right_over = "bold yellow"
             yield left, left_over, right, right_over
 
     side_by_side(out, rows, ("server conversation", title), width, (len(server_ids), len(client_ids)))
