@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtrace.core import reducer
-from rtrace.core.fields import FIELDS, Spec, _wrong, check_of, checked, fits
+from rtrace.core.fields import FIELDS, Spec, _wrong, check_of, checked, holds
 from rtrace.core.state import TraceState
 from rtrace.core.trace import Record
 
@@ -98,13 +98,13 @@ def events(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 
 @given(events())
 @settings(max_examples=400)
-def test_fits_agrees_with_the_walk_of_the_spec(drawn: tuple[str, dict[str, Any]]) -> None:
-    """`fits` (what `step` asks of every record) says an event is clean exactly when the reference walk finds no
-    wrong field, and `checked` then keeps the record as it is."""
+def test_holds_agrees_with_the_walk_of_the_spec(drawn: tuple[str, dict[str, Any]]) -> None:
+    """`holds` of the spec made into a `Check` (what `step` asks of every record) says an event is clean exactly when
+    the reference walk finds no wrong field, and `checked` then keeps the record as it is."""
     kind, event = drawn
     bad: list[Any] = []
     _wrong(event, FIELDS[kind], (), bad)
-    assert fits(event, FIELDS[kind]) is (not bad)
+    assert holds(event, check_of(FIELDS[kind])) is (not bad)
     rec = Record(0, 1, 0.0, "server", 1, event, kind, kind)
     state = TraceState()
     assert (checked(state, rec, FIELDS[kind]) is rec) is (not bad)

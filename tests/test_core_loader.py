@@ -270,16 +270,6 @@ def test_round_trip_generated(lines: list[dict[str, Any]]) -> None:
     assert reader2.problem_count == reader.problem_count
 
 
-def test_a_reader_with_a_limit_stops_there_and_counts_its_lines() -> None:
-    lines = [b'{"rtrace": 1}\n', *(orjson.dumps(obj) + b"\n" for obj in _native_lines(3)), b"\n"]
-    data = b"\xef\xbb\xbf" + b"".join(lines)
-    first_two = 3 + len(lines[0]) + len(lines[1])
-    reader = TraceReader(io.BytesIO(data), "x", limit=first_two)
-    assert [r.line for r in reader] == [2] and reader.header is not None and reader.lines == 2
-    whole = TraceReader(io.BytesIO(data), "x")
-    assert [r.line for r in whole] == [2, 3, 4] and whole.lines == 5
-
-
 def test_a_reader_of_a_later_part_looks_for_no_bom_header_or_utf16() -> None:
     rest = b'\xef\xbb\xbf{"rtrace": 1}\n' + orjson.dumps(_native_lines(1)[0]) + b"\n"
     reader = TraceReader(io.BytesIO(rest), "x", at_start=False)

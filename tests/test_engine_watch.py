@@ -95,3 +95,22 @@ def test_the_gate_stops_at_the_cut_unless_told_to_read_on() -> None:
         assert got == (data if verdict_at < 100 else data[:cut]) and gate.alone is (verdict_at < 100)
     short = Gate(io.BufferedReader(io.BytesIO(data)), 3, lambda: None)
     assert short.peek(10) == b"lin" and short.read() == b"lin" and short.read() == b""
+
+
+def test_a_reader_of_a_gated_file_stops_at_the_cut_and_counts_its_lines() -> None:
+    """The first part of a split is what a `TraceReader` reads through the gate: up to the cut (a byte offset of the
+    file, its BOM included), with the header read and every line before the cut counted."""
+    import orjson
+
+    from rtrace.core.loader import TraceReader
+
+    event = {"type": "session.updated", "session": {}}
+    native = [{"t": float(k), "dir": "server", "conn": 1, "event": event} for k in range(3)]
+    lines = [b'{"rtrace": 1}\n', *(orjson.dumps(obj) + b"\n" for obj in native), b"\n"]
+    data = b"\xef\xbb\xbf" + b"".join(lines)
+    first_two = 3 + len(lines[0]) + len(lines[1])
+    gated = Gate(io.BufferedReader(io.BytesIO(data)), first_two, lambda: None)
+    reader = TraceReader(gated, "x")  # type: ignore[arg-type]
+    assert [r.line for r in reader] == [2] and reader.header is not None and reader.lines == 2
+    whole = TraceReader(io.BytesIO(data), "x")
+    assert [r.line for r in whole] == [2, 3, 4] and whole.lines == 5

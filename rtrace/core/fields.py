@@ -172,7 +172,7 @@ def check_of(spec: Spec) -> Check:
 
 def holds(value: dict[str, Any], check: Check) -> bool:
     """Whether every field `check` names below the object `value` has its type (`_wrong` would find none): what
-    `step` asks of each record (`fits`, walking a spec made into a `Check` once), answered without a path or a list."""
+    `step` asks of each record (its spec made into a `Check` once, `check_of`), answered without a path or a list."""
     for field in check:
         v = value.get(field.key)
         if v is None:
@@ -194,11 +194,6 @@ def holds(value: dict[str, Any], check: Check) -> bool:
     return True
 
 
-def fits(value: dict[str, Any], spec: Spec) -> bool:
-    """Whether every field `spec` names below the object `value` has its type (`_wrong` would find none)."""
-    return holds(value, check_of(spec))
-
-
 def _without(value: Any, path: tuple[str | int, ...]) -> Any:
     """A copy of `value` with the field at `path` absent (an array element becomes null); only the containers on
     the path are copied."""
@@ -218,7 +213,7 @@ def _without(value: Any, path: tuple[str | int, ...]) -> Any:
 def checked(state: TraceState, rec: Record, spec: Spec) -> Record:
     """`rec`, or when a field `step` reads has the wrong JSON type, a record without that field; each such field is
     an input problem kept on `state` (line, path, expected) for the engine to report. `step` calls it only when
-    `fits` says no."""
+    `holds` says no."""
     bad: list[tuple[tuple[str | int, ...], frozenset[type]]] = []
     _wrong(rec.event, spec, (), bad)
     if not bad:

@@ -150,11 +150,10 @@ class TraceReader(LineRecords):
         path: str,
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        limit: int | None = None,
         at_start: bool = True,
         on_read: Callable[[int], None] | None = None,
     ) -> None:
-        """`limit`: read at most this many bytes of `stream`. `at_start`: the stream starts at the beginning of the
+        """`at_start`: the stream starts at the beginning of the
         trace; a reader of a later part (see `parallel.analyze_split`) looks for no BOM, UTF-16 or header, and
         numbers its lines from 1 at the stream's position. `on_read`: told, after each block, how far into
         `stream` reading has gone (bytes of the file, compressed or not): a progress bar's fraction."""
@@ -176,7 +175,6 @@ class TraceReader(LineRecords):
         self.inferred = 0
         self._stream = stream
         self._max = max_line_bytes
-        self._limit = limit
         self._at_start = at_start
         # Connection inference for shapes that carry no `conn`: a new session.created starts a connection.
         self._inferred_conn = 0
@@ -244,8 +242,6 @@ class TraceReader(LineRecords):
         elif head.startswith(codecs.BOM_UTF8):
             stream.read(3)
             self._offset = 3
-            if self._limit is not None:
-                self._limit -= 3
         if codec is None and compression is None:
             self.marks = []
         return stream
@@ -271,10 +267,9 @@ class TraceReader(LineRecords):
         pieces: list[bytes] = []  # the unfinished line, across blocks
         held = 0  # its length so far
         skipped = -1  # >= 0: inside an oversized line, this many bytes of it seen
-        left = -1 if self._limit is None else self._limit
         sniff = self._at_start  # the first block of the trace is yet to come: is it text at all?
-        while left:
-            block = stream.read(_CHUNK if left < 0 else min(_CHUNK, left))
+        while True:
+            block = stream.read(_CHUNK)
             if not block:
                 break
             if self._on_read is not None:
@@ -284,8 +279,6 @@ class TraceReader(LineRecords):
                 self.unusable = not_text(block, self.compression)
                 if self.unusable is not None:
                     return
-            if left > 0:
-                left -= len(block)
             if self.marks is not None:  # the first line that starts in this block, and where
                 nl = block.find(b"\n")
                 if nl >= 0:
